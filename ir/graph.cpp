@@ -1,0 +1,206 @@
+#include "ir/graph.h"
+
+#include <algorithm>
+#include <cassert>
+#include <unordered_map>
+
+namespace gradc::ir {
+
+std::string_view phaseName(Phase phase) {
+  switch (phase) {
+    case Phase::fwd: return "fwd";
+    case Phase::bwd: return "bwd";
+    case Phase::opt: return "opt";
+    case Phase::recompute: return "recompute";
+    case Phase::comm: return "comm";
+  }
+  return "?";
+}
+
+std::optional<Phase> parsePhase(std::string_view name) {
+  for (Phase p : {Phase::fwd, Phase::bwd, Phase::opt, Phase::recompute, Phase::comm})
+    if (phaseName(p) == name) return p;
+  return std::nullopt;
+}
+
+// ---- Node ------------------------------------------------------------------------------------
+
+Node::~Node() { dropOperandUses(); }
+
+void Node::dropOperandUses() {
+  for (unsigned i = 0; i < operands_.size(); ++i) {
+    auto& uses = operands_[i]->uses_;
+    auto it = std::find(uses.begin(), uses.end(), Use{this, i});
+    assert(it != uses.end() && "use list out of sync");
+    if (it != uses.end()) uses.erase(it);
+  }
+  operands_.clear();
+}
+
+void Node::setOperand(size_t i, Value* value) {
+  Value* old = operands_.at(i);
+  auto it = std::find(old->uses_.begin(), old->uses_.end(), Use{this, static_cast<unsigned>(i)});
+  assert(it != old->uses_.end());
+  old->uses_.erase(it);
+  operands_[i] = value;
+  value->uses_.push_back(Use{this, static_cast<unsigned>(i)});
+}
+
+std::vector<TensorType> Node::operandTypes() const {
+  std::vector<TensorType> types;
+  types.reserve(operands_.size());
+  for (Value* v : operands_) types.push_back(v->type());
+  return types;
+}
+
+std::vector<TensorType> Node::resultTypes() const {
+  std::vector<TensorType> types;
+  types.reserve(results_.size());
+  for (const auto& v : results_) types.push_back(v->type());
+  return types;
+}
+
+std::int64_t Node::flops() const {
+  auto ins = operandTypes();
+  auto outs = resultTypes();
+  return opFlops(*op_, ins, attrs_, outs);
+}
+
+std::int64_t Node::workspaceBytes() const {
+  auto ins = operandTypes();
+  auto outs = resultTypes();
+  return opWorkspaceBytes(*op_, ins, attrs_, outs);
+}
+
+// ---- Graph -----------------------------------------------------------------------------------
+
+Graph::~Graph() {
+  // Users come after producers: destroying back to front never leaves a dangling use.
+  while (!nodes_.empty()) nodes_.pop_back();
+}
+
+Value* Graph::addInput(std::string name, TensorType type) {
+  inputs_.push_back(std::unique_ptr<Value>(new Value(ValueKind::Input, std::move(type), std::move(name), nullptr, 0)));
+  return inputs_.back().get();
+}
+
+Value* Graph::addParam(std::string name, TensorType type, AttrMap attrs) {
+  params_.push_back(std::unique_ptr<Value>(new Value(ValueKind::Param, std::move(type), std::move(name), nullptr, 0)));
+  params_.back()->attrs_ = std::move(attrs);
+  return params_.back().get();
+}
+
+Value* Graph::findNamed(std::string_view name) const {
+  for (const auto& v : inputs_)
+    if (v->name() == name) return v.get();
+  for (const auto& v : params_)
+    if (v->name() == name) return v.get();
+  return nullptr;
+}
+
+Expected<Node*> Graph::create(const OpInfo& op, std::span<Value* const> operands, AttrMap attrs, Phase phase,
+                              std::string specName) {
+  std::vector<TensorType> types;
+  types.reserve(operands.size());
+  for (Value* v : operands) types.push_back(v->type());
+  Expected<std::vector<TensorType>> results = inferResultTypes(op, types, attrs);
+  if (!results) return results.error();
+  return createUnchecked(op, operands, std::move(attrs), std::move(results.value()), phase, std::move(specName));
+}
+
+Expected<Node*> Graph::create(std::string_view opName, std::span<Value* const> operands, AttrMap attrs, Phase phase,
+                              std::string specName) {
+  const OpInfo* op = findOp(opName);
+  if (!op) return Error{"unknown op '" + std::string(opName) + "'"};
+  return create(*op, operands, std::move(attrs), phase, std::move(specName));
+}
+
+Node* Graph::createUnchecked(const OpInfo& op, std::span<Value* const> operands, AttrMap attrs,
+                             std::vector<TensorType> resultTypes, Phase phase, std::string specName) {
+  auto node = std::unique_ptr<Node>(new Node(&op, std::move(attrs), phase, std::move(specName)));
+  for (Value* v : operands) {
+    v->uses_.push_back(Use{node.get(), static_cast<unsigned>(node->operands_.size())});
+    node->operands_.push_back(v);
+  }
+  for (size_t i = 0; i < resultTypes.size(); ++i)
+    node->results_.push_back(std::unique_ptr<Value>(
+        new Value(ValueKind::Result, std::move(resultTypes[i]), {}, node.get(), static_cast<unsigned>(i))));
+  Node* raw = node.get();
+  if (insertBefore_) {
+    auto pos = std::find_if(nodes_.begin(), nodes_.end(), [&](auto& n) { return n.get() == insertBefore_; });
+    assert(pos != nodes_.end() && "insertion point not in graph");
+    nodes_.insert(pos, std::move(node));
+  } else {
+    nodes_.push_back(std::move(node));
+  }
+  return raw;
+}
+
+std::optional<size_t> Graph::indexOf(const Node* node) const {
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].get() == node) return i;
+  return std::nullopt;
+}
+
+void Graph::erase(Node* node) {
+  std::optional<size_t> index = indexOf(node);
+  assert(index && "erasing a node of another graph");
+  if (index) eraseNodeAt(*index);
+}
+
+void Graph::eraseNodeAt(size_t index) {
+  Node* node = nodes_[index].get();
+  for (const auto& r : node->results_) {
+    (void)r;
+    assert(!r->hasUses() && "erasing a node whose results are still used");
+  }
+  if (insertBefore_ == node) insertBefore_ = nullptr;
+  nodes_.erase(nodes_.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+void Graph::reorder(const std::vector<Node*>& order) {
+  assert(order.size() == nodes_.size());
+  std::unordered_map<const Node*, size_t> position;
+  position.reserve(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) position.emplace(nodes_[i].get(), i);
+  std::vector<std::unique_ptr<Node>> reordered;
+  reordered.reserve(order.size());
+  for (Node* n : order) {
+    auto it = position.find(n);
+    assert(it != position.end() && nodes_[it->second] && "order is not a permutation of the nodes");
+    reordered.push_back(std::move(nodes_[it->second]));
+  }
+  nodes_ = std::move(reordered);
+}
+
+void Graph::replaceAllUsesWith(Value* from, Value* to) {
+  assert(from != to);
+  std::vector<Use> uses = from->uses_;
+  for (const Use& u : uses) u.user->setOperand(u.operandIndex, to);
+  for (auto& out : outputs_)
+    if (out.value == from) {
+      out.value = to;
+      --from->graphOutputRefs_;
+      ++to->graphOutputRefs_;
+    }
+}
+
+void Graph::setOutput(std::string name, Value* value) {
+  for (auto& out : outputs_)
+    if (out.name == name) {
+      --out.value->graphOutputRefs_;
+      out.value = value;
+      ++value->graphOutputRefs_;
+      return;
+    }
+  outputs_.push_back(GraphOutput{std::move(name), value});
+  ++value->graphOutputRefs_;
+}
+
+Value* Graph::findOutput(std::string_view name) const {
+  for (const auto& out : outputs_)
+    if (out.name == name) return out.value;
+  return nullptr;
+}
+
+}  // namespace gradc::ir

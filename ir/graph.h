@@ -1,0 +1,204 @@
+// The gradc IR: a Graph of Nodes in program order, in SSA form.
+//
+// Values are defined once: by a graph input (data fed each step), a parameter (trained
+// weights, named as in the spec: "blocks.0.attn.qkv.weight"), or a node result. Every Value
+// keeps its uses, so rewrites are O(uses). Nodes are kept in a vector in program order, which
+// is also the execution order once the schedule pass has run.
+//
+// Invariants (checked by ir::verify): every operand is defined before its use and belongs to
+// this graph; use lists mirror operands exactly; result types equal what the op table infers;
+// attributes match the op's schema; input, parameter and output names are unique.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/attribute.h"
+#include "ir/op_table.h"
+#include "ir/status.h"
+#include "ir/tensor_type.h"
+
+namespace gradc::ir {
+
+class Node;
+class Graph;
+
+// Which part of a training step a node belongs to. Set by the pass that creates the node.
+enum class Phase : std::uint8_t { fwd, bwd, opt, recompute, comm };
+std::string_view phaseName(Phase phase);
+std::optional<Phase> parsePhase(std::string_view name);
+
+enum class ValueKind : std::uint8_t { Input, Param, Result };
+
+struct Use {
+  Node* user;
+  unsigned operandIndex;
+  friend bool operator==(const Use&, const Use&) = default;
+};
+
+class Value {
+ public:
+  ValueKind kind() const { return kind_; }
+  const TensorType& type() const { return type_; }
+  // Inputs and parameters have a name; results have none (the printer numbers them).
+  const std::string& name() const { return name_; }
+  Node* producer() const { return producer_; }
+  unsigned resultIndex() const { return resultIndex_; }
+  const std::vector<Use>& uses() const { return uses_; }
+  bool hasUses() const { return !uses_.empty() || graphOutputRefs_ > 0; }
+  bool isGraphOutput() const { return graphOutputRefs_ > 0; }
+  // Parameter attributes: initialiser ("init" = "uniform" | "normal" | "ones" | "zeros", with
+  // "bound" or "std"), and anything later passes attach.
+  const AttrMap& attrs() const { return attrs_; }
+  AttrMap& attrs() { return attrs_; }
+
+ private:
+  friend class Graph;
+  friend class Node;
+  Value(ValueKind kind, TensorType type, std::string name, Node* producer, unsigned resultIndex)
+      : kind_(kind), type_(std::move(type)), name_(std::move(name)), producer_(producer), resultIndex_(resultIndex) {}
+
+  ValueKind kind_;
+  TensorType type_;
+  std::string name_;
+  Node* producer_;
+  unsigned resultIndex_;
+  std::vector<Use> uses_;
+  int graphOutputRefs_ = 0;
+  AttrMap attrs_;
+};
+
+class Node {
+ public:
+  ~Node();
+  const OpInfo& op() const { return *op_; }
+  std::string_view opName() const { return op_->name; }
+
+  std::span<Value* const> operands() const { return operands_; }
+  Value* operand(size_t i) const { return operands_.at(i); }
+  void setOperand(size_t i, Value* value);
+
+  size_t numResults() const { return results_.size(); }
+  Value* result(size_t i = 0) const { return results_.at(i).get(); }
+  std::vector<TensorType> operandTypes() const;
+  std::vector<TensorType> resultTypes() const;
+
+  const AttrMap& attrs() const { return attrs_; }
+  AttrMap& attrs() { return attrs_; }
+  Phase phase() const { return phase_; }
+  void setPhase(Phase phase) { phase_ = phase; }
+  // The spec layer this node came from, "blocks.0.attn"; shown in IR text and plans.
+  const std::string& specName() const { return specName_; }
+  void setSpecName(std::string name) { specName_ = std::move(name); }
+
+  std::int64_t flops() const;
+  std::int64_t workspaceBytes() const;
+
+ private:
+  friend class Graph;
+  Node(const OpInfo* op, AttrMap attrs, Phase phase, std::string specName)
+      : op_(op), attrs_(std::move(attrs)), phase_(phase), specName_(std::move(specName)) {}
+  void dropOperandUses();
+
+  const OpInfo* op_;
+  std::vector<Value*> operands_;
+  std::vector<std::unique_ptr<Value>> results_;
+  AttrMap attrs_;
+  Phase phase_;
+  std::string specName_;
+};
+
+struct GraphOutput {
+  std::string name;  // "loss", "grad.fc1.weight", ...
+  Value* value;
+};
+
+class Graph {
+ public:
+  explicit Graph(std::string name = "main") : name_(std::move(name)) {}
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  Graph(Graph&&) = default;
+  Graph& operator=(Graph&&) = default;
+  ~Graph();
+
+  const std::string& name() const { return name_; }
+  void setName(std::string name) { name_ = std::move(name); }
+  // Graph-wide attributes: "seed", "model", ...
+  const AttrMap& attrs() const { return attrs_; }
+  AttrMap& attrs() { return attrs_; }
+
+  Value* addInput(std::string name, TensorType type);
+  Value* addParam(std::string name, TensorType type, AttrMap attrs = {});
+  std::span<const std::unique_ptr<Value>> inputs() const { return inputs_; }
+  std::span<const std::unique_ptr<Value>> params() const { return params_; }
+  // Input or parameter by name; nullptr if none.
+  Value* findNamed(std::string_view name) const;
+
+  // Creates a node at the insertion point (default: the end), inferring result types from the
+  // op table. Fails (and changes nothing) when operands or attributes do not fit the op.
+  Expected<Node*> create(const OpInfo& op, std::span<Value* const> operands, AttrMap attrs = {},
+                         Phase phase = Phase::fwd, std::string specName = {});
+  Expected<Node*> create(std::string_view opName, std::span<Value* const> operands, AttrMap attrs = {},
+                         Phase phase = Phase::fwd, std::string specName = {});
+  // Creates a node with the given result types, without inference (used by the parser; the
+  // verifier checks the types afterwards).
+  Node* createUnchecked(const OpInfo& op, std::span<Value* const> operands, AttrMap attrs,
+                        std::vector<TensorType> resultTypes, Phase phase, std::string specName);
+
+  // New nodes go before `node` (nullptr: at the end).
+  void setInsertionPoint(Node* beforeNode) { insertBefore_ = beforeNode; }
+
+  std::span<const std::unique_ptr<Node>> nodes() const { return nodes_; }
+  size_t numNodes() const { return nodes_.size(); }
+  // Position of a node in program order (O(n)); nullopt if not in this graph.
+  std::optional<size_t> indexOf(const Node* node) const;
+
+  // Removes a node whose results have no uses.
+  void erase(Node* node);
+  // Removes every node for which `dead` is true (results must be unused by surviving nodes).
+  template <class Pred>
+  size_t eraseIf(Pred dead);
+  // Reorders nodes; `order` must be a permutation of nodes().
+  void reorder(const std::vector<Node*>& order);
+
+  void replaceAllUsesWith(Value* from, Value* to);
+
+  void setOutput(std::string name, Value* value);
+  std::span<const GraphOutput> outputs() const { return outputs_; }
+  Value* findOutput(std::string_view name) const;
+
+ private:
+  void eraseNodeAt(size_t index);
+
+  std::string name_;
+  AttrMap attrs_;
+  std::vector<std::unique_ptr<Value>> inputs_;
+  std::vector<std::unique_ptr<Value>> params_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<GraphOutput> outputs_;
+  Node* insertBefore_ = nullptr;
+};
+
+template <class Pred>
+size_t Graph::eraseIf(Pred dead) {
+  size_t before = nodes_.size();
+  std::vector<std::unique_ptr<Node>> kept;
+  kept.reserve(nodes_.size());
+  for (auto& n : nodes_) {
+    if (dead(*n)) {
+      if (insertBefore_ == n.get()) insertBefore_ = nullptr;
+      n->dropOperandUses();
+    } else {
+      kept.push_back(std::move(n));
+    }
+  }
+  nodes_ = std::move(kept);
+  return before - nodes_.size();
+}
+
+}  // namespace gradc::ir

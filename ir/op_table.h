@@ -1,0 +1,71 @@
+// The op table: every IR op is declared exactly once, in ir/ops.cpp, as an OpInfo entry.
+//
+// An entry carries everything the rest of the compiler derives from the op: arity, attribute
+// schema, shape/dtype inference, FLOP count, kernel workspace bytes and flags. Passes ask the
+// table; they never switch over op names. Adding an op = one entry here (+ its runtime kernel
+// binding + its gradient rule + tests).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "ir/attribute.h"
+#include "ir/status.h"
+#include "ir/tensor_type.h"
+
+namespace gradc::ir {
+
+inline constexpr int kVariadic = -1;
+
+struct AttrSpec {
+  std::string_view name;
+  AttrKind kind;
+  bool required;
+  std::string_view doc;
+};
+
+// What an op's rules see: operand types and attributes (already checked against the schema).
+struct OpContext {
+  std::span<const TensorType> inputs;
+  const AttrMap& attrs;
+};
+
+using InferFn = Expected<std::vector<TensorType>> (*)(const OpContext& ctx);
+// Cost rules also see the inferred result types.
+using CostFn = std::int64_t (*)(const OpContext& ctx, std::span<const TensorType> results);
+
+struct OpInfo {
+  std::string_view name;
+  int minInputs = 0;
+  int maxInputs = 0;  // kVariadic: no upper bound
+  std::vector<AttrSpec> attrs;
+  InferFn infer = nullptr;
+  CostFn flops = nullptr;           // floating-point operations of one execution
+  CostFn workspaceBytes = nullptr;  // temporaries the kernel allocates beyond its results; null: 0
+  bool elementwise = false;         // result[i] depends only on operand elements at i (fusable)
+  bool sideEffects = false;         // never removed by dead-code elimination
+  bool random = false;              // draws from the counter-based RNG (attribute "rng" keys it)
+  std::string_view summary;         // one line for docs and error hints
+};
+
+// nullptr when no op has that name.
+const OpInfo* findOp(std::string_view name);
+std::span<const OpInfo> allOps();
+const AttrSpec* findAttrSpec(const OpInfo& op, std::string_view name);
+
+// Checks attributes against the op's schema (unknown, missing, wrong kind), then runs the
+// op's inference rule. The error message names the op and the offending operand or attribute.
+Expected<std::vector<TensorType>> inferResultTypes(const OpInfo& op, std::span<const TensorType> inputs,
+                                                   const AttrMap& attrs);
+
+std::int64_t opFlops(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
+                     std::span<const TensorType> results);
+std::int64_t opWorkspaceBytes(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
+                              std::span<const TensorType> results);
+// Bytes read and written by one execution: operands plus results plus workspace.
+std::int64_t opBytesAccessed(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
+                             std::span<const TensorType> results);
+
+}  // namespace gradc::ir

@@ -1,0 +1,32 @@
+#include "passes/registry.h"
+
+#include <functional>
+#include <utility>
+
+#include "passes/dce.h"
+
+namespace gradc::passes {
+
+namespace {
+using Factory = std::unique_ptr<Pass> (*)();
+const std::vector<std::pair<std::string_view, Factory>>& factories() {
+  static const std::vector<std::pair<std::string_view, Factory>> list = {
+      {"dce", [] { return std::unique_ptr<Pass>(std::make_unique<DeadCodeElimination>()); }},
+  };
+  return list;
+}
+}  // namespace
+
+std::unique_ptr<Pass> createPass(std::string_view name) {
+  for (const auto& [n, make] : factories())
+    if (n == name) return make();
+  return nullptr;
+}
+
+std::vector<std::string_view> passNames() {
+  std::vector<std::string_view> names;
+  for (const auto& [n, make] : factories()) names.push_back(n);
+  return names;
+}
+
+}  // namespace gradc::passes

@@ -1,0 +1,21 @@
+// Subcommands of the gradc CLI. Each registers its options on the CLI11 app and returns the
+// callback that runs it; the callback returns the process exit code.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace gradc::tools {
+
+// Process exit codes shared by every subcommand.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitInternal = 1;  // a bug or an I/O failure outside the user's input
+inline constexpr int kExitUserError = 2;  // bad spec, bad IR, bad arguments, infeasible request
+
+using Runner = std::function<int()>;
+
+Runner addCompileCommand(CLI::App& app);
+Runner addOptCommand(CLI::App& app);
+
+}  // namespace gradc::tools

@@ -1,0 +1,25 @@
+// gradc: compile YAML model specs, inspect and transform IR.
+#include <utility>
+#include <vector>
+
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  using namespace gradc::tools;
+  CLI::App app{"gradc: a graph-compiling training framework that fits training into a memory budget"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("gradc 0.1.0"));
+  std::vector<std::pair<CLI::App*, Runner>> commands;
+  CLI::App* compile = app.add_subcommand("compile", "Compile a YAML model spec; emit its IR, Graphviz dot or a summary");
+  commands.emplace_back(compile, addCompileCommand(*compile));
+  CLI::App* opt = app.add_subcommand("opt", "Parse IR text, optionally run passes over it, and print it again");
+  commands.emplace_back(opt, addOptCommand(*opt));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUserError;
+  }
+  for (auto& [sub, run] : commands)
+    if (sub->parsed()) return run();
+  return kExitUserError;
+}
