@@ -75,8 +75,10 @@ std::int64_t Node::workspaceBytes() const {
 // ---- Graph -----------------------------------------------------------------------------------
 
 Graph::~Graph() {
-  // Users come after producers: destroying back to front never leaves a dangling use.
-  while (!nodes_.empty()) nodes_.pop_back();
+  // Drop every use first, so destruction order does not matter (reorder() may have put a
+  // user before its producer in a graph that then failed verification).
+  for (auto& n : nodes_) n->dropOperandUses();
+  nodes_.clear();
 }
 
 Value* Graph::addInput(std::string name, TensorType type) {

@@ -257,7 +257,7 @@ class GraphParser {
     }
     if (!sawHeader_) p.failAt(keywordAt, "expected 'graph NAME' first");
     if (keyword == "input" || keyword == "param") {
-      size_t at = p.pos();
+      size_t at = (p.skipSpace(), p.pos());
       auto [name, quotedName] = p.valueRef();
       if (!quotedName && isNumber(name)) p.failAt(at, "inputs and parameters need a name, not a number (%" + name + ")");
       if (values_.count(name)) p.failAt(at, "'%" + name + "' is already defined");

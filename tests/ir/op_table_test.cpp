@@ -1,0 +1,153 @@
+// Shape and dtype inference for every op in the table: one accepted case with its exact
+// result types, and rejected cases with the words the error must contain. The last test
+// fails when an op is added to the table without cases here.
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/op_table.h"
+
+using namespace gradc;
+using namespace gradc::ir;
+
+namespace {
+
+TensorType f32(Shape s) { return {DType::f32, std::move(s)}; }
+TensorType i64(Shape s) { return {DType::i64, std::move(s)}; }
+std::int64_t I(std::int64_t v) { return v; }
+
+struct Case {
+  std::string op;
+  std::vector<TensorType> inputs;
+  AttrMap attrs;
+  std::vector<TensorType> expected;  // empty: must fail
+  std::string errorContains;          // for failing cases
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> list = {
+      {"embedding", {f32({256, 64}), i64({16, 128})}, {}, {f32({16, 128, 64})}},
+      {"embedding", {f32({256, 64}), f32({16, 128})}, {}, {}, "indices must be i64 or i32"},
+      {"embedding", {f32({256}), i64({16})}, {}, {}, "weight must be [num, dim]"},
+      {"add", {f32({16, 128, 256}), f32({128, 256})}, {}, {f32({16, 128, 256})}},
+      {"add", {f32({4, 2}), f32({3})}, {}, {}, "do not broadcast"},
+      {"add", {f32({4}), i64({4})}, {}, {}, "dtypes differ"},
+      {"sub", {f32({4, 1}), f32({1, 3})}, {}, {f32({4, 3})}},
+      {"sub", {i64({4}), i64({4})}, {}, {}, "floating-point"},
+      {"mul", {f32({8, 4}), f32({8, 4})}, {}, {f32({8, 4})}},
+      {"mul", {f32({8, 4}), f32({8, 5})}, {}, {}, "do not broadcast"},
+      {"scale", {f32({3})}, {{"factor", 0.125}}, {f32({3})}},
+      {"scale", {f32({3})}, {{"factor", I(2)}}, {}, "attribute 'factor' must be float"},
+      {"scale", {f32({3})}, {}, {}, "missing attribute 'factor'"},
+      {"matmul", {f32({2, 4, 8, 16}), f32({2, 4, 16, 8})}, {}, {f32({2, 4, 8, 8})}},
+      {"matmul", {f32({8, 16}), f32({3, 16, 2})}, {}, {f32({3, 8, 2})}},
+      {"matmul", {f32({8, 16}), f32({32, 8})}, {}, {}, "inner dimensions differ"},
+      {"matmul", {f32({8}), f32({8, 2})}, {}, {}, "rank >= 2"},
+      {"linear", {f32({16, 128, 256}), f32({1024, 256}), f32({1024})}, {}, {f32({16, 128, 1024})}},
+      {"linear", {f32({16, 256}), f32({10, 256})}, {}, {f32({16, 10})}},
+      {"linear", {f32({16, 255}), f32({10, 256})}, {}, {}, "input features 255 do not match"},
+      {"linear", {f32({16, 256}), f32({10, 256}), f32({11})}, {}, {}, "bias must be f32[10]"},
+      {"relu", {f32({5, 5})}, {}, {f32({5, 5})}},
+      {"relu", {i64({5})}, {}, {}, "floating-point"},
+      {"gelu", {f32({5})}, {{"approximate", std::string("tanh")}}, {f32({5})}},
+      {"gelu", {f32({5})}, {}, {f32({5})}},
+      {"gelu", {f32({5})}, {{"approximate", std::string("fast")}}, {}, "approximate must be"},
+      {"tanh", {f32({5})}, {}, {f32({5})}},
+      {"tanh", {f32({5}), f32({5})}, {}, {}, "expects 1 operand(s), got 2"},
+      {"sigmoid", {f32({2, 3})}, {}, {f32({2, 3})}},
+      {"sigmoid", {TensorType{DType::boolean, {2}}}, {}, {}, "floating-point"},
+      {"softmax", {f32({2, 4, 8, 8})}, {{"dim", I(-1)}}, {f32({2, 4, 8, 8})}},
+      {"softmax", {f32({2, 4})}, {{"dim", I(2)}}, {}, "dim 2 is out of range"},
+      {"log_softmax", {f32({2, 4})}, {{"dim", I(1)}}, {f32({2, 4})}},
+      {"log_softmax", {f32({2, 4})}, {{"axis", I(1)}}, {}, "unknown attribute 'axis'"},
+      {"layer_norm", {f32({16, 128, 256}), f32({256}), f32({256})}, {{"eps", 1e-5}},
+       {f32({16, 128, 256}), f32({16, 128, 1}), f32({16, 128, 1})}},
+      {"layer_norm", {f32({16, 256}), f32({128}), f32({256})}, {{"eps", 1e-5}}, {}, "weight must be f32[256]"},
+      {"layer_norm", {f32({16, 256}), f32({256}), f32({256})}, {{"eps", 0.0}}, {}, "eps must be positive"},
+      {"dropout", {f32({4, 4})}, {{"p", 0.1}, {"rng", I(0)}}, {f32({4, 4})}},
+      {"dropout", {f32({4, 4})}, {{"p", 1.0}, {"rng", I(0)}}, {}, "p must be in [0, 1)"},
+      {"dropout", {f32({4, 4})}, {{"p", 0.1}}, {}, "missing attribute 'rng'"},
+      {"causal_mask", {f32({2, 4, 8, 8})}, {}, {f32({2, 4, 8, 8})}},
+      {"causal_mask", {f32({8})}, {}, {}, "rank >= 2"},
+      {"reshape", {f32({16, 128, 256})}, {{"shape", std::vector<std::int64_t>{16, 128, 4, 64}}},
+       {f32({16, 128, 4, 64})}},
+      {"reshape", {f32({16, 128})}, {{"shape", std::vector<std::int64_t>{16, 127}}}, {}, "cannot reshape"},
+      {"reshape", {f32({16})}, {{"shape", std::vector<std::int64_t>{-1, 16}}}, {}, "positive extents"},
+      {"transpose", {f32({2, 3, 4, 5})}, {{"dim0", I(1)}, {"dim1", I(2)}}, {f32({2, 4, 3, 5})}},
+      {"transpose", {f32({2, 3})}, {{"dim0", I(0)}, {"dim1", I(2)}}, {}, "out of range"},
+      {"slice", {f32({512, 64})}, {{"dim", I(0)}, {"start", I(0)}, {"end", I(128)}}, {f32({128, 64})}},
+      {"slice", {f32({512, 64})}, {{"dim", I(0)}, {"start", I(0)}, {"end", I(513)}}, {}, "out of range"},
+      {"select", {f32({8, 512, 1024})}, {{"dim", I(1)}, {"index", I(7)}}, {f32({8, 1024})}},
+      {"select", {f32({8, 4})}, {{"dim", I(1)}, {"index", I(4)}}, {}, "index 4 is out of range"},
+      {"split", {f32({8, 1024})}, {{"dim", I(1)}, {"sections", I(4)}},
+       {f32({8, 256}), f32({8, 256}), f32({8, 256}), f32({8, 256})}},
+      {"split", {f32({8, 10})}, {{"dim", I(1)}, {"sections", I(4)}}, {}, "does not split into 4"},
+      {"stack", {f32({8, 16}), f32({8, 16}), f32({8, 16})}, {{"dim", I(1)}}, {f32({8, 3, 16})}},
+      {"stack", {f32({8, 16}), f32({8, 15})}, {{"dim", I(0)}}, {}, "operand 1 is f32[8, 15]"},
+      {"stack", {}, {{"dim", I(0)}}, {}, "at least 1"},
+      {"zeros", {}, {{"shape", std::vector<std::int64_t>{8, 256}}, {"dtype", DType::f32}}, {f32({8, 256})}},
+      {"zeros", {}, {{"shape", std::vector<std::int64_t>{8, 0}}, {"dtype", DType::f32}}, {}, "positive extents"},
+      {"cross_entropy", {f32({32, 250, 40000}), i64({32, 250})}, {}, {f32({})}},
+      {"cross_entropy", {f32({32, 250, 40000}), i64({32, 251})}, {}, {}, "needs target [32, 250]"},
+      {"cross_entropy", {f32({4, 10}), f32({4})}, {}, {}, "class indices"},
+      {"mse", {f32({64, 8}), f32({64, 8})}, {}, {f32({})}},
+      {"mse", {f32({64, 8}), f32({64, 9})}, {}, {}, "same type"},
+  };
+  return list;
+}
+
+}  // namespace
+
+TEST_CASE("shape inference of every op: accepted and rejected cases") {
+  for (const Case& c : cases()) {
+    CAPTURE(c.op);
+    CAPTURE(c.errorContains);
+    const OpInfo* op = findOp(c.op);
+    REQUIRE(op != nullptr);
+    Expected<std::vector<TensorType>> r = inferResultTypes(*op, c.inputs, c.attrs);
+    if (c.expected.empty()) {
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.error().message.find(c.errorContains) != std::string::npos);
+      CHECK(r.error().message.rfind(c.op + ": ", 0) == 0);  // errors name the op
+    } else {
+      REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+      CHECK(*r == c.expected);
+    }
+  }
+}
+
+TEST_CASE("every op in the table has accepted and rejected inference cases") {
+  std::set<std::string> accepted, rejected;
+  for (const Case& c : cases()) (c.expected.empty() ? rejected : accepted).insert(c.op);
+  for (const OpInfo& op : allOps()) {
+    CAPTURE(op.name);
+    CHECK(accepted.count(std::string(op.name)));
+    CHECK(rejected.count(std::string(op.name)));
+    CHECK(static_cast<bool>(op.infer));
+    CHECK(static_cast<bool>(op.flops));
+    CHECK_FALSE(op.summary.empty());
+  }
+}
+
+TEST_CASE("FLOP and workspace rules") {
+  auto flops = [](std::string_view name, std::vector<TensorType> in, AttrMap attrs = {}) {
+    const OpInfo& op = *findOp(name);
+    auto out = inferResultTypes(op, in, attrs);
+    REQUIRE(out.ok());
+    return opFlops(op, in, attrs, *out);
+  };
+  // 2*M*N*K for matrix products, plus one add per output for the bias.
+  CHECK(flops("matmul", {f32({2, 8, 16}), f32({2, 16, 4})}) == 2 * 2 * 8 * 4 * 16);
+  CHECK(flops("linear", {f32({16, 256}), f32({10, 256}), f32({10})}) == 2 * 16 * 10 * 256 + 16 * 10);
+  CHECK(flops("add", {f32({16, 256}), f32({256})}) == 16 * 256);
+  CHECK(flops("embedding", {f32({256, 64}), i64({16})}) == 0);
+  // cross_entropy materialises the log-probabilities: a workspace as large as the logits.
+  const OpInfo& ce = *findOp("cross_entropy");
+  std::vector<TensorType> in{f32({32, 250, 40000}), i64({32, 250})};
+  auto out = inferResultTypes(ce, in, {});
+  REQUIRE(out.ok());
+  CHECK(opWorkspaceBytes(ce, in, {}, *out) == 1'280'000'000);
+  CHECK(opBytesAccessed(ce, in, {}, *out) == std::int64_t{1'280'000'000} * 2 + 32 * 250 * 8 + 4);
+}
