@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# End-to-end checks of the gradc binary: every bundled model compiles, its IR text survives
+# `gradc opt` byte for byte, summaries carry the figures users rely on, and user mistakes exit
+# with code 2 and a file:line:col message within a bounded time (a hang fails the check).
+# usage: cli_test.sh PATH/TO/gradc SOURCE_DIR
+set -u
+gradc=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+
+# run_gradc OUT ERR ARGS...: runs with a hang guard; sets $rc.
+run_gradc() {
+  local out=$1 err=$2
+  shift 2
+  timeout 20 "$gradc" "$@" >"$out" 2>"$err"
+  rc=$?
+}
+
+for model in "$src"/models/*.yaml; do
+  name=$(basename "$model" .yaml)
+  run_gradc "$work/$name.gir" "$work/err" compile "$model" --emit ir
+  if [ $rc -ne 0 ]; then bad "$name: compile --emit ir exited $rc: $(head -5 "$work/err")"; continue; fi
+  timeout 20 "$gradc" opt - <"$work/$name.gir" >"$work/$name.again.gir" 2>"$work/err"
+  if cmp -s "$work/$name.gir" "$work/$name.again.gir"; then ok; else bad "$name: gradc opt does not reprint identical IR"; fi
+  timeout 20 "$gradc" opt - --passes dce <"$work/$name.gir" >"$work/$name.dce.gir" 2>"$work/err"
+  if cmp -s "$work/$name.gir" "$work/$name.dce.gir"; then ok; else bad "$name: dce changed an already compiled graph"; fi
+  run_gradc "$work/$name.dot" "$work/err" compile "$model" --emit dot
+  if [ $rc -eq 0 ] && head -1 "$work/$name.dot" | grep -q '^digraph'; then ok; else bad "$name: --emit dot"; fi
+  run_gradc "$work/$name.txt" "$work/err" compile "$model" --emit summary
+  if [ $rc -eq 0 ] && grep -q '^parameters' "$work/$name.txt"; then ok; else bad "$name: --emit summary"; fi
+done
+
+# The seed article's arithmetic: 32 x 250 x 40,000 logits = 320,000,000 elements = 1.28 GB.
+if grep -E '1\.28 GB .* 320,000,000 +f32\[32, 250, 40000\] +linear +lm_head' "$work/lm-seed.txt" >/dev/null; then ok
+else bad "lm-seed summary does not report the logits as 320,000,000 elements / 1.28 GB"; fi
+
+# --set overrides dims (and dependents), -o writes a file, --dump-dir writes every stage.
+run_gradc "$work/out" "$work/err" compile "$src/models/gpt-mini.yaml" --set batch=2 --set seq=64 --emit ir -o "$work/small.gir"
+if [ $rc -eq 0 ] && grep -q 'input %tokens : i64\[2, 64\]' "$work/small.gir"; then ok; else bad "--set batch=2 --set seq=64 -o FILE"; fi
+run_gradc "$work/out" "$work/err" compile "$src/models/mlp.yaml" --emit ir --dump-dir "$work/dump" --print-after-all
+if [ $rc -eq 0 ] && [ -f "$work/dump/00-input.gir" ] && [ -f "$work/dump/01-dce.gir" ] && grep -q 'IR after dce' "$work/err"; then ok
+else bad "--dump-dir / --print-after-all"; fi
+
+for sub in compile opt; do
+  run_gradc "$work/out" "$work/err" $sub --help
+  if [ $rc -eq 0 ] && grep -q 'Usage' "$work/out"; then ok; else bad "gradc $sub --help"; fi
+done
+
+# expect_user_error NAME REGEX ARGS...: exit code 2 and a message matching REGEX on stderr.
+expect_user_error() {
+  local name=$1 pattern=$2
+  shift 2
+  run_gradc "$work/out" "$work/err" "$@"
+  if [ $rc -eq 2 ] && grep -Eq "$pattern" "$work/err"; then ok
+  else bad "$name: exit $rc (want 2), stderr: $(head -3 "$work/err")"; fi
+}
+
+cat >"$work/misspelled.yaml" <<'YAML'
+model: m
+inputs:
+  x: {shape: [4, 8], dtype: f32}
+layers:
+  - {op: lienar, name: fc, input: x, out: 2}
+loss: {op: mse, target: x}
+YAML
+expect_user_error "misspelled op" "misspelled.yaml:5:[0-9]+: error: .*lienar.*" compile "$work/misspelled.yaml"
+grep -q "linear" "$work/err" && ok || bad "misspelled op: no close-match hint"
+
+cat >"$work/undefined_dim.yaml" <<'YAML'
+model: m
+dims:
+  batch: 4
+inputs:
+  x: {shape: [batch, widht], dtype: f32}
+layers:
+  - {op: relu, input: x}
+loss: {op: mse, target: x}
+YAML
+expect_user_error "undefined dim" "undefined_dim.yaml:5:[0-9]+: error: .*widht" compile "$work/undefined_dim.yaml"
+
+cat >"$work/mismatch.yaml" <<'YAML'
+model: m
+inputs:
+  a: {shape: [4, 8], dtype: f32}
+  b: {shape: [3, 8], dtype: f32}
+layers:
+  - {op: matmul, name: mm, inputs: [a, b]}
+loss: {op: mse, target: a}
+YAML
+expect_user_error "shape mismatch" "mismatch.yaml:6:[0-9]+: error: .*f32\[4, 8\].*f32\[3, 8\]" compile "$work/mismatch.yaml"
+
+printf 'model: [unclosed\n  - {op: relu\n' >"$work/notyaml.yaml"
+expect_user_error "not YAML" "notyaml.yaml:[0-9]+:[0-9]+: error:" compile "$work/notyaml.yaml"
+
+{
+  echo 'a0: &a0 [x, x, x, x, x, x, x, x, x, x]'
+  for i in $(seq 1 12); do
+    p=$((i - 1))
+    echo "a$i: &a$i [*a$p, *a$p, *a$p, *a$p, *a$p, *a$p, *a$p, *a$p, *a$p, *a$p]"
+  done
+  echo 'model: bomb'
+} >"$work/bomb.yaml"
+start=$(date +%s%N)
+expect_user_error "alias bomb" "bomb.yaml:[0-9]+:[0-9]+: error: .*alias" compile "$work/bomb.yaml"
+elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+echo "alias bomb rejected in ${elapsed_ms} ms"
+
+expect_user_error "unknown --set" "batchsize" compile "$src/models/gpt-mini.yaml" --set batchsize=4
+expect_user_error "missing file" "cannot read" compile "$work/does-not-exist.yaml"
+printf 'graph g\n  input %%x : f32[2]\n  %%0 = relu(%%y) : f32[2] fwd\n' >"$work/bad.gir"
+expect_user_error "bad IR" "bad.gir:3:13: error: '%y' is not defined" opt "$work/bad.gir"
+expect_user_error "unknown pass" "unknown pass 'cse'" opt "$work/bad.gir" --passes cse
+expect_user_error "bad --emit" "emit" compile "$src/models/mlp.yaml" --emit pdf
+
+echo "cli: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
