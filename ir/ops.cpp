@@ -8,51 +8,12 @@
 #include <algorithm>
 #include <string>
 
+#include "ir/op_rules.h"
 #include "ir/op_table.h"
 
 namespace gradc::ir {
 namespace {
-
-using Results = Expected<std::vector<TensorType>>;
-
-Error fail(std::string message) { return Error{std::move(message)}; }
-
-std::string typeStr(const TensorType& t) { return toString(t); }
-
-// Checks that a derived shape is representable.
-Results single(TensorType t) {
-  if (!checkedNumel(t.shape)) return fail("result shape " + shapeToString(t.shape) + " is too large or not positive");
-  return std::vector<TensorType>{std::move(t)};
-}
-
-Status requireFloat(const TensorType& t, std::string_view what) {
-  if (!isFloating(t.dtype)) return Error{std::string(what) + " must be a floating-point tensor, got " + typeStr(t)};
-  return {};
-}
-
-// ---- rule building blocks ------------------------------------------------------------------
-
-Results inferUnaryFloat(const OpContext& c) {
-  if (Status s = requireFloat(c.inputs[0], "the input"); !s) return Error{s.message()};
-  return std::vector<TensorType>{c.inputs[0]};
-}
-
-Results inferBinaryBroadcast(const OpContext& c) {
-  const TensorType& a = c.inputs[0];
-  const TensorType& b = c.inputs[1];
-  if (a.dtype != b.dtype) return fail("operand dtypes differ: " + typeStr(a) + " and " + typeStr(b));
-  if (Status s = requireFloat(a, "operands"); !s) return Error{s.message()};
-  std::optional<Shape> shape = broadcastShapes(a.shape, b.shape);
-  if (!shape) return fail("shapes " + typeStr(a) + " and " + typeStr(b) + " do not broadcast");
-  return single({a.dtype, *shape});
-}
-
-template <std::int64_t PerElement>
-std::int64_t perResultElement(const OpContext&, std::span<const TensorType> r) {
-  return PerElement * r[0].numel();
-}
-
-std::int64_t noFlops(const OpContext&, std::span<const TensorType>) { return 0; }
+using namespace rules;
 
 Results inferSoftmax(const OpContext& c) {
   if (Status s = requireFloat(c.inputs[0], "the input"); !s) return Error{s.message()};
@@ -274,8 +235,10 @@ std::int64_t flopsLayerNorm(const OpContext& c, std::span<const TensorType>) { r
 
 // ---- the table ---------------------------------------------------------------------------------
 
-const std::vector<OpInfo>& table() {
-  static const std::vector<OpInfo> ops = {
+}  // namespace
+
+std::vector<OpInfo> forwardOps() {
+  return {
       {.name = "embedding", .minInputs = 2, .maxInputs = 2, .infer = inferEmbedding, .flops = noFlops,
        .summary = "rows of weight[num, dim] selected by integer indices[...] -> [..., dim]"},
       {.name = "add", .minInputs = 2, .maxInputs = 2, .infer = inferBinaryBroadcast, .flops = perResultElement<1>,
@@ -348,9 +311,18 @@ const std::vector<OpInfo>& table() {
       {.name = "mse", .minInputs = 2, .maxInputs = 2, .infer = inferMse, .flops = flopsMse,
        .summary = "mean((input - target)^2)"},
   };
-  return ops;
 }
 
+namespace {
+using namespace rules;
+const std::vector<OpInfo>& table() {
+  static const std::vector<OpInfo> ops = [] {
+    std::vector<OpInfo> all = forwardOps();
+    for (OpInfo& op : trainingOps()) all.push_back(std::move(op));
+    return all;
+  }();
+  return ops;
+}
 }  // namespace
 
 const OpInfo* findOp(std::string_view name) {

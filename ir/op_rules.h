@@ -1,0 +1,61 @@
+// Building blocks shared by the op table's rule files (ir/ops.cpp, ir/ops_training.cpp).
+// Internal to ir/.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/op_table.h"
+
+namespace gradc::ir {
+
+// The two halves of the op table: forward ops (what specs lower to) and training ops
+// (backward kernels and optimizer updates, created by the autodiff and optimizer passes).
+std::vector<OpInfo> forwardOps();
+std::vector<OpInfo> trainingOps();
+
+namespace rules {
+
+using Results = Expected<std::vector<TensorType>>;
+
+inline Error fail(std::string message) { return Error{std::move(message)}; }
+
+inline std::string typeStr(const TensorType& t) { return toString(t); }
+
+// Checks that a derived shape is representable.
+inline Results single(TensorType t) {
+  if (!checkedNumel(t.shape)) return fail("result shape " + shapeToString(t.shape) + " is too large or not positive");
+  return std::vector<TensorType>{std::move(t)};
+}
+
+inline Status requireFloat(const TensorType& t, std::string_view what) {
+  if (!isFloating(t.dtype)) return Error{std::string(what) + " must be a floating-point tensor, got " + typeStr(t)};
+  return {};
+}
+
+// ---- rule building blocks ------------------------------------------------------------------
+
+inline Results inferUnaryFloat(const OpContext& c) {
+  if (Status s = requireFloat(c.inputs[0], "the input"); !s) return Error{s.message()};
+  return std::vector<TensorType>{c.inputs[0]};
+}
+
+inline Results inferBinaryBroadcast(const OpContext& c) {
+  const TensorType& a = c.inputs[0];
+  const TensorType& b = c.inputs[1];
+  if (a.dtype != b.dtype) return fail("operand dtypes differ: " + typeStr(a) + " and " + typeStr(b));
+  if (Status s = requireFloat(a, "operands"); !s) return Error{s.message()};
+  std::optional<Shape> shape = broadcastShapes(a.shape, b.shape);
+  if (!shape) return fail("shapes " + typeStr(a) + " and " + typeStr(b) + " do not broadcast");
+  return single({a.dtype, *shape});
+}
+
+template <std::int64_t PerElement>
+std::int64_t perResultElement(const OpContext&, std::span<const TensorType> r) {
+  return PerElement * r[0].numel();
+}
+
+inline std::int64_t noFlops(const OpContext&, std::span<const TensorType>) { return 0; }
+
+}  // namespace rules
+}  // namespace gradc::ir
