@@ -35,6 +35,9 @@ struct OpContext {
 using InferFn = Expected<std::vector<TensorType>> (*)(const OpContext& ctx);
 // Cost rules also see the inferred result types.
 using CostFn = std::int64_t (*)(const OpContext& ctx, std::span<const TensorType> results);
+// For operands that hold indices (embedding rows, class labels): the exclusive upper bound
+// their values must respect, or nullopt for operands that are not indices.
+using IndexBoundFn = std::optional<std::int64_t> (*)(const OpContext& ctx, size_t operand);
 
 struct OpInfo {
   std::string_view name;
@@ -44,6 +47,7 @@ struct OpInfo {
   InferFn infer = nullptr;
   CostFn flops = nullptr;           // floating-point operations of one execution
   CostFn workspaceBytes = nullptr;  // temporaries the kernel allocates beyond its results; null: 0
+  IndexBoundFn indexBound = nullptr;  // null: no operand holds indices
   bool elementwise = false;         // result[i] depends only on operand elements at i (fusable)
   bool sideEffects = false;         // never removed by dead-code elimination
   bool random = false;              // draws from the counter-based RNG (attribute "rng" keys it)

@@ -37,6 +37,11 @@ Results inferEmbedding(const OpContext& c) {
   return single({w.dtype, shape});
 }
 
+std::optional<std::int64_t> embeddingRows(const OpContext& c, size_t operand) {
+  if (operand != 1) return std::nullopt;
+  return c.inputs[0].shape[0];
+}
+
 Results inferScale(const OpContext& c) { return inferUnaryFloat(c); }
 
 Results inferMatmul(const OpContext& c) {
@@ -219,6 +224,11 @@ Results inferCrossEntropy(const OpContext& c) {
 // log_softmax (max, sub, exp, sum, log, sub) then a gather and a mean.
 std::int64_t flopsCrossEntropy(const OpContext& c, std::span<const TensorType>) { return 5 * c.inputs[0].numel(); }
 // The log-probabilities the kernel materialises (ATen's cross_entropy = log_softmax + nll_loss).
+std::optional<std::int64_t> crossEntropyClasses(const OpContext& c, size_t operand) {
+  if (operand != 1) return std::nullopt;
+  return c.inputs[0].shape.back();
+}
+
 std::int64_t workspaceCrossEntropy(const OpContext& c, std::span<const TensorType>) { return c.inputs[0].bytes(); }
 
 Results inferMse(const OpContext& c) {
@@ -240,6 +250,7 @@ std::int64_t flopsLayerNorm(const OpContext& c, std::span<const TensorType>) { r
 std::vector<OpInfo> forwardOps() {
   return {
       {.name = "embedding", .minInputs = 2, .maxInputs = 2, .infer = inferEmbedding, .flops = noFlops,
+       .indexBound = embeddingRows,
        .summary = "rows of weight[num, dim] selected by integer indices[...] -> [..., dim]"},
       {.name = "add", .minInputs = 2, .maxInputs = 2, .infer = inferBinaryBroadcast, .flops = perResultElement<1>,
        .elementwise = true, .summary = "a + b with broadcasting"},
@@ -306,7 +317,7 @@ std::vector<OpInfo> forwardOps() {
        .attrs = {{"shape", AttrKind::IntList, true, "extents"}, {"dtype", AttrKind::DType, true, "element type"}},
        .infer = inferZeros, .flops = noFlops, .summary = "a tensor of zeros"},
       {.name = "cross_entropy", .minInputs = 2, .maxInputs = 2, .infer = inferCrossEntropy,
-       .flops = flopsCrossEntropy, .workspaceBytes = workspaceCrossEntropy,
+       .flops = flopsCrossEntropy, .workspaceBytes = workspaceCrossEntropy, .indexBound = crossEntropyClasses,
        .summary = "mean over targets of -log_softmax(logits)[target]; logits [..., C], target [...]"},
       {.name = "mse", .minInputs = 2, .maxInputs = 2, .infer = inferMse, .flops = flopsMse,
        .summary = "mean((input - target)^2)"},

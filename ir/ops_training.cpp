@@ -129,6 +129,16 @@ Results inferEmbeddingBackward(const OpContext& c) {
   return single({g.dtype, {num, g.shape.back()}});
 }
 
+std::optional<std::int64_t> embeddingBackwardRows(const OpContext& c, size_t operand) {
+  if (operand != 1) return std::nullopt;
+  return *getInt(c.attrs, "num");
+}
+
+std::optional<std::int64_t> crossEntropyBackwardClasses(const OpContext& c, size_t operand) {
+  if (operand != 2) return std::nullopt;
+  return c.inputs[1].shape.back();
+}
+
 std::int64_t flopsEmbeddingBackward(const OpContext& c, Types) { return c.inputs[0].numel(); }
 
 Results inferCrossEntropyBackward(const OpContext& c) {
@@ -274,9 +284,10 @@ std::vector<OpInfo> trainingOps() {
        .flops = noFlops, .summary = "operands joined along an existing axis (gradient of split)"},
       {.name = "embedding_backward", .minInputs = 2, .maxInputs = 2,
        .attrs = {{"num", AttrKind::Int, true, "rows of the embedding table"}}, .infer = inferEmbeddingBackward,
-       .flops = flopsEmbeddingBackward, .summary = "(grad, indices) -> grad of the table [num, dim], rows summed"},
+       .flops = flopsEmbeddingBackward, .indexBound = embeddingBackwardRows, .summary = "(grad, indices) -> grad of the table [num, dim], rows summed"},
       {.name = "cross_entropy_backward", .minInputs = 3, .maxInputs = 3, .infer = inferCrossEntropyBackward,
        .flops = flopsCrossEntropyBackward, .workspaceBytes = workspaceCrossEntropyBackward,
+       .indexBound = crossEntropyBackwardClasses,
        .summary = "(grad, logits, target) -> grad * (softmax(logits) - onehot(target)) / count"},
       {.name = "mse_backward", .minInputs = 3, .maxInputs = 3, .infer = inferMseBackward,
        .flops = perResultElement<3>, .summary = "(grad, input, target) -> grad * 2 (input - target) / count"},

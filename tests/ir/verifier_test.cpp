@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include "ir/index_bounds.h"
 #include "ir/verifier.h"
 #include "tests/ir/test_util.h"
 
@@ -74,4 +75,27 @@ TEST_CASE("graph rewrites keep use lists exact") {
   CHECK(bad.error().message.find("inner dimensions differ") != std::string::npos);
   CHECK(g.numNodes() == 3);  // a failed create changes nothing
   CHECK(lin->uses().size() == 2);
+}
+
+TEST_CASE("index bounds of integer inputs come from their uses") {
+  Graph g = testing::parseOrFail(R"(graph g
+  input %tokens : i64[2, 4]
+  input %targets : i64[2, 4]
+  param %wte : f32[300, 8]
+  param %head : f32[256, 8]
+  %0 = embedding(%wte, %tokens) : f32[2, 4, 8] fwd  # wte
+  %1 = linear(%0, %head) : f32[2, 4, 256] fwd  # head
+  %2 = cross_entropy(%1, %targets) : f32[] fwd  # loss
+  %3 = embedding(%head, %tokens) : f32[2, 4, 8] fwd  # tied
+  output loss = %2
+)");
+  std::optional<IndexBound> tokens = indexBound(*g.findNamed("tokens"));
+  REQUIRE(tokens.has_value());
+  CHECK(tokens->bound == 256);  // the tightest of the two embeddings
+  CHECK(tokens->specName == "tied");
+  std::optional<IndexBound> targets = indexBound(*g.findNamed("targets"));
+  REQUIRE(targets.has_value());
+  CHECK(targets->bound == 256);
+  CHECK(targets->op == "cross_entropy");
+  CHECK_FALSE(indexBound(*g.findNamed("wte")).has_value());
 }
