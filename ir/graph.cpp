@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <unordered_map>
+#include <utility>
 
 namespace gradc::ir {
 
@@ -79,6 +80,21 @@ Graph::~Graph() {
   // user before its producer in a graph that then failed verification).
   for (auto& n : nodes_) n->dropOperandUses();
   nodes_.clear();
+}
+
+Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this == &other) return *this;
+  // Nodes hold uses of values owned by inputs_/params_: release them before those go.
+  for (auto& n : nodes_) n->dropOperandUses();
+  nodes_.clear();
+  name_ = std::move(other.name_);
+  attrs_ = std::move(other.attrs_);
+  inputs_ = std::move(other.inputs_);
+  params_ = std::move(other.params_);
+  nodes_ = std::move(other.nodes_);
+  outputs_ = std::move(other.outputs_);
+  insertBefore_ = std::exchange(other.insertBefore_, nullptr);
+  return *this;
 }
 
 Value* Graph::addInput(std::string name, TensorType type) {
@@ -197,6 +213,14 @@ void Graph::setOutput(std::string name, Value* value) {
     }
   outputs_.push_back(GraphOutput{std::move(name), value});
   ++value->graphOutputRefs_;
+}
+
+bool Graph::removeOutput(std::string_view name) {
+  auto it = std::find_if(outputs_.begin(), outputs_.end(), [&](const GraphOutput& o) { return o.name == name; });
+  if (it == outputs_.end()) return false;
+  --it->value->graphOutputRefs_;
+  outputs_.erase(it);
+  return true;
 }
 
 Value* Graph::findOutput(std::string_view name) const {

@@ -123,7 +123,7 @@ class Graph {
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
   Graph(Graph&&) = default;
-  Graph& operator=(Graph&&) = default;
+  Graph& operator=(Graph&& other) noexcept;
   ~Graph();
 
   const std::string& name() const { return name_; }
@@ -169,6 +169,8 @@ class Graph {
   void replaceAllUsesWith(Value* from, Value* to);
 
   void setOutput(std::string name, Value* value);
+  // Removes the output of that name; false if there is none.
+  bool removeOutput(std::string_view name);
   std::span<const GraphOutput> outputs() const { return outputs_; }
   Value* findOutput(std::string_view name) const;
 

@@ -3,7 +3,9 @@
 #include <functional>
 #include <utility>
 
+#include "passes/autodiff.h"
 #include "passes/dce.h"
+#include "passes/optimizer.h"
 
 namespace gradc::passes {
 
@@ -12,6 +14,8 @@ using Factory = std::unique_ptr<Pass> (*)();
 const std::vector<std::pair<std::string_view, Factory>>& factories() {
   static const std::vector<std::pair<std::string_view, Factory>> list = {
       {"dce", [] { return std::unique_ptr<Pass>(std::make_unique<DeadCodeElimination>()); }},
+      {"autodiff", [] { return std::unique_ptr<Pass>(std::make_unique<Autodiff>()); }},
+      {"optimizer", [] { return std::unique_ptr<Pass>(std::make_unique<OptimizerPass>()); }},
   };
   return list;
 }

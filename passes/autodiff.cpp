@@ -1,0 +1,179 @@
+#include "passes/autodiff.h"
+
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "ir/printer.h"
+#include "passes/grad_rules.h"
+
+namespace gradc::passes {
+
+namespace {
+
+using ValueSet = std::unordered_set<const ir::Value*>;
+
+std::string quoted(const ir::Graph& graph, const ir::Node& node) {
+  return "'" + ir::printNode(node, ir::ValueNames(graph)) + "'";
+}
+
+// A single-result bwd node built by the pass itself (seed, accumulation, zeros).
+Expected<ir::Value*> emit1(ir::Graph& graph, std::string_view op, std::vector<ir::Value*> operands, ir::AttrMap attrs,
+                           std::string specName) {
+  Expected<ir::Node*> n = graph.create(op, operands, std::move(attrs), ir::Phase::bwd, std::move(specName));
+  if (!n) return Error{"autodiff: internal error: cannot build '" + std::string(op) + "': " + n.error().message};
+  return (*n)->result(0);
+}
+
+Expected<ir::Value*> fullOf(ir::Graph& graph, const ir::TensorType& type, double value, std::string specName) {
+  return emit1(graph, "full", {}, {{"shape", type.shape}, {"dtype", type.dtype}, {"value", value}},
+               std::move(specName));
+}
+
+Status checkPreconditions(const ir::Graph& graph) {
+  for (const auto& n : graph.nodes())
+    if (n->phase() != ir::Phase::fwd)
+      return Error{"autodiff: the graph already has " + std::string(ir::phaseName(n->phase())) + " nodes (first: " +
+                   quoted(graph, *n) + "); autodiff runs once, on a forward graph"};
+  ir::Value* loss = graph.findOutput("loss");
+  if (!loss) {
+    std::string names;
+    for (const ir::GraphOutput& out : graph.outputs()) names += (names.empty() ? "" : ", ") + out.name;
+    return Error{"autodiff: the graph has no 'loss' output to differentiate (outputs: " +
+                 (names.empty() ? std::string("none") : names) + ")"};
+  }
+  if (loss->type().rank() != 0 || !ir::isFloating(loss->type().dtype))
+    return Error{"autodiff: the loss must be a float scalar such as f32[], got " + ir::toString(loss->type())};
+  for (const auto& p : graph.params())
+    if (graph.findOutput("grad." + p->name()))
+      return Error{"autodiff: the graph already has an output 'grad." + p->name() + "'"};
+  return {};
+}
+
+// Values that depend on a parameter (float values only: integers carry no gradient).
+ValueSet dependOnParams(const ir::Graph& graph, const std::vector<ir::Node*>& forward) {
+  ValueSet set;
+  for (const auto& p : graph.params())
+    if (ir::isFloating(p->type().dtype)) set.insert(p.get());
+  for (const ir::Node* n : forward) {
+    bool reached = false;
+    for (const ir::Value* v : n->operands()) reached = reached || set.count(v);
+    if (!reached) continue;
+    for (size_t r = 0; r < n->numResults(); ++r)
+      if (ir::isFloating(n->result(r)->type().dtype)) set.insert(n->result(r));
+  }
+  return set;
+}
+
+// Values the loss depends on.
+ValueSet lossDependsOn(const ir::Value* loss, const std::vector<ir::Node*>& forward) {
+  ValueSet set{loss};
+  for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
+    const ir::Node* n = *it;
+    bool reaches = false;
+    for (size_t r = 0; r < n->numResults() && !reaches; ++r) reaches = set.count(n->result(r)) > 0;
+    if (reaches)
+      for (const ir::Value* v : n->operands()) set.insert(v);
+  }
+  return set;
+}
+
+}  // namespace
+
+Expected<bool> Autodiff::run(ir::Graph& graph) {
+  if (Status s = checkPreconditions(graph); !s) return Error{s.message()};
+  ir::Value* loss = graph.findOutput("loss");
+
+  // The forward nodes, before any backward node is appended.
+  std::vector<ir::Node*> forward;
+  forward.reserve(graph.numNodes());
+  for (const auto& n : graph.nodes()) forward.push_back(n.get());
+
+  // 1. Relevance.
+  const ValueSet fromParams = dependOnParams(graph, forward);
+  const ValueSet toLoss = lossDependsOn(loss, forward);
+  auto needsGrad = [&](const ir::Value* v) { return fromParams.count(v) && toLoss.count(v); };
+
+  graph.setInsertionPoint(nullptr);
+  // Gradient of each value so far (the running sum of the contributions found).
+  std::unordered_map<const ir::Value*, ir::Value*> grads;
+  const std::string lossSpec = loss->producer() ? loss->producer()->specName() : std::string("loss");
+
+  // 2. Seed.
+  bool changed = false;
+  if (needsGrad(loss)) {
+    Expected<ir::Value*> seed = fullOf(graph, loss->type(), 1.0, lossSpec);
+    if (!seed) return seed.error();
+    grads[loss] = *seed;
+    changed = true;
+  }
+
+  // 3. Reverse walk.
+  for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
+    ir::Node& node = **it;
+    std::vector<ir::Value*> resultGrads(node.numResults(), nullptr);
+    bool anyResultGrad = false;
+    for (size_t r = 0; r < node.numResults(); ++r)
+      if (auto g = grads.find(node.result(r)); g != grads.end()) {
+        resultGrads[r] = g->second;
+        anyResultGrad = true;
+      }
+    if (!anyResultGrad) continue;
+    std::vector<bool> operandNeeds(node.operands().size());
+    bool anyOperandNeeds = false;
+    for (size_t i = 0; i < operandNeeds.size(); ++i) {
+      operandNeeds[i] = needsGrad(node.operand(i));
+      anyOperandNeeds = anyOperandNeeds || operandNeeds[i];
+    }
+    if (!anyOperandNeeds) continue;
+
+    GradRule rule = findGradRule(node.opName());
+    if (!rule)
+      return Error{"autodiff: op '" + std::string(node.opName()) + "' has no gradient rule, but node " +
+                   quoted(graph, node) + " lies between a parameter and the loss"};
+    GradBuilder builder(graph, node, std::move(resultGrads), operandNeeds);
+    OperandGrads operandGrads = rule(builder);
+    if (builder.error())
+      return Error{"autodiff: cannot differentiate " + quoted(graph, node) + ": " + builder.error()->message};
+    if (operandGrads.size() != node.operands().size())
+      return Error{"autodiff: internal error: the gradient rule of '" + std::string(node.opName()) + "' returned " +
+                   std::to_string(operandGrads.size()) + " gradients for " + std::to_string(node.operands().size()) +
+                   " operands"};
+
+    for (size_t i = 0; i < operandGrads.size(); ++i) {
+      ir::Value* contribution = operandGrads[i];
+      if (!operandNeeds[i] || !contribution) continue;
+      ir::Value* operand = node.operand(i);
+      if (contribution->type() != operand->type())
+        return Error{"autodiff: internal error: the gradient rule of '" + std::string(node.opName()) +
+                     "' gave operand " + std::to_string(i) + " a gradient of type " +
+                     ir::toString(contribution->type()) + ", expected " + ir::toString(operand->type())};
+      auto [slot, first] = grads.try_emplace(operand, contribution);
+      if (first) continue;
+      Expected<ir::Value*> sum = emit1(graph, "add", {slot->second, contribution}, {}, node.specName());
+      if (!sum) return sum.error();
+      slot->second = *sum;
+    }
+    // Every use of the results has been seen; their gradients are no longer needed.
+    for (size_t r = 0; r < node.numResults(); ++r) grads.erase(node.result(r));
+  }
+
+  // 4. One output per parameter.
+  for (const auto& p : graph.params()) {
+    ir::Value* g = nullptr;
+    if (auto found = grads.find(p.get()); found != grads.end()) {
+      g = found->second;
+    } else {
+      Expected<ir::Value*> zeros = fullOf(graph, p->type(), 0.0, p->name());
+      if (!zeros) return zeros.error();
+      g = *zeros;
+    }
+    graph.setOutput("grad." + p->name(), g);
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace gradc::passes
