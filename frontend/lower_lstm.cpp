@@ -1,0 +1,110 @@
+// Lowering of a multi-layer LSTM (torch.nn.LSTM with batch_first=True), unrolled over the
+// sequence so that every time step is visible to the remat pass: this is the "RNN on very
+// long sequences" case, where keeping all S steps' activations costs O(S) memory.
+//
+// Per layer l, for x[B, S, I_l] (I_0 = input features, I_l = H above):
+//   xp = linear(x, weight_ih_l{l}[4H, I_l], bias_ih_l{l}[4H])         [B, S, 4H], all steps at once
+//   h = c = zeros[B, H]
+//   for t in 0 .. S-1:
+//     g = select(xp, dim 1, t) + linear(h, weight_hh_l{l}[4H, H], bias_hh_l{l}[4H])   [B, 4H]
+//     i, f, gg, o = split(g, dim 1, 4 sections)                       gate order i, f, g, o
+//     c = sigmoid(f) * c + sigmoid(i) * tanh(gg)
+//     h = sigmoid(o) * tanh(c)
+//   y = stack(h_0 .. h_{S-1}, dim 1)                                   [B, S, H]
+//
+// Nodes of step t carry the spec name "<layer>.step<t>" ("<layer>.l<l>.step<t>" when there
+// are several layers) so that plans show which time step they belong to.
+#include <cmath>
+
+#include "frontend/lowerings.h"
+
+namespace gradc::frontend {
+
+namespace {
+
+// Upper bound of the IR nodes one layer emits: 3 per layer plus 13 per step, plus the stack.
+constexpr std::int64_t kNodesPerStep = 13;
+
+}  // namespace
+
+ir::Value* lowerLstm(Layer& layer) {
+  const LayerInput& in = layer.inputs[0];
+  const ir::TensorType& type = in.value->type();
+  if (type.rank() != 3)
+    return layer.error(in.pos, layer.describe() + " needs an input [batch, seq, features], but '" + in.name +
+                                   "' is " + ir::toString(type));
+  const std::int64_t B = type.shape[0], S = type.shape[1];
+  const std::int64_t H = layer.integer("hidden"), L = layer.integer("layers");
+
+  // Unrolling is linear in S * L; refuse before building what would not fit.
+  LoweringState& state = layer.state();
+  std::int64_t budget = state.options.maxGraphNodes - static_cast<std::int64_t>(state.graph.numNodes());
+  std::int64_t perLayer = 0, needed = 0;
+  if (__builtin_mul_overflow(S, kNodesPerStep, &perLayer) || __builtin_add_overflow(perLayer, 4, &perLayer) ||
+      __builtin_mul_overflow(perLayer, L, &needed) || needed > budget)
+    return layer.error(layer.pos(),
+                       layer.describe() + " unrolls " + std::to_string(S) + " time steps x " + std::to_string(L) +
+                           " layers, more than the limit of " + std::to_string(state.options.maxGraphNodes) +
+                           " IR nodes",
+                       "shorten the sequence or use fewer layers");
+  std::int64_t fourH = 0;
+  if (__builtin_mul_overflow(H, 4, &fourH))
+    return layer.error(layer.attrPos("hidden"), layer.describe() + ": hidden " + std::to_string(H) + " is too large");
+
+  const double bound = 1.0 / std::sqrt(static_cast<double>(H));
+  ir::Value* x = in.value;
+  for (std::int64_t l = 0; l < L; ++l) {
+    const std::string sfx = "_l" + std::to_string(l);
+    const std::int64_t features = x->type().shape[2];
+    ir::Value* wIh = layer.param("weight_ih" + sfx, {fourH, features}, uniformInit(bound));
+    if (!wIh) return nullptr;
+    ir::Value* wHh = layer.param("weight_hh" + sfx, {fourH, H}, uniformInit(bound));
+    if (!wHh) return nullptr;
+    ir::Value* bIh = layer.param("bias_ih" + sfx, {fourH}, uniformInit(bound));
+    if (!bIh) return nullptr;
+    ir::Value* bHh = layer.param("bias_hh" + sfx, {fourH}, uniformInit(bound));
+    if (!bHh) return nullptr;
+
+    ir::Value* xp = layer.emit1("linear", {x, wIh, bIh});
+    if (!xp) return nullptr;
+    ir::Value* zeros = layer.emit1("zeros", {}, {{"shape", std::vector<std::int64_t>{B, H}}, {"dtype", layer.dtype()}});
+    if (!zeros) return nullptr;
+
+    ir::Value* h = zeros;
+    ir::Value* c = zeros;
+    std::vector<ir::Value*> hs;
+    hs.reserve(static_cast<size_t>(S));
+    for (std::int64_t t = 0; t < S; ++t) {
+      std::string step = layer.specName() + (L > 1 ? ".l" + std::to_string(l) : std::string()) + ".step" +
+                         std::to_string(t);
+      auto op = [&](std::string_view name, std::vector<ir::Value*> operands, ir::AttrMap attrs = {}) {
+        return layer.emit1(name, std::move(operands), std::move(attrs), step);
+      };
+      ir::Value* xt = op("select", {xp}, {{"dim", std::int64_t{1}}, {"index", t}});
+      if (!xt) return nullptr;
+      ir::Value* hh = op("linear", {h, wHh, bHh});
+      if (!hh) return nullptr;
+      ir::Value* gates = op("add", {xt, hh});
+      if (!gates) return nullptr;
+      ir::Node* split = layer.emit("split", {gates}, {{"dim", std::int64_t{1}}, {"sections", std::int64_t{4}}}, step);
+      if (!split) return nullptr;
+      ir::Value* i = op("sigmoid", {split->result(0)});
+      ir::Value* f = i ? op("sigmoid", {split->result(1)}) : nullptr;
+      ir::Value* g = f ? op("tanh", {split->result(2)}) : nullptr;
+      ir::Value* o = g ? op("sigmoid", {split->result(3)}) : nullptr;
+      if (!o) return nullptr;
+      ir::Value* fc = op("mul", {f, c});
+      ir::Value* ig = fc ? op("mul", {i, g}) : nullptr;
+      c = ig ? op("add", {fc, ig}) : nullptr;
+      ir::Value* tc = c ? op("tanh", {c}) : nullptr;
+      h = tc ? op("mul", {o, tc}) : nullptr;
+      if (!h) return nullptr;
+      hs.push_back(h);
+    }
+    x = layer.emit1("stack", hs, {{"dim", std::int64_t{1}}});
+    if (!x) return nullptr;
+  }
+  return x;
+}
+
+}  // namespace gradc::frontend

@@ -1,0 +1,37 @@
+// The lowering function of each spec op (referenced by the table in spec_ops.cpp).
+// Each takes a Layer whose inputs are resolved and whose attributes are parsed, and returns
+// the layer's output value, or nullptr after reporting an error.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "frontend/layer.h"
+
+namespace gradc::frontend {
+
+// Layers with parameters (lower_params.cpp).
+ir::Value* lowerLinear(Layer& layer);
+ir::Value* lowerEmbedding(Layer& layer);
+ir::Value* lowerPosEmbedding(Layer& layer);
+ir::Value* lowerLayerNorm(Layer& layer);
+
+// x[..., in] -> [..., out] with parameters "<layer>.<prefix>.weight" [out, in] and, when
+// `bias`, "<layer>.<prefix>.bias" [out], initialised like torch.nn.Linear. An empty prefix
+// names them "<layer>.weight" and "<layer>.bias".
+ir::Value* linearWithParams(Layer& layer, ir::Value* x, std::string_view prefix, std::int64_t out, bool bias);
+
+// Composite layers, lowered to primitive ops (lower_attention.cpp, lower_lstm.cpp).
+ir::Value* lowerAttention(Layer& layer);
+ir::Value* lowerLstm(Layer& layer);
+
+// Parameter-free layers (lower_tensor_ops.cpp).
+ir::Value* lowerSameOp(Layer& layer);  // the IR op of the same name, no attributes
+ir::Value* lowerGelu(Layer& layer);
+ir::Value* lowerScale(Layer& layer);
+ir::Value* lowerSoftmax(Layer& layer);  // softmax and log_softmax
+ir::Value* lowerDropout(Layer& layer);
+ir::Value* lowerReshape(Layer& layer);
+ir::Value* lowerTranspose(Layer& layer);
+
+}  // namespace gradc::frontend

@@ -1,0 +1,105 @@
+// The table of spec ops. Each entry: name, inputs, attributes (type, default, one-line doc),
+// lowering function, summary. docs/spec.md is the long form of this table.
+#include "frontend/spec_ops.h"
+
+#include "frontend/lowerings.h"
+
+namespace gradc::frontend {
+
+namespace {
+
+using T = SpecAttrType;
+
+const std::vector<SpecOp>& table() {
+  static const std::vector<SpecOp> ops = {
+      {.name = "linear",
+       .attrs = {{"out", T::Size, "", true, "", "output features"},
+                 {"bias", T::Bool, "true", false, "", "add a learned bias"}},
+       .lower = lowerLinear,
+       .summary = "x[..., in] -> [..., out]; parameters weight [out, in], bias [out]"},
+      {.name = "embedding",
+       .indexInput = true,
+       .attrs = {{"num", T::Size, "", true, "", "number of rows (vocabulary size)"},
+                 {"dim", T::Size, "", true, "", "features per row"}},
+       .lower = lowerEmbedding,
+       .summary = "integer indices[...] -> [..., dim]; parameter weight [num, dim]"},
+      {.name = "pos_embedding",
+       .attrs = {{"length", T::Size, "", true, "", "rows of the position table (>= the input's seq)"},
+                 {"dim", T::Size, "", false, "", "features; must equal the input's last dimension"}},
+       .lower = lowerPosEmbedding,
+       .summary = "x[..., seq, dim] + weight[:seq]; parameter weight [length, dim]"},
+      {.name = "layer_norm",
+       .attrs = {{"eps", T::Float, "1e-5", false, "", "added to the variance"}},
+       .lower = lowerLayerNorm,
+       .summary = "normalise the last dimension; parameters weight [D] (ones), bias [D] (zeros)"},
+      {.name = "attention",
+       .attrs = {{"heads", T::Size, "", true, "", "number of heads; must divide d_model"},
+                 {"causal", T::Bool, "false", false, "", "mask future positions"},
+                 {"dropout", T::Float, "0", false, "", "dropout on the attention probabilities"},
+                 {"bias", T::Bool, "true", false, "", "biases in the qkv and proj linears"}},
+       .lower = lowerAttention,
+       .summary = "multi-head self-attention on x[B, S, D]; parameters qkv.weight [3D, D], proj.weight [D, D]"},
+      {.name = "lstm",
+       .attrs = {{"hidden", T::Size, "", true, "", "hidden state features H"},
+                 {"layers", T::Size, "1", false, "", "stacked LSTM layers"}},
+       .lower = lowerLstm,
+       .summary = "LSTM over x[B, S, I] (batch first), unrolled over S -> [B, S, H]"},
+      {.name = "matmul", .numInputs = 2, .lower = lowerSameOp,
+       .summary = "a[..., m, k] @ b[..., k, n] -> [..., m, n]"},
+      {.name = "add", .numInputs = 2, .lower = lowerSameOp, .summary = "a + b (broadcasting)"},
+      {.name = "sub", .numInputs = 2, .lower = lowerSameOp, .summary = "a - b (broadcasting)"},
+      {.name = "mul", .numInputs = 2, .lower = lowerSameOp, .summary = "a * b (broadcasting)"},
+      {.name = "scale",
+       .attrs = {{"by", T::Float, "", true, "", "the constant factor"}},
+       .lower = lowerScale,
+       .summary = "x * by"},
+      {.name = "relu", .lower = lowerSameOp, .summary = "max(x, 0)"},
+      {.name = "gelu",
+       .attrs = {{"approximate", T::Choice, "none", false, "none|tanh", "'none' (exact, erf) or 'tanh'"}},
+       .lower = lowerGelu,
+       .summary = "x * Phi(x)"},
+      {.name = "tanh", .lower = lowerSameOp, .summary = "tanh(x)"},
+      {.name = "sigmoid", .lower = lowerSameOp, .summary = "1 / (1 + exp(-x))"},
+      {.name = "softmax",
+       .attrs = {{"dim", T::Int, "-1", false, "", "the normalised axis (negative counts from the end)"}},
+       .lower = lowerSoftmax,
+       .summary = "exp(x) / sum(exp(x)) along dim"},
+      {.name = "log_softmax",
+       .attrs = {{"dim", T::Int, "-1", false, "", "the normalised axis (negative counts from the end)"}},
+       .lower = lowerSoftmax,
+       .summary = "log(softmax(x)) along dim"},
+      {.name = "dropout",
+       .attrs = {{"p", T::Float, "", true, "", "probability of zeroing an element, in [0, 1)"}},
+       .lower = lowerDropout,
+       .summary = "zero elements with probability p, scale the rest by 1 / (1 - p)"},
+      {.name = "reshape",
+       .attrs = {{"shape", T::IntList, "", true, "", "the new extents; one may be -1 (inferred)"}},
+       .lower = lowerReshape,
+       .summary = "same elements, new shape"},
+      {.name = "transpose",
+       .attrs = {{"dims", T::IntList, "", true, "", "the two axes to swap, e.g. [1, 2]"}},
+       .lower = lowerTranspose,
+       .summary = "swap two axes"},
+      {.name = "causal_mask", .lower = lowerSameOp,
+       .summary = "x[..., i, j] = -inf where j > i (for attention scores)"},
+  };
+  return ops;
+}
+
+}  // namespace
+
+const SpecOp* findSpecOp(std::string_view name) {
+  for (const SpecOp& op : table())
+    if (op.name == name) return &op;
+  return nullptr;
+}
+
+std::span<const SpecOp> specOps() { return table(); }
+
+std::vector<std::string> specOpNames() {
+  std::vector<std::string> names;
+  for (const SpecOp& op : table()) names.emplace_back(op.name);
+  return names;
+}
+
+}  // namespace gradc::frontend
