@@ -1,2 +1,6 @@
 set(GRADC_RUNTIME_IO_SOURCES
+  ${CMAKE_CURRENT_SOURCE_DIR}/atomic_file.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/safetensors.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/data.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint.cpp
 )

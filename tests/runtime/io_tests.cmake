@@ -1,1 +1,6 @@
-# gradc_add_test(runtime_io_tests ... LIBS gradc_runtime) once this area has tests.
+# Safetensors, training data and checkpoints (runtime/safetensors, data, checkpoint, atomic_file).
+gradc_add_test(runtime_io_tests
+  runtime/safetensors_test.cpp
+  runtime/data_test.cpp
+  runtime/checkpoint_test.cpp
+  LIBS gradc_runtime)

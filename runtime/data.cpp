@@ -1,0 +1,324 @@
+#include "runtime/data.h"
+
+#include <ATen/ops/empty.h>
+
+#include <algorithm>
+#include <cassert>
+#include <limits>
+#include <utility>
+
+#include "runtime/atomic_file.h"
+
+namespace gradc::runtime {
+
+namespace {
+
+// The SplitMix64 output function: a bijective 64-bit mix.
+std::uint64_t finalize(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t combine(std::uint64_t a, std::uint64_t b) { return finalize(a ^ finalize(b + 0x9e3779b97f4a7c15ull)); }
+
+// Distinct tags keep the shuffle and synthetic streams independent for the same seed.
+constexpr std::uint64_t kShuffleTag = 0x53485546464c45ull;  // "SHUFFLE"
+constexpr std::uint64_t kSyntheticTag = 0x53594e5448ull;     // "SYNTH"
+
+Error tooSmall(const TextDataset& data, std::int64_t batch, std::int64_t seq, std::int64_t stride, std::int64_t needed) {
+  std::string message = "data file '" + data.source() + "' has " + std::to_string(data.size()) +
+                        " tokens; one batch of " + std::to_string(batch) + " x (" + std::to_string(seq) +
+                        "+1) tokens needs " + std::to_string(needed);
+  if (batch > 1) message += " (windows start every " + std::to_string(stride) + " tokens)";
+  return Error{message};
+}
+
+// Validates shape options; on success `stride` holds the effective stride.
+Status checkShape(std::int64_t batch, std::int64_t seq, std::int64_t& stride) {
+  if (batch < 1) return Error{"batch size must be at least 1, got " + std::to_string(batch)};
+  if (seq < 1) return Error{"sequence length must be at least 1, got " + std::to_string(seq)};
+  if (stride == 0) stride = seq;
+  if (stride < 1) return Error{"window stride must be at least 1, got " + std::to_string(stride)};
+  // Bound the sizes so that every product below fits in 64 bits.
+  constexpr std::int64_t kLimit = std::int64_t{1} << 31;
+  if (batch > kLimit || seq > kLimit || stride > kLimit)
+    return Error{"batch size, sequence length and stride must each be below 2^31"};
+  return Status::success();
+}
+
+// Number of windows of seq+1 tokens starting every `stride` tokens in a stream of n tokens.
+std::int64_t countWindows(std::int64_t n, std::int64_t seq, std::int64_t stride) {
+  return n < seq + 1 ? 0 : (n - (seq + 1)) / stride + 1;
+}
+
+// Copies the windows starting at `starts` into a batch.
+Batch makeBatch(std::span<const std::uint8_t> tokens, std::span<const std::int64_t> starts, std::int64_t seq) {
+  const auto rows = static_cast<std::int64_t>(starts.size());
+  Batch batch{at::empty({rows, seq}, at::TensorOptions().dtype(at::kLong)),
+              at::empty({rows, seq}, at::TensorOptions().dtype(at::kLong))};
+  std::int64_t* x = batch.tokens.data_ptr<std::int64_t>();
+  std::int64_t* y = batch.targets.data_ptr<std::int64_t>();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::uint8_t* window = tokens.data() + starts[r];
+    for (std::int64_t c = 0; c < seq; ++c) {
+      x[r * seq + c] = window[c];
+      y[r * seq + c] = window[c + 1];
+    }
+  }
+  return batch;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// SplitMix64
+
+std::uint64_t SplitMix64::next() {
+  state_ += 0x9e3779b97f4a7c15ull;
+  return finalize(state_);
+}
+
+std::uint64_t SplitMix64::below(std::uint64_t bound) {
+  assert(bound > 0);
+  // Reject the lowest (2^64 mod bound) values so that every residue is equally likely.
+  const std::uint64_t threshold = (0 - bound) % bound;
+  for (;;) {
+    std::uint64_t r = next();
+    if (r >= threshold) return r % bound;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Vocabulary
+
+Vocabulary::Vocabulary(std::vector<unsigned char> symbols, bool is_bytes)
+    : symbols_(std::move(symbols)), is_bytes_(is_bytes) {
+  index_.fill(-1);
+  for (std::size_t i = 0; i < symbols_.size(); ++i) index_[symbols_[i]] = static_cast<std::int16_t>(i);
+}
+
+Vocabulary Vocabulary::bytes() {
+  std::vector<unsigned char> all(256);
+  for (int i = 0; i < 256; ++i) all[i] = static_cast<unsigned char>(i);
+  return Vocabulary(std::move(all), true);
+}
+
+Vocabulary Vocabulary::characters(std::string_view text) {
+  std::array<bool, 256> seen{};
+  for (char c : text) seen[static_cast<unsigned char>(c)] = true;
+  std::vector<unsigned char> symbols;
+  for (int i = 0; i < 256; ++i)
+    if (seen[i]) symbols.push_back(static_cast<unsigned char>(i));
+  return Vocabulary(std::move(symbols), false);
+}
+
+std::string Vocabulary::serialize() const {
+  if (is_bytes_) return "bytes";
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s = "chars:";
+  for (unsigned char b : symbols_) {
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
+  return s;
+}
+
+Expected<Vocabulary> Vocabulary::parse(std::string_view text) {
+  if (text == "bytes") return bytes();
+  constexpr std::string_view kPrefix = "chars:";
+  const std::string bad = "invalid vocabulary \"" + std::string(text.substr(0, 80)) + "\": ";
+  if (text.substr(0, kPrefix.size()) != kPrefix) return Error{bad + "expected \"bytes\" or \"chars:<hex>\""};
+  text.remove_prefix(kPrefix.size());
+  if (text.size() % 2 != 0) return Error{bad + "odd number of hex digits"};
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::vector<unsigned char> symbols;
+  for (std::size_t i = 0; i < text.size(); i += 2) {
+    int hi = digit(text[i]), lo = digit(text[i + 1]);
+    if (hi < 0 || lo < 0) return Error{bad + "expected lowercase hex digits"};
+    auto b = static_cast<unsigned char>(hi * 16 + lo);
+    if (!symbols.empty() && b <= symbols.back()) return Error{bad + "bytes must be distinct and increasing"};
+    symbols.push_back(b);
+  }
+  if (symbols.empty()) return Error{bad + "no symbols"};
+  return Vocabulary(std::move(symbols), false);
+}
+
+std::optional<std::uint8_t> Vocabulary::encode(unsigned char byte) const {
+  std::int16_t token = index_[byte];
+  if (token < 0) return std::nullopt;
+  return static_cast<std::uint8_t>(token);
+}
+
+unsigned char Vocabulary::decode(std::int64_t token) const {
+  assert(token >= 0 && token < size());
+  return symbols_[static_cast<std::size_t>(token)];
+}
+
+std::string Vocabulary::decode(std::span<const std::int64_t> tokens) const {
+  std::string text;
+  text.reserve(tokens.size());
+  for (std::int64_t t : tokens) text += static_cast<char>(decode(t));
+  return text;
+}
+
+// ---------------------------------------------------------------------------------------------
+// TextDataset
+
+Expected<TextDataset> TextDataset::build(std::string ids, const Vocabulary& vocabulary, std::string source) {
+  if (ids.empty()) return Error{"data file '" + source + "' is empty"};
+  if (!vocabulary.isBytes()) {
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      std::optional<std::uint8_t> token = vocabulary.encode(static_cast<unsigned char>(ids[i]));
+      if (!token) {
+        static constexpr char kHex[] = "0123456789abcdef";
+        auto b = static_cast<unsigned char>(ids[i]);
+        return Error{"data file '" + source + "': byte 0x" + kHex[b >> 4] + kHex[b & 15] + " at offset " +
+                     std::to_string(i) + " is not in the vocabulary"};
+      }
+      ids[i] = static_cast<char>(*token);
+    }
+  }
+  return TextDataset(std::make_shared<const std::string>(std::move(ids)), vocabulary, std::move(source));
+}
+
+Expected<TextDataset> TextDataset::fromText(std::string_view text, const Vocabulary& vocabulary, std::string source) {
+  return build(std::string(text), vocabulary, std::move(source));
+}
+
+Expected<TextDataset> TextDataset::fromFile(const std::filesystem::path& path, const Vocabulary& vocabulary) {
+  Expected<std::string> text = readFile(path);
+  if (!text) return Error{"cannot read data file: " + text.error().message};
+  return build(std::move(*text), vocabulary, path.string());
+}
+
+Expected<TextDataset> TextDataset::fromFile(const std::filesystem::path& path, VocabularyKind kind) {
+  Expected<std::string> text = readFile(path);
+  if (!text) return Error{"cannot read data file: " + text.error().message};
+  Vocabulary vocabulary = kind == VocabularyKind::bytes ? Vocabulary::bytes() : Vocabulary::characters(*text);
+  return build(std::move(*text), vocabulary, path.string());
+}
+
+Expected<at::Tensor> loadTokens(const std::filesystem::path& path, const Vocabulary& vocabulary) {
+  Expected<TextDataset> data = TextDataset::fromFile(path, vocabulary);
+  if (!data) return data.error();
+  at::Tensor t = at::empty({data->size()}, at::TensorOptions().dtype(at::kLong));
+  std::span<const std::uint8_t> tokens = data->tokens();
+  std::copy(tokens.begin(), tokens.end(), t.data_ptr<std::int64_t>());
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batcher
+
+Expected<Batcher> Batcher::create(TextDataset data, const BatcherOptions& options) {
+  BatcherOptions o = options;
+  if (Status s = checkShape(o.batch, o.seq, o.stride); !s) return Error{s.message()};
+  std::int64_t windows = countWindows(data.size(), o.seq, o.stride);
+  if (windows < o.batch) return tooSmall(data, o.batch, o.seq, o.stride, (o.batch - 1) * o.stride + o.seq + 1);
+  std::int64_t vocab = data.vocabulary().size();
+  return Batcher(std::move(data), vocab, o, windows);
+}
+
+Expected<Batcher> Batcher::synthetic(std::int64_t vocab, const BatcherOptions& options) {
+  BatcherOptions o = options;
+  if (Status s = checkShape(o.batch, o.seq, o.stride); !s) return Error{s.message()};
+  if (vocab < 1) return Error{"synthetic data needs a vocabulary of at least 1 token, got " + std::to_string(vocab)};
+  return Batcher(std::nullopt, vocab, o, 0);
+}
+
+const std::vector<std::int64_t>& Batcher::permutation(std::int64_t epoch) const {
+  if (cached_epoch_ != epoch) {
+    cached_permutation_.resize(static_cast<std::size_t>(windows_));
+    for (std::int64_t i = 0; i < windows_; ++i) cached_permutation_[i] = i;
+    if (options_.shuffle) {
+      // Fisher-Yates: position i takes a uniform pick among the not yet placed [0, i].
+      SplitMix64 rng(combine(combine(options_.seed, kShuffleTag), static_cast<std::uint64_t>(epoch)));
+      for (std::int64_t i = windows_ - 1; i > 0; --i) {
+        auto j = static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(i) + 1));
+        std::swap(cached_permutation_[i], cached_permutation_[j]);
+      }
+    }
+    cached_epoch_ = epoch;
+  }
+  return cached_permutation_;
+}
+
+std::vector<std::int64_t> Batcher::windowStarts(DataPosition position) const {
+  if (isSynthetic()) return {};
+  assert(position.index >= 0 && position.index < batchesPerEpoch());
+  const std::vector<std::int64_t>& order = permutation(position.epoch);
+  std::vector<std::int64_t> starts(static_cast<std::size_t>(options_.batch));
+  for (std::int64_t r = 0; r < options_.batch; ++r)
+    starts[r] = order[position.index * options_.batch + r] * options_.stride;
+  return starts;
+}
+
+Batch Batcher::next() {
+  Batch batch;
+  if (isSynthetic()) {
+    const std::int64_t B = options_.batch, S = options_.seq;
+    batch = {at::empty({B, S}, at::TensorOptions().dtype(at::kLong)),
+             at::empty({B, S}, at::TensorOptions().dtype(at::kLong))};
+    std::int64_t* x = batch.tokens.data_ptr<std::int64_t>();
+    std::int64_t* y = batch.targets.data_ptr<std::int64_t>();
+    const std::uint64_t key = combine(combine(options_.seed, kSyntheticTag), static_cast<std::uint64_t>(position_.index));
+    for (std::int64_t r = 0; r < B; ++r) {
+      for (std::int64_t c = 0; c <= S; ++c) {
+        const std::uint64_t h = combine(key, static_cast<std::uint64_t>(r * (S + 1) + c));
+        // Multiply-shift maps the 64-bit hash onto [0, vocab).
+        const auto token = static_cast<std::int64_t>((static_cast<unsigned __int128>(h) * static_cast<std::uint64_t>(vocab_)) >> 64);
+        if (c < S) x[r * S + c] = token;
+        if (c > 0) y[r * S + c - 1] = token;
+      }
+    }
+    ++position_.index;
+    return batch;
+  }
+  std::vector<std::int64_t> starts = windowStarts(position_);
+  batch = makeBatch(data_->tokens(), starts, options_.seq);
+  if (++position_.index == batchesPerEpoch()) {
+    ++position_.epoch;
+    position_.index = 0;
+  }
+  return batch;
+}
+
+Status Batcher::setPosition(DataPosition position) {
+  if (isSynthetic()) {
+    if (position.epoch != 0 || position.index < 0)
+      return Error{"synthetic data position must be {epoch 0, index >= 0}, got {" + std::to_string(position.epoch) +
+                   ", " + std::to_string(position.index) + "}"};
+  } else if (position.epoch < 0 || position.index < 0 || position.index >= batchesPerEpoch()) {
+    return Error{"data position {epoch " + std::to_string(position.epoch) + ", index " + std::to_string(position.index) +
+                 "} is outside the data ('" + data_->source() + "' has " + std::to_string(batchesPerEpoch()) +
+                 " batches per epoch; did the data or batch shape change?)"};
+  }
+  position_ = position;
+  return Status::success();
+}
+
+// ---------------------------------------------------------------------------------------------
+// EvalBatches
+
+Expected<EvalBatches> EvalBatches::create(TextDataset data, std::int64_t batch, std::int64_t seq, std::int64_t stride) {
+  if (Status s = checkShape(batch, seq, stride); !s) return Error{s.message()};
+  std::int64_t windows = countWindows(data.size(), seq, stride);
+  if (windows == 0) return tooSmall(data, 1, seq, stride, seq + 1);
+  return EvalBatches(std::move(data), batch, seq, stride, windows);
+}
+
+std::optional<Batch> EvalBatches::next() {
+  if (next_window_ >= windows_) return std::nullopt;
+  const std::int64_t rows = std::min(batch_, windows_ - next_window_);
+  std::vector<std::int64_t> starts(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) starts[r] = (next_window_ + r) * stride_;
+  next_window_ += rows;
+  return makeBatch(data_.tokens(), starts, seq_);
+}
+
+}  // namespace gradc::runtime

@@ -1,0 +1,204 @@
+// Training data for language models: text files as token streams, and the batches cut from them.
+//
+// Tokens. A file is a byte stream. The vocabulary maps bytes to token ids:
+//   bytes       256 tokens, token = byte value;
+//   characters  the distinct bytes of a file, sorted by value, numbered 0..V-1 (a compact
+//               vocabulary for small corpora; "characters" are bytes, so UTF-8 text is split
+//               into its code units).
+// The vocabulary serialises to a short string ("bytes" or "chars:<hex of the bytes>") that a
+// run stores in its configuration, so evaluation and resumed runs use the same mapping.
+//
+// Windows. Training samples are windows of seq+1 consecutive tokens starting every `stride`
+// tokens (default stride = seq, so consecutive windows share one token and every token of the
+// stream is a target exactly once; stride 1 uses every offset). tokens = window[0, seq),
+// targets = window[1, seq+1): the next token at every position.
+//
+// Order. Epoch e visits the windows in a permutation drawn by Fisher-Yates from a SplitMix64
+// generator seeded by (seed, e); the generator and the bounded draw are implemented here, so the
+// order is the same with every standard library and platform. Each batch takes the next
+// `batch` windows of the permutation; the windows left over at the end of an epoch (fewer than a
+// batch) are skipped, different ones each epoch. The position {epoch, index} (index = batches
+// already drawn in the epoch) is all the state there is: a run restored to a position
+// continues with exactly the same batches.
+//
+// Synthetic data (--synthetic) replaces the file with pseudo-random tokens in [0, vocab) that
+// are a pure function of (seed, step, row, column). It has no epochs and no meaning: it exists
+// for throughput and memory measurements with realistic shapes and no I/O.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/status.h"
+
+namespace gradc::runtime {
+
+class Vocabulary {
+ public:
+  // The 256-token byte vocabulary.
+  static Vocabulary bytes();
+  // The distinct bytes of `text`, sorted by value.
+  static Vocabulary characters(std::string_view text);
+  // Inverse of serialize().
+  static Expected<Vocabulary> parse(std::string_view serialized);
+
+  // "bytes", or "chars:" followed by two lowercase hex digits per byte, in token order.
+  std::string serialize() const;
+
+  std::int64_t size() const { return static_cast<std::int64_t>(symbols_.size()); }
+  bool isBytes() const { return is_bytes_; }
+  // The token of a byte, or nullopt when the byte is not in the vocabulary.
+  std::optional<std::uint8_t> encode(unsigned char byte) const;
+  // The byte of a token; `token` must be in [0, size()).
+  unsigned char decode(std::int64_t token) const;
+  std::string decode(std::span<const std::int64_t> tokens) const;
+
+  bool operator==(const Vocabulary& other) const { return symbols_ == other.symbols_ && is_bytes_ == other.is_bytes_; }
+
+ private:
+  Vocabulary(std::vector<unsigned char> symbols, bool is_bytes);
+
+  std::vector<unsigned char> symbols_;  // token -> byte
+  std::array<std::int16_t, 256> index_{};  // byte -> token, -1 when absent
+  bool is_bytes_ = false;
+};
+
+enum class VocabularyKind { bytes, characters };
+
+// A file's tokens (one byte each: every vocabulary has at most 256 tokens). Copies share the
+// token storage.
+class TextDataset {
+ public:
+  // Reads `path` and builds the vocabulary of `kind` from it.
+  static Expected<TextDataset> fromFile(const std::filesystem::path& path, VocabularyKind kind = VocabularyKind::bytes);
+  // Reads `path` with a given vocabulary (evaluation, resume); a byte outside it is an error.
+  static Expected<TextDataset> fromFile(const std::filesystem::path& path, const Vocabulary& vocabulary);
+  // The same for text in memory; `source` names it in errors.
+  static Expected<TextDataset> fromText(std::string_view text, const Vocabulary& vocabulary,
+                                        std::string source = "<text>");
+
+  const Vocabulary& vocabulary() const { return vocabulary_; }
+  const std::string& source() const { return source_; }
+  std::int64_t size() const { return static_cast<std::int64_t>(tokens_->size()); }
+  // Token ids in stream order.
+  std::span<const std::uint8_t> tokens() const {
+    return {reinterpret_cast<const std::uint8_t*>(tokens_->data()), tokens_->size()};
+  }
+
+ private:
+  TextDataset(std::shared_ptr<const std::string> tokens, Vocabulary vocabulary, std::string source)
+      : tokens_(std::move(tokens)), vocabulary_(std::move(vocabulary)), source_(std::move(source)) {}
+  // Maps `bytes` to token ids in place (no second copy of a large file).
+  static Expected<TextDataset> build(std::string bytes, const Vocabulary& vocabulary, std::string source);
+
+  std::shared_ptr<const std::string> tokens_;  // token ids stored as bytes
+  Vocabulary vocabulary_;
+  std::string source_;
+};
+
+// Where a Batcher is in its stream: `index` batches of epoch `epoch` have been drawn.
+struct DataPosition {
+  std::int64_t epoch = 0;
+  std::int64_t index = 0;
+  bool operator==(const DataPosition&) const = default;
+};
+
+struct Batch {
+  at::Tensor tokens;   // i64[batch, seq]
+  at::Tensor targets;  // i64[batch, seq]: tokens shifted by one position in the stream
+};
+
+struct BatcherOptions {
+  std::int64_t batch = 1;
+  std::int64_t seq = 1;
+  std::uint64_t seed = 0;
+  std::int64_t stride = 0;  // distance between window starts; 0 means seq
+  bool shuffle = true;      // false: windows in stream order every epoch (debugging)
+};
+
+// Not thread-safe: one Batcher per thread (the permutation cache is shared state).
+class Batcher {
+ public:
+  // Batches from a dataset. Fails when the options are invalid or the data cannot fill one
+  // batch.
+  static Expected<Batcher> create(TextDataset data, const BatcherOptions& options);
+  // Synthetic batches with tokens in [0, vocab).
+  static Expected<Batcher> synthetic(std::int64_t vocab, const BatcherOptions& options);
+
+  // The batch at the current position; then advances (rolling over to the next epoch).
+  Batch next();
+
+  DataPosition position() const { return position_; }
+  // Restores a saved position. Synthetic batchers accept {0, step} only.
+  Status setPosition(DataPosition position);
+
+  bool isSynthetic() const { return !data_.has_value(); }
+  std::int64_t vocabSize() const { return vocab_; }
+  // Number of windows in the stream and batches per epoch (0 for synthetic data).
+  std::int64_t windowCount() const { return windows_; }
+  std::int64_t batchesPerEpoch() const { return isSynthetic() ? 0 : windows_ / options_.batch; }
+  const BatcherOptions& options() const { return options_; }
+
+  // The stream offset of each window of the batch at `position` (empty for synthetic data).
+  std::vector<std::int64_t> windowStarts(DataPosition position) const;
+
+ private:
+  Batcher(std::optional<TextDataset> data, std::int64_t vocab, const BatcherOptions& options, std::int64_t windows)
+      : data_(std::move(data)), vocab_(vocab), options_(options), windows_(windows) {}
+  const std::vector<std::int64_t>& permutation(std::int64_t epoch) const;
+
+  std::optional<TextDataset> data_;
+  std::int64_t vocab_ = 0;
+  BatcherOptions options_;
+  std::int64_t windows_ = 0;
+  DataPosition position_;
+  // The permutation of the last epoch asked for (8 bytes per window).
+  mutable std::int64_t cached_epoch_ = -1;
+  mutable std::vector<std::int64_t> cached_permutation_;
+};
+
+// Every window of a dataset once, in stream order, `batch` windows at a time; the last batch may
+// have fewer rows. Tokens after the last complete window are not visited (fewer than `stride`).
+class EvalBatches {
+ public:
+  static Expected<EvalBatches> create(TextDataset data, std::int64_t batch, std::int64_t seq, std::int64_t stride = 0);
+
+  // The next batch, or nullopt after the last one.
+  std::optional<Batch> next();
+  void reset() { next_window_ = 0; }
+  std::int64_t windowCount() const { return windows_; }
+
+ private:
+  EvalBatches(TextDataset data, std::int64_t batch, std::int64_t seq, std::int64_t stride, std::int64_t windows)
+      : data_(std::move(data)), batch_(batch), seq_(seq), stride_(stride), windows_(windows) {}
+
+  TextDataset data_;
+  std::int64_t batch_, seq_, stride_, windows_;
+  std::int64_t next_window_ = 0;
+};
+
+// All tokens of a file under `vocabulary` as i64[N] (evaluation scripts, tests).
+Expected<at::Tensor> loadTokens(const std::filesystem::path& path, const Vocabulary& vocabulary);
+
+// The SplitMix64 generator that drives shuffling, exposed for tests and other deterministic users.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
+  std::uint64_t next();
+  // Uniform in [0, bound) without modulo bias; bound > 0.
+  std::uint64_t below(std::uint64_t bound);
+
+ private:
+  std::uint64_t state_;
+};
+
+}  // namespace gradc::runtime
