@@ -6,14 +6,15 @@
 //   xp = linear(x, weight_ih_l{l}[4H, I_l], bias_ih_l{l}[4H])         [B, S, 4H], all steps at once
 //   h = c = zeros[B, H]
 //   for t in 0 .. S-1:
-//     g = select(xp, dim 1, t) + linear(h, weight_hh_l{l}[4H, H], bias_hh_l{l}[4H])   [B, 4H]
+//     g = xp_t + linear(h, weight_hh_l{l}[4H, H], bias_hh_l{l}[4H])   [B, 4H]
 //     i, f, gg, o = split(g, dim 1, 4 sections)                       gate order i, f, g, o
 //     c = sigmoid(f) * c + sigmoid(i) * tanh(gg)
 //     h = sigmoid(o) * tanh(c)
 //   y = stack(h_0 .. h_{S-1}, dim 1)                                   [B, S, H]
 //
-// Nodes of step t carry the spec name "<layer>.step<t>" ("<layer>.l<l>.step<t>" when there
-// are several layers) so that plans show which time step they belong to.
+// Nodes of step t carry the spec name "<layer>.step.<t>" ("<layer>.l<l>.step.<t>" when there
+// are several layers) so that plans show which time step they belong to, and summaries group
+// the steps as "<layer>.step.*".
 #include <cmath>
 
 #include "frontend/lowerings.h"
@@ -22,7 +23,8 @@ namespace gradc::frontend {
 
 namespace {
 
-// Upper bound of the IR nodes one layer emits: 3 per layer plus 13 per step, plus the stack.
+// Upper bound of the IR nodes one layer emits: 4 per layer (linear, unbind, zeros, stack)
+// plus 13 per step.
 constexpr std::int64_t kNodesPerStep = 13;
 
 }  // namespace
@@ -67,6 +69,10 @@ ir::Value* lowerLstm(Layer& layer) {
 
     ir::Value* xp = layer.emit1("linear", {x, wIh, bIh});
     if (!xp) return nullptr;
+    // One node takes xp apart into its S time steps: its gradient is a single stack, where
+    // per-step selects would each scatter into a full [B, S, 4H] gradient (O(S^2) traffic).
+    ir::Node* steps = layer.emit("unbind", {xp}, {{"dim", std::int64_t{1}}});
+    if (!steps) return nullptr;
     ir::Value* zeros = layer.emit1("zeros", {}, {{"shape", std::vector<std::int64_t>{B, H}}, {"dtype", layer.dtype()}});
     if (!zeros) return nullptr;
 
@@ -75,13 +81,12 @@ ir::Value* lowerLstm(Layer& layer) {
     std::vector<ir::Value*> hs;
     hs.reserve(static_cast<size_t>(S));
     for (std::int64_t t = 0; t < S; ++t) {
-      std::string step = layer.specName() + (L > 1 ? ".l" + std::to_string(l) : std::string()) + ".step" +
+      std::string step = layer.specName() + (L > 1 ? ".l" + std::to_string(l) : std::string()) + ".step." +
                          std::to_string(t);
       auto op = [&](std::string_view name, std::vector<ir::Value*> operands, ir::AttrMap attrs = {}) {
         return layer.emit1(name, std::move(operands), std::move(attrs), step);
       };
-      ir::Value* xt = op("select", {xp}, {{"dim", std::int64_t{1}}, {"index", t}});
-      if (!xt) return nullptr;
+      ir::Value* xt = steps->result(static_cast<size_t>(t));
       ir::Value* hh = op("linear", {h, wHh, bHh});
       if (!hh) return nullptr;
       ir::Value* gates = op("add", {xt, hh});

@@ -2,6 +2,7 @@
 // Internal to ir/.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,16 @@ std::vector<OpInfo> trainingOps();
 namespace rules {
 
 using Results = Expected<std::vector<TensorType>>;
+
+// FLOP counts of shapes near the element limit can exceed int64: they saturate instead.
+inline std::int64_t saturatingMul(std::int64_t a, std::int64_t b) {
+  std::int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+inline std::int64_t saturatingAdd(std::int64_t a, std::int64_t b) {
+  std::int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
 
 inline Error fail(std::string message) { return Error{std::move(message)}; }
 

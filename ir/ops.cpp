@@ -66,7 +66,7 @@ Results inferMatmul(const OpContext& c) {
 
 std::int64_t flopsMatmul(const OpContext& c, std::span<const TensorType> r) {
   std::int64_t k = c.inputs[0].shape.back();
-  return 2 * r[0].numel() * k;
+  return saturatingMul(saturatingMul(2, r[0].numel()), k);
 }
 
 Results inferLinear(const OpContext& c) {
@@ -92,7 +92,7 @@ Results inferLinear(const OpContext& c) {
 
 std::int64_t flopsLinear(const OpContext& c, std::span<const TensorType> r) {
   std::int64_t in = c.inputs[1].shape[1];
-  return 2 * r[0].numel() * in + (c.inputs.size() == 3 ? r[0].numel() : 0);
+  return saturatingAdd(saturatingMul(saturatingMul(2, r[0].numel()), in), c.inputs.size() == 3 ? r[0].numel() : 0);
 }
 
 Results inferGelu(const OpContext& c) {
@@ -187,6 +187,17 @@ Results inferSplit(const OpContext& c) {
   Shape part = x.shape;
   part[*dim] /= sections;
   return std::vector<TensorType>(static_cast<size_t>(sections), TensorType{x.dtype, part});
+}
+
+Results inferUnbind(const OpContext& c) {
+  const TensorType& x = c.inputs[0];
+  auto dim = normalizeAxis(*getInt(c.attrs, "dim"), x.rank());
+  if (!dim) return fail("dim is out of range for " + typeStr(x));
+  if (x.shape[*dim] > (1 << 20))
+    return fail("unbinding " + std::to_string(x.shape[*dim]) + " results exceeds the limit of 1048576");
+  Shape part = x.shape;
+  part.erase(part.begin() + *dim);
+  return std::vector<TensorType>(static_cast<size_t>(x.shape[*dim]), TensorType{x.dtype, part});
 }
 
 Results inferStack(const OpContext& c) {
@@ -310,6 +321,9 @@ std::vector<OpInfo> forwardOps() {
        .attrs = {{"dim", AttrKind::Int, true, "the split axis"},
                  {"sections", AttrKind::Int, true, "number of equal parts (= number of results)"}},
        .infer = inferSplit, .flops = noFlops, .summary = "equal parts along dim, one result each"},
+      {.name = "unbind", .minInputs = 1, .maxInputs = 1,
+       .attrs = {{"dim", AttrKind::Int, true, "the axis taken apart"}}, .infer = inferUnbind, .flops = noFlops,
+       .summary = "one result per index along dim, each without that axis (the inverse of stack)"},
       {.name = "stack", .minInputs = 1, .maxInputs = kVariadic,
        .attrs = {{"dim", AttrKind::Int, true, "position of the new axis"}}, .infer = inferStack, .flops = noFlops,
        .summary = "operands of one type joined along a new axis"},

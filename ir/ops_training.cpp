@@ -171,7 +171,9 @@ Results inferLinearWeightGrad(const OpContext& c) {
   return single({g.dtype, {g.shape.back(), x.shape.back()}});
 }
 
-std::int64_t flopsLinearWeightGrad(const OpContext& c, Types r) { return 2 * c.inputs[0].numel() * c.inputs[1].shape.back(); }
+std::int64_t flopsLinearWeightGrad(const OpContext& c, Types) {
+  return saturatingMul(saturatingMul(2, c.inputs[0].numel()), c.inputs[1].shape.back());
+}
 
 Results inferFull(const OpContext& c) {
   std::vector<std::int64_t> shape = *getIntList(c.attrs, "shape");

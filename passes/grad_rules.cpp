@@ -231,6 +231,15 @@ OperandGrads gradConcat(GradBuilder& b) {
   return grads;
 }
 
+// unbind (the inverse of stack): the results' gradients stacked back along dim; a result the
+// loss does not depend on contributes zeros of its type.
+OperandGrads gradUnbind(GradBuilder& b) {
+  std::vector<Value*> parts;
+  const ir::Node& n = b.node();
+  for (size_t i = 0; i < n.numResults(); ++i) parts.push_back(b.grad(i) ? b.grad(i) : b.zeros(n.result(i)->type()));
+  return {b.emit1("stack", std::move(parts), {{"dim", *ir::getInt(n.attrs(), "dim")}})};
+}
+
 // stack: operand i is the slice at index i of the new axis.
 OperandGrads gradStack(GradBuilder& b) {
   OperandGrads grads(b.numOperands(), nullptr);
@@ -290,6 +299,7 @@ constexpr RuleEntry kRules[] = {
     {"sub", gradSub},
     {"tanh", gradFromOutput<kTanhBackward>},
     {"transpose", gradTranspose},
+    {"unbind", gradUnbind},
     {"zeros", gradNone},
 };
 

@@ -6,6 +6,7 @@
 #include "passes/autodiff.h"
 #include "passes/dce.h"
 #include "passes/optimizer.h"
+#include "passes/strip_dropout.h"
 
 namespace gradc::passes {
 
@@ -16,6 +17,7 @@ const std::vector<std::pair<std::string_view, Factory>>& factories() {
       {"dce", [] { return std::unique_ptr<Pass>(std::make_unique<DeadCodeElimination>()); }},
       {"autodiff", [] { return std::unique_ptr<Pass>(std::make_unique<Autodiff>()); }},
       {"optimizer", [] { return std::unique_ptr<Pass>(std::make_unique<OptimizerPass>()); }},
+      {"strip-dropout", [] { return std::unique_ptr<Pass>(std::make_unique<StripDropout>()); }},
   };
   return list;
 }

@@ -17,5 +17,8 @@ using Runner = std::function<int()>;
 
 Runner addCompileCommand(CLI::App& app);
 Runner addOptCommand(CLI::App& app);
+Runner addTrainCommand(CLI::App& app);
+Runner addGradCommand(CLI::App& app);
+Runner addEvalCommand(CLI::App& app);
 
 }  // namespace gradc::tools

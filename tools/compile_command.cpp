@@ -2,11 +2,10 @@
 #include <iostream>
 #include <memory>
 
-#include "frontend/spec.h"
 #include "passes/dce.h"
 #include "passes/pass_manager.h"
 #include "tools/commands.h"
-#include "tools/output.h"
+#include "tools/spec_loading.h"
 #include "tools/pipeline_options.h"
 
 namespace gradc::tools {
@@ -19,34 +18,20 @@ struct CompileOptions {
 };
 
 int runCompile(const CompileOptions& o) {
-  frontend::SpecOptions specOptions;
-  for (const std::string& kv : o.sets) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      std::cerr << "gradc: error: --set expects NAME=EXPR, got '" << kv << "'\n";
-      return kExitUserError;
-    }
-    specOptions.overrides.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-  }
-  Expected<std::string> source = readInput(o.spec, static_cast<size_t>(specOptions.maxSourceBytes));
-  if (!source) {
-    std::cerr << "gradc: error: " << source.error().message << "\n";
-    return kExitUserError;
-  }
-  frontend::SpecResult result = frontend::compileSpec(*source, o.spec, specOptions);
-  for (const frontend::Diagnostic& d : result.diagnostics) std::cerr << frontend::formatDiagnostic(d, *source);
-  if (!result.ok()) return kExitUserError;
+  int exitCode = kExitOk;
+  std::optional<ir::Graph> graph = loadSpec(o.spec, o.sets, exitCode);
+  if (!graph) return exitCode;
 
   // The compile pipeline. Later stages (autodiff, optimizer, data_parallel, remat, schedule,
   // memory_plan) join here as they land.
   passes::PassManager pm(o.pipeline.passManagerOptions());
   pm.add<passes::DeadCodeElimination>();
-  Expected<bool> ran = pm.run(*result.graph);
+  Expected<bool> ran = pm.run(*graph);
   if (!ran) {
     std::cerr << "gradc: error: " << ran.error().message << "\n";
     return kExitInternal;
   }
-  return emitGraph(*result.graph, o.pipeline);
+  return emitGraph(*graph, o.pipeline);
 }
 }  // namespace
 

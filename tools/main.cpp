@@ -14,6 +14,12 @@ int main(int argc, char** argv) {
   commands.emplace_back(compile, addCompileCommand(*compile));
   CLI::App* opt = app.add_subcommand("opt", "Parse IR text, optionally run passes over it, and print it again");
   commands.emplace_back(opt, addOptCommand(*opt));
+  CLI::App* train = app.add_subcommand("train", "Train a model on CPU: loss, progress, checkpoints, metrics");
+  commands.emplace_back(train, addTrainCommand(*train));
+  CLI::App* grad = app.add_subcommand("grad", "Loss and every parameter gradient for given weights and inputs");
+  commands.emplace_back(grad, addGradCommand(*grad));
+  CLI::App* eval = app.add_subcommand("eval", "Mean loss of trained weights on a text file (dropout off)");
+  commands.emplace_back(eval, addEvalCommand(*eval));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

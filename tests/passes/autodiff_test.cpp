@@ -533,7 +533,7 @@ TEST_CASE("the gradient rule table covers every differentiable forward op, and o
   const char* differentiable[] = {"embedding", "add", "sub", "mul", "scale", "matmul", "linear", "relu",
                                   "gelu", "tanh", "sigmoid", "softmax", "log_softmax", "layer_norm",
                                   "dropout", "causal_mask", "reshape", "transpose", "slice", "select",
-                                  "split", "stack", "zeros", "cross_entropy", "mse"};
+                                  "split", "stack", "unbind", "zeros", "cross_entropy", "mse"};
   for (const char* op : differentiable) {
     CAPTURE(op);
     CHECK(ir::findOp(op) != nullptr);

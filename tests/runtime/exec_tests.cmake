@@ -1,1 +1,9 @@
-# gradc_add_test(runtime_exec_tests ... LIBS gradc_runtime) once this area has tests.
+# Executor, kernels (parity against LibTorch), counter-based RNG, memory tracking.
+gradc_add_test(runtime_exec_tests
+  runtime/kernels_test.cpp
+  runtime/kernels_backward_test.cpp
+  runtime/kernels_optimizer_test.cpp
+  runtime/executor_test.cpp
+  runtime/counter_rng_test.cpp
+  runtime/memory_tracker_test.cpp
+  LIBS gradc_runtime)

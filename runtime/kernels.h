@@ -1,0 +1,82 @@
+// Kernel table: one ATen-backed kernel per IR op.
+//
+// A kernel takes the node (for its attributes and result types), the operand tensors in
+// operand order and the run context (seed and step, for the counter-based RNG), and returns
+// the node's results in result order. Optimizer ops update their operands in place and
+// return nothing. The table is split like the op table: forward ops
+// (runtime/kernels_forward.cpp), backward ops (kernels_backward.cpp), optimizer ops
+// (kernels_optimizer.cpp); each file returns its entries from a function, so there is no
+// static-initialisation registration to lose when linking a static library.
+//
+// Conventions every kernel follows:
+//  - Results have exactly the IR result type (dtype and shape); the executor checks this
+//    after every node and reports a mismatch as a kernel bug naming the node.
+//  - ATen's own kernels are used wherever one exists, so results track PyTorch (and the
+//    parity tests can compare against LibTorch autograd with tight tolerances).
+//  - View ops (reshape, transpose, slice, select, split) return ATen views, not copies:
+//    every ATen kernel used here accepts strided inputs, so materialising them would only
+//    cost memory and time. The one kernel with a raw pointer loop (dropout) makes its input
+//    contiguous itself. A few other kernels may return an operand or a view of it too
+//    (sum_to when nothing was broadcast, dropout with p = 0).
+//    Memory consequences, for whoever plans or measures memory: a view costs no bytes of
+//    its own but keeps its base's whole buffer alive until the view dies (a select of one
+//    row pins the full tensor; the parts of a split share one buffer until the last part
+//    dies). A consumer that cannot use a view's strides copies it internally: at::matmul
+//    does so when a transposed operand's batch dims cannot be merged (e.g. [B, T, H, D]
+//    transposed to [B, H, T, D]), and when batch dims broadcast it copies the expanded
+//    operand.
+//  - Operands are never modified, except the updated operands of optimizer steps.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace gradc::runtime {
+
+// What varies between runs of one compiled graph.
+struct RunContext {
+  std::uint64_t seed = 0;  // run seed: keys the counter-based RNG together with step and node
+  std::int64_t step = 1;   // 1-based training step
+};
+
+struct KernelArgs {
+  const ir::Node& node;
+  std::span<const at::Tensor> operands;
+  const RunContext& ctx;
+};
+
+using KernelFn = std::vector<at::Tensor> (*)(const KernelArgs&);
+
+struct KernelEntry {
+  std::string_view op;
+  KernelFn fn;
+};
+
+// The kernel of an op; nullptr when the op has none.
+const KernelFn* findKernel(std::string_view opName);
+
+// The three halves of the table (one entry per op each); findKernel searches all of them.
+std::span<const KernelEntry> forwardKernels();
+std::span<const KernelEntry> backwardKernels();
+std::span<const KernelEntry> optimizerKernels();
+
+namespace kernel_detail {
+
+// Attribute lookups for kernels. The verifier guarantees that required attributes exist
+// with the schema's kind, so a missing one is a bug (asserted), not a user error.
+std::int64_t intAttr(const ir::Node& node, std::string_view key);
+double floatAttr(const ir::Node& node, std::string_view key);
+std::vector<std::int64_t> intListAttr(const ir::Node& node, std::string_view key);
+// An axis attribute normalised against `rank` (negative axes count from the end).
+std::int64_t axisAttr(const ir::Node& node, std::string_view key, std::int64_t rank);
+// Tensor options for an IR dtype on the CPU.
+at::TensorOptions optionsFor(ir::DType dtype);
+
+}  // namespace kernel_detail
+}  // namespace gradc::runtime

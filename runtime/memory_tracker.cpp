@@ -1,0 +1,119 @@
+#include "runtime/memory_tracker.h"
+
+#include <c10/core/Allocator.h>
+
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+namespace gradc::runtime {
+namespace {
+
+std::atomic<std::int64_t> gCurrent{0};
+std::atomic<std::int64_t> gPeak{0};
+std::atomic<std::int64_t> gCount{0};
+
+void addBytes(std::int64_t n) {
+  std::int64_t now = gCurrent.fetch_add(n, std::memory_order_relaxed) + n;
+  std::int64_t peak = gPeak.load(std::memory_order_relaxed);
+  while (now > peak && !gPeak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+// Live tracked blocks, keyed by data pointer, in shards so that concurrent allocations rarely
+// contend. Each entry keeps the previous allocator's DataPtr, which frees the block.
+struct Block {
+  std::int64_t bytes;
+  c10::DataPtr inner;
+};
+struct Shard {
+  std::mutex mutex;
+  std::unordered_map<void*, Block> blocks;
+};
+constexpr int kShardBits = 6;
+
+Shard& shardOf(void* data) {
+  // Never destroyed: tensors (and oneDNN caches) are freed during static destruction too.
+  static Shard* const shards = new Shard[1 << kShardBits];
+  auto h = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(data) >> 6) * 0x9e3779b97f4a7c15ull;
+  return shards[h >> (64 - kShardBits)];
+}
+
+c10::Allocator* gPrevious = nullptr;  // set once, before the tracker is registered
+
+void deleteTracked(void* data) {
+  if (data == nullptr) return;
+  Shard& shard = shardOf(data);
+  std::optional<Block> block;
+  {
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    auto it = shard.blocks.find(data);
+    if (it != shard.blocks.end()) {
+      block.emplace(std::move(it->second));
+      shard.blocks.erase(it);
+    }
+  }
+  if (block) {
+    gCurrent.fetch_sub(block->bytes, std::memory_order_relaxed);
+    return;  // `block` is destroyed here, returning the memory to the previous allocator
+  }
+  // Not ours: raw memory the previous allocator handed out before install() and that is
+  // released through the now-current allocator (oneDNN's engine allocator does this).
+  gPrevious->raw_deallocate(data);
+}
+
+class TrackingAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(std::size_t n) const override {
+    c10::DataPtr inner = gPrevious->allocate(n);
+    void* data = inner.get();
+    if (n == 0 || data == nullptr) return inner;
+    c10::Device device = inner.device();
+    {
+      Shard& shard = shardOf(data);
+      std::lock_guard<std::mutex> lock(shard.mutex);
+      shard.blocks.emplace(data, Block{static_cast<std::int64_t>(n), std::move(inner)});
+    }
+    gCount.fetch_add(1, std::memory_order_relaxed);
+    addBytes(static_cast<std::int64_t>(n));
+    return {data, data, &deleteTracked, device};
+  }
+
+  // Makes raw_allocate/raw_deallocate work: the context is the data pointer.
+  c10::DeleterFnPtr raw_deleter() const override { return &deleteTracked; }
+};
+
+// Never destroyed: tensors may outlive static destruction order.
+std::atomic<TrackingAllocator*> gTracker{nullptr};
+std::once_flag gInstallOnce;
+
+// Above the default CPU allocator's registration priority (0), so the tracker wins.
+constexpr std::uint8_t kPriority = 100;
+
+}  // namespace
+
+bool MemoryTracker::install() {
+  std::call_once(gInstallOnce, [] {
+    gPrevious = c10::GetAllocator(c10::DeviceType::CPU);
+    auto* tracker = new TrackingAllocator();
+    gTracker.store(tracker);
+    c10::SetAllocator(c10::DeviceType::CPU, tracker, kPriority);
+  });
+  return installed();
+}
+
+bool MemoryTracker::installed() {
+  TrackingAllocator* tracker = gTracker.load();
+  return tracker != nullptr && c10::GetAllocator(c10::DeviceType::CPU) == tracker;
+}
+
+std::int64_t MemoryTracker::currentBytes() { return gCurrent.load(std::memory_order_relaxed); }
+
+std::int64_t MemoryTracker::peakBytes() { return gPeak.load(std::memory_order_relaxed); }
+
+void MemoryTracker::resetPeak() { gPeak.store(gCurrent.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+
+std::int64_t MemoryTracker::allocationCount() { return gCount.load(std::memory_order_relaxed); }
+
+}  // namespace gradc::runtime

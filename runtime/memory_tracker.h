@@ -1,0 +1,42 @@
+// Measured memory: a tracking CPU allocator for ATen.
+//
+// install() puts a thin allocator in front of the CPU allocator that was registered before
+// (c10::GetAllocator(CPU)); every ATen CPU allocation made afterwards -- parameters,
+// gradients, optimizer state, activations, kernel temporaries -- goes through it and is
+// counted: live bytes now and the high-water mark. This is the "measured" side of the
+// planned-vs-measured peak the runtime reports.
+//
+// How it delegates: each request goes to the previous allocator unchanged (same size, same
+// alignment); the tracker keeps that allocator's DataPtr in a sharded table keyed by the data
+// pointer and hands out a DataPtr whose context is the data pointer, so raw_allocate and
+// raw_deallocate keep working. Raw memory the previous allocator handed out before install()
+// and that is later released through the current allocator (oneDNN's engine allocator looks
+// the allocator up on every call) is not in the table and goes back to the previous allocator.
+//
+// Not counted: blocks allocated before install() (freeing them does not change the counters
+// either), and memory that bypasses ATen's allocator (std containers, MKL internals). Thread
+// safe: counters are atomics, the table is sharded behind mutexes.
+#pragma once
+
+#include <cstdint>
+
+namespace gradc::runtime {
+
+class MemoryTracker {
+ public:
+  // Installs the tracking allocator for DeviceType::CPU. Idempotent and thread safe; returns
+  // false if another allocator registered with a higher priority keeps it from taking effect.
+  static bool install();
+  static bool installed();
+
+  // Bytes of tracked allocations alive now.
+  static std::int64_t currentBytes();
+  // The most bytes alive at once since install() or the last resetPeak().
+  static std::int64_t peakBytes();
+  // Sets the peak to the current live bytes, to measure the peak of what follows.
+  static void resetPeak();
+  // Number of tracked allocations made since install() (a cheap probe for tests and metrics).
+  static std::int64_t allocationCount();
+};
+
+}  // namespace gradc::runtime

@@ -1,0 +1,38 @@
+#include "runtime/metrics.h"
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/atomic_file.h"
+
+namespace gradc::runtime {
+
+std::string metricsToJson(const RunMetrics& m) {
+  nlohmann::ordered_json j;
+  j["model"] = m.model;
+  j["steps"] = nlohmann::ordered_json::array();
+  for (const StepMetrics& s : m.steps) {
+    nlohmann::ordered_json e;
+    e["step"] = s.step;
+    e["loss"] = s.loss;
+    e["step_time_s"] = s.stepTimeS;
+    e["tokens_per_s"] = s.tokensPerS;
+    e["lr"] = s.lr;
+    if (s.gradNorm) e["grad_norm"] = *s.gradNorm;
+    j["steps"].push_back(std::move(e));
+  }
+  j["ranks"] = nlohmann::ordered_json::array();
+  for (const RankMetrics& r : m.ranks) {
+    nlohmann::ordered_json e;
+    e["rank"] = r.rank;
+    e["peak_bytes_measured"] = r.peakBytesMeasured;
+    e["peak_bytes_planned"] = r.peakBytesPlanned ? nlohmann::ordered_json(*r.peakBytesPlanned) : nullptr;
+    j["ranks"].push_back(std::move(e));
+  }
+  return j.dump(2) + "\n";
+}
+
+Status writeMetrics(const std::string& path, const RunMetrics& metrics) {
+  return writeFileAtomic(path, metricsToJson(metrics));
+}
+
+}  // namespace gradc::runtime

@@ -1,0 +1,43 @@
+// The metrics JSON written by `gradc train --metrics-out FILE.json`. A contract that scripts
+// rely on and later features extend (never rename a field; add new ones):
+//
+//   {"model": "gpt-mini",
+//    "steps": [{"step": 1, "loss": 5.61, "step_time_s": 0.41, "tokens_per_s": 4987.1, "lr": 0.001}, ...],
+//    "ranks": [{"rank": 0, "peak_bytes_measured": 123456789, "peak_bytes_planned": null}]}
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/status.h"
+
+namespace gradc::runtime {
+
+struct StepMetrics {
+  std::int64_t step = 0;
+  double loss = 0;
+  double stepTimeS = 0;
+  double tokensPerS = 0;
+  double lr = 0;
+  std::optional<double> gradNorm;  // when gradient clipping is on
+};
+
+struct RankMetrics {
+  int rank = 0;
+  std::int64_t peakBytesMeasured = 0;
+  std::optional<std::int64_t> peakBytesPlanned;  // null until the memory planner exists
+};
+
+struct RunMetrics {
+  std::string model;
+  std::vector<StepMetrics> steps;
+  std::vector<RankMetrics> ranks;
+};
+
+std::string metricsToJson(const RunMetrics& metrics);
+// Written atomically.
+Status writeMetrics(const std::string& path, const RunMetrics& metrics);
+
+}  // namespace gradc::runtime

@@ -1,0 +1,17 @@
+// Synthetic values for graph inputs, for runs without a data set (--synthetic, benchmarks):
+// a pure function of (seed, step, input name), so runs are reproducible and resumable.
+// Floating inputs are standard normal; integer inputs are uniform in [0, bound) where bound is
+// what their uses require (ir::indexBound: embedding rows, loss classes), or [0, 2) when no
+// use constrains them.
+#pragma once
+
+#include <cstdint>
+
+#include "ir/graph.h"
+#include "runtime/tensor_map.h"
+
+namespace gradc::runtime {
+
+at::Tensor syntheticInput(const ir::Value& input, std::uint64_t seed, std::int64_t step);
+
+}  // namespace gradc::runtime

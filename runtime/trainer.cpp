@@ -1,0 +1,215 @@
+#include "runtime/trainer.h"
+
+#include <ATen/ops/scalar_tensor.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "ir/index_bounds.h"
+#include "runtime/checkpoint.h"
+#include "runtime/executor.h"
+#include "runtime/init.h"
+#include "runtime/memory_tracker.h"
+#include "runtime/progress.h"
+#include "runtime/synthetic_inputs.h"
+
+namespace gradc::runtime {
+
+bool isOptimizerState(const ir::Value& param) {
+  return ir::getString(param.attrs(), "role").value_or("") == "opt_state";
+}
+
+namespace {
+
+const ir::Value* findInput(const ir::Graph& g, std::string_view name) {
+  for (const auto& v : g.inputs())
+    if (v->name() == name) return v.get();
+  return nullptr;
+}
+
+bool isTokenInput(const ir::Value* v) {
+  return v && v->type().dtype == ir::DType::i64 && v->type().rank() == 2;
+}
+
+// Checks that a restored state holds exactly the graph's parameters, with their types.
+Status checkState(const ir::Graph& g, const TensorMap& state, const std::filesystem::path& from) {
+  for (const auto& p : g.params()) {
+    auto it = state.find(p->name());
+    if (it == state.end())
+      return Error{"checkpoint " + from.string() + " has no tensor '" + p->name() +
+                   "' (was it written for another model or optimizer?)"};
+    std::string want = ir::toString(p->type()), got = describeTensor(it->second);
+    if (want != got)
+      return Error{"checkpoint " + from.string() + ": '" + p->name() + "' is " + got + ", the model needs " + want};
+  }
+  for (const auto& [name, t] : state)
+    if (!g.findNamed(name))
+      return Error{"checkpoint " + from.string() + " has '" + name + "', which this model does not have"};
+  return {};
+}
+
+// Data for language-model graphs (inputs `tokens` and `targets`).
+struct TokenData {
+  Batcher batcher;
+  std::int64_t tokensPerStep;
+};
+
+Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, std::uint64_t seed,
+                                  const std::optional<Vocabulary>& restoredVocab, const DataPosition& position,
+                                  nlohmann::json& config) {
+  const ir::Value* tokens = findInput(g, "tokens");
+  const ir::Value* targets = findInput(g, "targets");
+  BatcherOptions bo;
+  bo.batch = tokens->type().shape[0];
+  bo.seq = tokens->type().shape[1];
+  bo.seed = seed;
+  std::optional<ir::IndexBound> tokenBound = ir::indexBound(*tokens);
+  std::optional<ir::IndexBound> targetBound = ir::indexBound(*targets);
+  std::int64_t limit = std::min(tokenBound ? tokenBound->bound : 256, targetBound ? targetBound->bound : 256);
+  std::optional<Batcher> batcher;
+  if (o.data) {
+    Expected<TextDataset> data = restoredVocab ? TextDataset::fromFile(*o.data, *restoredVocab)
+                                               : TextDataset::fromFile(*o.data, o.vocabulary);
+    if (!data) return Error{data.error().message};
+    std::int64_t vocab = data->vocabulary().size();
+    for (const auto& [bound, what] : {std::pair{tokenBound, "tokens"}, std::pair{targetBound, "targets"}})
+      if (bound && vocab > bound->bound)
+        return Error{"the data's vocabulary has " + std::to_string(vocab) + " symbols, but " + what + " feed " +
+                     bound->op + " '" + bound->specName + "', which has " + std::to_string(bound->bound) +
+                     (vocab == 256 ? " (use --vocab chars for a compact character vocabulary, or raise the model's vocab)"
+                                   : " (raise the model's vocab)")};
+    config["vocabulary"] = data->vocabulary().serialize();
+    Expected<Batcher> b = Batcher::create(*data, bo);
+    if (!b) return Error{b.error().message};
+    batcher = std::move(*b);
+  } else {
+    Expected<Batcher> b = Batcher::synthetic(limit, bo);
+    if (!b) return Error{b.error().message};
+    batcher = std::move(*b);
+    config["vocabulary"] = "synthetic:" + std::to_string(limit);
+  }
+  if (Status s = batcher->setPosition(position); !s) return Error{s.message()};
+  return TokenData{std::move(*batcher), bo.batch * bo.seq};
+}
+
+Status save(const std::filesystem::path& dir, const ir::Graph& g, const TensorMap& state, std::int64_t step,
+            std::uint64_t seed, const DataPosition& position, const nlohmann::json& config) {
+  CheckpointData ck;
+  for (const auto& p : g.params()) (isOptimizerState(*p) ? ck.optimizer : ck.weights).emplace(p->name(), state.at(p->name()));
+  ck.step = step;
+  ck.seed = seed;
+  ck.data = position;
+  ck.config = config.dump();
+  return saveCheckpoint(dir, ck);
+}
+
+}  // namespace
+
+Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
+  MemoryTracker::install();
+  Expected<Executor> exec = Executor::create(g);
+  if (!exec) return Error{exec.error().message};
+
+  nlohmann::json config = nlohmann::json::parse(o.config, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) config = nlohmann::json::object();
+  std::uint64_t seed = o.seed;
+  std::int64_t firstStep = 1;
+  DataPosition position;
+  std::optional<Vocabulary> restoredVocab;
+  TrainResult result;
+  result.metrics.model = o.model;
+
+  if (o.resumeDir) {
+    Expected<CheckpointData> ck = loadCheckpoint(*o.resumeDir);
+    if (!ck) return Error{ck.error().message};
+    for (auto* part : {&ck->weights, &ck->optimizer})
+      for (auto& [name, t] : *part) result.state.emplace(name, t);
+    if (Status s = checkState(g, result.state, ck->loaded_from); !s) return Error{s.message()};
+    seed = ck->seed;
+    firstStep = ck->step + 1;
+    position = ck->data;
+    nlohmann::json saved = nlohmann::json::parse(ck->config, nullptr, false);
+    if (saved.is_object() && saved.contains("vocabulary") && saved["vocabulary"].is_string()) {
+      std::string v = saved["vocabulary"];
+      if (v.rfind("synthetic:", 0) != 0) {
+        Expected<Vocabulary> vocab = Vocabulary::parse(v);
+        if (!vocab) return Error{"checkpoint " + ck->loaded_from.string() + ": " + vocab.error().message};
+        restoredVocab = *vocab;
+      }
+    }
+    if (firstStep > o.steps)
+      return Error{"the checkpoint in " + ck->loaded_from.string() + " is at step " + std::to_string(ck->step) +
+                   "; --steps " + std::to_string(o.steps) + " leaves nothing to do"};
+  } else {
+    Expected<TensorMap> init = initParameters(g, seed);
+    if (!init) return Error{init.error().message};
+    result.state = std::move(*init);
+  }
+
+  std::optional<TokenData> tokenData;
+  if (isTokenInput(findInput(g, "tokens")) && isTokenInput(findInput(g, "targets"))) {
+    Expected<TokenData> td = makeTokenData(g, o, seed, restoredVocab, position, config);
+    if (!td) return Error{td.error().message};
+    tokenData = std::move(*td);
+  } else if (o.data) {
+    return Error{"model '" + o.model + "' has no `tokens`/`targets` inputs, so it cannot read a text file; "
+                 "train it with --synthetic"};
+  }
+  const ir::Value* stepInput = findInput(g, "step");
+
+  Progress progress(firstStep, o.steps);
+  std::int64_t peak = 0;
+  for (std::int64_t step = firstStep; step <= o.steps; ++step) {
+    TensorMap inputs;
+    if (tokenData) {
+      Batch b = tokenData->batcher.next();
+      inputs.emplace("tokens", std::move(b.tokens));
+      inputs.emplace("targets", std::move(b.targets));
+    }
+    for (const auto& in : g.inputs()) {
+      if (inputs.count(in->name())) continue;
+      if (in.get() == stepInput) inputs.emplace("step", at::scalar_tensor(step, at::kLong));
+      else inputs.emplace(in->name(), syntheticInput(*in, seed, step));
+    }
+
+    MemoryTracker::resetPeak();
+    auto t0 = std::chrono::steady_clock::now();
+    Expected<TensorMap> out = exec->run(inputs, result.state, RunContext{seed, step});
+    auto t1 = std::chrono::steady_clock::now();
+    if (!out) return Error{"step " + std::to_string(step) + ": " + out.error().message};
+    peak = std::max(peak, MemoryTracker::peakBytes());
+
+    StepMetrics m;
+    m.step = step;
+    m.loss = out->at("loss").item<double>();
+    m.stepTimeS = std::chrono::duration<double>(t1 - t0).count();
+    std::int64_t tokens = tokenData ? tokenData->tokensPerStep
+                                    : (g.inputs().empty() || g.inputs()[0]->type().rank() == 0
+                                           ? 1
+                                           : g.inputs()[0]->type().shape[0]);
+    m.tokensPerS = m.stepTimeS > 0 ? static_cast<double>(tokens) / m.stepTimeS : 0;
+    if (auto it = out->find("lr"); it != out->end()) m.lr = it->second.item<double>();
+    if (auto it = out->find("grad_norm"); it != out->end()) m.gradNorm = it->second.item<double>();
+    result.metrics.steps.push_back(m);
+    if (o.progress) progress.update(m);
+    if (!std::isfinite(m.loss))
+      return Error{"the loss is " + std::to_string(m.loss) + " at step " + std::to_string(step) +
+                   " (diverged: try a lower --lr or --clip-norm)"};
+
+    bool stop = o.onStep && !o.onStep(m);
+    bool due = o.saveDir && ((o.saveEvery > 0 && step % o.saveEvery == 0) || step == o.steps || stop);
+    if (due) {
+      DataPosition pos = tokenData ? tokenData->batcher.position() : DataPosition{0, step};
+      if (Status s = save(*o.saveDir, g, result.state, step, seed, pos, config); !s) return Error{s.message()};
+      if (o.progress) progress.note("saved checkpoint " + o.saveDir->string() + " at step " + std::to_string(step));
+    }
+    if (stop) break;
+  }
+  progress.finish();
+  result.metrics.ranks.push_back(RankMetrics{0, peak, std::nullopt});
+  return result;
+}
+
+}  // namespace gradc::runtime

@@ -1,0 +1,55 @@
+// The training loop: runs a compiled training graph (forward, backward and optimizer nodes)
+// step after step on data, records metrics, saves and resumes checkpoints.
+//
+// Data binding. A graph whose inputs include `tokens` and `targets` (i64[batch, seq]) is a
+// language model: it trains on a text file (or synthetic tokens) through a Batcher. Any other
+// data input gets synthetic values (runtime/synthetic_inputs.h). The input `step` (i64[],
+// created by the optimizer pass) is fed the 1-based step number.
+//
+// Determinism. Everything a step computes is a function of (parameters, optimizer state,
+// step, seed, data position): initialisation is keyed by (seed, name), dropout by
+// (seed, step, node), batches by (seed, epoch, index). A checkpoint stores exactly that state,
+// so a resumed run repeats the uninterrupted run's losses and weights bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "ir/graph.h"
+#include "ir/status.h"
+#include "runtime/data.h"
+#include "runtime/metrics.h"
+#include "runtime/tensor_map.h"
+
+namespace gradc::runtime {
+
+struct TrainerOptions {
+  std::string model;                  // for metrics and messages
+  std::int64_t steps = 100;           // the run ends after this step (also when resumed)
+  std::uint64_t seed = 0;             // ignored when resuming (the checkpoint's seed is used)
+  std::optional<std::filesystem::path> data;  // text file; nullopt: synthetic data
+  VocabularyKind vocabulary = VocabularyKind::bytes;
+  std::optional<std::filesystem::path> saveDir;
+  std::int64_t saveEvery = 0;         // 0: save only after the last step (when saveDir is set)
+  std::optional<std::filesystem::path> resumeDir;
+  std::string config = "{}";          // JSON object stored in checkpoints (optimizer settings, ...)
+  bool progress = true;               // progress bar / log lines on stderr
+  // Called after every step (tests, custom logging). Returning false stops the run after
+  // that step, as an interruption would (a checkpoint is written if saveDir is set).
+  std::function<bool(const StepMetrics&)> onStep;
+};
+
+struct TrainResult {
+  RunMetrics metrics;
+  TensorMap state;  // parameters and optimizer state after the last step
+};
+
+Expected<TrainResult> train(const ir::Graph& trainingGraph, const TrainerOptions& options);
+
+// True for parameters that are optimizer state (attribute role = "opt_state").
+bool isOptimizerState(const ir::Value& param);
+
+}  // namespace gradc::runtime

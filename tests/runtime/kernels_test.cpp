@@ -1,0 +1,242 @@
+// Forward kernels against LibTorch, and coverage of the kernel table.
+//
+// Every kernel runs through runtime::callOp, which infers the IR result types from the
+// operands and checks the kernel's results against them (dtype and shape), exactly as the
+// executor does. Each comparison prints the op's max abs and max rel error; "rel" is
+// max|ours - ref| / max|ref|. Pass criterion per element: |ours - ref| <= atol + rtol * |ref|.
+// Tolerances: data movement and ops that call the very ATen kernel PyTorch calls are
+// expected exact (atol = rtol = 0); ops compared with an independent formula use fp32
+// tolerances (atol 1e-6, rtol 1e-5).
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <set>
+#include <string>
+
+#include "ir/op_table.h"
+#include "runtime/executor.h"
+#include "runtime/kernels.h"
+
+// doctest last: c10 includes glog, whose CHECK would otherwise replace doctest's and abort
+// instead of recording the failure.
+#undef CHECK
+#include <doctest/doctest.h>
+
+using namespace gradc;
+using namespace gradc::runtime;
+namespace F = torch::nn::functional;
+
+namespace {
+
+std::vector<at::Tensor> run(std::string_view op, std::vector<at::Tensor> operands, ir::AttrMap attrs = {},
+                            RunContext ctx = {}) {
+  Expected<std::vector<at::Tensor>> r = callOp(op, operands, attrs, ctx);
+  if (!r) FAIL(r.error().message);
+  return *r;
+}
+
+at::Tensor run1(std::string_view op, std::vector<at::Tensor> operands, ir::AttrMap attrs = {}) {
+  std::vector<at::Tensor> r = run(op, std::move(operands), std::move(attrs));
+  REQUIRE(r.size() == 1);
+  return r[0];
+}
+
+// Prints the errors and checks |ours - ref| <= atol + rtol * |ref| elementwise.
+void expectClose(const std::string& what, const at::Tensor& ours, const at::Tensor& ref, double atol, double rtol) {
+  REQUIRE_MESSAGE((ours.sizes() == ref.sizes()), what);
+  REQUIRE_MESSAGE((ours.scalar_type() == ref.scalar_type()), what);
+  at::Tensor a = ours.to(at::kDouble), b = ref.to(at::kDouble);
+  // Infinities (causal masks) must match exactly; compare the finite rest.
+  at::Tensor inf = b.isinf();
+  CHECK_MESSAGE(torch::equal(a.masked_select(inf), b.masked_select(inf)), what);
+  at::Tensor diff = (a - b).masked_fill(inf, 0).abs();
+  double maxAbs = diff.numel() ? diff.max().item<double>() : 0.0;
+  double refMax = b.masked_fill(inf, 0).abs().max().item<double>();
+  double maxRel = refMax > 0 ? maxAbs / refMax : maxAbs;
+  MESSAGE(what << ": max abs err " << maxAbs << ", max rel err " << maxRel << " (atol " << atol << ", rtol " << rtol
+               << ")");
+  bool ok = (diff <= atol + rtol * b.masked_fill(inf, 0).abs()).all().item<bool>();
+  CHECK_MESSAGE(ok, what << " exceeds the tolerance");
+}
+
+void expectExact(const std::string& what, const at::Tensor& ours, const at::Tensor& ref) {
+  expectClose(what, ours, ref, 0.0, 0.0);
+}
+
+}  // namespace
+
+TEST_CASE("every op in the op table has a kernel") {
+  for (const ir::OpInfo& op : ir::allOps()) CHECK_MESSAGE(findKernel(op.name) != nullptr, "no kernel for " << op.name);
+  // And no kernel is registered for an op the table does not know.
+  for (auto part : {forwardKernels(), backwardKernels(), optimizerKernels()})
+    for (const KernelEntry& e : part) CHECK_MESSAGE(ir::findOp(e.op) != nullptr, "kernel for unknown op " << e.op);
+}
+
+TEST_CASE("forward parity: elementwise and broadcasting") {
+  torch::manual_seed(0);
+  at::Tensor a = torch::randn({4, 1, 6}), b = torch::randn({5, 6});
+  expectExact("add", run1("add", {a, b}), a + b);
+  expectExact("sub", run1("sub", {a, b}), a - b);
+  expectExact("mul", run1("mul", {a, b}), a * b);
+  expectExact("scale", run1("scale", {a}, {{"factor", 0.37}}), a * 0.37);
+  at::Tensor x = torch::randn({3, 7, 5}) * 3;
+  expectExact("relu", run1("relu", {x}), torch::relu(x));
+  expectExact("tanh", run1("tanh", {x}), torch::tanh(x));
+  expectExact("sigmoid", run1("sigmoid", {x}), torch::sigmoid(x));
+  expectExact("gelu (default)", run1("gelu", {x}), F::gelu(x));
+  expectExact("gelu none", run1("gelu", {x}, {{"approximate", std::string("none")}}),
+              F::gelu(x, F::GELUFuncOptions().approximate("none")));
+  expectExact("gelu tanh", run1("gelu", {x}, {{"approximate", std::string("tanh")}}),
+              F::gelu(x, F::GELUFuncOptions().approximate("tanh")));
+  // Independent formulas, fp32 tolerance.
+  at::Tensor xd = x.to(at::kDouble);
+  expectClose("gelu none vs erf formula", run1("gelu", {x}), (xd * 0.5 * (1 + torch::erf(xd / std::sqrt(2.0)))).to(at::kFloat),
+              1e-6, 1e-5);
+  at::Tensor inner = std::sqrt(2.0 / std::numbers::pi) * (xd + 0.044715 * xd.pow(3));
+  expectClose("gelu tanh vs formula", run1("gelu", {x}, {{"approximate", std::string("tanh")}}),
+              (0.5 * xd * (1 + torch::tanh(inner))).to(at::kFloat), 1e-6, 1e-5);
+  expectClose("sigmoid vs formula", run1("sigmoid", {x}), (1 / (1 + torch::exp(-xd))).to(at::kFloat), 1e-6, 1e-5);
+}
+
+TEST_CASE("forward parity: matmul and linear") {
+  torch::manual_seed(1);
+  at::Tensor a = torch::randn({2, 1, 4, 5}), b = torch::randn({3, 5, 6});
+  at::Tensor ours = run1("matmul", {a, b});
+  CHECK((ours.sizes() == at::IntArrayRef({2, 3, 4, 6})));
+  expectExact("matmul (batch broadcast)", ours, torch::matmul(a, b));
+  expectClose("matmul vs f64", ours, torch::matmul(a.to(at::kDouble), b.to(at::kDouble)).to(at::kFloat), 1e-6, 1e-5);
+  at::Tensor x = torch::randn({2, 3, 8}), w = torch::randn({5, 8}), bias = torch::randn({5});
+  expectExact("linear", run1("linear", {x, w, bias}), F::linear(x, w, bias));
+  expectExact("linear (no bias)", run1("linear", {x, w}), F::linear(x, w));
+  at::Tensor ref = (torch::matmul(x.to(at::kDouble), w.to(at::kDouble).t()) + bias.to(at::kDouble)).to(at::kFloat);
+  expectClose("linear vs f64", run1("linear", {x, w, bias}), ref, 1e-6, 1e-5);
+}
+
+TEST_CASE("forward parity: softmax, log_softmax, layer_norm") {
+  torch::manual_seed(2);
+  at::Tensor x = torch::randn({3, 4, 9}) * 4;
+  for (std::int64_t dim : {-1, 1, 0}) {
+    std::string d = " dim " + std::to_string(dim);
+    expectExact("softmax" + d, run1("softmax", {x}, {{"dim", dim}}), torch::softmax(x, dim));
+    expectExact("log_softmax" + d, run1("log_softmax", {x}, {{"dim", dim}}), torch::log_softmax(x, dim));
+    at::Tensor xd = x.to(at::kDouble);
+    expectClose("softmax vs f64" + d, run1("softmax", {x}, {{"dim", dim}}), torch::softmax(xd, dim).to(at::kFloat), 1e-6,
+                1e-5);
+  }
+
+  at::Tensor w = torch::randn({9}), b = torch::randn({9});
+  std::vector<at::Tensor> r = run("layer_norm", {x, w, b}, {{"eps", 1e-5}});
+  REQUIRE(r.size() == 3);
+  expectExact("layer_norm y", r[0], F::layer_norm(x, F::LayerNormFuncOptions({9}).weight(w).bias(b).eps(1e-5)));
+  at::Tensor xd = x.to(at::kDouble);
+  at::Tensor mean = xd.mean(-1, true);
+  at::Tensor rstd = 1.0 / torch::sqrt(xd.var(-1, /*unbiased=*/false, /*keepdim=*/true) + 1e-5);
+  expectClose("layer_norm mean", r[1], mean.to(at::kFloat), 1e-6, 1e-5);
+  expectClose("layer_norm rstd", r[2], rstd.to(at::kFloat), 1e-6, 1e-5);
+  expectClose("layer_norm y vs f64", r[0],
+              ((xd - mean) * rstd * w.to(at::kDouble) + b.to(at::kDouble)).to(at::kFloat), 1e-6, 1e-5);
+}
+
+TEST_CASE("forward parity: causal_mask") {
+  torch::manual_seed(3);
+  for (auto [s, t] : {std::pair<std::int64_t, std::int64_t>{5, 5}, {3, 6}, {6, 3}}) {
+    at::Tensor x = torch::randn({2, 3, s, t});
+    at::Tensor ref = x.clone();
+    auto acc = ref.accessor<float, 4>();
+    for (int b = 0; b < 2; ++b)
+      for (int h = 0; h < 3; ++h)
+        for (std::int64_t i = 0; i < s; ++i)
+          for (std::int64_t j = i + 1; j < t; ++j) acc[b][h][i][j] = -std::numeric_limits<float>::infinity();
+    expectExact("causal_mask " + std::to_string(s) + "x" + std::to_string(t), run1("causal_mask", {x}), ref);
+  }
+}
+
+TEST_CASE("forward parity: data movement is exact") {
+  torch::manual_seed(4);
+  at::Tensor x = torch::randn({4, 6, 8});
+  expectExact("reshape", run1("reshape", {x}, {{"shape", std::vector<std::int64_t>{24, 8}}}), x.reshape({24, 8}));
+  expectExact("transpose", run1("transpose", {x}, {{"dim0", std::int64_t{0}}, {"dim1", std::int64_t{-1}}}),
+              x.transpose(0, 2));
+  expectExact("slice",
+              run1("slice", {x}, {{"dim", std::int64_t{1}}, {"start", std::int64_t{2}}, {"end", std::int64_t{5}}}),
+              x.slice(1, 2, 5));
+  expectExact("select", run1("select", {x}, {{"dim", std::int64_t{-1}}, {"index", std::int64_t{3}}}), x.select(2, 3));
+  std::vector<at::Tensor> parts = run("split", {x}, {{"dim", std::int64_t{1}}, {"sections", std::int64_t{3}}});
+  REQUIRE(parts.size() == 3);
+  for (int i = 0; i < 3; ++i) expectExact("split part " + std::to_string(i), parts[i], x.slice(1, 2 * i, 2 * i + 2));
+  std::vector<at::Tensor> steps = run("unbind", {x}, {{"dim", std::int64_t{1}}});
+  REQUIRE(steps.size() == 6);
+  for (int i = 0; i < 6; ++i) expectExact("unbind part " + std::to_string(i), steps[i], x.select(1, i));
+  at::Tensor y = torch::randn({4, 6, 8}), z = torch::randn({4, 6, 8});
+  expectExact("stack dim 1", run1("stack", {x, y, z}, {{"dim", std::int64_t{1}}}), torch::stack({x, y, z}, 1));
+  expectExact("stack dim -1", run1("stack", {x, y}, {{"dim", std::int64_t{-1}}}), torch::stack({x, y}, 3));
+  expectExact("zeros", run1("zeros", {}, {{"shape", std::vector<std::int64_t>{3, 2}}, {"dtype", ir::DType::f32}}),
+              torch::zeros({3, 2}));
+  at::Tensor zi = run1("zeros", {}, {{"shape", std::vector<std::int64_t>{5}}, {"dtype", ir::DType::i64}});
+  CHECK((zi.scalar_type() == at::kLong));
+
+  at::Tensor weight = torch::randn({10, 8});
+  at::Tensor idx = torch::randint(0, 10, {3, 5}, torch::kLong);
+  expectExact("embedding", run1("embedding", {weight, idx}), F::embedding(idx, weight));
+  expectExact("embedding (i32 indices)", run1("embedding", {weight, idx.to(at::kInt)}), F::embedding(idx, weight));
+}
+
+TEST_CASE("forward parity: losses") {
+  torch::manual_seed(5);
+  at::Tensor logits = torch::randn({2, 7, 11}) * 3;
+  at::Tensor target = torch::randint(0, 11, {2, 7}, torch::kLong);
+  at::Tensor ours = run1("cross_entropy", {logits, target});
+  CHECK(ours.dim() == 0);
+  expectExact("cross_entropy (3-D)", ours, F::cross_entropy(logits.reshape({-1, 11}), target.reshape({-1})));
+  at::Tensor lsm = torch::log_softmax(logits.to(at::kDouble), -1);
+  at::Tensor ref = -lsm.gather(-1, target.unsqueeze(-1)).mean();
+  expectClose("cross_entropy vs f64 formula", ours, ref.to(at::kFloat), 1e-6, 1e-5);
+  expectExact("cross_entropy (i32 target)", run1("cross_entropy", {logits, target.to(at::kInt)}), ours);
+  at::Tensor logits1 = torch::randn({11});
+  at::Tensor target1 = torch::tensor(4, torch::kLong);
+  expectClose("cross_entropy (1-D)", run1("cross_entropy", {logits1, target1}),
+              -torch::log_softmax(logits1, 0)[4], 1e-6, 1e-5);
+
+  // The IR op has no ignored class: a target outside [0, C) is an error (ATen's default
+  // ignore_index of -100 would silently skip it).
+  at::Tensor bad = target.clone();
+  bad[0][0] = -100;
+  CHECK(!callOp("cross_entropy", std::vector<at::Tensor>{logits, bad}).ok());
+  CHECK(!callOp("cross_entropy_backward", std::vector<at::Tensor>{torch::tensor(1.0f), logits, bad}).ok());
+  bad[0][0] = 11;
+  CHECK(!callOp("cross_entropy", std::vector<at::Tensor>{logits, bad}).ok());
+
+  at::Tensor input = torch::randn({3, 4, 5}), tgt = torch::randn({3, 4, 5});
+  expectExact("mse", run1("mse", {input, tgt}), F::mse_loss(input, tgt));
+  expectClose("mse vs f64 formula", run1("mse", {input, tgt}),
+              (input.to(at::kDouble) - tgt.to(at::kDouble)).pow(2).mean().to(at::kFloat), 1e-6, 1e-5);
+}
+
+TEST_CASE("forward kernels return exactly the IR result types") {
+  // callOp checks dtype and shape for every call above; here the same check rejects a wrong
+  // result, so a kernel bug is reported at its node.
+  ir::Graph g;
+  ir::Value* x = g.addInput("x", {ir::DType::f32, {2, 3}});
+  ir::Value* operands[] = {x};
+  Expected<ir::Node*> node = g.create("relu", operands);
+  REQUIRE(node.ok());
+  at::Tensor good = torch::zeros({2, 3});
+  CHECK(checkResults(**node, std::vector<at::Tensor>{good}).ok());
+  Status wrongShape = checkResults(**node, std::vector<at::Tensor>{torch::zeros({3, 2})});
+  REQUIRE(!wrongShape.ok());
+  CHECK(wrongShape.message() == "kernel 'relu' result 0 is f32[3, 2], the IR type is f32[2, 3]");
+  Status wrongDtype = checkResults(**node, std::vector<at::Tensor>{torch::zeros({2, 3}, torch::kDouble)});
+  CHECK(wrongDtype.message() == "kernel 'relu' result 0 is f64[2, 3], the IR type is f32[2, 3]");
+  CHECK(!checkResults(**node, std::vector<at::Tensor>{}).ok());
+}
+
+TEST_CASE("callOp reports operands that do not fit the op") {
+  Expected<std::vector<at::Tensor>> r = callOp("matmul", std::vector<at::Tensor>{torch::zeros({2, 3}), torch::zeros({4, 5})});
+  REQUIRE(!r.ok());
+  CHECK(r.error().message.find("inner dimensions differ") != std::string::npos);
+  Expected<std::vector<at::Tensor>> unknown = callOp("frobnicate", std::vector<at::Tensor>{});
+  REQUIRE(!unknown.ok());
+  CHECK(unknown.error().message == "no kernel for op 'frobnicate'");
+}

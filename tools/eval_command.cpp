@@ -1,0 +1,99 @@
+// gradc eval SPEC --weights W [--data FILE] : mean loss over every window of a text file, with
+// dropout off (evaluation mode). W is a weights.safetensors file or a checkpoint folder (whose
+// stored vocabulary is then used).
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "passes/dce.h"
+#include "passes/pass_manager.h"
+#include "passes/strip_dropout.h"
+#include "runtime/data.h"
+#include "runtime/executor.h"
+#include "runtime/safetensors.h"
+#include "tools/commands.h"
+#include "tools/spec_loading.h"
+
+namespace gradc::tools {
+
+namespace {
+struct EvalOptions {
+  std::string spec;
+  std::vector<std::string> sets;
+  std::string weights;
+  std::string data;
+};
+
+int fail(const std::string& message, int code = kExitUserError) {
+  std::cerr << "gradc: error: " << message << "\n";
+  return code;
+}
+
+int runEval(const EvalOptions& o) {
+  int exitCode = kExitOk;
+  std::optional<ir::Graph> graph = loadSpec(o.spec, o.sets, exitCode);
+  if (!graph) return exitCode;
+  passes::PassManager pm;
+  pm.add<passes::StripDropout>().add<passes::DeadCodeElimination>();
+  if (Expected<bool> r = pm.run(*graph); !r) return fail(r.error().message);
+
+  std::filesystem::path weightsPath = o.weights;
+  runtime::Vocabulary vocab = runtime::Vocabulary::bytes();
+  if (std::filesystem::is_directory(weightsPath)) {
+    std::ifstream state(weightsPath / "state.json");
+    nlohmann::json j = nlohmann::json::parse(state, nullptr, false);
+    if (j.is_object() && j["config"].is_object() && j["config"]["vocabulary"].is_string()) {
+      Expected<runtime::Vocabulary> v = runtime::Vocabulary::parse(j["config"]["vocabulary"].get<std::string>());
+      if (v) vocab = *v;
+    }
+    weightsPath /= "weights.safetensors";
+  }
+  Expected<runtime::SafetensorsFile> weights = runtime::loadSafetensors(weightsPath);
+  if (!weights) return fail(weights.error().message);
+
+  const ir::Value* tokens = graph->findNamed("tokens");
+  if (!tokens || !graph->findNamed("targets") || tokens->type().rank() != 2)
+    return fail("gradc eval reads text into `tokens`/`targets` inputs; this model has none");
+  std::int64_t batch = tokens->type().shape[0], seq = tokens->type().shape[1];
+  Expected<runtime::TextDataset> data = runtime::TextDataset::fromFile(o.data, vocab);
+  if (!data) return fail(data.error().message);
+  Expected<runtime::EvalBatches> batches = runtime::EvalBatches::create(*data, batch, seq);
+  if (!batches) return fail(batches.error().message);
+  Expected<runtime::Executor> exec = runtime::Executor::create(*graph);
+  if (!exec) return fail(exec.error().message, kExitInternal);
+
+  double sum = 0;
+  std::int64_t counted = 0, skipped = 0;
+  while (std::optional<runtime::Batch> b = batches->next()) {
+    if (b->tokens.size(0) != batch) {  // the graph's batch is static: a short last batch is left out
+      skipped += b->tokens.size(0);
+      continue;
+    }
+    runtime::TensorMap inputs{{"tokens", b->tokens}, {"targets", b->targets}};
+    Expected<runtime::TensorMap> out = exec->run(inputs, weights->tensors, runtime::RunContext{});
+    if (!out) return fail(out.error().message);
+    sum += out->at("loss").item<double>();
+    ++counted;
+  }
+  if (counted == 0) return fail("'" + o.data + "' has fewer windows than one batch of " + std::to_string(batch));
+  std::cout << "loss " << sum / static_cast<double>(counted) << " over " << counted * batch << " windows of " << seq
+            << " tokens";
+  if (skipped) std::cout << " (" << skipped << " windows of a short last batch left out)";
+  std::cout << "\n";
+  return kExitOk;
+}
+}  // namespace
+
+Runner addEvalCommand(CLI::App& cmd) {
+  auto o = std::make_shared<EvalOptions>();
+  cmd.add_option("spec", o->spec, "The YAML model spec")->required();
+  cmd.add_option("--set", o->sets, "Override a dim: --set batch=4 (repeatable)");
+  cmd.add_option("--weights", o->weights, "weights.safetensors, or a checkpoint folder")->required();
+  cmd.add_option("--data", o->data, "Text file to evaluate on")->required();
+  return [o] { return runEval(*o); };
+}
+
+}  // namespace gradc::tools

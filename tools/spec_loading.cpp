@@ -1,0 +1,34 @@
+#include "tools/spec_loading.h"
+
+#include <iostream>
+
+#include "frontend/spec.h"
+#include "tools/commands.h"
+#include "tools/output.h"
+
+namespace gradc::tools {
+
+std::optional<ir::Graph> loadSpec(const std::string& path, const std::vector<std::string>& sets, int& exitCode) {
+  exitCode = kExitUserError;
+  frontend::SpecOptions options;
+  for (const std::string& kv : sets) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::cerr << "gradc: error: --set expects NAME=EXPR, got '" << kv << "'\n";
+      return std::nullopt;
+    }
+    options.overrides.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  Expected<std::string> source = readInput(path, static_cast<size_t>(options.maxSourceBytes));
+  if (!source) {
+    std::cerr << "gradc: error: " << source.error().message << "\n";
+    return std::nullopt;
+  }
+  frontend::SpecResult result = frontend::compileSpec(*source, path, options);
+  for (const frontend::Diagnostic& d : result.diagnostics) std::cerr << frontend::formatDiagnostic(d, *source);
+  if (!result.ok()) return std::nullopt;
+  exitCode = kExitOk;
+  return std::move(result.graph);
+}
+
+}  // namespace gradc::tools

@@ -1,0 +1,139 @@
+// gradc train SPEC [--set k=v]... [--data FILE | --synthetic] [--steps N] [--lr X]
+//   [--optimizer sgd|adamw] [--seed N] [--save DIR] [--save-every N] [--resume DIR]
+//   [--metrics-out FILE.json]
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "passes/autodiff.h"
+#include "passes/dce.h"
+#include "passes/optimizer.h"
+#include "passes/pass_manager.h"
+#include "runtime/trainer.h"
+#include "tools/commands.h"
+#include "tools/spec_loading.h"
+
+namespace gradc::tools {
+
+namespace {
+struct TrainCommandOptions {
+  std::string spec;
+  std::vector<std::string> sets;
+  std::string data;
+  bool synthetic = false;
+  std::string vocab = "bytes";
+  std::int64_t steps = 100;
+  std::string optimizer = "adamw";
+  double lr = 1e-3;
+  double minLr = -1;
+  double momentum = 0.9;
+  double weightDecay = -1;
+  double clipNorm = 0;
+  std::int64_t warmupSteps = 0;
+  std::int64_t decaySteps = 0;
+  std::optional<std::uint64_t> seed;
+  std::string save;
+  std::int64_t saveEvery = 0;
+  std::string resume;
+  std::string metricsOut;
+  bool quiet = false;
+};
+
+int runTrain(const TrainCommandOptions& o) {
+  if (o.data.empty() == !o.synthetic) {
+    std::cerr << "gradc: error: give exactly one of --data FILE and --synthetic\n";
+    return kExitUserError;
+  }
+  int exitCode = kExitOk;
+  std::optional<ir::Graph> graph = loadSpec(o.spec, o.sets, exitCode);
+  if (!graph) return exitCode;
+
+  passes::OptimizerOptions opt;
+  opt.kind = o.optimizer == "sgd" ? passes::OptimizerOptions::Kind::Sgd : passes::OptimizerOptions::Kind::AdamW;
+  opt.lr = o.lr;
+  opt.momentum = o.momentum;
+  opt.weightDecay = o.weightDecay;
+  opt.clipNorm = o.clipNorm;
+  opt.warmupSteps = o.warmupSteps;
+  // Without --decay-steps the learning rate stays at --lr after warmup (as in plain PyTorch);
+  // with it, it follows a cosine down to --min-lr over that many steps.
+  opt.totalSteps = o.warmupSteps + std::max<std::int64_t>(o.decaySteps, 1);
+  opt.minLr = o.decaySteps > 0 ? o.minLr : o.lr;
+
+  passes::PassManager pm;
+  pm.add<passes::Autodiff>().add<passes::OptimizerPass>(opt).add<passes::DeadCodeElimination>();
+  if (Expected<bool> r = pm.run(*graph); !r) {
+    std::cerr << "gradc: error: " << r.error().message << "\n";
+    return kExitUserError;
+  }
+
+  runtime::TrainerOptions t;
+  t.model = ir::getString(graph->attrs(), "model").value_or(graph->name());
+  t.steps = o.steps;
+  t.seed = o.seed ? *o.seed : static_cast<std::uint64_t>(ir::getInt(graph->attrs(), "seed").value_or(0));
+  if (!o.data.empty()) t.data = o.data;
+  t.vocabulary = o.vocab == "chars" ? runtime::VocabularyKind::characters : runtime::VocabularyKind::bytes;
+  if (!o.save.empty()) t.saveDir = o.save;
+  t.saveEvery = o.saveEvery;
+  if (!o.resume.empty()) t.resumeDir = o.resume;
+  t.progress = !o.quiet;
+  nlohmann::json config = {{"spec", o.spec},
+                           {"set", o.sets},
+                           {"optimizer", o.optimizer},
+                           {"lr", o.lr},
+                           {"min_lr", opt.resolvedMinLr()},
+                           {"weight_decay", opt.resolvedWeightDecay()},
+                           {"momentum", o.momentum},
+                           {"clip_norm", o.clipNorm},
+                           {"warmup_steps", o.warmupSteps},
+                           {"decay_steps", o.decaySteps}};
+  t.config = config.dump();
+
+  Expected<runtime::TrainResult> result = runtime::train(*graph, t);
+  if (!result) {
+    std::cerr << "gradc: error: " << result.error().message << "\n";
+    return kExitUserError;
+  }
+  const runtime::RunMetrics& m = result->metrics;
+  if (!m.steps.empty() && !o.quiet)
+    std::cerr << "trained " << m.model << " to step " << m.steps.back().step << ": loss " << m.steps.front().loss
+              << " -> " << m.steps.back().loss << "; peak measured memory " << m.ranks.front().peakBytesMeasured
+              << " bytes\n";
+  if (!o.metricsOut.empty())
+    if (Status s = runtime::writeMetrics(o.metricsOut, m); !s) {
+      std::cerr << "gradc: error: " << s.message() << "\n";
+      return kExitInternal;
+    }
+  return kExitOk;
+}
+}  // namespace
+
+Runner addTrainCommand(CLI::App& cmd) {
+  auto o = std::make_shared<TrainCommandOptions>();
+  cmd.add_option("spec", o->spec, "The YAML model spec")->required();
+  cmd.add_option("--set", o->sets, "Override a dim (or seed): --set batch=64 (repeatable)");
+  cmd.add_option("--data", o->data, "Text file to train on (byte-level tokens)");
+  cmd.add_flag("--synthetic", o->synthetic, "Train on deterministic synthetic data instead of a file");
+  cmd.add_option("--vocab", o->vocab, "Token vocabulary for --data: bytes (256) or chars (the file's distinct bytes)")
+      ->check(CLI::IsMember({"bytes", "chars"}))
+      ->capture_default_str();
+  cmd.add_option("--steps", o->steps, "Train until this step")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd.add_option("--optimizer", o->optimizer, "sgd or adamw")->check(CLI::IsMember({"sgd", "adamw"}))->capture_default_str();
+  cmd.add_option("--lr", o->lr, "Peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd.add_option("--min-lr", o->minLr, "Floor of the cosine decay (default 0.1 x lr)");
+  cmd.add_option("--momentum", o->momentum, "SGD momentum (0: plain SGD)")->capture_default_str();
+  cmd.add_option("--weight-decay", o->weightDecay, "Weight decay (default: 0 for SGD, 0.01 for AdamW)");
+  cmd.add_option("--clip-norm", o->clipNorm, "Clip the global gradient norm to this value (0: off)")->capture_default_str();
+  cmd.add_option("--warmup-steps", o->warmupSteps, "Linear learning-rate warmup")->capture_default_str();
+  cmd.add_option("--decay-steps", o->decaySteps, "Cosine decay length after warmup (0: constant lr)")->capture_default_str();
+  cmd.add_option("--seed", o->seed, "Seed of initialisation, data order and dropout (default: the spec's seed)");
+  cmd.add_option("--save", o->save, "Checkpoint folder, written atomically (weights.safetensors loads in PyTorch)");
+  cmd.add_option("--save-every", o->saveEvery, "Also checkpoint every N steps (0: only at the end)")->capture_default_str();
+  cmd.add_option("--resume", o->resume, "Continue from this checkpoint folder, bit for bit");
+  cmd.add_option("--metrics-out", o->metricsOut, "Write per-step metrics and peak memory as JSON");
+  cmd.add_flag("-q,--quiet", o->quiet, "No progress output");
+  return [o] { return runTrain(*o); };
+}
+
+}  // namespace gradc::tools
