@@ -1,1 +1,4 @@
-# gradc_add_test(runtime_train_tests ... LIBS gradc_runtime) once this area has tests.
+gradc_add_test(runtime_train_tests
+  runtime/model_parity_test.cpp
+  runtime/trainer_test.cpp
+  LIBS gradc_runtime gradc_frontend gradc_passes)

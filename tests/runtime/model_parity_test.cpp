@@ -1,0 +1,289 @@
+// Whole-model parity: every bundled model (at reduced sizes), compiled by gradc, differentiated
+// by the autodiff pass and run by the executor, against the same model built from LibTorch
+// modules (torch::nn) with the same weights, inputs and dropout masks, differentiated by
+// LibTorch autograd. Compared: the loss and the gradient of every parameter.
+//
+// Tolerance: fp32, |gradc - torch| <= 1e-5 * max|torch| + 1e-6 for the loss and every gradient
+// tensor (summation orders differ between the two graphs, so bitwise equality is not
+// expected). The measured maxima are printed.
+#include <torch/torch.h>
+
+#include <deque>
+#include <functional>
+#include <string>
+
+#include "frontend/spec.h"
+#include "ir/graph.h"
+#include "passes/autodiff.h"
+#include "passes/dce.h"
+#include "passes/pass_manager.h"
+#include "runtime/executor.h"
+#include "runtime/init.h"
+#include "runtime/synthetic_inputs.h"
+
+#undef CHECK  // c10 brings glog's CHECK; doctest's must win
+#include <doctest/doctest.h>
+
+using namespace gradc;
+namespace nn = torch::nn;
+namespace F = torch::nn::functional;
+
+namespace {
+
+constexpr std::uint64_t kSeed = 7;
+constexpr std::int64_t kStep = 3;
+
+ir::Graph compileModel(const std::string& model, std::vector<std::pair<std::string, std::string>> sets) {
+  frontend::SpecOptions options;
+  options.overrides = std::move(sets);
+  frontend::SpecResult r = frontend::compileSpecFile(std::string(GRADC_SOURCE_DIR) + "/models/" + model + ".yaml", options);
+  REQUIRE_MESSAGE(r.ok(), (r.diagnostics.empty() ? std::string("?") : r.diagnostics.front().message));
+  ir::Graph g = std::move(*r.graph);
+  passes::PassManager pm;
+  pm.add<passes::Autodiff>().add<passes::DeadCodeElimination>();
+  Expected<bool> ran = pm.run(g);
+  REQUIRE_MESSAGE(ran.ok(), (ran.ok() ? "" : ran.error().message));
+  return g;
+}
+
+// Dropout as the runtime computes it: the masks come from the dropout kernel itself, keyed by
+// the rng ids of the graph's forward dropout nodes in program order (the order in which the
+// reference model below applies dropout).
+class DropoutMasks {
+ public:
+  explicit DropoutMasks(const ir::Graph& g) {
+    for (const auto& n : g.nodes())
+      if (n->opName() == "dropout" && n->phase() == ir::Phase::fwd)
+        keys_.push_back({*ir::getInt(n->attrs(), "rng"), *ir::getFloat(n->attrs(), "p")});
+  }
+  torch::Tensor apply(const torch::Tensor& x, double p) {
+    REQUIRE_FALSE(keys_.empty());
+    auto [rng, gp] = keys_.front();
+    keys_.pop_front();
+    CHECK(gp == p);
+    torch::Tensor ones = torch::ones(x.sizes());
+    Expected<std::vector<at::Tensor>> m =
+        runtime::callOp("dropout", std::vector<at::Tensor>{ones}, {{"p", p}, {"rng", rng}}, {kSeed, kStep});
+    REQUIRE(m.ok());
+    return x * (*m)[0];
+  }
+  bool consumedAll() const { return keys_.empty(); }
+
+ private:
+  std::deque<std::pair<std::int64_t, double>> keys_;
+};
+
+// ---- reference models (torch::nn), parameters registered under gradc's names ----------------
+
+struct AttentionImpl : nn::Module {
+  AttentionImpl(std::int64_t d, std::int64_t heads, double attnDropout)
+      : heads(heads), attnDropout(attnDropout), qkv(register_module("qkv", nn::Linear(d, 3 * d))),
+        proj(register_module("proj", nn::Linear(d, d))) {}
+  torch::Tensor forward(const torch::Tensor& x, DropoutMasks& drop) {
+    std::int64_t B = x.size(0), S = x.size(1), D = x.size(2), Dh = D / heads;
+    std::vector<torch::Tensor> parts = qkv(x).chunk(3, -1);
+    auto split = [&](const torch::Tensor& t) { return t.reshape({B, S, heads, Dh}).transpose(1, 2); };
+    torch::Tensor q = split(parts[0]), k = split(parts[1]), v = split(parts[2]);
+    torch::Tensor scores = torch::matmul(q, k.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(Dh)));
+    torch::Tensor mask = torch::ones({S, S}, torch::kBool).triu(1);
+    torch::Tensor p = torch::softmax(scores.masked_fill(mask, -INFINITY), -1);
+    if (attnDropout > 0) p = drop.apply(p, attnDropout);
+    return proj(torch::matmul(p, v).transpose(1, 2).reshape({B, S, D}));
+  }
+  std::int64_t heads;
+  double attnDropout;
+  nn::Linear qkv, proj;
+};
+TORCH_MODULE(Attention);
+
+// gpt-mini: pre-norm blocks (GPT-2 layout).
+struct GptMiniImpl : nn::Module {
+  GptMiniImpl(std::int64_t vocab, std::int64_t seq, std::int64_t d, std::int64_t heads, std::int64_t layers)
+      : wte(register_module("wte", nn::Embedding(vocab, d))), wpe(register_module("wpe", nn::Embedding(seq, d))),
+        blocks(register_module("blocks", nn::ModuleList())), ln_f(register_module("ln_f", nn::LayerNorm(nn::LayerNormOptions({d})))),
+        lm_head(register_module("lm_head", nn::Linear(nn::LinearOptions(d, vocab).bias(false)))) {
+    for (std::int64_t i = 0; i < layers; ++i) {
+      auto block = std::make_shared<nn::Module>();
+      block->register_module("ln1", nn::LayerNorm(nn::LayerNormOptions({d})));
+      block->register_module("attn", Attention(d, heads, 0.0));
+      block->register_module("ln2", nn::LayerNorm(nn::LayerNormOptions({d})));
+      block->register_module("fc1", nn::Linear(d, 4 * d));
+      block->register_module("fc2", nn::Linear(4 * d, d));
+      blocks->push_back(block);
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& targets, DropoutMasks& drop) {
+    torch::Tensor x = wte(tokens) + wpe->weight.slice(0, 0, tokens.size(1));
+    x = drop.apply(x, 0.1);
+    for (const auto& m : *blocks) {
+      auto ln1 = m->named_children()["ln1"]->as<nn::LayerNorm>();
+      auto attn = m->named_children()["attn"]->as<AttentionImpl>();
+      auto ln2 = m->named_children()["ln2"]->as<nn::LayerNorm>();
+      auto fc1 = m->named_children()["fc1"]->as<nn::Linear>();
+      auto fc2 = m->named_children()["fc2"]->as<nn::Linear>();
+      x = x + attn->forward(ln1->forward(x), drop);
+      x = x + fc2->forward(F::gelu(fc1->forward(ln2->forward(x))));
+    }
+    torch::Tensor logits = lm_head(ln_f(x));
+    return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  }
+  nn::Embedding wte, wpe;
+  nn::ModuleList blocks;
+  nn::LayerNorm ln_f;
+  nn::Linear lm_head;
+};
+TORCH_MODULE(GptMini);
+
+// lm-seed: post-norm blocks (GPT-1 layout) with attention and residual dropout.
+struct LmSeedImpl : nn::Module {
+  LmSeedImpl(std::int64_t vocab, std::int64_t seq, std::int64_t d, std::int64_t heads, std::int64_t layers)
+      : wte(register_module("wte", nn::Embedding(vocab, d))), wpe(register_module("wpe", nn::Embedding(seq, d))),
+        blocks(register_module("blocks", nn::ModuleList())),
+        lm_head(register_module("lm_head", nn::Linear(nn::LinearOptions(d, vocab).bias(false)))) {
+    for (std::int64_t i = 0; i < layers; ++i) {
+      auto block = std::make_shared<nn::Module>();
+      block->register_module("attn", Attention(d, heads, 0.1));
+      block->register_module("ln1", nn::LayerNorm(nn::LayerNormOptions({d})));
+      block->register_module("fc1", nn::Linear(d, 4 * d));
+      block->register_module("fc2", nn::Linear(4 * d, d));
+      block->register_module("ln2", nn::LayerNorm(nn::LayerNormOptions({d})));
+      blocks->push_back(block);
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& targets, DropoutMasks& drop) {
+    torch::Tensor x = drop.apply(wte(tokens) + wpe->weight.slice(0, 0, tokens.size(1)), 0.1);
+    for (const auto& m : *blocks) {
+      auto child = [&](const char* n) { return m->named_children()[n]; };
+      x = child("ln1")->as<nn::LayerNorm>()->forward(
+          x + drop.apply(child("attn")->as<AttentionImpl>()->forward(x, drop), 0.1));
+      torch::Tensor h = child("fc2")->as<nn::Linear>()->forward(F::gelu(child("fc1")->as<nn::Linear>()->forward(x)));
+      x = child("ln2")->as<nn::LayerNorm>()->forward(x + drop.apply(h, 0.1));
+    }
+    torch::Tensor logits = lm_head(x);
+    return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  }
+  nn::Embedding wte, wpe;
+  nn::ModuleList blocks;
+  nn::Linear lm_head;
+};
+TORCH_MODULE(LmSeed);
+
+struct LstmLmImpl : nn::Module {
+  LstmLmImpl(std::int64_t vocab, std::int64_t embed, std::int64_t hidden)
+      : embed(register_module("embed", nn::Embedding(vocab, embed))),
+        lstm(register_module("lstm", nn::LSTM(nn::LSTMOptions(embed, hidden).batch_first(true)))),
+        head(register_module("head", nn::Linear(hidden, vocab))) {}
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& targets, DropoutMasks&) {
+    torch::Tensor y = std::get<0>(lstm(embed(tokens)));
+    torch::Tensor logits = head(y);
+    return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  }
+  nn::Embedding embed;
+  nn::LSTM lstm;
+  nn::Linear head;
+};
+TORCH_MODULE(LstmLm);
+
+struct MlpImpl : nn::Module {
+  MlpImpl(std::int64_t in, std::int64_t width, std::int64_t out, std::int64_t depth) {
+    hidden = register_module("hidden", nn::ModuleList());
+    std::int64_t features = in;
+    for (std::int64_t i = 0; i < depth; ++i) {
+      auto block = std::make_shared<nn::Module>();
+      block->register_module("fc", nn::Linear(features, width));
+      hidden->push_back(block);
+      features = width;
+    }
+    head = register_module("head", nn::Linear(width, out));
+  }
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& y, DropoutMasks&) {
+    torch::Tensor h = x;
+    for (const auto& m : *hidden) h = torch::relu(m->named_children()["fc"]->as<nn::Linear>()->forward(h));
+    return F::mse_loss(head(h), y);
+  }
+  nn::ModuleList hidden{nullptr};
+  nn::Linear head{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+// Runs gradc and the reference on the same weights and inputs and compares.
+template <class Model>
+void checkParity(const std::string& name, const ir::Graph& g, Model ref, const std::string& in0,
+                 const std::string& in1) {
+  Expected<runtime::TensorMap> init = runtime::initParameters(g, kSeed);
+  REQUIRE(init.ok());
+  runtime::TensorMap state = *init;
+  runtime::TensorMap inputs;
+  for (const auto& v : g.inputs()) inputs.emplace(v->name(), runtime::syntheticInput(*v, kSeed, kStep));
+
+  // Same weights in the reference, matched by name, both ways.
+  auto refParams = ref->named_parameters();
+  CHECK(refParams.size() == state.size());
+  {
+    torch::NoGradGuard noGrad;
+    for (auto& p : refParams) {
+      auto it = state.find(p.key());
+      REQUIRE_MESSAGE(it != state.end(), "reference parameter " << p.key() << " is not in the gradc graph");
+      REQUIRE(p.value().sizes() == it->second.sizes());
+      p.value().copy_(it->second);
+    }
+  }
+
+  Expected<runtime::Executor> exec = runtime::Executor::create(g);
+  REQUIRE_MESSAGE(exec.ok(), (exec.ok() ? "" : exec.error().message));
+  Expected<runtime::TensorMap> out = exec->run(inputs, state, {kSeed, kStep});
+  REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : out.error().message));
+
+  DropoutMasks drop(g);
+  torch::Tensor loss = ref->forward(inputs.at(in0), inputs.at(in1), drop);
+  CHECK(drop.consumedAll());
+  loss.backward();
+
+  auto close = [](const torch::Tensor& ours, const torch::Tensor& theirs, double& relOut) {
+    double scale = theirs.abs().max().item<double>();
+    double diff = (ours - theirs).abs().max().item<double>();
+    relOut = scale > 0 ? diff / scale : diff;
+    return diff <= 1e-5 * scale + 1e-6;
+  };
+  double rel = 0, worst = 0;
+  std::string worstName;
+  CHECK_MESSAGE(close(out->at("loss"), loss.detach(), rel), name << " loss differs: rel " << rel);
+  MESSAGE(name << ": loss gradc " << out->at("loss").item<double>() << " torch " << loss.item<double>()
+               << " (rel diff " << rel << ")");
+  for (auto& p : refParams) {
+    const torch::Tensor& ours = out->at("grad." + p.key());
+    REQUIRE(p.value().grad().defined());
+    bool ok = close(ours, p.value().grad(), rel);
+    CHECK_MESSAGE(ok, name << " grad of " << p.key() << " differs: max rel " << rel);
+    if (rel >= worst) {
+      worst = rel;
+      worstName = p.key();
+    }
+  }
+  MESSAGE(name << ": " << refParams.size() << " parameter gradients, worst max|diff|/max|grad| = " << worst << " ("
+               << worstName << ")");
+}
+
+}  // namespace
+
+TEST_CASE("model parity: mlp") {
+  ir::Graph g = compileModel("mlp", {{"batch", "8"}, {"features", "6"}, {"hidden", "24"}, {"outputs", "3"}, {"depth", "3"}});
+  checkParity("mlp", g, Mlp(6, 24, 3, 3), "x", "y");
+}
+
+TEST_CASE("model parity: gpt-mini (with embedding dropout)") {
+  ir::Graph g = compileModel("gpt-mini", {{"batch", "2"}, {"seq", "16"}, {"vocab", "64"}, {"d_model", "32"},
+                                          {"heads", "4"}, {"layers", "2"}});
+  checkParity("gpt-mini", g, GptMini(64, 16, 32, 4, 2), "tokens", "targets");
+}
+
+TEST_CASE("model parity: lstm-lm") {
+  ir::Graph g = compileModel("lstm-lm", {{"batch", "2"}, {"seq", "12"}, {"vocab", "32"}, {"embed", "8"}, {"hidden", "16"}});
+  checkParity("lstm-lm", g, LstmLm(32, 8, 16), "tokens", "targets");
+}
+
+TEST_CASE("model parity: lm-seed reduced (attention and residual dropout)") {
+  ir::Graph g = compileModel("lm-seed", {{"batch", "2"}, {"seq", "10"}, {"vocab", "50"}, {"d_model", "24"},
+                                         {"heads", "3"}, {"layers", "2"}});
+  checkParity("lm-seed", g, LmSeed(50, 10, 24, 3, 2), "tokens", "targets");
+}
