@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# End-to-end checks of training from the command line: gradc train (text and synthetic data,
+# checkpoints, metrics JSON, resume), gradc grad and gradc eval, and their user errors.
+# usage: train_cli_test.sh PATH/TO/gradc SOURCE_DIR
+set -u
+gradc=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+small=(--set batch=2 --set seq=16 --set d_model=32 --set heads=2 --set layers=1)
+
+# Train a small gpt-mini on the bundled corpus, with a checkpoint and metrics.
+if timeout 300 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --data "$src/data/corpus.txt" --steps 6 \
+    --save "$work/ck" --save-every 3 --metrics-out "$work/m.json" >"$work/out" 2>"$work/err"; then ok
+else bad "gradc train: $(tail -3 "$work/err")"; fi
+for f in weights.safetensors optimizer.safetensors state.json; do
+  [ -f "$work/ck/$f" ] && ok || bad "checkpoint lacks $f"
+done
+grep -q '"peak_bytes_measured"' "$work/m.json" && grep -q '"tokens_per_s"' "$work/m.json" && ok || bad "metrics JSON fields"
+[ "$(grep -c '"step":' "$work/m.json")" -eq 6 ] && ok || bad "metrics JSON has not 6 steps"
+grep -q 'step 6/6' "$work/err" && ok || bad "plain progress lines on a non-terminal"
+
+# Resume to step 8.
+if timeout 300 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --data "$src/data/corpus.txt" --steps 8 \
+    --resume "$work/ck" --metrics-out "$work/m2.json" >"$work/out" 2>"$work/err"; then ok
+else bad "gradc train --resume: $(tail -3 "$work/err")"; fi
+grep -q '"step": 7' "$work/m2.json" && ok || bad "resumed run does not start at step 7"
+
+# Evaluate the checkpoint (its folder: weights and vocabulary).
+if timeout 120 "$gradc" eval "$src/models/gpt-mini.yaml" "${small[@]}" --weights "$work/ck" --data "$src/data/corpus.txt" \
+    >"$work/out" 2>"$work/err" && grep -Eq '^loss [0-9.]+ over [0-9]+ windows' "$work/out"; then ok
+else bad "gradc eval: $(cat "$work/out" "$work/err" | tail -3)"; fi
+
+# Gradients for given weights and inputs (the inputs file written by hand in the safetensors format).
+/usr/bin/python3 - "$work/inputs.safetensors" <<'PY'
+import json, struct, sys
+rows = [[(7 * r + c) % 256 for c in range(16)] for r in range(2)]
+data = b"".join(struct.pack("<q", v) for row in rows for v in row)
+nxt = b"".join(struct.pack("<q", (v + 1) % 256) for row in rows for v in row)
+header = {"targets": {"dtype": "I64", "shape": [2, 16], "data_offsets": [0, len(nxt)]},
+          "tokens": {"dtype": "I64", "shape": [2, 16], "data_offsets": [len(nxt), len(nxt) + len(data)]}}
+h = json.dumps(header).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + nxt + data)
+PY
+if timeout 120 "$gradc" grad "$src/models/gpt-mini.yaml" "${small[@]}" --weights "$work/ck/weights.safetensors" \
+    --inputs "$work/inputs.safetensors" -o "$work/grads.safetensors" >"$work/out" 2>"$work/err"; then ok
+else bad "gradc grad: $(tail -3 "$work/err")"; fi
+/usr/bin/python3 - "$work/grads.safetensors" "$work/ck/weights.safetensors" <<'PY' && ok || bad "grad file does not hold one gradient per parameter"
+import json, struct, sys
+def header(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    return json.loads(b[8:8 + n])
+g, w = header(sys.argv[1]), header(sys.argv[2])
+meta = g.pop("__metadata__")
+w.pop("__metadata__", None)
+assert float(meta["loss"]) > 0
+assert sorted(g) == sorted(w), (sorted(g), sorted(w))
+assert all(g[k]["shape"] == w[k]["shape"] for k in g)
+PY
+
+# Synthetic data for a model without text inputs.
+if timeout 120 "$gradc" train "$src/models/mlp.yaml" --synthetic --steps 5 --optimizer sgd --lr 0.01 -q \
+    --metrics-out "$work/mlp.json" >"$work/out" 2>"$work/err"; then ok
+else bad "gradc train mlp --synthetic: $(tail -3 "$work/err")"; fi
+
+# User errors: exit code 2 and a message.
+expect_error() {
+  local name=$1 pattern=$2
+  shift 2
+  timeout 120 "$gradc" "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  if [ $rc -eq 2 ] && grep -Eq "$pattern" "$work/err"; then ok; else bad "$name: exit $rc, $(head -3 "$work/err")"; fi
+}
+expect_error "no data" "exactly one of --data" train "$src/models/gpt-mini.yaml"
+printf 'tiny' >"$work/tiny.txt"
+expect_error "data too small" "needs" train "$src/models/gpt-mini.yaml" "${small[@]}" --data "$work/tiny.txt" --steps 2
+expect_error "text data for mlp" "synthetic" train "$src/models/mlp.yaml" --data "$src/data/corpus.txt" --steps 2
+expect_error "resume mismatch" "checkpoint" train "$src/models/gpt-mini.yaml" --data "$src/data/corpus.txt" \
+  --steps 9 --resume "$work/ck"
+expect_error "missing weights" "cannot|No such|open" grad "$src/models/mlp.yaml" --weights "$work/none.safetensors" \
+  --inputs "$work/inputs.safetensors" -o "$work/g2.safetensors"
+
+echo "train cli: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
