@@ -80,6 +80,7 @@ class Node {
 
   std::span<Value* const> operands() const { return operands_; }
   Value* operand(size_t i) const { return operands_.at(i); }
+  size_t numOperands() const { return operands_.size(); }
   void setOperand(size_t i, Value* value);
 
   size_t numResults() const { return results_.size(); }

@@ -51,6 +51,9 @@ struct OpInfo {
   bool elementwise = false;         // result[i] depends only on operand elements at i (fusable)
   bool sideEffects = false;         // never removed by dead-code elimination
   bool random = false;              // draws from the counter-based RNG (attribute "rng" keys it)
+  // Results are views of operand 0's storage (no new memory; they keep it alive). The memory
+  // planner and the runtime agree on this list.
+  bool view = false;
   std::string_view summary;         // one line for docs and error hints
 };
 
