@@ -40,10 +40,11 @@ int runOpt(const OptOptions& o) {
     std::cerr << graph.error().message << "\n";
     return kExitUserError;
   }
+  // A pass that rejects the given IR (autodiff without a loss, ...) is a mistake in the input.
   Expected<bool> ran = pm.run(*graph);
   if (!ran) {
     std::cerr << "gradc: error: " << ran.error().message << "\n";
-    return kExitInternal;
+    return kExitUserError;
   }
   return emitGraph(*graph, o.pipeline);
 }
@@ -52,7 +53,9 @@ int runOpt(const OptOptions& o) {
 Runner addOptCommand(CLI::App& cmd) {
   auto o = std::make_shared<OptOptions>();
   cmd.add_option("input", o->input, "IR text file, or - for stdin")->required();
-  cmd.add_option("--passes", o->passes, "Passes to run, in order (comma-separated): dce")->delimiter(',');
+  std::string known;
+  for (std::string_view n : passes::passNames()) known += (known.empty() ? "" : ", ") + std::string(n);
+  cmd.add_option("--passes", o->passes, "Passes to run, in order, comma-separated (" + known + ")")->delimiter(',');
   o->pipeline.addTo(cmd, "ir");
   return [o] { return runOpt(*o); };
 }

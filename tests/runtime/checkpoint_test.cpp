@@ -17,21 +17,15 @@
 #include "runtime/atomic_file.h"
 #include "runtime/safetensors.h"
 
+#include "tests/temp_dir.h"
+
 namespace fs = std::filesystem;
 using namespace gradc;
 using namespace gradc::runtime;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("gradc_ckpt_" + std::to_string(::getpid()) + "_" + name)) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using gradc::testing::TempDir;
 
 std::string readText(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

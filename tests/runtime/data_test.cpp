@@ -10,25 +10,15 @@
 #include <fstream>
 #include <set>
 
+#include "tests/temp_dir.h"
+
 namespace fs = std::filesystem;
 using namespace gradc;
 using namespace gradc::runtime;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("gradc_data_" + std::to_string(::getpid()) + "_" + name)) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path write(const std::string& file, const std::string& text) const {
-    std::ofstream(path / file, std::ios::binary) << text;
-    return path / file;
-  }
-};
+using gradc::testing::TempDir;
 
 std::vector<std::int64_t> row(const at::Tensor& t, std::int64_t r) {
   at::Tensor x = t.select(0, r).contiguous();

@@ -18,23 +18,15 @@
 
 #include "runtime/data.h"
 
+#include "tests/temp_dir.h"
+
 namespace fs = std::filesystem;
 using namespace gradc;
 using namespace gradc::runtime;
 
 namespace {
 
-// A fresh folder under the system temp dir, removed at scope exit.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("gradc_st_" + std::to_string(::getpid()) + "_" + name)) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path operator/(const std::string& file) const { return path / file; }
-};
+using gradc::testing::TempDir;
 
 std::string readBytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
