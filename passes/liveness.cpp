@@ -1,9 +1,12 @@
 #include "passes/liveness.h"
 
 #include <algorithm>
-#include <unordered_map>
+#include <cassert>
+#include <optional>
 
 namespace gradc::passes {
+
+using Strides = std::vector<std::int64_t>;
 
 std::string_view bufferKindName(BufferKind kind) {
   switch (kind) {
@@ -19,6 +22,274 @@ std::string_view bufferKindName(BufferKind kind) {
   return "?";
 }
 
+// ---- strides -----------------------------------------------------------------------------------
+
+Strides contiguousStrides(const ir::Shape& shape) {
+  Strides s(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+// ATen's rule (at::detail::computeStride): walk the old dims from the innermost, cutting them
+// into chunks that are contiguous among themselves; each chunk must be covered exactly by a
+// run of new dims, which then get strides inside the chunk.
+std::optional<Strides> viewStrides(const ir::Shape& shape, const Strides& strides, const ir::Shape& newShape) {
+  if (shape.empty()) return Strides(newShape.size(), 1);
+  Strides out(newShape.size(), 0);
+  auto viewD = static_cast<std::int64_t>(newShape.size()) - 1;
+  std::int64_t chunkBase = strides.back();
+  std::int64_t tensorNumel = 1, viewNumel = 1;
+  for (auto d = static_cast<std::int64_t>(shape.size()) - 1; d >= 0; --d) {
+    tensorNumel *= shape[static_cast<size_t>(d)];
+    bool chunkEnds = d == 0 || (shape[static_cast<size_t>(d - 1)] != 1 &&
+                                strides[static_cast<size_t>(d - 1)] != tensorNumel * chunkBase);
+    if (!chunkEnds) continue;
+    while (viewD >= 0 && (viewNumel < tensorNumel || newShape[static_cast<size_t>(viewD)] == 1)) {
+      out[static_cast<size_t>(viewD)] = viewNumel * chunkBase;
+      viewNumel *= newShape[static_cast<size_t>(viewD)];
+      --viewD;
+    }
+    if (viewNumel != tensorNumel) return std::nullopt;
+    if (d > 0) {
+      chunkBase = strides[static_cast<size_t>(d - 1)];
+      tensorNumel = 1;
+      viewNumel = 1;
+    }
+  }
+  if (viewD != -1) return std::nullopt;
+  return out;
+}
+
+namespace {
+
+bool isContiguous(const ir::Shape& shape, const Strides& strides) {
+  std::int64_t expected = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+std::int64_t axis(const ir::Node& node, std::string_view key, int rank) {
+  std::optional<int> a = ir::normalizeAxis(*ir::getInt(node.attrs(), key), rank);
+  assert(a && "axis out of range (the verifier checks it)");
+  return *a;
+}
+
+// ---- view ops: strides of their results ---------------------------------------------------------
+//
+// One rule per op with OpInfo::view. nullopt: the view is impossible and the kernel copies
+// (only reshape can do that).
+
+using ViewRule = std::optional<std::vector<Strides>> (*)(const ir::Node& node, const Strides& in);
+
+std::optional<std::vector<Strides>> viewTranspose(const ir::Node& n, const Strides& in) {
+  Strides s = in;
+  int rank = n.operand(0)->type().rank();
+  std::swap(s[static_cast<size_t>(axis(n, "dim0", rank))], s[static_cast<size_t>(axis(n, "dim1", rank))]);
+  return std::vector<Strides>{s};
+}
+
+// slice and split keep the strides (only the offset moves).
+std::optional<std::vector<Strides>> viewSameStrides(const ir::Node& n, const Strides& in) {
+  return std::vector<Strides>(n.numResults(), in);
+}
+
+// select and unbind drop the axis.
+std::optional<std::vector<Strides>> viewDropAxis(const ir::Node& n, const Strides& in) {
+  Strides s = in;
+  s.erase(s.begin() + axis(n, "dim", n.operand(0)->type().rank()));
+  return std::vector<Strides>(n.numResults(), s);
+}
+
+std::optional<std::vector<Strides>> viewReshape(const ir::Node& n, const Strides& in) {
+  std::optional<Strides> s = viewStrides(n.operand(0)->type().shape, in, n.result(0)->type().shape);
+  if (!s) return std::nullopt;
+  return std::vector<Strides>{*s};
+}
+
+struct ViewEntry {
+  std::string_view op;
+  ViewRule rule;
+};
+constexpr ViewEntry kViewRules[] = {
+    {"reshape", viewReshape},    {"select", viewDropAxis}, {"slice", viewSameStrides},
+    {"split", viewSameStrides},  {"transpose", viewTranspose}, {"unbind", viewDropAxis},
+};
+
+ViewRule findViewRule(std::string_view op) {
+  for (const ViewEntry& e : kViewRules)
+    if (e.op == op) return e.rule;
+  return nullptr;
+}
+
+// ---- how kernels read strided operands ----------------------------------------------------------
+//
+// Mirrors runtime/kernels_*.cpp. Strided: the kernel reads any strides in place (TensorIterator
+// ops, concatenation, reductions, scatters into zeros, in-place optimizer updates); elementwise
+// kernels return contiguous results regardless of the operands' layout. Contiguous: ATen makes
+// a contiguous copy of every strided operand for the duration of the call (softmax, layer norm,
+// losses, embedding, linear's input, dropout's raw loop). Matmul: at::matmul folds batch dims
+// with a reshape, which copies only when the strides do not allow a view (and BLAS takes
+// row- or column-major matrices as they are). Rows: linear_weight_grad flattens both operands
+// to 2-D with a reshape, same rule.
+enum class Reads { Strided, Contiguous, Matmul, Rows };
+
+struct ReadsEntry {
+  std::string_view op;
+  Reads reads;
+};
+constexpr ReadsEntry kReads[] = {
+    {"add", Reads::Strided},          {"adamw_step", Reads::Strided},
+    {"causal_mask", Reads::Strided},  {"causal_mask_backward", Reads::Strided},
+    {"clip_coef", Reads::Strided},    {"concat", Reads::Strided},
+    {"full", Reads::Strided},         {"gelu", Reads::Strided},
+    {"gelu_backward", Reads::Strided}, {"global_norm", Reads::Strided},
+    {"linear_weight_grad", Reads::Rows}, {"lr_schedule", Reads::Strided},
+    {"matmul", Reads::Matmul},        {"mul", Reads::Strided},
+    {"relu", Reads::Strided},         {"relu_backward", Reads::Strided},
+    {"scale", Reads::Strided},        {"select_backward", Reads::Strided},
+    {"sgd_step", Reads::Strided},     {"sigmoid", Reads::Strided},
+    {"sigmoid_backward", Reads::Strided}, {"slice_backward", Reads::Strided},
+    {"stack", Reads::Strided},        {"sub", Reads::Strided},
+    {"sum_to", Reads::Strided},       {"tanh", Reads::Strided},
+    {"tanh_backward", Reads::Strided}, {"zeros", Reads::Strided},
+};
+
+Reads readsOf(std::string_view op) {
+  for (const ReadsEntry& e : kReads)
+    if (e.op == op) return e.reads;
+  return Reads::Contiguous;
+}
+
+// A matrix BLAS takes as it is: row-major or column-major with a valid leading dimension.
+bool blasCompatible(std::int64_t rows, std::int64_t cols, std::int64_t rowStride, std::int64_t colStride) {
+  return (colStride == 1 && rowStride >= std::max<std::int64_t>(1, cols)) ||
+         (rowStride == 1 && colStride >= std::max<std::int64_t>(1, rows)) || rows == 1 || cols == 1;
+}
+
+// Bytes at::matmul copies for a[..., m, k] @ b[..., k, n] with these strides.
+std::int64_t matmulCopies(const ir::TensorType& ta, const Strides& sa, const ir::TensorType& tb, const Strides& sb) {
+  const int ra = ta.rank(), rb = tb.rank();
+  const std::int64_t elem = ir::dtypeSize(ta.dtype);
+  std::int64_t copies = 0;
+  auto matrixCopy = [&](const ir::Shape& shape, const Strides& s) {
+    size_t r = shape.size();
+    if (!blasCompatible(shape[r - 2], shape[r - 1], s[r - 2], s[r - 1])) copies += shape[r - 2] * shape[r - 1] * elem;
+  };
+  if (ra == 2 && rb == 2) {
+    matrixCopy(ta.shape, sa);
+    matrixCopy(tb.shape, sb);
+    return copies;
+  }
+  // Folding a[..., m, k] into [M, k] for one mm (ATen's should_fold; a transposed 3-D operand
+  // goes through bmm instead).
+  bool fold = ra >= 3 && rb == 2 && !(ra == 3 && sa.back() != 1 && sa.front() == ta.shape[1] * ta.shape[2]);
+  if (fold) {
+    ir::Shape flat{ta.numel() / ta.shape.back(), ta.shape.back()};
+    std::optional<Strides> s = viewStrides(ta.shape, sa, flat);
+    if (!s) copies += ta.bytes();
+    else matrixCopy(flat, *s);
+    matrixCopy(tb.shape, sb);
+    return copies;
+  }
+  // Batched: both operands expanded to the broadcast batch and reshaped to [P, rows, cols].
+  ir::Shape batchA(ta.shape.begin(), ta.shape.end() - 2), batchB(tb.shape.begin(), tb.shape.end() - 2);
+  ir::Shape batch = ir::broadcastShapes(batchA, batchB).value_or(batchA);
+  std::int64_t p = 1;
+  for (std::int64_t e : batch) p *= e;
+  auto batched = [&](const ir::TensorType& t, const Strides& s) {
+    const size_t r = t.shape.size(), nb = batch.size();
+    ir::Shape shape = batch;
+    Strides strides(nb, 0);
+    for (size_t i = 0; i + 2 < r; ++i) {  // align t's batch dims to the right of `batch`
+      size_t j = nb - (r - 2) + i;
+      strides[j] = t.shape[i] == batch[j] ? s[i] : 0;
+    }
+    for (size_t i = r - 2; i < r; ++i) {
+      shape.push_back(t.shape[i]);
+      strides.push_back(s[i]);
+    }
+    ir::Shape flat{p, t.shape[r - 2], t.shape[r - 1]};
+    std::optional<Strides> fs = viewStrides(shape, strides, flat);
+    if (!fs) copies += p * t.shape[r - 2] * t.shape[r - 1] * elem;
+    else matrixCopy(flat, *fs);
+  };
+  batched(ta, sa);
+  batched(tb, sb);
+  return copies;
+}
+
+}  // namespace
+
+// ---- the storage model -------------------------------------------------------------------------
+
+bool StorageModel::contiguous(const ir::Value* v) const { return isContiguous(v->type().shape, strides(v)); }
+
+std::int64_t StorageModel::workspaceBytes(const ir::Node* node) const {
+  auto it = nodes_.find(node);
+  return it == nodes_.end() ? 0 : it->second.workspace;
+}
+
+std::int64_t StorageModel::copyBytes(const ir::Node* node) const {
+  auto it = nodes_.find(node);
+  return it == nodes_.end() ? 0 : it->second.copies;
+}
+
+StorageModel analyzeStorage(const ir::Graph& graph) {
+  StorageModel m;
+  for (const auto& p : graph.params())
+    m.info_.emplace(p.get(), StorageModel::Info{p.get(), contiguousStrides(p->type().shape)});
+  for (const auto& in : graph.inputs())
+    m.info_.emplace(in.get(), StorageModel::Info{in.get(), contiguousStrides(in->type().shape)});
+
+  for (const auto& n : graph.nodes()) {
+    const ir::Node& node = *n;
+    std::optional<std::vector<Strides>> views;
+    if (node.op().view && node.numOperands() > 0) {
+      ViewRule rule = findViewRule(node.opName());
+      assert(rule && "a view op without a stride rule in liveness.cpp");
+      const ir::Value* src = node.operand(0);
+      views = rule ? rule(node, m.info_.at(src).strides) : std::nullopt;
+      if (views)
+        for (size_t r = 0; r < node.numResults(); ++r)
+          m.info_.emplace(node.result(r), StorageModel::Info{m.info_.at(src).owner, (*views)[r]});
+    }
+    if (!views)
+      for (size_t r = 0; r < node.numResults(); ++r)
+        m.info_.emplace(node.result(r),
+                        StorageModel::Info{node.result(r), contiguousStrides(node.result(r)->type().shape)});
+    if (node.op().view) continue;  // a view (or reshape's copy) reads nothing else
+
+    std::int64_t copies = 0;
+    switch (readsOf(node.opName())) {
+      case Reads::Strided: break;
+      case Reads::Contiguous:
+        for (const ir::Value* v : node.operands())
+          if (!m.contiguous(v)) copies += v->type().bytes();
+        break;
+      case Reads::Matmul:
+        copies = matmulCopies(node.operand(0)->type(), m.strides(node.operand(0)), node.operand(1)->type(),
+                              m.strides(node.operand(1)));
+        break;
+      case Reads::Rows:
+        for (const ir::Value* v : node.operands()) {
+          const ir::TensorType& t = v->type();
+          ir::Shape flat{t.numel() / t.shape.back(), t.shape.back()};
+          if (!viewStrides(t.shape, m.strides(v), flat)) copies += t.bytes();
+        }
+        break;
+    }
+    std::int64_t workspace = node.workspaceBytes() + copies;
+    if (workspace > 0) m.nodes_.emplace(&node, StorageModel::NodeCost{workspace, copies});
+  }
+  return m;
+}
+
+// ---- liveness ----------------------------------------------------------------------------------
+
 namespace {
 BufferKind kindOfResult(const ir::Node& node) {
   switch (node.phase()) {
@@ -33,12 +304,18 @@ BufferKind kindOfResult(const ir::Node& node) {
 }  // namespace
 
 Liveness analyzeLiveness(const ir::Graph& graph) {
+  std::vector<const ir::Node*> order;
+  order.reserve(graph.numNodes());
+  for (const auto& n : graph.nodes()) order.push_back(n.get());
+  return analyzeLiveness(graph, analyzeStorage(graph), order);
+}
+
+Liveness analyzeLiveness(const ir::Graph& graph, const StorageModel& storage, std::span<const ir::Node* const> order) {
   Liveness l;
-  const int steps = static_cast<int>(graph.numNodes());
+  const int steps = static_cast<int>(order.size());
   const int last = std::max(steps - 1, 0);
-  std::unordered_map<const ir::Value*, size_t> bufferOf;
   auto persistent = [&](const ir::Value* v, BufferKind kind) {
-    bufferOf.emplace(v, l.buffers.size());
+    l.bufferOf.emplace(v, l.buffers.size());
     l.buffers.push_back(Buffer{kind, v->type().bytes(), 0, last, v, {}});
     l.persistentBytes += v->type().bytes();
   };
@@ -48,29 +325,31 @@ Liveness analyzeLiveness(const ir::Graph& graph) {
   for (const auto& in : graph.inputs()) persistent(in.get(), BufferKind::Input);
 
   l.workspaceBytes.assign(static_cast<size_t>(steps), 0);
+  l.copyBytes.assign(static_cast<size_t>(steps), 0);
   for (int i = 0; i < steps; ++i) {
-    const ir::Node& node = *graph.nodes()[static_cast<size_t>(i)];
-    l.workspaceBytes[static_cast<size_t>(i)] = node.workspaceBytes();
+    const ir::Node& node = *order[static_cast<size_t>(i)];
+    l.workspaceBytes[static_cast<size_t>(i)] = storage.workspaceBytes(&node);
+    l.copyBytes[static_cast<size_t>(i)] = storage.copyBytes(&node);
     for (size_t r = 0; r < node.numResults(); ++r) {
       const ir::Value* v = node.result(r);
-      if (node.op().view && node.numOperands() > 0) {
-        size_t source = bufferOf.at(node.operand(0));
-        bufferOf.emplace(v, source);
+      if (storage.isView(v)) {
+        size_t source = l.bufferOf.at(storage.owner(v));
+        l.bufferOf.emplace(v, source);
         l.buffers[source].aliases.push_back(v);
         continue;
       }
-      bufferOf.emplace(v, l.buffers.size());
+      l.bufferOf.emplace(v, l.buffers.size());
       l.buffers.push_back(Buffer{kindOfResult(node), v->type().bytes(), i, i, v, {}});
     }
     for (const ir::Value* operand : node.operands()) {
-      Buffer& b = l.buffers[bufferOf.at(operand)];
+      Buffer& b = l.buffers[l.bufferOf.at(operand)];
       b.lastStep = std::max(b.lastStep, i);
     }
   }
-  for (const ir::GraphOutput& out : graph.outputs()) l.buffers[bufferOf.at(out.value)].lastStep = last;
+  for (const ir::GraphOutput& out : graph.outputs()) l.buffers[l.bufferOf.at(out.value)].lastStep = last;
 
   // Difference array over steps: +bytes at firstStep, -bytes after lastStep.
-  std::vector<std::int64_t> delta(static_cast<size_t>(steps) + 1, 0);
+  std::vector<std::int64_t> delta(static_cast<size_t>(last) + 2, 0);
   for (const Buffer& b : l.buffers) {
     delta[static_cast<size_t>(b.firstStep)] += b.bytes;
     delta[static_cast<size_t>(b.lastStep) + 1] -= b.bytes;

@@ -1,1 +1,312 @@
-// (being written)
+#include "passes/memory_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "ir/printer.h"
+#include "passes/liveness.h"
+
+namespace gradc::passes {
+
+namespace {
+
+// Free gaps of the arena, by offset (for coalescing) and by (size, offset) (for best fit).
+class FreeList {
+ public:
+  // The offset of a gap of at least `size` bytes, the smallest such gap (lowest offset among
+  // equals); the arena grows when none fits.
+  std::int64_t allocate(std::int64_t size) {
+    auto fit = bySize_.lower_bound({size, 0});
+    if (fit != bySize_.end()) {
+      auto [gapSize, offset] = *fit;
+      take(offset, gapSize);
+      if (gapSize > size) put(offset + size, gapSize - size);
+      return offset;
+    }
+    // Grow: reuse a free gap that ends at the arena's end.
+    if (!byOffset_.empty()) {
+      auto last = std::prev(byOffset_.end());
+      if (last->first + last->second == end_) {
+        std::int64_t offset = last->first;
+        take(offset, last->second);
+        end_ = offset + size;
+        return offset;
+      }
+    }
+    std::int64_t offset = end_;
+    end_ += size;
+    return offset;
+  }
+
+  void release(std::int64_t offset, std::int64_t size) {
+    auto next = byOffset_.lower_bound(offset);
+    if (next != byOffset_.end() && offset + size == next->first) {
+      size += next->second;
+      take(next->first, next->second);
+    }
+    auto after = byOffset_.lower_bound(offset);
+    if (after != byOffset_.begin()) {
+      auto prev = std::prev(after);
+      if (prev->first + prev->second == offset) {
+        offset = prev->first;
+        size += prev->second;
+        take(prev->first, prev->second);
+      }
+    }
+    put(offset, size);
+  }
+
+  std::int64_t end() const { return end_; }
+  void setEnd(std::int64_t end) { end_ = end; }
+
+ private:
+  void put(std::int64_t offset, std::int64_t size) {
+    byOffset_.emplace(offset, size);
+    bySize_.insert({size, offset});
+  }
+  void take(std::int64_t offset, std::int64_t size) {
+    byOffset_.erase(offset);
+    bySize_.erase({size, offset});
+  }
+
+  std::map<std::int64_t, std::int64_t> byOffset_;
+  std::set<std::pair<std::int64_t, std::int64_t>> bySize_;
+  std::int64_t end_ = 0;
+};
+
+// A parameter's layer: its name without the last component ("blocks.0.fc1.weight" ->
+// "blocks.0.fc1"); optimizer state names the layer of the parameter it belongs to.
+std::string layerOfParam(const ir::Value& v) {
+  std::string name = ir::getString(v.attrs(), "of").value_or(v.name());
+  size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(0, dot);
+}
+
+}  // namespace
+
+std::int64_t assignOffsets(const std::vector<Interval>& intervals, std::vector<std::int64_t>& offsets) {
+  std::int64_t arena = assignOffsetsBestFit(intervals, offsets);
+  if (intervals.size() > kGreedyBySizeLimit) return arena;
+  std::vector<std::int64_t> bySize;
+  std::int64_t arenaBySize = assignOffsetsBySize(intervals, bySize);
+  if (arenaBySize < arena) {
+    offsets = std::move(bySize);
+    arena = arenaBySize;
+  }
+  return arena;
+}
+
+std::int64_t assignOffsetsBySize(const std::vector<Interval>& intervals, std::vector<std::int64_t>& offsets) {
+  offsets.assign(intervals.size(), 0);
+  std::int64_t base = 0;
+  std::vector<size_t> order;
+  for (size_t i = 0; i < intervals.size(); ++i) {
+    if (intervals[i].first == -1) {
+      offsets[i] = base;
+      base += intervals[i].size;
+    } else if (intervals[i].size > 0) {
+      order.push_back(i);
+    }
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (intervals[a].size != intervals[b].size) return intervals[a].size > intervals[b].size;
+    if (intervals[a].first != intervals[b].first) return intervals[a].first < intervals[b].first;
+    return a < b;
+  });
+  // Placed buffers sorted by offset, as flat arrays for a fast scan.
+  struct Placed {
+    std::int64_t offset, end;
+    int first, last;
+  };
+  std::vector<Placed> placed;
+  placed.reserve(order.size());
+  std::int64_t arena = base;
+  for (size_t i : order) {
+    const Interval& b = intervals[i];
+    std::int64_t prevEnd = base, best = -1, bestGap = 0;
+    for (const Placed& p : placed) {
+      if (p.last < b.first || b.last < p.first) continue;  // not alive at a common step
+      std::int64_t gap = p.offset - prevEnd;
+      if (gap >= b.size && (best < 0 || gap < bestGap)) {
+        best = prevEnd;
+        bestGap = gap;
+      }
+      prevEnd = std::max(prevEnd, p.end);
+    }
+    if (best < 0) best = prevEnd;
+    offsets[i] = best;
+    arena = std::max(arena, best + b.size);
+    Placed entry{best, best + b.size, b.first, b.last};
+    auto at = std::upper_bound(placed.begin(), placed.end(), entry,
+                               [](const Placed& x, const Placed& y) { return x.offset < y.offset; });
+    placed.insert(at, entry);
+  }
+  return arena;
+}
+
+std::int64_t assignOffsetsBestFit(const std::vector<Interval>& intervals, std::vector<std::int64_t>& offsets) {
+  offsets.assign(intervals.size(), 0);
+  FreeList free;
+  int lastStep = -1;
+  for (size_t i = 0; i < intervals.size(); ++i) {
+    const Interval& b = intervals[i];
+    if (b.first == -1) {
+      offsets[i] = free.end();
+      free.setEnd(free.end() + b.size);
+    }
+    lastStep = std::max(lastStep, b.last);
+  }
+  // Buffers by first step (largest first, then index), and by last step for freeing.
+  std::vector<size_t> byFirst, byLast;
+  for (size_t i = 0; i < intervals.size(); ++i)
+    if (intervals[i].first >= 0 && intervals[i].size > 0) {
+      byFirst.push_back(i);
+      byLast.push_back(i);
+    }
+  std::sort(byFirst.begin(), byFirst.end(), [&](size_t a, size_t b) {
+    if (intervals[a].first != intervals[b].first) return intervals[a].first < intervals[b].first;
+    if (intervals[a].size != intervals[b].size) return intervals[a].size > intervals[b].size;
+    return a < b;
+  });
+  std::sort(byLast.begin(), byLast.end(), [&](size_t a, size_t b) {
+    if (intervals[a].last != intervals[b].last) return intervals[a].last < intervals[b].last;
+    return a < b;
+  });
+  size_t nextAlloc = 0, nextFree = 0;
+  while (nextAlloc < byFirst.size()) {
+    int step = intervals[byFirst[nextAlloc]].first;
+    // Free everything that died before this step, then place what starts here.
+    while (nextFree < byLast.size() && intervals[byLast[nextFree]].last < step) {
+      size_t i = byLast[nextFree++];
+      free.release(offsets[i], intervals[i].size);
+    }
+    while (nextAlloc < byFirst.size() && intervals[byFirst[nextAlloc]].first == step) {
+      size_t i = byFirst[nextAlloc++];
+      offsets[i] = free.allocate(intervals[i].size);
+    }
+  }
+  return free.end();
+}
+
+double MemoryPlan::fragmentation() const {
+  return peakBytes > 0 ? static_cast<double>(arenaBytes) / static_cast<double>(peakBytes) : 1.0;
+}
+
+std::vector<size_t> MemoryPlan::liveAt(int step) const {
+  std::vector<size_t> live;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].firstStep <= step && step <= buffers[i].lastStep && buffers[i].size > 0) live.push_back(i);
+  std::stable_sort(live.begin(), live.end(), [&](size_t a, size_t b) { return buffers[a].size > buffers[b].size; });
+  return live;
+}
+
+MemoryPlan planMemory(const ir::Graph& graph) {
+  MemoryPlan plan;
+  plan.model = ir::getString(graph.attrs(), "model").value_or(graph.name());
+  StorageModel storage = analyzeStorage(graph);
+  std::vector<const ir::Node*> order;
+  for (const auto& n : graph.nodes()) order.push_back(n.get());
+  Liveness l = analyzeLiveness(graph, storage, order);
+  ir::ValueNames names(graph);
+
+  plan.timeline = l.liveBytes;
+  plan.peakBytes = l.peakBytes;
+  plan.peakStep = l.peakStep;
+  plan.persistentBytes = l.persistentBytes;
+  for (const ir::Node* node : order) {
+    plan.steps.push_back({std::string(node->opName()), std::string(ir::phaseName(node->phase())), node->specName()});
+    std::int64_t flops = node->flops();
+    switch (node->phase()) {
+      case ir::Phase::fwd: plan.forwardFlops += flops; break;
+      case ir::Phase::bwd: plan.backwardFlops += flops; break;
+      case ir::Phase::opt: plan.optimizerFlops += flops; break;
+      case ir::Phase::recompute: plan.recomputeFlops += flops; break;
+      case ir::Phase::comm: break;
+    }
+  }
+
+  std::vector<Interval> intervals;
+  for (const Buffer& b : l.buffers) {
+    PlannedBuffer pb;
+    const ir::Value& v = *b.value;
+    pb.name = names(&v);
+    pb.kind = std::string(bufferKindName(b.kind));
+    pb.type = ir::toString(v.type());
+    pb.size = b.bytes;
+    pb.firstStep = b.firstStep;
+    pb.lastStep = b.lastStep;
+    bool persistent = v.kind() != ir::ValueKind::Result;
+    if (v.kind() == ir::ValueKind::Param) pb.specName = layerOfParam(v);
+    else if (v.kind() == ir::ValueKind::Input) pb.specName = v.name();
+    else {
+      pb.specName = v.producer()->specName();
+      pb.producer = std::string(v.producer()->opName());
+    }
+    plan.buffers.push_back(std::move(pb));
+    intervals.push_back({b.bytes, persistent ? -1 : b.firstStep, b.lastStep});
+  }
+  for (size_t i = 0; i < order.size(); ++i) {
+    std::int64_t ws = l.workspaceBytes[i];
+    if (ws <= 0) continue;
+    const ir::Node& node = *order[i];
+    PlannedBuffer pb;
+    pb.name = node.numResults() > 0 ? "workspace(" + names(node.result(0)) + ")"
+                                    : "workspace(step " + std::to_string(i) + ")";
+    pb.specName = node.specName();
+    pb.kind = "workspace";
+    pb.size = ws;
+    pb.firstStep = pb.lastStep = static_cast<int>(i);
+    pb.producer = std::string(node.opName());
+    plan.buffers.push_back(std::move(pb));
+    intervals.push_back({ws, static_cast<int>(i), static_cast<int>(i)});
+  }
+
+  std::vector<std::int64_t> offsets;
+  plan.arenaBytes = assignOffsets(intervals, offsets);
+  for (size_t i = 0; i < plan.buffers.size(); ++i) plan.buffers[i].offset = offsets[i];
+  plan.ranks.push_back({0, plan.peakBytes, plan.arenaBytes});
+  return plan;
+}
+
+Status verifyNoOverlap(const MemoryPlan& plan) {
+  const auto& bs = plan.buffers;
+  std::vector<size_t> byFirst, byLast;
+  for (size_t i = 0; i < bs.size(); ++i) {
+    if (bs[i].size < 0 || bs[i].offset < 0 || bs[i].offset + bs[i].size > plan.arenaBytes)
+      return Error{"buffer " + bs[i].name + " [" + std::to_string(bs[i].offset) + ", " +
+                   std::to_string(bs[i].offset + bs[i].size) + ") lies outside the arena of " +
+                   std::to_string(plan.arenaBytes) + " bytes"};
+    if (bs[i].size == 0) continue;
+    byFirst.push_back(i);
+    byLast.push_back(i);
+  }
+  std::stable_sort(byFirst.begin(), byFirst.end(), [&](size_t a, size_t b) { return bs[a].firstStep < bs[b].firstStep; });
+  std::stable_sort(byLast.begin(), byLast.end(), [&](size_t a, size_t b) { return bs[a].lastStep < bs[b].lastStep; });
+  std::map<std::int64_t, size_t> active;  // offset -> buffer; alive buffers never share an offset
+  auto describe = [&](size_t i) {
+    return bs[i].name + " (bytes [" + std::to_string(bs[i].offset) + ", " + std::to_string(bs[i].offset + bs[i].size) +
+           "), steps " + std::to_string(bs[i].firstStep) + ".." + std::to_string(bs[i].lastStep) + ")";
+  };
+  size_t nextFree = 0;
+  for (size_t i : byFirst) {
+    const PlannedBuffer& b = bs[i];
+    while (nextFree < byLast.size() && bs[byLast[nextFree]].lastStep < b.firstStep) {
+      size_t j = byLast[nextFree++];
+      auto it = active.find(bs[j].offset);
+      if (it != active.end() && it->second == j) active.erase(it);
+    }
+    auto next = active.lower_bound(b.offset);
+    if (next != active.end() && next->first < b.offset + b.size)
+      return Error{"buffers overlap: " + describe(i) + " and " + describe(next->second)};
+    if (next != active.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + bs[prev->second].size > b.offset)
+        return Error{"buffers overlap: " + describe(i) + " and " + describe(prev->second)};
+    }
+    active.emplace(b.offset, i);
+  }
+  return {};
+}
+
+}  // namespace gradc::passes

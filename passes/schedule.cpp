@@ -1,1 +1,305 @@
-// (being written)
+#include "passes/schedule.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstdint>
+#include <functional>
+#include <queue>
+#include <unordered_map>
+
+#include "passes/liveness.h"
+
+namespace gradc::passes {
+
+namespace {
+
+// Results of at most this many bytes (and no workspace) cost nothing worth waiting for.
+constexpr std::int64_t kTinyBytes = 64;
+
+// Min-heap of node indices (the input order is the priority).
+using IndexHeap = std::priority_queue<int, std::vector<int>, std::greater<int>>;
+
+// The dependence graph and the storage facts a round needs; built once, shared by both rounds.
+struct Problem {
+  std::vector<const ir::Node*> nodes;  // input order
+  std::vector<std::vector<int>> dataUsers;   // distinct consumers of each node's results
+  std::vector<std::vector<int>> orderSuccs;  // in-place update order edges
+  std::vector<int> dataPreds, orderPreds;    // distinct predecessor counts
+  std::vector<std::vector<int>> producers;   // distinct producers (data edges)
+  std::vector<char> recompute;
+  // Storage groups: one per result value that owns its storage (views join their owner's).
+  std::vector<std::vector<int>> groupsRead;  // per node: distinct groups among its operands
+  std::vector<std::vector<int>> groupUsers;  // per group: distinct nodes reading it
+  std::vector<std::int64_t> groupBytes;
+  std::vector<char> groupPinned;  // graph outputs: never freed
+  std::vector<std::int64_t> fresh;  // bytes of fresh (non-view, used) results per node
+  std::vector<char> tiny;  // results of at most kTinyBytes, no workspace, no side effects
+  std::vector<char> lazy;  // recompute or tiny: satisfies its users' data edges once available
+};
+
+Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
+  Problem p;
+  const size_t n = graph.numNodes();
+  std::unordered_map<const ir::Node*, int> index;  // lookups only
+  for (size_t i = 0; i < n; ++i) {
+    p.nodes.push_back(graph.nodes()[i].get());
+    index.emplace(p.nodes.back(), static_cast<int>(i));
+  }
+  p.dataUsers.resize(n);
+  p.orderSuccs.resize(n);
+  p.dataPreds.assign(n, 0);
+  p.orderPreds.assign(n, 0);
+  p.producers.resize(n);
+  p.recompute.assign(n, 0);
+  p.groupsRead.resize(n);
+  p.fresh.assign(n, 0);
+  p.tiny.assign(n, 0);
+  p.lazy.assign(n, 0);
+
+  std::unordered_map<const ir::Value*, int> groupOf;  // owner value -> group; lookups only
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Node& node = *p.nodes[i];
+    p.recompute[i] = node.phase() == ir::Phase::recompute;
+    std::int64_t freshBytes = 0;
+    bool allFresh = node.numResults() > 0;
+    for (size_t r = 0; r < node.numResults(); ++r) {
+      const ir::Value* v = node.result(r);
+      if (storage.isView(v)) {
+        allFresh = false;
+        continue;
+      }
+      groupOf.emplace(v, static_cast<int>(p.groupBytes.size()));
+      p.groupBytes.push_back(v->type().bytes());
+      p.groupPinned.push_back(0);
+      p.groupUsers.emplace_back();
+      if (v->hasUses()) freshBytes += v->type().bytes();
+    }
+    p.fresh[i] = freshBytes;
+    p.tiny[i] = !p.recompute[i] && !node.op().sideEffects && allFresh && freshBytes <= kTinyBytes &&
+                storage.workspaceBytes(&node) == 0;
+    p.lazy[i] = p.recompute[i] || p.tiny[i];
+  }
+  for (const ir::GraphOutput& out : graph.outputs())
+    if (auto it = groupOf.find(storage.owner(out.value)); it != groupOf.end())
+      p.groupPinned[static_cast<size_t>(it->second)] = 1;
+
+  // Data edges and storage reads, deduplicated with a per-node stamp.
+  std::vector<int> stampNode(n, -1), stampGroup(p.groupBytes.size(), -1);
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Node& node = *p.nodes[i];
+    for (const ir::Value* v : node.operands()) {
+      if (const ir::Node* prod = v->producer()) {
+        int j = index.at(prod);
+        if (stampNode[static_cast<size_t>(j)] != static_cast<int>(i)) {
+          stampNode[static_cast<size_t>(j)] = static_cast<int>(i);
+          p.dataUsers[static_cast<size_t>(j)].push_back(static_cast<int>(i));
+          p.producers[i].push_back(j);
+          ++p.dataPreds[i];
+        }
+      }
+      auto g = groupOf.find(storage.owner(v));
+      if (g == groupOf.end()) continue;  // a parameter or an input: alive throughout
+      auto gi = static_cast<size_t>(g->second);
+      if (stampGroup[gi] == static_cast<int>(i)) continue;
+      stampGroup[gi] = static_cast<int>(i);
+      p.groupsRead[i].push_back(g->second);
+      p.groupUsers[gi].push_back(static_cast<int>(i));
+    }
+  }
+
+  // In-place updates: a side-effect node writes its Param operands. Every other node touching
+  // the same storage keeps its side of the writer, as in the input order.
+  std::unordered_map<const ir::Value*, std::vector<int>> writers;  // param -> writers; lookups only
+  std::vector<const ir::Value*> written;                           // params in first-write order
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Node& node = *p.nodes[i];
+    if (!node.op().sideEffects) continue;
+    for (const ir::Value* v : node.operands()) {
+      if (v->kind() != ir::ValueKind::Param) continue;
+      auto [it, inserted] = writers.try_emplace(v);
+      if (inserted) written.push_back(v);
+      if (it->second.empty() || it->second.back() != static_cast<int>(i)) it->second.push_back(static_cast<int>(i));
+    }
+  }
+  if (!written.empty()) {
+    std::unordered_map<const ir::Value*, std::vector<int>> touching;  // param -> nodes; lookups only
+    for (size_t i = 0; i < n; ++i)
+      for (const ir::Value* v : p.nodes[i]->operands()) {
+        const ir::Value* owner = storage.owner(v);
+        if (owner->kind() != ir::ValueKind::Param || !writers.count(owner)) continue;
+        std::vector<int>& list = touching[owner];
+        if (list.empty() || list.back() != static_cast<int>(i)) list.push_back(static_cast<int>(i));
+      }
+    // An edge repeated for several params is counted and released once per copy.
+    for (const ir::Value* param : written)
+      for (int w : writers.at(param))
+        for (int u : touching[param]) {
+          if (u == w) continue;
+          int from = std::min(u, w), to = std::max(u, w);
+          p.orderSuccs[static_cast<size_t>(from)].push_back(to);
+          ++p.orderPreds[static_cast<size_t>(to)];
+        }
+  }
+  return p;
+}
+
+// One round of list scheduling; `eager` enables the memory-freeing and tiny-node rules.
+std::vector<int> scheduleRound(const Problem& p, bool eager) {
+  const size_t n = p.nodes.size();
+  std::vector<int> dataPending = p.dataPreds, orderPending = p.orderPreds;
+  std::vector<char> scheduled(n, 0), ready(n, 0);
+  std::vector<int> remaining(p.groupUsers.size());
+  for (size_t g = 0; g < remaining.size(); ++g) remaining[g] = static_cast<int>(p.groupUsers[g].size());
+  std::vector<std::int64_t> frees(n, 0);
+  IndexHeap readyHeap, eagerHeap, recomputeHeap;
+  std::vector<int> order;
+  order.reserve(n);
+
+  auto blockedByRecompute = [&](int i) {
+    for (int j : p.producers[static_cast<size_t>(i)])
+      if (p.recompute[static_cast<size_t>(j)] && !scheduled[static_cast<size_t>(j)]) return true;
+    return false;
+  };
+  auto maybeEager = [&](int i) {
+    auto u = static_cast<size_t>(i);
+    if (!eager || !ready[u] || scheduled[u]) return;
+    if (frees[u] > 0 && p.fresh[u] <= frees[u] && !blockedByRecompute(i)) eagerHeap.push(i);
+  };
+  // A node whose predecessors are all satisfied. A lazy node (recompute or tiny) becomes
+  // available: its users' data edges count as satisfied at once, and it runs right before the
+  // first of them (or, if tiny, when its own turn comes). Any other node becomes ready.
+  std::vector<int> work;
+  auto satisfied = [&](int i) {
+    work.push_back(i);
+    while (!work.empty()) {
+      int x = work.back();
+      work.pop_back();
+      auto u = static_cast<size_t>(x);
+      if (!p.recompute[u]) {
+        ready[u] = 1;
+        readyHeap.push(x);
+        maybeEager(x);
+      }
+      if (!p.lazy[u]) continue;
+      if (p.recompute[u]) recomputeHeap.push(x);
+      for (int user : p.dataUsers[u]) {
+        auto v = static_cast<size_t>(user);
+        if (--dataPending[v] == 0 && orderPending[v] == 0) work.push_back(user);
+      }
+    }
+  };
+  auto emit = [&](int i) {
+    auto u = static_cast<size_t>(i);
+    assert(!scheduled[u]);
+    scheduled[u] = 1;
+    order.push_back(i);
+    for (int g : p.groupsRead[u]) {
+      auto gi = static_cast<size_t>(g);
+      if (--remaining[gi] != 1 || p.groupPinned[gi]) continue;
+      for (int user : p.groupUsers[gi])
+        if (!scheduled[static_cast<size_t>(user)]) {
+          frees[static_cast<size_t>(user)] += p.groupBytes[gi];
+          maybeEager(user);
+          break;
+        }
+    }
+    if (!p.lazy[u])
+      for (int user : p.dataUsers[u]) {
+        auto v = static_cast<size_t>(user);
+        if (--dataPending[v] == 0 && orderPending[v] == 0) satisfied(user);
+      }
+    for (int succ : p.orderSuccs[u]) {
+      auto v = static_cast<size_t>(succ);
+      if (--orderPending[v] == 0 && dataPending[v] == 0) satisfied(succ);
+    }
+  };
+  // The lazy nodes (recompute or tiny) `i` needs that have not run, in input order, then `i`.
+  std::vector<int> closure, stack, closureStamp(n, -1);
+  auto emitWithRecompute = [&](int i) {
+    closure.clear();
+    stack.assign(1, i);
+    while (!stack.empty()) {
+      int x = stack.back();
+      stack.pop_back();
+      for (int j : p.producers[static_cast<size_t>(x)]) {
+        auto v = static_cast<size_t>(j);
+        if (!p.lazy[v] || scheduled[v] || closureStamp[v] == i) continue;
+        closureStamp[v] = i;
+        closure.push_back(j);
+        stack.push_back(j);
+      }
+    }
+    std::sort(closure.begin(), closure.end());
+    for (int j : closure) emit(j);
+    emit(i);
+  };
+
+  for (size_t i = 0; i < n; ++i)
+    if (p.dataPreds[i] == 0 && p.orderPreds[i] == 0) satisfied(static_cast<int>(i));
+  for (size_t g = 0; g < remaining.size(); ++g)
+    if (remaining[g] == 1 && !p.groupPinned[g]) {
+      frees[static_cast<size_t>(p.groupUsers[g][0])] += p.groupBytes[g];
+      maybeEager(p.groupUsers[g][0]);
+    }
+
+  auto popUnscheduled = [&](IndexHeap& heap) {
+    while (!heap.empty() && scheduled[static_cast<size_t>(heap.top())]) heap.pop();
+    if (heap.empty()) return -1;
+    int x = heap.top();
+    heap.pop();
+    return x;
+  };
+  while (order.size() < n) {
+    int pick = -1;
+    while (pick < 0 && !eagerHeap.empty()) {
+      pick = popUnscheduled(eagerHeap);
+      if (pick >= 0 && blockedByRecompute(pick)) pick = -1;  // its recompute waits for input order
+    }
+    if (pick < 0) pick = popUnscheduled(readyHeap);
+    if (pick >= 0) {
+      emitWithRecompute(pick);
+      continue;
+    }
+    // Only recompute nodes that no remaining node reads are left to run (their users are graph
+    // outputs, or nothing): run them in input order.
+    pick = popUnscheduled(recomputeHeap);
+    assert(pick >= 0 && "the dependence graph has a cycle");
+    if (pick < 0) break;
+    emitWithRecompute(pick);
+  }
+  return order;
+}
+
+}  // namespace
+
+std::vector<const ir::Node*> computeSchedule(const ir::Graph& graph) {
+  StorageModel storage = analyzeStorage(graph);
+  Problem problem = buildProblem(graph, storage);
+  auto toNodes = [&](const std::vector<int>& order) {
+    std::vector<const ir::Node*> nodes;
+    nodes.reserve(order.size());
+    for (int i : order) nodes.push_back(problem.nodes[static_cast<size_t>(i)]);
+    return nodes;
+  };
+  std::vector<const ir::Node*> eager = toNodes(scheduleRound(problem, true));
+  std::vector<const ir::Node*> inputOrder = toNodes(scheduleRound(problem, false));
+  if (eager == inputOrder) return eager;
+  std::int64_t eagerPeak = analyzeLiveness(graph, storage, eager).peakBytes;
+  std::int64_t inputPeak = analyzeLiveness(graph, storage, inputOrder).peakBytes;
+  return eagerPeak <= inputPeak ? eager : inputOrder;
+}
+
+Expected<bool> Schedule::run(ir::Graph& graph) {
+  std::vector<const ir::Node*> order = computeSchedule(graph);
+  bool changed = false;
+  std::vector<ir::Node*> nodes;
+  nodes.reserve(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    changed |= order[i] != graph.nodes()[i].get();
+    nodes.push_back(const_cast<ir::Node*>(order[i]));
+  }
+  if (changed) graph.reorder(nodes);
+  return changed;
+}
+
+}  // namespace gradc::passes

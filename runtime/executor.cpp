@@ -49,7 +49,8 @@ std::string describeTensor(const at::Tensor& tensor) {
   return std::string(c10::toString(tensor.scalar_type())) + ir::shapeToString(tensor.sizes().vec());
 }
 
-Status checkResults(const ir::Node& node, std::span<const at::Tensor> results) {
+Status checkResults(const ir::Node& node, std::span<const at::Tensor> results,
+                    std::span<const at::Tensor> operands) {
   if (results.size() != node.numResults())
     return Error{"kernel '" + std::string(node.opName()) + "' returned " + std::to_string(results.size()) +
                  " result(s), the node has " + std::to_string(node.numResults())};
@@ -58,6 +59,15 @@ Status checkResults(const ir::Node& node, std::span<const at::Tensor> results) {
     if (!hasType(results[i], expected))
       return Error{"kernel '" + std::string(node.opName()) + "' result " + std::to_string(i) + " is " +
                    describeTensor(results[i]) + ", the IR type is " + ir::toString(expected)};
+    if (node.op().view) continue;
+    // The memory planner's model of non-view ops (passes/liveness.h).
+    if (!results[i].is_contiguous())
+      return Error{"kernel '" + std::string(node.opName()) + "' result " + std::to_string(i) +
+                   " is not contiguous (non-view kernels return fresh contiguous tensors)"};
+    for (const at::Tensor& operand : operands)
+      if (operand.defined() && results[i].is_alias_of(operand))
+        return Error{"kernel '" + std::string(node.opName()) + "' result " + std::to_string(i) +
+                     " shares storage with an operand (only view ops may)"};
   }
   return {};
 }
@@ -130,6 +140,7 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
     operands.clear();
     for (int slot : step.operands) operands.push_back(slots[static_cast<size_t>(slot)]);
     const KernelArgs args{*step.node, operands, ctx};
+    if (beforeHook_) beforeHook_(*step.node);
 
     Expected<std::vector<at::Tensor>> results = [&] {
       if (!hook_) return callKernel(step.kernel, args);
@@ -138,10 +149,11 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
       hook_(*step.node, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start));
       return r;
     }();
+    if (!results) return Error{atNode(*graph_, *step.node) + results.error().message};
+    if (Status s = checkResults(*step.node, *results, operands); !s)
+      return Error{atNode(*graph_, *step.node) + s.message()};
     // Operand references go first, so a dead operand's memory is freed before the next node.
     operands.clear();
-    if (!results) return Error{atNode(*graph_, *step.node) + results.error().message};
-    if (Status s = checkResults(*step.node, *results); !s) return Error{atNode(*graph_, *step.node) + s.message()};
     for (size_t r = 0; r < step.results.size(); ++r)
       if (step.results[r] != kNoSlot) slots[static_cast<size_t>(step.results[r])] = std::move((*results)[r]);
     for (int slot : step.release) slots[static_cast<size_t>(slot)].reset();
@@ -167,7 +179,7 @@ Expected<std::vector<at::Tensor>> callOp(std::string_view opName, std::span<cons
   if (!node) return Error{node.error().message};
   Expected<std::vector<at::Tensor>> results = callKernel(*kernel, KernelArgs{**node, operands, ctx});
   if (!results) return results;
-  if (Status s = checkResults(**node, *results); !s) return Error{s.message()};
+  if (Status s = checkResults(**node, *results, operands); !s) return Error{s.message()};
   return results;
 }
 

@@ -35,6 +35,9 @@ class Executor {
  public:
   // Called after each node when set, with the node's wall time (kernel call only).
   using NodeHook = std::function<void(const ir::Node& node, std::chrono::nanoseconds elapsed)>;
+  // Called right before each node's kernel when set, after the previous node's dead values were
+  // released: a memory probe sees exactly the live set the node starts from.
+  using BeforeNodeHook = std::function<void(const ir::Node& node)>;
 
   static Expected<Executor> create(const ir::Graph& graph);
 
@@ -45,6 +48,7 @@ class Executor {
   Expected<TensorMap> run(const TensorMap& inputs, TensorMap& state, const RunContext& ctx) const;
 
   void setNodeHook(NodeHook hook) { hook_ = std::move(hook); }
+  void setBeforeNodeHook(BeforeNodeHook hook) { beforeHook_ = std::move(hook); }
   const ir::Graph& graph() const { return *graph_; }
 
  private:
@@ -75,15 +79,19 @@ class Executor {
   std::vector<OutputBinding> outputs_;
   int numSlots_ = 0;
   NodeHook hook_;
+  BeforeNodeHook beforeHook_;
 };
 
 // "f32[4, 8]" for a tensor (its ATen dtype name if it has no IR dtype).
 std::string describeTensor(const at::Tensor& tensor);
 
-// Ok when the kernel's results are exactly the node's IR results (count, dtype, shape);
-// otherwise an Error naming the node and both types. The executor runs it after every node:
-// a mismatch is a kernel bug, and catching it at the node saves a long hunt downstream.
-Status checkResults(const ir::Node& node, std::span<const at::Tensor> results);
+// Ok when the kernel's results are exactly the node's IR results (count, dtype, shape) and,
+// for ops that are not views (OpInfo::view), fresh: contiguous and sharing no storage with the
+// operands -- the memory planner's model (passes/liveness.h). Otherwise an Error naming the
+// node. The executor runs it after every node: a mismatch is a kernel bug, and catching it at
+// the node saves a long hunt downstream.
+Status checkResults(const ir::Node& node, std::span<const at::Tensor> results,
+                    std::span<const at::Tensor> operands = {});
 
 // Runs one op eagerly on tensors: infers the result types from the operand types and
 // attributes (errors as for graph building), runs the kernel and checks its results. For

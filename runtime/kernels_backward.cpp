@@ -9,6 +9,7 @@
 #include <ATen/ops/_softmax_backward_data.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/embedding_dense_backward.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/gelu_backward.h>
 #include <ATen/ops/mm.h>
@@ -29,21 +30,55 @@ namespace {
 using namespace kernel_detail;
 using Results = std::vector<at::Tensor>;
 
-// x -> sum over the axes broadcasting expanded, down to `shape`. May return x itself when
-// nothing was broadcast.
-Results sumToKernel(const KernelArgs& a) { return {a.operands[0].sum_to_size(intListAttr(a.node, "shape"))}; }
+// Memory behaviour, as in kernels_forward.cpp: results are fresh contiguous tensors that share
+// no storage with the operands; elementwise kernels with a strided operand write into a fresh
+// contiguous result (the `_out` variants compute the same bits).
+bool anyStrided(const KernelArgs& a) {
+  for (const at::Tensor& t : a.operands)
+    if (!t.is_contiguous()) return true;
+  return false;
+}
+
+at::Tensor freshResult(const KernelArgs& a) {
+  const ir::TensorType& t = a.node.result(0)->type();
+  return at::empty(t.shape, optionsFor(t.dtype));
+}
+
+// x -> sum over the axes broadcasting expanded, down to `shape`. A sum_to that reduces nothing
+// (never emitted by autodiff) copies: at::sum_to_size would return x itself.
+Results sumToKernel(const KernelArgs& a) {
+  const at::Tensor& x = a.operands[0];
+  std::vector<std::int64_t> shape = intListAttr(a.node, "shape");
+  if (x.sizes() == c10::IntArrayRef(shape)) return {x.clone(at::MemoryFormat::Contiguous)};
+  return {x.sum_to_size(shape)};
+}
 
 // (grad, y): grad where y > 0, else 0 -- autograd's relu backward, on the saved output.
-Results reluBackwardKernel(const KernelArgs& a) { return {at::threshold_backward(a.operands[0], a.operands[1], 0)}; }
+Results reluBackwardKernel(const KernelArgs& a) {
+  if (!anyStrided(a)) return {at::threshold_backward(a.operands[0], a.operands[1], 0)};
+  at::Tensor out = freshResult(a);
+  return {at::threshold_backward_out(out, a.operands[0], a.operands[1], 0)};
+}
 
 // (grad, x): grad * gelu'(x), for the same approximation as the forward.
 Results geluBackwardKernel(const KernelArgs& a) {
   std::string approximate = ir::getString(a.node.attrs(), "approximate").value_or("none");
-  return {at::gelu_backward(a.operands[0], a.operands[1], approximate)};
+  if (!anyStrided(a)) return {at::gelu_backward(a.operands[0], a.operands[1], approximate)};
+  at::Tensor out = freshResult(a);
+  return {at::gelu_backward_out(out, a.operands[0], a.operands[1], approximate)};
 }
 
-Results tanhBackwardKernel(const KernelArgs& a) { return {at::tanh_backward(a.operands[0], a.operands[1])}; }
-Results sigmoidBackwardKernel(const KernelArgs& a) { return {at::sigmoid_backward(a.operands[0], a.operands[1])}; }
+Results tanhBackwardKernel(const KernelArgs& a) {
+  if (!anyStrided(a)) return {at::tanh_backward(a.operands[0], a.operands[1])};
+  at::Tensor out = freshResult(a);
+  return {at::tanh_backward_out(out, a.operands[0], a.operands[1])};
+}
+
+Results sigmoidBackwardKernel(const KernelArgs& a) {
+  if (!anyStrided(a)) return {at::sigmoid_backward(a.operands[0], a.operands[1])};
+  at::Tensor out = freshResult(a);
+  return {at::sigmoid_backward_out(out, a.operands[0], a.operands[1])};
+}
 
 // (grad, y = softmax(x)): y * (grad - sum(grad * y, dim)).
 Results softmaxBackwardKernel(const KernelArgs& a) {
@@ -68,10 +103,13 @@ Results layerNormBackwardKernel(const KernelArgs& a) {
   return {std::move(gx), std::move(gw), std::move(gb)};
 }
 
+// One bool [s, t] temporary (the mask), and the result.
 Results causalMaskBackwardKernel(const KernelArgs& a) {
   const at::Tensor& g = a.operands[0];
-  at::Tensor above = at::triu(at::ones({g.size(-2), g.size(-1)}, g.options().dtype(at::kBool)), 1);
-  return {g.masked_fill(above, 0)};
+  at::Tensor above = at::ones({g.size(-2), g.size(-1)}, g.options().dtype(at::kBool)).triu_(1);
+  at::Tensor y = g.clone(at::MemoryFormat::Contiguous);
+  y.masked_fill_(above, 0);
+  return {y};
 }
 
 Results sliceBackwardKernel(const KernelArgs& a) {

@@ -7,6 +7,7 @@
 #include <ATen/ops/_log_softmax.h>
 #include <ATen/ops/_softmax.h>
 #include <ATen/ops/add.h>
+#include <ATen/ops/clamp_min.h>
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/embedding.h>
 #include <ATen/ops/empty.h>
@@ -87,12 +88,52 @@ namespace {
 using namespace kernel_detail;
 using Results = std::vector<at::Tensor>;
 
+// ---- memory behaviour --------------------------------------------------------------------------
+//
+// What the memory planner assumes (passes/liveness.h), and these kernels guarantee: a non-view
+// op returns fresh, contiguous tensors that share no storage with its operands. Elementwise
+// ATen ops would lay their result out like a strided operand (and a later reshape would then
+// copy where the planner expects a view), so with a strided operand they write into a fresh
+// contiguous tensor instead (the `_out` variants: same arithmetic, same bits).
+
+bool anyStrided(const KernelArgs& a) {
+  for (const at::Tensor& t : a.operands)
+    if (!t.is_contiguous()) return true;
+  return false;
+}
+
+// An uninitialised contiguous tensor of the node's (first) result type.
+at::Tensor freshResult(const KernelArgs& a) {
+  const ir::TensorType& t = a.node.result(0)->type();
+  return at::empty(t.shape, optionsFor(t.dtype));
+}
+
 // ---- elementwise and linear algebra ------------------------------------------------------------
 
-Results addKernel(const KernelArgs& a) { return {at::add(a.operands[0], a.operands[1])}; }
-Results subKernel(const KernelArgs& a) { return {at::sub(a.operands[0], a.operands[1])}; }
-Results mulKernel(const KernelArgs& a) { return {at::mul(a.operands[0], a.operands[1])}; }
-Results scaleKernel(const KernelArgs& a) { return {at::mul(a.operands[0], floatAttr(a.node, "factor"))}; }
+Results addKernel(const KernelArgs& a) {
+  if (!anyStrided(a)) return {at::add(a.operands[0], a.operands[1])};
+  at::Tensor out = freshResult(a);
+  return {at::add_out(out, a.operands[0], a.operands[1])};
+}
+
+Results subKernel(const KernelArgs& a) {
+  if (!anyStrided(a)) return {at::sub(a.operands[0], a.operands[1])};
+  at::Tensor out = freshResult(a);
+  return {at::sub_out(out, a.operands[0], a.operands[1])};
+}
+
+Results mulKernel(const KernelArgs& a) {
+  if (!anyStrided(a)) return {at::mul(a.operands[0], a.operands[1])};
+  at::Tensor out = freshResult(a);
+  return {at::mul_out(out, a.operands[0], a.operands[1])};
+}
+
+Results scaleKernel(const KernelArgs& a) {
+  const double factor = floatAttr(a.node, "factor");
+  if (!anyStrided(a)) return {at::mul(a.operands[0], factor)};
+  at::Tensor out = freshResult(a);
+  return {at::mul_out(out, a.operands[0], factor)};
+}
 
 // [..., m, k] @ [..., k, n]; at::matmul broadcasts batch dims and folds them into one bmm/mm.
 Results matmulKernel(const KernelArgs& a) { return {at::matmul(a.operands[0], a.operands[1])}; }
@@ -104,13 +145,30 @@ Results linearKernel(const KernelArgs& a) {
   return {at::linear(a.operands[0], a.operands[1], bias)};
 }
 
-Results reluKernel(const KernelArgs& a) { return {at::relu(a.operands[0])}; }
-Results tanhKernel(const KernelArgs& a) { return {at::tanh(a.operands[0])}; }
-Results sigmoidKernel(const KernelArgs& a) { return {at::sigmoid(a.operands[0])}; }
+// at::relu is at::clamp_min(x, 0), so the strided variant computes the same bits.
+Results reluKernel(const KernelArgs& a) {
+  if (!anyStrided(a)) return {at::relu(a.operands[0])};
+  at::Tensor out = freshResult(a);
+  return {at::clamp_min_out(out, a.operands[0], 0)};
+}
+
+Results tanhKernel(const KernelArgs& a) {
+  if (!anyStrided(a)) return {at::tanh(a.operands[0])};
+  at::Tensor out = freshResult(a);
+  return {at::tanh_out(out, a.operands[0])};
+}
+
+Results sigmoidKernel(const KernelArgs& a) {
+  if (!anyStrided(a)) return {at::sigmoid(a.operands[0])};
+  at::Tensor out = freshResult(a);
+  return {at::sigmoid_out(out, a.operands[0])};
+}
 
 Results geluKernel(const KernelArgs& a) {
   std::string approximate = ir::getString(a.node.attrs(), "approximate").value_or("none");
-  return {at::gelu(a.operands[0], approximate)};
+  if (!anyStrided(a)) return {at::gelu(a.operands[0], approximate)};
+  at::Tensor out = freshResult(a);
+  return {at::gelu_out(out, a.operands[0], approximate)};
 }
 
 // ---- normalisation -----------------------------------------------------------------------------
@@ -160,11 +218,12 @@ void dropoutLoop(const T* x, T* y, std::int64_t n, const RngStream& rng, float t
 
 // Zero with probability p, scale the rest by 1/(1-p). The mask is keyed by (seed, step, rng),
 // so the autodiff pass's gradient (the same op with the same key applied to the upstream
-// gradient) uses exactly the forward mask, and recomputation reproduces it.
+// gradient) uses exactly the forward mask, and recomputation reproduces it. p = 0 copies
+// (dropout is not a view op: its result never aliases its operand).
 Results dropoutKernel(const KernelArgs& a) {
   const at::Tensor& x = a.operands[0];
   const double p = floatAttr(a.node, "p");
-  if (p == 0.0) return {x};
+  if (p == 0.0) return {x.clone(at::MemoryFormat::Contiguous)};
   const RngStream rng{a.ctx.seed, a.ctx.step, intAttr(a.node, "rng")};
   const auto threshold = static_cast<float>(std::ceil(p * 16777216.0) / 16777216.0);
   const double scale = 1.0 / (1.0 - p);
@@ -184,11 +243,14 @@ Results dropoutKernel(const KernelArgs& a) {
 
 // ---- masking and data movement -----------------------------------------------------------------
 
-// x[..., s, t] with -inf where j > i (i indexes s, j indexes t).
+// x[..., s, t] with -inf where j > i (i indexes s, j indexes t). One bool [s, t] temporary
+// (the mask, built in place), and the result.
 Results causalMaskKernel(const KernelArgs& a) {
   const at::Tensor& x = a.operands[0];
-  at::Tensor above = at::triu(at::ones({x.size(-2), x.size(-1)}, x.options().dtype(at::kBool)), 1);
-  return {x.masked_fill(above, -std::numeric_limits<double>::infinity())};
+  at::Tensor above = at::ones({x.size(-2), x.size(-1)}, x.options().dtype(at::kBool)).triu_(1);
+  at::Tensor y = x.clone(at::MemoryFormat::Contiguous);
+  y.masked_fill_(above, -std::numeric_limits<double>::infinity());
+  return {y};
 }
 
 Results embeddingKernel(const KernelArgs& a) { return {at::embedding(a.operands[0], a.operands[1])}; }

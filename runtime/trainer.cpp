@@ -208,7 +208,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     if (stop) break;
   }
   progress.finish();
-  result.metrics.ranks.push_back(RankMetrics{0, peak, std::nullopt});
+  result.metrics.ranks.push_back(RankMetrics{0, peak, o.plannedPeakBytes});
   return result;
 }
 

@@ -37,6 +37,9 @@ struct TrainerOptions {
   std::optional<std::filesystem::path> resumeDir;
   std::string config = "{}";          // JSON object stored in checkpoints (optimizer settings, ...)
   bool progress = true;               // progress bar / log lines on stderr
+  // The memory planner's predicted peak of one step of this graph (passes/memory_plan.h),
+  // reported beside the measured peak as peak_bytes_planned; nullopt: not planned.
+  std::optional<std::int64_t> plannedPeakBytes;
   // Called after every step (tests, custom logging). Returning false stops the run after
   // that step, as an interruption would (a checkpoint is written if saveDir is set).
   std::function<bool(const StepMetrics&)> onStep;

@@ -20,5 +20,6 @@ Runner addOptCommand(CLI::App& app);
 Runner addTrainCommand(CLI::App& app);
 Runner addGradCommand(CLI::App& app);
 Runner addEvalCommand(CLI::App& app);
+Runner addInspectCommand(CLI::App& app);
 
 }  // namespace gradc::tools

@@ -10,7 +10,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("gradc 0.1.0"));
   std::vector<std::pair<CLI::App*, Runner>> commands;
-  CLI::App* compile = app.add_subcommand("compile", "Compile a YAML model spec; emit its IR, Graphviz dot or a summary");
+  CLI::App* compile =
+      app.add_subcommand("compile", "Compile a YAML model spec; emit its IR, Graphviz dot, a summary or the memory plan");
   commands.emplace_back(compile, addCompileCommand(*compile));
   CLI::App* opt = app.add_subcommand("opt", "Parse IR text, optionally run passes over it, and print it again");
   commands.emplace_back(opt, addOptCommand(*opt));
@@ -20,6 +21,8 @@ int main(int argc, char** argv) {
   commands.emplace_back(grad, addGradCommand(*grad));
   CLI::App* eval = app.add_subcommand("eval", "Mean loss of trained weights on a text file (dropout off)");
   commands.emplace_back(eval, addEvalCommand(*eval));
+  CLI::App* inspect = app.add_subcommand("inspect", "Where the bytes of a memory plan go: peak, contributors, timeline");
+  commands.emplace_back(inspect, addInspectCommand(*inspect));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

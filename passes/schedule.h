@@ -1,0 +1,51 @@
+// Schedule: the final execution order of a joint forward + backward + optimizer graph.
+//
+// Algorithm: a greedy list scheduler over the dependence graph, two rounds, the better kept.
+//   Dependences: data edges (producer -> user) and, for side-effect nodes that update
+//   parameters in place (optimizer steps: every Param operand counts as written), order edges
+//   between the writer and every other node that touches the same storage (views of it
+//   included), in the direction of the input order: readers before the update stay before it,
+//   readers after it stay after it.
+//   Round "eager": among the ready nodes, run first (lowest input index first) a node that
+//     frees memory: it is the last remaining user of some buffer, and frees at least the bytes
+//     of the fresh results it allocates. Otherwise run the ready node that came first in the
+//     input order, so a node whose result is used late is not hoisted.
+//   Round "input order": only that last rule, which reproduces the input order.
+//   In both rounds, lazy nodes do not hold up their users: recompute nodes (phase recompute,
+//   inserted by the remat pass) and tiny nodes (results of at most 64 bytes, no workspace, no
+//   side effects: a learning rate, a constant 1.0, a norm). Once a lazy node's own inputs
+//   exist, its users count it as done; it runs right before the first of its users that is
+//   picked, in input order with the other lazy nodes that user needs. A tiny node may also run
+//   on its own turn; a recompute node never does. So recomputation is never hoisted earlier
+//   than its first use, and an optimizer update can run -- freeing its gradient -- as soon as
+//   its gradient exists, pulling the learning-rate node along.
+//   Each round's order is measured with the liveness model (passes/liveness.h); the eager
+//   order is kept unless its predicted peak is higher than the input order's.
+//
+// Complexity: O((nodes + uses) log nodes) per round (binary heaps keyed by input index; each
+// buffer's remaining-user count drops to one at most once), plus two liveness analyses.
+//
+// Invariants of the result: a topological order of the data edges; every optimizer update
+// after every other use of the storage it updates (and before any use the input order put
+// after it); between a recompute node and its first user only other recompute nodes (and tiny
+// nodes) that the same user needs; predicted peak <= the input order's (with its recompute
+// nodes at their first use, where the remat pass puts them); deterministic -- every
+// choice depends on input indices and byte counts, never on pointers.
+#pragma once
+
+#include <vector>
+
+#include "passes/pass.h"
+
+namespace gradc::passes {
+
+class Schedule final : public Pass {
+ public:
+  std::string_view name() const override { return "schedule"; }
+  Expected<bool> run(ir::Graph& graph) override;
+};
+
+// The order the pass would choose, without changing the graph (tests, planners).
+std::vector<const ir::Node*> computeSchedule(const ir::Graph& graph);
+
+}  // namespace gradc::passes

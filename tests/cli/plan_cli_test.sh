@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# End-to-end checks of memory plans from the command line: gradc compile --emit plan (valid,
+# byte-stable JSON), gradc inspect (text report, --html page, bad input exits 2), and the
+# planned peak in gradc train's metrics.
+# usage: plan_cli_test.sh PATH/TO/gradc SOURCE_DIR
+set -u
+gradc=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+py=/usr/bin/python3
+
+# A plan for every bundled model (reduced sizes where the model is large).
+for spec in "$src"/models/*.yaml; do
+  name=$(basename "$spec" .yaml)
+  sets=()
+  [ "$name" = lstm-lm ] && sets=(--set seq=32)
+  [ "$name" = lm-seed ] && sets=(--set layers=1 --set seq=64)
+  if timeout 120 "$gradc" compile "$spec" "${sets[@]}" --emit plan -o "$work/$name.json" 2>"$work/err"; then ok
+  else bad "compile --emit plan $name: $(tail -3 "$work/err")"; fi
+done
+
+# The gpt-mini plan: the documented fields, consistent numbers, byte-stable output.
+plan=$work/gpt.json
+timeout 120 "$gradc" compile "$src/models/gpt-mini.yaml" --emit plan -o "$plan" || bad "compile gpt-mini plan"
+if $py - "$plan" <<'PY'; then ok; else bad "plan JSON schema"; fi
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["format"] == "gradc-memory-plan" and p["version"] == 1, "format"
+for key in ["model", "strategy", "budget_bytes", "peak_bytes", "peak_step", "arena_bytes", "fragmentation",
+            "persistent_bytes", "forward_flops", "backward_flops", "optimizer_flops", "recompute_flops",
+            "ranks", "buffers", "steps", "timeline"]:
+    assert key in p, key
+assert p["model"] == "gpt-mini" and p["strategy"] == "none" and p["budget_bytes"] is None
+assert p["peak_bytes"] == max(p["timeline"]) and p["arena_bytes"] >= p["peak_bytes"]
+assert len(p["steps"]) == len(p["timeline"])
+assert p["ranks"] == [{"rank": 0, "peak_bytes": p["peak_bytes"], "arena_bytes": p["arena_bytes"]}]
+kinds = {"param", "opt_state", "input", "activation", "grad", "optimizer", "recompute", "workspace", "comm"}
+live = [0] * len(p["timeline"])
+for b in p["buffers"]:
+    assert set(b) == {"name", "spec_name", "kind", "type", "size", "offset", "first_step", "last_step", "producer"}, b
+    assert b["kind"] in kinds, b
+    assert 0 <= b["first_step"] <= b["last_step"] < len(p["timeline"]), b
+    assert 0 <= b["offset"] and b["offset"] + b["size"] <= p["arena_bytes"], b
+    for s in range(b["first_step"], b["last_step"] + 1):
+        live[s] += b["size"]
+assert live == p["timeline"], "buffers do not add up to the timeline"
+assert any(b["name"] == "%wte.weight" and b["kind"] == "param" and b["producer"] is None for b in p["buffers"])
+assert any(b["kind"] == "opt_state" for b in p["buffers"]) and any(b["kind"] == "workspace" for b in p["buffers"])
+PY
+timeout 120 "$gradc" compile "$src/models/gpt-mini.yaml" --emit plan >"$work/again.json" || bad "compile to stdout"
+cmp -s "$plan" "$work/again.json" && ok || bad "plan dumps differ between runs (or between -o and stdout)"
+
+# --emit ir and summary still describe the forward graph.
+timeout 60 "$gradc" compile "$src/models/gpt-mini.yaml" --emit ir >"$work/ir" && grep -q ' fwd ' "$work/ir" &&
+  ! grep -q ' bwd ' "$work/ir" && ok || bad "--emit ir is not the forward graph"
+timeout 60 "$gradc" compile "$src/models/gpt-mini.yaml" >"$work/summary" && grep -q '^model ' "$work/summary" && ok ||
+  bad "--emit summary"
+
+# inspect: the text report.
+if timeout 60 "$gradc" inspect "$plan" >"$work/report" 2>"$work/err"; then ok; else bad "inspect: $(tail -3 "$work/err")"; fi
+for pattern in '^memory plan of gpt-mini' '^  peak ' '^  arena .*fragmentation' 'largest buffers alive at the peak' \
+    '^by kind at the peak' '^  activation ' 'live bytes over the schedule' '█' 'step 0 .* step [0-9]+$'; do
+  grep -Eq "$pattern" "$work/report" && ok || bad "inspect report lacks /$pattern/"
+done
+[ "$(grep -c '|' "$work/report")" -ge 12 ] && ok || bad "inspect chart has fewer than 12 rows"
+timeout 60 "$gradc" inspect "$plan" --top 3 | grep -q 'and [0-9]* more buffers' && ok || bad "inspect --top"
+
+# The reader does not depend on the formatting: the same plan re-serialised reads the same.
+$py -c 'import json,sys; json.dump(json.load(open(sys.argv[1])), open(sys.argv[2], "w"), indent=1, sort_keys=True)' \
+  "$plan" "$work/resorted.json"
+timeout 60 "$gradc" inspect "$work/resorted.json" >"$work/report2" && cmp -s "$work/report" "$work/report2" && ok ||
+  bad "inspect of a re-serialised plan differs"
+
+# inspect --html: one self-contained page that parses, with a band per buffer.
+if timeout 60 "$gradc" inspect "$plan" --html "$work/plan.html" >/dev/null 2>"$work/err"; then ok
+else bad "inspect --html: $(tail -3 "$work/err")"; fi
+if $py - "$work/plan.html" <<'PY'; then ok; else bad "HTML page"; fi
+import html.parser, re, sys
+text = open(sys.argv[1], encoding="utf-8").read()
+class Check(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.stack = {}, []
+    def handle_starttag(self, tag, attrs):
+        self.tags[tag] = self.tags.get(tag, 0) + 1
+        for k, v in attrs:
+            assert not (k in ("src", "href") and v and "//" in v), ("external resource", tag, k, v)
+        if tag not in ("meta", "br", "img", "input", "link"):
+            self.stack.append(tag)
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack[-1] == tag, ("unbalanced", tag, self.stack[-3:])
+        self.stack.pop()
+c = Check()
+c.feed(text)
+c.close()
+assert not c.stack, c.stack
+assert c.tags.get("svg") == 1 and c.tags.get("script") == 1 and c.tags.get("canvas") == 1, c.tags
+assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") and "https://" not in text
+assert re.search(r"const plan = \{", text)
+PY
+# With a browser at hand, render both layouts: stacked columns on a canvas, and one band per
+# buffer at its arena offset.
+browser=$(command -v chromium || command -v chromium-browser || true)
+if [ -n "$browser" ]; then
+  timeout 120 "$browser" --headless --no-sandbox --disable-gpu --dump-dom "file://$work/plan.html" >"$work/dom" 2>/dev/null
+  grep -q 'data-layout="stacked"' "$work/dom" && grep -Eq 'data-columns="[1-9][0-9]*"' "$work/dom" && ok ||
+    bad "the page did not draw the stacked layout"
+  timeout 120 "$browser" --headless --no-sandbox --disable-gpu --dump-dom "file://$work/plan.html#arena" >"$work/dom" \
+    2>/dev/null
+  bands=$(grep -Eo 'class="buf" data-i="[0-9]+"' "$work/dom" | wc -l)
+  buffers=$($py -c 'import json,sys; print(sum(1 for b in json.load(open(sys.argv[1]))["buffers"] if b["size"] > 0))' "$plan")
+  [ "$bands" -eq "$buffers" ] && ok || bad "rendered page has $bands bands for $buffers buffers"
+fi
+
+# Bad input: exit 2 and a message that says what is wrong.
+expect_error() {
+  local name=$1 pattern=$2
+  shift 2
+  timeout 60 "$gradc" "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  if [ $rc -eq 2 ] && grep -Eq "$pattern" "$work/err"; then ok; else bad "$name: exit $rc, $(head -3 "$work/err")"; fi
+}
+expect_error "missing plan" "cannot read" inspect "$work/none.json"
+printf '{"format": ' >"$work/broken.json"
+expect_error "invalid JSON" "not valid JSON" inspect "$work/broken.json"
+printf '[1, 2, 3]\n' >"$work/array.json"
+expect_error "not an object" "not a memory plan" inspect "$work/array.json"
+cp "$src/models/gpt-mini.yaml" "$work/spec.json"
+expect_error "a spec, not a plan" "not valid JSON" inspect "$work/spec.json"
+echo '{"model": "x"}' >"$work/noformat.json"
+expect_error "no format" "missing field 'format'" inspect "$work/noformat.json"
+mutate() {  # mutate OUT PYTHON-STATEMENT: a copy of the plan with one change
+  $py -c "import json,sys; p=json.load(open(sys.argv[1])); $2; json.dump(p, open(sys.argv[2], 'w'))" "$plan" "$1"
+}
+mutate "$work/m1.json" 'p["buffers"][3]["size"] = "big"'
+expect_error "wrong field type" 'buffers\[3\]\.size: expected an integer' inspect "$work/m1.json"
+mutate "$work/m2.json" 'del p["timeline"]'
+expect_error "missing timeline" "missing field 'timeline'" inspect "$work/m2.json"
+mutate "$work/m3.json" 'p["version"] = 99'
+expect_error "future version" "version 99 is not supported" inspect "$work/m3.json"
+mutate "$work/m4.json" 'p["buffers"][0]["last_step"] = 10**6'
+expect_error "step out of range" 'buffers\[0\]: steps' inspect "$work/m4.json"
+mutate "$work/m5.json" 'p["steps"].pop()'
+expect_error "steps and timeline disagree" 'plan\.steps' inspect "$work/m5.json"
+expect_error "unknown emit" "emit" compile "$src/models/gpt-mini.yaml" --emit plans
+
+# gradc train reports the planned peak beside the measured one. (At toy sizes the op table's
+# upper bound for cross_entropy_backward's workspace alone exceeds 5% of the step.)
+reduced=(--set batch=8 --set seq=64 --set d_model=128 --set heads=4 --set layers=2)
+if timeout 300 "$gradc" train "$src/models/gpt-mini.yaml" "${reduced[@]}" --synthetic --steps 2 -q \
+    --metrics-out "$work/metrics.json" 2>"$work/err"; then ok
+else bad "gradc train: $(tail -3 "$work/err")"; fi
+if $py - "$work/metrics.json" <<'PY'; then ok; else bad "metrics lack a planned peak within 5% of the measured one"; fi
+import json, sys
+r = json.load(open(sys.argv[1]))["ranks"][0]
+planned, measured = r["peak_bytes_planned"], r["peak_bytes_measured"]
+assert isinstance(planned, int) and planned > 0, r
+assert abs(planned - measured) / measured <= 0.05, r
+PY
+
+echo "plan cli: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
