@@ -129,6 +129,12 @@ Results inferCausalMask(const OpContext& c) {
   return inferUnaryFloat(c);
 }
 
+// The [s, t] boolean mask of positions above the diagonal.
+std::int64_t workspaceCausalMask(const OpContext& c, std::span<const TensorType>) {
+  const Shape& s = c.inputs[0].shape;
+  return s[s.size() - 2] * s[s.size() - 1];
+}
+
 Results inferReshape(const OpContext& c) {
   std::vector<std::int64_t> shape = *getIntList(c.attrs, "shape");
   std::optional<std::int64_t> n = checkedNumel(shape);
@@ -302,6 +308,7 @@ std::vector<OpInfo> forwardOps() {
        .infer = inferDropout, .flops = perResultElement<2>, .elementwise = true, .random = true,
        .summary = "zero elements with probability p, scale the rest by 1/(1-p)"},
       {.name = "causal_mask", .minInputs = 1, .maxInputs = 1, .infer = inferCausalMask, .flops = noFlops,
+       .workspaceBytes = workspaceCausalMask,
        .elementwise = true, .summary = "set x[..., i, j] = -inf where j > i"},
       {.name = "reshape", .minInputs = 1, .maxInputs = 1,
        .attrs = {{"shape", AttrKind::IntList, true, "the new extents (same element count)"}}, .infer = inferReshape,

@@ -152,7 +152,17 @@ Results inferCrossEntropyBackward(const OpContext& c) {
 }
 
 std::int64_t flopsCrossEntropyBackward(const OpContext& c, Types) { return 6 * c.inputs[1].numel(); }
-std::int64_t workspaceCrossEntropyBackward(const OpContext& c, Types) { return c.inputs[1].bytes(); }
+// The kernel writes softmax(logits) straight into its result and keeps one value per row
+// (the row's normaliser): a [rows, 1] column.
+std::int64_t workspaceCrossEntropyBackward(const OpContext& c, Types) {
+  return c.inputs[2].numel() * dtypeSize(c.inputs[1].dtype);
+}
+
+// The [s, t] boolean mask of positions above the diagonal.
+std::int64_t workspaceCausalMaskBackward(const OpContext& c, Types) {
+  const Shape& s = c.inputs[0].shape;
+  return s[s.size() - 2] * s[s.size() - 1];
+}
 
 Results inferMseBackward(const OpContext& c) {
   const TensorType& g = c.inputs[0];
@@ -272,6 +282,7 @@ std::vector<OpInfo> trainingOps() {
        .flops = flopsLayerNormBackward,
        .summary = "(grad, x, mean, rstd, weight, bias) -> (grad_x, grad_weight, grad_bias)"},
       {.name = "causal_mask_backward", .minInputs = 1, .maxInputs = 1, .infer = inferUnaryFloat, .flops = noFlops,
+       .workspaceBytes = workspaceCausalMaskBackward,
        .elementwise = true, .summary = "grad with the masked (j > i) positions zeroed"},
       {.name = "slice_backward", .minInputs = 1, .maxInputs = 1,
        .attrs = {dimAttr, {"start", AttrKind::Int, true, "as in the forward slice"},

@@ -13,11 +13,12 @@
 //    after every node and reports a mismatch as a kernel bug naming the node.
 //  - ATen's own kernels are used wherever one exists, so results track PyTorch (and the
 //    parity tests can compare against LibTorch autograd with tight tolerances).
-//  - View ops (reshape, transpose, slice, select, split) return ATen views, not copies:
-//    every ATen kernel used here accepts strided inputs, so materialising them would only
-//    cost memory and time. The one kernel with a raw pointer loop (dropout) makes its input
-//    contiguous itself. A few other kernels may return an operand or a view of it too
-//    (sum_to when nothing was broadcast, dropout with p = 0).
+//  - View ops (the op table's `view` flag: reshape when the strides allow it, transpose,
+//    slice, select, split, unbind) return ATen views, not copies: every ATen kernel used
+//    here accepts strided inputs, so materialising them would only cost memory and time.
+//    Every other kernel returns fresh, contiguous storage (also sum_to when nothing was
+//    broadcast and dropout with p = 0 copy), which the executor checks, so the memory
+//    planner's aliasing model (passes/liveness.h) is exact.
 //    Memory consequences, for whoever plans or measures memory: a view costs no bytes of
 //    its own but keeps its base's whole buffer alive until the view dies (a select of one
 //    row pins the full tensor; the parts of a split share one buffer until the last part

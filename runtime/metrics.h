@@ -3,7 +3,7 @@
 //
 //   {"model": "gpt-mini",
 //    "steps": [{"step": 1, "loss": 5.61, "step_time_s": 0.41, "tokens_per_s": 4987.1, "lr": 0.001}, ...],
-//    "ranks": [{"rank": 0, "peak_bytes_measured": 123456789, "peak_bytes_planned": null}]}
+//    "ranks": [{"rank": 0, "peak_bytes_measured": 123456789, "peak_bytes_planned": 123456789}]}
 #pragma once
 
 #include <cstdint>
@@ -27,7 +27,7 @@ struct StepMetrics {
 struct RankMetrics {
   int rank = 0;
   std::int64_t peakBytesMeasured = 0;
-  std::optional<std::int64_t> peakBytesPlanned;  // null until the memory planner exists
+  std::optional<std::int64_t> peakBytesPlanned;  // the memory plan's prediction; null when not planned
 };
 
 struct RunMetrics {
