@@ -18,7 +18,7 @@ struct IndexBound {
   std::string op;
 };
 
-// nullopt when no use of the value constrains it.
+// nullopt when no use of the value constrains it. Uses through view ops count.
 std::optional<IndexBound> indexBound(const Value& value);
 
 }  // namespace gradc::ir

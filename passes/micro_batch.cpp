@@ -1,1 +1,266 @@
-// (being written)
+#include "passes/micro_batch.h"
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+
+#include "ir/printer.h"
+#include "passes/autodiff.h"
+#include "passes/dce.h"
+#include "passes/liveness.h"
+#include "passes/pass_manager.h"
+
+namespace gradc::passes {
+
+namespace {
+
+std::string quoted(const ir::Graph& graph, const ir::Node& node) {
+  return "'" + ir::printNode(node, ir::ValueNames(graph)) + "'";
+}
+
+bool batchAxisAttr(const ir::Node& node) {
+  for (const char* key : {"dim", "dim0", "dim1"})
+    if (std::optional<std::int64_t> d = ir::getInt(node.attrs(), key)) {
+      const int rank = node.numOperands() > 0 ? node.operand(0)->type().rank() : 0;
+      if (*d == 0 || (rank > 0 && *d == -rank)) return true;
+    }
+  return false;
+}
+
+// The forward graph for B/k examples.
+Expected<ir::Graph> microForward(const ir::Graph& forward, std::int64_t batch, int k) {
+  const std::int64_t micro = batch / k;
+  ir::Graph g(forward.name());
+  g.attrs() = forward.attrs();
+  std::unordered_map<const ir::Value*, ir::Value*> map;
+  for (const auto& in : forward.inputs()) {
+    ir::TensorType t = in->type();
+    t.shape[0] = micro;
+    ir::Value* v = g.addInput(in->name(), t);
+    v->attrs() = in->attrs();
+    map.emplace(in.get(), v);
+  }
+  for (const auto& p : forward.params()) map.emplace(p.get(), g.addParam(p->name(), p->type(), p->attrs()));
+  for (const auto& n : forward.nodes()) {
+    std::vector<ir::Value*> operands;
+    for (const ir::Value* v : n->operands()) operands.push_back(map.at(v));
+    const bool batched = !operands.empty() && operands[0]->type().numel() != n->operand(0)->type().numel();
+    if (batched && batchAxisAttr(*n))
+      return Error{"micro-batching: node " + quoted(forward, *n) +
+                   " works along the batch axis, so splitting the batch would change its result"};
+    ir::AttrMap attrs = n->attrs();
+    if (auto it = attrs.find("shape"); it != attrs.end()) {
+      if (auto* shape = std::get_if<std::vector<std::int64_t>>(&it->second); shape && !shape->empty()) {
+        if (batched) {
+          if ((*shape)[0] <= 0 || (*shape)[0] % k != 0)
+            return Error{"micro-batching: cannot split node " + quoted(forward, *n) + " into " + std::to_string(k) +
+                         " micro-batches: its leading extent " + std::to_string((*shape)[0]) + " is not divisible by " +
+                         std::to_string(k)};
+          (*shape)[0] /= k;
+        } else if (operands.empty() && (*shape)[0] == batch) {
+          (*shape)[0] = micro;
+        }
+      }
+    }
+    Expected<ir::Node*> c = g.create(n->op(), operands, std::move(attrs), n->phase(), n->specName());
+    if (!c)
+      return Error{"micro-batching: cannot re-type node " + quoted(forward, *n) + " for micro-batches of " +
+                   std::to_string(micro) + " examples: " + c.error().message};
+    for (size_t r = 0; r < n->numResults(); ++r) map.emplace(n->result(r), (*c)->result(r));
+  }
+  for (const ir::GraphOutput& out : forward.outputs()) g.setOutput(out.name, map.at(out.value));
+  return g;
+}
+
+Expected<ir::Value*> emit(ir::Graph& g, std::string_view op, std::vector<ir::Value*> operands, ir::AttrMap attrs,
+                          ir::Phase phase) {
+  Expected<ir::Node*> n = g.create(op, operands, std::move(attrs), phase, "micro_batch");
+  if (!n) return Error{"micro-batching: internal error: " + n.error().message};
+  return (*n)->result(0);
+}
+
+}  // namespace
+
+Expected<std::int64_t> batchSize(const ir::Graph& forward) {
+  if (forward.inputs().empty()) return Error{"micro-batching: the graph has no inputs to split"};
+  std::int64_t batch = -1;
+  for (const auto& in : forward.inputs()) {
+    if (in->type().rank() == 0)
+      return Error{"micro-batching: input '" + in->name() + "' is a scalar; every input needs a leading batch axis"};
+    const std::int64_t b = in->type().shape[0];
+    if (batch < 0) batch = b;
+    if (b != batch)
+      return Error{"micro-batching: inputs disagree on the batch: '" + forward.inputs()[0]->name() + "' has " +
+                   std::to_string(batch) + " examples, '" + in->name() + "' has " + std::to_string(b)};
+  }
+  return batch;
+}
+
+std::vector<int> microBatchCandidates(const ir::Graph& forward) {
+  std::vector<int> ks;
+  Expected<std::int64_t> batch = batchSize(forward);
+  if (!batch) return {1};
+  for (int k = 1; k <= kMaxAutoMicroBatches && k <= *batch; ++k)
+    if (*batch % k == 0) ks.push_back(k);
+  return ks;
+}
+
+Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
+  if (k < 1) return Error{"micro-batching: the number of micro-batches must be at least 1, got " + std::to_string(k)};
+  for (const auto& n : forward.nodes())
+    if (n->phase() != ir::Phase::fwd)
+      return Error{"micro-batching: the graph already has " + std::string(ir::phaseName(n->phase())) +
+                   " nodes; it takes a forward graph (it replaces autodiff)"};
+  if (!forward.findOutput("loss")) return Error{"micro-batching: the graph has no 'loss' output"};
+  for (const ir::GraphOutput& out : forward.outputs())
+    if (out.name != "loss")
+      return Error{"micro-batching: output '" + out.name + "' is not the loss; only a graph whose one output is 'loss' can be split"};
+  Expected<std::int64_t> batch = batchSize(forward);
+  if (!batch) return batch.error();
+  if (*batch % k != 0) {
+    std::string divisors;
+    for (int d = 1; d <= *batch && d <= kMaxAutoMicroBatches; ++d)
+      if (*batch % d == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(d);
+    return Error{"micro-batching: a batch of " + std::to_string(*batch) + " examples cannot be split into " +
+                 std::to_string(k) + " equal micro-batches (divisors: " + divisors + ")"};
+  }
+
+  if (k == 1) {
+    ir::Graph g = remat::cloneGraph(forward);
+    Autodiff autodiff;
+    if (Expected<bool> r = autodiff.run(g); !r) return r.error();
+    return g;
+  }
+
+  Expected<ir::Graph> micro = microForward(forward, *batch, k);
+  if (!micro) return micro.error();
+  {
+    Autodiff autodiff;
+    if (Expected<bool> r = autodiff.run(*micro); !r) return r.error();
+  }
+  const ir::Graph& m = *micro;
+
+  std::int64_t stride = 1;
+  for (const auto& n : forward.nodes())
+    if (n->op().random)
+      if (std::optional<std::int64_t> rng = ir::getInt(n->attrs(), "rng")) stride = std::max(stride, *rng + 1);
+
+  ir::Graph out(forward.name());
+  out.attrs() = forward.attrs();
+  std::unordered_map<const ir::Value*, ir::Value*> outer;  // forward's inputs/params -> out's
+  for (const auto& in : forward.inputs()) {
+    ir::Value* v = out.addInput(in->name(), in->type());
+    v->attrs() = in->attrs();
+    outer.emplace(in.get(), v);
+  }
+  for (const auto& p : forward.params()) outer.emplace(p.get(), out.addParam(p->name(), p->type(), p->attrs()));
+
+  const std::int64_t size = *batch / k;
+  ir::Value* lossSum = nullptr;
+  std::vector<ir::Value*> gradSums(forward.params().size(), nullptr);
+  for (int j = 0; j < k; ++j) {
+    std::unordered_map<const ir::Value*, ir::Value*> map;
+    for (size_t i = 0; i < m.inputs().size(); ++i) {
+      ir::Value* full = outer.at(forward.inputs()[i].get());
+      Expected<ir::Node*> s = out.create("slice", std::vector<ir::Value*>{full},
+                                         {{"dim", std::int64_t{0}}, {"start", j * size}, {"end", (j + 1) * size}},
+                                         ir::Phase::fwd, full->name());
+      if (!s) return Error{"micro-batching: internal error: " + s.error().message};
+      map.emplace(m.inputs()[i].get(), (*s)->result(0));
+    }
+    for (size_t i = 0; i < m.params().size(); ++i) map.emplace(m.params()[i].get(), outer.at(forward.params()[i].get()));
+    const ir::Value* microLoss = m.findOutput("loss");
+    bool lossAdded = false;
+    auto addLoss = [&]() -> Status {
+      // The running loss, right after this micro-batch's forward (phase fwd: it is the loss).
+      ir::Value* l = map.at(microLoss);
+      if (lossSum) {
+        Expected<ir::Value*> sum = emit(out, "add", {lossSum, l}, {}, ir::Phase::fwd);
+        if (!sum) return sum.error();
+        l = *sum;
+      }
+      lossSum = l;
+      if (j + 1 == k) {
+        Expected<ir::Value*> mean = emit(out, "scale", {lossSum}, {{"factor", 1.0 / k}}, ir::Phase::fwd);
+        if (!mean) return mean.error();
+        lossSum = *mean;
+      }
+      lossAdded = true;
+      return {};
+    };
+    for (const auto& n : m.nodes()) {
+      if (!lossAdded && n->phase() != ir::Phase::fwd)
+        if (Status s = addLoss(); !s) return Error{s.message()};
+      std::vector<ir::Value*> operands;
+      for (const ir::Value* v : n->operands()) operands.push_back(map.at(v));
+      ir::AttrMap attrs = n->attrs();
+      if (n->op().random)
+        if (auto it = attrs.find("rng"); it != attrs.end())
+          if (auto* rng = std::get_if<std::int64_t>(&it->second)) *rng += j * stride;
+      ir::Node* c = out.createUnchecked(n->op(), operands, std::move(attrs), n->resultTypes(), n->phase(), n->specName());
+      for (size_t r = 0; r < n->numResults(); ++r) map.emplace(n->result(r), c->result(r));
+    }
+    if (!lossAdded)
+      if (Status s = addLoss(); !s) return Error{s.message()};
+    for (size_t p = 0; p < gradSums.size(); ++p) {
+      ir::Value* g = map.at(m.findOutput("grad." + forward.params()[p]->name()));
+      if (gradSums[p]) {
+        Expected<ir::Value*> sum = emit(out, "add", {gradSums[p], g}, {}, ir::Phase::bwd);
+        if (!sum) return sum.error();
+        g = *sum;
+      }
+      gradSums[p] = g;
+    }
+  }
+  out.setOutput("loss", lossSum);
+  for (size_t p = 0; p < gradSums.size(); ++p) {
+    Expected<ir::Value*> mean = emit(out, "scale", {gradSums[p]}, {{"factor", 1.0 / k}}, ir::Phase::bwd);
+    if (!mean) return mean.error();
+    out.setOutput("grad." + forward.params()[p]->name(), *mean);
+  }
+  return out;
+}
+
+Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const TrainingPlanOptions& options) {
+  if (options.microBatches < 0)
+    return Error{"the number of micro-batches must be positive (or 0 for auto), got " + std::to_string(options.microBatches)};
+  std::vector<int> ks;
+  if (options.microBatches > 0)
+    ks = {options.microBatches};
+  else if (options.remat.budgetBytes)
+    ks = microBatchCandidates(forward);
+  else
+    ks = {1};
+
+  std::vector<ir::Graph> graphs;
+  graphs.reserve(ks.size());
+  auto select = [&]() -> Expected<RematChoice> {
+    std::vector<RematGraph> views;
+    for (size_t i = 0; i < graphs.size(); ++i) views.push_back(RematGraph{&graphs[i], ks[i]});
+    Expected<RematSelection> s = selectRematPlan(views, options.remat);
+    if (!s) return s.error();
+    return RematChoice{std::move(graphs[s->graph]), std::move(s->report), ks[s->graph]};
+  };
+  // The selection order puts every plan without recompute first, by micro-batch count; with
+  // none, auto and chain one exists for every count (the step as it is). So while counts are
+  // built smallest first, the first whose step fits as it is is the choice, and larger counts
+  // (whose graphs grow with the count) need not be built at all.
+  const RematStrategy strategy = options.remat.strategy;
+  const bool keepFirst =
+      options.remat.budgetBytes && (strategy == RematStrategy::Auto || strategy == RematStrategy::None ||
+                                    strategy == RematStrategy::Chain);
+  for (int k : ks) {
+    Expected<ir::Graph> g = microBatchedGradients(forward, k);
+    if (!g) return g.error();
+    PassManager pm;
+    if (options.optimizer) pm.add<OptimizerPass>(*options.optimizer);
+    pm.add<DeadCodeElimination>();
+    if (Expected<bool> r = pm.run(*g); !r) return r.error();
+    graphs.push_back(std::move(*g));
+    if (keepFirst && ks.size() > 1 && analyzeLiveness(graphs.back()).peakBytes <= *options.remat.budgetBytes)
+      return select();
+  }
+  return select();
+}
+
+}  // namespace gradc::passes

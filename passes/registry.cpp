@@ -6,6 +6,8 @@
 #include "passes/autodiff.h"
 #include "passes/dce.h"
 #include "passes/optimizer.h"
+#include "passes/remat.h"
+#include "passes/schedule.h"
 #include "passes/strip_dropout.h"
 
 namespace gradc::passes {
@@ -18,6 +20,9 @@ const std::vector<std::pair<std::string_view, Factory>>& factories() {
       {"autodiff", [] { return std::unique_ptr<Pass>(std::make_unique<Autodiff>()); }},
       {"optimizer", [] { return std::unique_ptr<Pass>(std::make_unique<OptimizerPass>()); }},
       {"strip-dropout", [] { return std::unique_ptr<Pass>(std::make_unique<StripDropout>()); }},
+      // Without a budget (gradc opt has no flag for one): Chen's sqrt plan.
+      {"schedule", [] { return std::unique_ptr<Pass>(std::make_unique<Schedule>()); }},
+      {"remat", [] { return std::unique_ptr<Pass>(std::make_unique<RematPass>(RematOptions{RematStrategy::Sqrt, {}})); }},
   };
   return list;
 }

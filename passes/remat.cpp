@@ -1,1 +1,317 @@
-// (being written)
+#include "passes/remat.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <unordered_set>
+
+#include "ir/printer.h"
+#include "passes/budget.h"
+#include "passes/liveness.h"
+
+namespace gradc::passes {
+
+namespace {
+
+int strategyRank(RematStrategy s) {
+  switch (s) {
+    case RematStrategy::None: return 0;
+    case RematStrategy::Selective: return 1;
+    case RematStrategy::Chain: return 2;
+    case RematStrategy::Sqrt: return 3;
+    case RematStrategy::MemoryPoor: return 4;
+    case RematStrategy::Auto: return 5;
+  }
+  return 6;
+}
+
+// The proposals of one graph, planned and measured on demand.
+struct GraphState {
+  ir::Graph* graph = nullptr;
+  int microBatches = 1;
+  remat::Analysis analysis;
+  std::vector<remat::Candidate> candidates;
+  std::vector<std::optional<remat::RewritePlan>> plans;
+  std::vector<std::optional<std::int64_t>> peaks;
+};
+
+struct Entry {
+  size_t graph;
+  size_t candidate;
+  std::int64_t flops;
+  int microBatches;
+  int rank;
+};
+
+// Measured peaks by (graph, proposal description): a proposal's description names its plan,
+// so choosers over different strategies of the same graphs share their measurements.
+using PeakCache = std::map<std::pair<size_t, std::string>, std::int64_t>;
+
+class Chooser {
+ public:
+  explicit Chooser(PeakCache* shared = nullptr) : shared_(shared) {}
+
+  Status add(ir::Graph& graph, int microBatches, RematStrategy strategy) {
+    Expected<remat::Analysis> a = remat::analyze(graph);
+    if (!a) return a.error();
+    GraphState s;
+    s.graph = &graph;
+    s.microBatches = microBatches;
+    s.analysis = std::move(*a);
+    s.candidates = remat::candidates(s.analysis, strategy);
+    s.plans.resize(s.candidates.size());
+    s.peaks.resize(s.candidates.size());
+    states_.push_back(std::move(s));
+    return {};
+  }
+
+  // Every proposal in the selection order.
+  std::vector<Entry> entries() {
+    std::vector<Entry> out;
+    for (size_t g = 0; g < states_.size(); ++g)
+      for (size_t c = 0; c < states_[g].candidates.size(); ++c)
+        out.push_back(Entry{g, c, plan(g, c).recomputeFlops, states_[g].microBatches,
+                            strategyRank(states_[g].candidates[c].strategy)});
+    std::stable_sort(out.begin(), out.end(), [](const Entry& x, const Entry& y) {
+      if (x.flops != y.flops) return x.flops < y.flops;
+      if (x.microBatches != y.microBatches) return x.microBatches < y.microBatches;
+      return x.rank < y.rank;
+    });
+    return out;
+  }
+
+  const remat::RewritePlan& plan(size_t g, size_t c) {
+    GraphState& s = states_[g];
+    if (!s.plans[c]) s.plans[c] = remat::planRewrite(s.analysis, s.candidates[c]);
+    return *s.plans[c];
+  }
+
+  std::int64_t peak(const Entry& e) {
+    GraphState& s = states_[e.graph];
+    if (!s.peaks[e.candidate]) {
+      const std::pair<size_t, std::string> key{e.graph, s.candidates[e.candidate].description};
+      if (shared_)
+        if (auto it = shared_->find(key); it != shared_->end()) s.peaks[e.candidate] = it->second;
+    }
+    if (!s.peaks[e.candidate]) {
+      const remat::RewritePlan& p = plan(e.graph, e.candidate);
+      remat::AppliedRewrite applied = remat::applyRewrite(*s.graph, p);
+      s.peaks[e.candidate] = analyzeLiveness(*s.graph).peakBytes;
+      remat::undoRewrite(*s.graph, applied);
+      ++evaluated_;
+      if (shared_) shared_->emplace(std::pair<size_t, std::string>{e.graph, s.candidates[e.candidate].description},
+                                    *s.peaks[e.candidate]);
+    }
+    return *s.peaks[e.candidate];
+  }
+
+  GraphState& state(size_t g) { return states_[g]; }
+  const remat::Candidate& candidate(const Entry& e) const { return states_[e.graph].candidates[e.candidate]; }
+  int evaluated() const { return evaluated_; }
+  size_t size() const {
+    size_t n = 0;
+    for (const GraphState& s : states_) n += s.candidates.size();
+    return n;
+  }
+
+ private:
+  PeakCache* shared_;
+  std::vector<GraphState> states_;
+  int evaluated_ = 0;
+};
+
+std::optional<Entry> firstFit(Chooser& chooser, const std::vector<Entry>& order, std::int64_t budget) {
+  for (const Entry& e : order)
+    if (chooser.peak(e) <= budget) return e;
+  return std::nullopt;
+}
+
+std::optional<Entry> smallestPeak(Chooser& chooser, const std::vector<Entry>& order) {
+  std::optional<Entry> best;
+  for (const Entry& e : order)
+    if (!best || chooser.peak(e) < chooser.peak(*best)) best = e;
+  return best;
+}
+
+// The plan a strategy applies without a budget: chain takes the least recompute that comes
+// within 5% of its smallest peak (memory-poor reaches the very smallest at many times the
+// cost); the others their one plan (auto and none: nothing recomputed).
+std::optional<Entry> withoutBudget(Chooser& chooser, const std::vector<Entry>& order, RematStrategy strategy) {
+  if (order.empty()) return std::nullopt;
+  if (strategy != RematStrategy::Chain) return order.front();
+  const std::int64_t lowest = chooser.peak(*smallestPeak(chooser, order));
+  return firstFit(chooser, order, lowest + lowest / 20);
+}
+
+// What is live at the peak, largest first, then the peak node's own working set:
+// "parameters + optimizer state 38.0 MiB, activations 30.1 MiB, gradients 12.0 MiB; the working
+// set of op 'gelu_backward' at node '%138 = ...' is 24.0 MiB (operands, results and kernel
+// workspace)".
+std::string dominance(const ir::Graph& graph, const Liveness& l) {
+  std::map<std::string, std::int64_t> parts;
+  for (const Buffer& b : l.buffers) {
+    if (b.firstStep > l.peakStep || b.lastStep < l.peakStep) continue;
+    switch (b.kind) {
+      case BufferKind::Param:
+      case BufferKind::OptState: parts["parameters + optimizer state"] += b.bytes; break;
+      case BufferKind::Input: parts["inputs"] += b.bytes; break;
+      case BufferKind::Activation: parts["activations"] += b.bytes; break;
+      case BufferKind::Gradient: parts["gradients"] += b.bytes; break;
+      case BufferKind::Optimizer: parts["optimizer temporaries"] += b.bytes; break;
+      case BufferKind::Recompute: parts["recomputed activations"] += b.bytes; break;
+      case BufferKind::Comm: parts["communication buffers"] += b.bytes; break;
+    }
+  }
+  if (l.peakStep < static_cast<int>(l.workspaceBytes.size()) && l.workspaceBytes[static_cast<size_t>(l.peakStep)] > 0)
+    parts["kernel workspace"] += l.workspaceBytes[static_cast<size_t>(l.peakStep)];
+  std::vector<std::pair<std::int64_t, std::string>> sorted;
+  for (const auto& [name, bytes] : parts)
+    if (bytes > 0) sorted.push_back({bytes, name});
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out;
+  for (const auto& [bytes, name] : sorted) out += (out.empty() ? "" : ", ") + name + " " + formatBytes(bytes);
+  if (graph.numNodes() == 0) return out;
+  const ir::Node& node = *graph.nodes()[static_cast<size_t>(l.peakStep)];
+  std::unordered_set<const ir::Value*> seen;
+  std::int64_t working = node.workspaceBytes();
+  for (const ir::Value* v : node.operands())
+    if (seen.insert(v).second) working += v->type().bytes();
+  for (size_t r = 0; r < node.numResults(); ++r) working += node.result(r)->type().bytes();
+  return out + "; the working set of op '" + std::string(node.opName()) + "' at node '" +
+         ir::printNode(node, ir::ValueNames(graph)) + "' is " + formatBytes(working) +
+         " (operands, results and kernel workspace)";
+}
+
+std::string describe(const remat::Candidate& c, int microBatches) {
+  std::string d = c.description;
+  if (microBatches > 1) d += "; " + std::to_string(microBatches) + " micro-batches";
+  return d;
+}
+
+}  // namespace
+
+Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, const RematOptions& options) {
+  if (graphs.empty()) return Error{"remat: no graph to plan"};
+  if (options.budgetBytes && *options.budgetBytes <= 0) return Error{"remat: the budget must be positive"};
+  const std::int64_t baseline = analyzeLiveness(*graphs[0].graph).peakBytes;
+  PeakCache measured;
+  Chooser chooser(&measured);
+  for (const RematGraph& g : graphs)
+    if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy); !s) return Error{s.message()};
+  std::vector<Entry> order = chooser.entries();
+  if (order.empty()) return Error{"remat: internal error: no proposal"};
+
+  std::optional<Entry> chosen;
+  if (options.budgetBytes) {
+    chosen = firstFit(chooser, order, *options.budgetBytes);
+    if (!chosen) {
+      const Entry best = *smallestPeak(chooser, order);
+      GraphState& s = chooser.state(best.graph);
+      remat::AppliedRewrite applied = remat::applyRewrite(*s.graph, chooser.plan(best.graph, best.candidate));
+      const Liveness l = analyzeLiveness(*s.graph);
+      const std::string why = dominance(*s.graph, l);
+      remat::undoRewrite(*s.graph, applied);
+      std::string message = "no plan fits " + formatBytesExact(*options.budgetBytes);
+      if (options.strategy != RematStrategy::Auto)
+        message += " with --remat " + std::string(rematStrategyName(options.strategy));
+      message += "; the smallest feasible budget is " + formatBytesExact(l.peakBytes) + ", reached with " +
+                 describe(chooser.candidate(best), best.microBatches) + " (dominated by: " + why + ")";
+      if (options.strategy != RematStrategy::Auto) {
+        // Would another strategy do better? Measured on the same graphs.
+        Chooser all(&measured);
+        for (const RematGraph& g : graphs)
+          if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto); !st) return Error{st.message()};
+        std::vector<Entry> allOrder = all.entries();
+        if (std::optional<Entry> fit = firstFit(all, allOrder, *options.budgetBytes))
+          message += "; --remat auto fits (" + describe(all.candidate(*fit), fit->microBatches) + ", peak " +
+                     formatBytes(all.peak(*fit)) + ")";
+        else if (std::optional<Entry> low = smallestPeak(all, allOrder); low && all.peak(*low) < l.peakBytes)
+          message += "; --remat auto reaches " + formatBytesExact(all.peak(*low));
+      }
+      return Error{message};
+    }
+  } else {
+    chosen = withoutBudget(chooser, order, options.strategy);
+  }
+
+  GraphState& s = chooser.state(chosen->graph);
+  const remat::RewritePlan& plan = chooser.plan(chosen->graph, chosen->candidate);
+  // The applied graph is the one measured (applyRewrite is deterministic), so its peak is known.
+  const std::int64_t peak = chooser.peak(*chosen);
+  remat::applyRewrite(*s.graph, plan);
+
+  RematSelection out;
+  out.graph = chosen->graph;
+  RematReport& r = out.report;
+  r.requested = options.strategy;
+  r.chosen = s.candidates[chosen->candidate].strategy;
+  r.plan = describe(s.candidates[chosen->candidate], s.microBatches);
+  r.microBatches = s.microBatches;
+  r.budgetBytes = options.budgetBytes.value_or(-1);
+  r.predictedPeakBytes = peak;
+  r.peakWithoutRematBytes = baseline;
+  r.savedBytes = baseline - peak;
+  r.forwardFlops = s.analysis.forwardFlops;
+  r.recomputeFlops = plan.recomputeFlops;
+  r.recomputeNodes = static_cast<int>(plan.clones.size());
+  r.chainStages = s.analysis.episodes.empty() ? 0 : static_cast<int>(s.analysis.episodes[0].model.size());
+  r.candidates = static_cast<int>(chooser.size());
+  r.evaluated = chooser.evaluated();
+  return out;
+}
+
+Expected<bool> RematPass::run(ir::Graph& graph) {
+  RematGraph g{&graph, 1};
+  Expected<RematSelection> s = selectRematPlan(std::span<const RematGraph>(&g, 1), options_);
+  if (!s) return Error{"remat: " + s.error().message};
+  report_ = s->report;
+  return report_.recomputeNodes > 0;
+}
+
+Expected<std::vector<StrategySummary>> summarizeStrategies(const ir::Graph& joint, std::optional<std::int64_t> budget) {
+  ir::Graph copy = remat::cloneGraph(joint);
+  const std::int64_t nonePeak = analyzeLiveness(copy).peakBytes;
+  std::vector<StrategySummary> rows;
+  std::vector<RematStrategy> strategies = concreteRematStrategies();
+  strategies.push_back(RematStrategy::Auto);
+  PeakCache measured;
+  for (RematStrategy strategy : strategies) {
+    Chooser chooser(&measured);
+    if (Status s = chooser.add(copy, 1, strategy); !s) return Error{s.message()};
+    std::vector<Entry> order = chooser.entries();
+    StrategySummary row;
+    row.strategy = strategy;
+    std::optional<Entry> pick = budget ? firstFit(chooser, order, *budget) : withoutBudget(chooser, order, strategy);
+    if (!pick) {
+      row.fits = false;
+      pick = smallestPeak(chooser, order);
+    }
+    if (!pick) continue;
+    const remat::Candidate& c = chooser.candidate(*pick);
+    const GraphState& s = chooser.state(pick->graph);
+    row.predictedPeakBytes = chooser.peak(*pick);
+    row.recomputeFlops = pick->flops;
+    row.recomputePercent = s.analysis.forwardFlops > 0 ? 100.0 * static_cast<double>(row.recomputeFlops) /
+                                                             static_cast<double>(s.analysis.forwardFlops)
+                                                       : 0.0;
+    row.savedBytes = nonePeak - row.predictedPeakBytes;
+    row.plan = c.description;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::string formatStrategySummaries(std::span<const StrategySummary> rows) {
+  std::string out = "strategy       predicted peak   recompute (% of forward)   saved        plan\n";
+  for (const StrategySummary& r : rows) {
+    char line[512];
+    std::string peak = formatBytes(r.predictedPeakBytes) + (r.fits ? "" : " (min)");
+    std::snprintf(line, sizeof line, "%-14s %-16s %8.1f%%                  %-12s %s%s\n",
+                  std::string(rematStrategyName(r.strategy)).c_str(), peak.c_str(), r.recomputePercent,
+                  formatBytes(r.savedBytes).c_str(), r.fits ? "" : "does not fit; ", r.plan.c_str());
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace gradc::passes

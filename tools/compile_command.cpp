@@ -1,22 +1,25 @@
-// gradc compile SPEC [--set k=v]... [--emit ir|dot|summary|plan] [-o FILE]
+// gradc compile SPEC [--set k=v]... [--emit ir|dot|summary|plan] [-o FILE] [--budget B] [--remat S]
+//   [--micro-batches K|auto]
 //
-// ir, dot and summary describe the forward graph. plan compiles a training step (autodiff,
-// AdamW with its defaults, dce, schedule) and writes its memory plan as JSON (tools/plan_json.h,
-// docs/memory.md).
+// ir and dot describe the forward graph; summary describes it and adds every recompute
+// strategy's peak and overhead for the training step; plan compiles the training step (with
+// --budget, --remat, --micro-batches; AdamW defaults) and writes its memory plan as JSON
+// (tools/plan_json.h, docs/memory.md).
 #include <iostream>
 #include <memory>
 
-#include "passes/autodiff.h"
+#include "passes/budget.h"
+#include "passes/graph_stats.h"
+#include "passes/micro_batch.h"
 #include "passes/dce.h"
-#include "passes/memory_plan.h"
-#include "passes/optimizer.h"
 #include "passes/pass_manager.h"
-#include "passes/schedule.h"
 #include "tools/commands.h"
 #include "tools/output.h"
 #include "tools/pipeline_options.h"
 #include "tools/plan_json.h"
 #include "tools/spec_loading.h"
+#include "tools/summary_report.h"
+#include "tools/training_step.h"
 
 namespace gradc::tools {
 
@@ -25,18 +28,52 @@ struct CompileOptions {
   std::string spec;
   std::vector<std::string> sets;
   PipelineOptions pipeline;
+  MemoryFlags memory;
 };
 
-// The training step's plan: the same pipeline `gradc train` runs with its default optimizer.
-int emitPlan(ir::Graph& graph, const CompileOptions& o) {
-  passes::PassManager pm(o.pipeline.passManagerOptions());
-  pm.add<passes::Autodiff>().add<passes::OptimizerPass>().add<passes::DeadCodeElimination>().add<passes::Schedule>();
-  if (Expected<bool> ran = pm.run(graph); !ran) {
-    std::cerr << "gradc: error: " << ran.error().message << "\n";
+// The training step's plan: the pipeline `gradc train` runs, with the default optimizer (AdamW)
+// and the memory flags.
+int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
+  int exitCode = kExitOk;
+  std::optional<TrainingStep> step = buildTrainingStep(forward, passes::OptimizerOptions{}, o.memory, exitCode);
+  if (!step) return exitCode;
+  if (Status s = writeOutput(o.pipeline.output, planToJson(step->plan)); !s) {
+    std::cerr << "gradc: error: " << s.message() << "\n";
+    return kExitInternal;
+  }
+  return kExitOk;
+}
+
+// The forward graph's summary, then every recompute strategy's predicted peak and overhead on
+// the training step (AdamW), under --budget when given.
+int emitSummary(const ir::Graph& forward, const CompileOptions& o) {
+  std::string text = formatSummary(forward, passes::computeGraphStats(forward));
+  passes::TrainingPlanOptions options;
+  options.remat.strategy = passes::RematStrategy::None;
+  std::optional<std::int64_t> budget;
+  if (!o.memory.budget.empty()) {
+    Expected<std::int64_t> bytes = passes::parseBytes(o.memory.budget);
+    if (!bytes) {
+      std::cerr << "gradc: error: --budget: " << bytes.error().message << "\n";
+      return kExitUserError;
+    }
+    budget = *bytes;
+  }
+  Expected<passes::RematChoice> joint = passes::chooseTrainingPlan(forward, options);
+  if (!joint) {
+    std::cerr << "gradc: error: " << joint.error().message << "\n";
     return kExitUserError;
   }
-  passes::MemoryPlan plan = passes::planMemory(graph);
-  if (Status s = writeOutput(o.pipeline.output, planToJson(plan)); !s) {
+  Expected<std::vector<passes::StrategySummary>> rows = passes::summarizeStrategies(joint->graph, budget);
+  if (!rows) {
+    std::cerr << "gradc: error: " << rows.error().message << "\n";
+    return kExitUserError;
+  }
+  text += "\nrecompute strategies for one training step (AdamW, whole step: parameters, gradients, optimizer "
+          "state, activations, workspaces)";
+  text += budget ? " under a budget of " + passes::formatBytes(*budget) + ":\n" : ":\n";
+  text += passes::formatStrategySummaries(*rows);
+  if (Status s = writeOutput(o.pipeline.output, text); !s) {
     std::cerr << "gradc: error: " << s.message() << "\n";
     return kExitInternal;
   }
@@ -49,8 +86,7 @@ int runCompile(const CompileOptions& o) {
   if (!graph) return exitCode;
   if (o.pipeline.emit == "plan") return emitPlan(*graph, o);
 
-  // The compile pipeline. Later stages (autodiff, optimizer, data_parallel, remat, schedule,
-  // memory_plan) join here as they land.
+  // ir and dot show the forward graph as the spec defines it.
   passes::PassManager pm(o.pipeline.passManagerOptions());
   pm.add<passes::DeadCodeElimination>();
   Expected<bool> ran = pm.run(*graph);
@@ -58,6 +94,7 @@ int runCompile(const CompileOptions& o) {
     std::cerr << "gradc: error: " << ran.error().message << "\n";
     return kExitInternal;
   }
+  if (o.pipeline.emit == "summary") return emitSummary(*graph, o);
   return emitGraph(*graph, o.pipeline);
 }
 }  // namespace
@@ -67,6 +104,7 @@ Runner addCompileCommand(CLI::App& cmd) {
   cmd.add_option("spec", o->spec, "The YAML model spec (e.g. models/gpt-mini.yaml)")->required();
   cmd.add_option("--set", o->sets, "Override a dim (or seed): --set batch=64 (repeatable; the value may be an expression)");
   o->pipeline.addTo(cmd, "summary");
+  o->memory.addTo(cmd);
   // compile alone also emits the training step's memory plan: widen the shared --emit check.
   CLI::Option* emit = cmd.get_option("--emit");
   emit->get_validator()->active(false).description("");

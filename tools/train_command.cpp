@@ -6,15 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "passes/autodiff.h"
-#include "passes/dce.h"
-#include "passes/liveness.h"
 #include "passes/optimizer.h"
-#include "passes/pass_manager.h"
-#include "passes/schedule.h"
 #include "runtime/trainer.h"
 #include "tools/commands.h"
 #include "tools/spec_loading.h"
+#include "tools/training_step.h"
 
 namespace gradc::tools {
 
@@ -40,6 +36,7 @@ struct TrainCommandOptions {
   std::string resume;
   std::string metricsOut;
   bool quiet = false;
+  MemoryFlags memory;
 };
 
 int runTrain(const TrainCommandOptions& o) {
@@ -63,15 +60,13 @@ int runTrain(const TrainCommandOptions& o) {
   opt.totalSteps = o.warmupSteps + std::max<std::int64_t>(o.decaySteps, 1);
   opt.minLr = o.decaySteps > 0 ? o.minLr : o.lr;
 
-  passes::PassManager pm;
-  pm.add<passes::Autodiff>().add<passes::OptimizerPass>(opt).add<passes::DeadCodeElimination>().add<passes::Schedule>();
-  if (Expected<bool> r = pm.run(*graph); !r) {
-    std::cerr << "gradc: error: " << r.error().message << "\n";
-    return kExitUserError;
-  }
+  int stepExit = kExitOk;
+  std::optional<TrainingStep> step = buildTrainingStep(*graph, opt, o.memory, stepExit);
+  if (!step) return stepExit;
+  if (!o.quiet) std::cerr << describeStep(*step) << "\n";
   // The executor runs the scheduled graph and frees every value after its last use: what the
   // memory plan models, so the metrics can put its predicted peak beside the measured one.
-  const std::int64_t plannedPeak = passes::analyzeLiveness(*graph).peakBytes;
+  const std::int64_t plannedPeak = step->plan.peakBytes;
 
   runtime::TrainerOptions t;
   t.model = ir::getString(graph->attrs(), "model").value_or(graph->name());
@@ -93,10 +88,13 @@ int runTrain(const TrainCommandOptions& o) {
                            {"momentum", o.momentum},
                            {"clip_norm", o.clipNorm},
                            {"warmup_steps", o.warmupSteps},
-                           {"decay_steps", o.decaySteps}};
+                           {"decay_steps", o.decaySteps},
+                           {"budget", o.memory.budget},
+                           {"remat", std::string(passes::rematStrategyName(step->remat.chosen))},
+                           {"micro_batches", step->microBatches}};
   t.config = config.dump();
 
-  Expected<runtime::TrainResult> result = runtime::train(*graph, t);
+  Expected<runtime::TrainResult> result = runtime::train(step->graph, t);
   if (!result) {
     std::cerr << "gradc: error: " << result.error().message << "\n";
     return kExitUserError;
@@ -139,6 +137,7 @@ Runner addTrainCommand(CLI::App& cmd) {
   cmd.add_option("--resume", o->resume, "Continue from this checkpoint folder, bit for bit");
   cmd.add_option("--metrics-out", o->metricsOut, "Write per-step metrics and peak memory as JSON");
   cmd.add_flag("-q,--quiet", o->quiet, "No progress output");
+  o->memory.addTo(cmd);
   return [o] { return runTrain(*o); };
 }
 

@@ -1,0 +1,68 @@
+// Micro-batching (gradient accumulation) and the training-step planner that chooses the
+// micro-batch count together with the remat plan.
+//
+// microBatchedGradients(forward, k) replaces the autodiff pass: from a forward graph whose
+// inputs share a leading batch extent B (k divides B) it builds one joint graph that computes
+// the full-batch loss and gradients as k sequential micro-batches of B/k examples:
+//   1. The forward is re-typed for B/k examples: inputs get leading extent B/k; a `shape`
+//      attribute whose node reads a batch-carrying value (reshape) has its first extent
+//      divided by k, and a constant's (zeros) leading extent B becomes B/k; every type is
+//      inferred again, so anything that does not fit is an Error naming the node. A node with
+//      a `dim`/`dim0`/`dim1` attribute of 0 on a batch-carrying operand (it would mix examples)
+//      is an Error too.
+//   2. Autodiff differentiates that micro graph once.
+//   3. For j = 0..k-1 its nodes are copied in: inputs become slice(x){dim 0, j*B/k .. (j+1)*B/k},
+//      micro-batch j's forward then its backward, so only one micro-batch's activations are
+//      alive at a time. Random nodes (dropout, forward and backward alike) get rng + j * S,
+//      where S = 1 + the largest rng key of the forward graph: every micro-batch draws its
+//      own masks, reproducibly, and recomputation still redraws the same ones.
+//   4. Accumulation: sum_j loss_j and sum_j grad_j (add, in micro-batch order, right after
+//      each micro-batch), then loss = scale(sum, 1/k) and grad.<p> = scale(sum, 1/k).
+// Outputs: "loss" and "grad.<p>" for every parameter in order, as autodiff's. Each micro
+// loss is a mean over equal parts of the batch, so the result is the full-batch mean loss and
+// its gradient up to float summation order (with dropout the masks differ from the full-batch
+// ones). k = 1 is exactly autodiff on a copy.
+//
+// chooseTrainingPlan builds micro-batching (or autodiff) -> optimizer -> dce for each
+// candidate k, then selectRematPlan picks the micro-batch count and the remat plan together:
+// least recompute FLOPs first (micro-batching costs none), then the smallest k. Counts are
+// built smallest first, and with none, auto or chain the building stops at the first count
+// whose step fits without recompute (that is the choice the full selection would make).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/optimizer.h"
+#include "passes/remat.h"
+
+namespace gradc::passes {
+
+inline constexpr int kMaxAutoMicroBatches = 64;
+
+// The common leading extent of the graph's inputs.
+Expected<std::int64_t> batchSize(const ir::Graph& forward);
+
+Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k);
+
+// What `--micro-batches auto` tries: the divisors of the batch up to kMaxAutoMicroBatches.
+std::vector<int> microBatchCandidates(const ir::Graph& forward);
+
+struct TrainingPlanOptions {
+  std::optional<OptimizerOptions> optimizer = OptimizerOptions{};  // nullopt: gradients as outputs
+  RematOptions remat;
+  int microBatches = 1;  // 0: auto (with a budget: microBatchCandidates; without: 1)
+};
+
+struct RematChoice {
+  ir::Graph graph;
+  RematReport report;
+  int microBatches = 1;
+};
+
+// forward graph -> the planned joint graph of one training step.
+Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const TrainingPlanOptions& options);
+
+}  // namespace gradc::passes

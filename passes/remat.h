@@ -1,0 +1,122 @@
+// Rematerialisation under a byte budget: which forward activations a training step keeps for
+// its backward, and which it recomputes, so that the predicted peak fits the budget.
+//
+// Pipeline position: after autodiff (or micro-batching), optimizer and dce, before schedule
+// and the memory plan. remat sees the whole joint graph in program order, and the budget
+// covers everything passes::analyzeLiveness counts: parameters, gradients, optimizer state,
+// inputs, activations, recompute temporaries and kernel workspaces.
+//
+// Algorithm:
+//   1. remat::analyze: episodes, the chain of each episode, backward uses
+//      (passes/remat_strategies.h).
+//   2. remat::candidates: the proposals of the requested strategy (auto: of all strategies),
+//      each with its exact recompute FLOPs (remat::planRewrite, no graph change).
+//   3. Order: recompute FLOPs ascending, then micro-batch count, then a fixed strategy rank
+//      (none, selective, chain, sqrt, memory-poor), then proposal index. Neither the proposals
+//      nor this order depend on the budget.
+//   4. With a budget: the first proposal in that order whose predicted peak (the rewrite
+//      applied, analyzeLiveness, the rewrite undone) is <= the budget. Proposals are measured
+//      lazily, so a generous budget measures one.
+//      Without a budget: none and auto keep everything; sqrt, memory-poor and selective apply
+//      their one plan; chain takes the least recompute within 5% of its smallest peak.
+//   5. The chosen rewrite is applied for good, and reported.
+//
+// Guarantees:
+//   - The predicted peak never exceeds the budget (it is measured, not estimated).
+//   - Monotone: a smaller budget never gives a larger peak. Proof: with a fixed proposal set
+//     P and a fixed order, choice(B) = the first p in P with peak(p) <= B. For B1 < B2, if
+//     choice(B2) has peak <= B1 it is also choice(B1); otherwise peak(choice(B2)) > B1 >=
+//     peak(choice(B1)).
+//   - Results are bit-identical to the graph without remat: recompute nodes are clones of
+//     forward nodes with the same attributes (dropout keeps its rng key) reading identical
+//     values (tests/runtime/remat_equivalence_test.cpp).
+//   - When nothing fits, the Error names the smallest feasible budget (the least peak over
+//     every proposal) and what dominates it: parameters + optimizer state, or one node's
+//     working set (operands, results and kernel workspace).
+// Complexity: analysis O(nodes + uses); the chain solver O(64^3 x 1024 / 6); each proposal
+// O(nodes + recompute nodes) to plan and to measure. Planning a 1,000-block chain takes under
+// a second on two cores (bench/plan_bench, bench/README.md).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "passes/pass.h"
+#include "passes/remat_strategies.h"
+
+namespace gradc::passes {
+
+struct RematOptions {
+  RematStrategy strategy = RematStrategy::Auto;
+  std::optional<std::int64_t> budgetBytes;  // bytes per device; nullopt: no budget
+};
+
+struct RematReport {
+  RematStrategy requested = RematStrategy::None;
+  RematStrategy chosen = RematStrategy::None;  // the strategy of the applied plan
+  std::string plan;                            // one line: what the plan does
+  int microBatches = 1;
+  std::int64_t budgetBytes = -1;  // -1: no budget
+  std::int64_t predictedPeakBytes = 0;
+  std::int64_t peakWithoutRematBytes = 0;  // the same step without recompute (first graph given)
+  std::int64_t savedBytes = 0;             // peakWithoutRematBytes - predictedPeakBytes
+  std::int64_t forwardFlops = 0;           // one forward of the whole batch
+  std::int64_t recomputeFlops = 0;
+  int recomputeNodes = 0;
+  int chainStages = 0;  // stages the chain solver saw (first episode)
+  int candidates = 0;   // proposals considered
+  int evaluated = 0;    // proposals whose peak was measured
+
+  // Recompute FLOPs as a percentage of one forward.
+  double recomputePercent() const {
+    return forwardFlops > 0 ? 100.0 * static_cast<double>(recomputeFlops) / static_cast<double>(forwardFlops) : 0.0;
+  }
+};
+
+class RematPass final : public Pass {
+ public:
+  explicit RematPass(RematOptions options = {}) : options_(options) {}
+  std::string_view name() const override { return "remat"; }
+  Expected<bool> run(ir::Graph& graph) override;
+  const RematReport& report() const { return report_; }
+
+ private:
+  RematOptions options_;
+  RematReport report_;
+};
+
+// The same training step built with different micro-batch counts (passes/micro_batch.h).
+struct RematGraph {
+  ir::Graph* graph;
+  int microBatches = 1;
+};
+struct RematSelection {
+  size_t graph = 0;  // index of the graph the chosen plan was applied to
+  RematReport report;
+};
+// Chooses over the proposals of every graph together (same order as above, micro-batch count
+// second) and applies the choice to its graph; the other graphs are left unchanged.
+Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, const RematOptions& options);
+
+// One row of `gradc compile --emit summary`: what a strategy does to this step.
+struct StrategySummary {
+  RematStrategy strategy = RematStrategy::None;
+  bool fits = true;  // false: no plan of this strategy fits the budget
+  // The chosen plan's peak; when nothing fits, the smallest peak the strategy reaches.
+  std::int64_t predictedPeakBytes = 0;
+  std::int64_t recomputeFlops = 0;
+  double recomputePercent = 0;  // of one forward
+  std::int64_t savedBytes = 0;  // against none
+  std::string plan;
+};
+// Every strategy (none, sqrt, chain, memory-poor, selective, auto) on a joint graph, which is
+// not changed. With a budget each row is the plan the strategy would choose under it; without
+// one, the plan it applies without a budget (see above).
+Expected<std::vector<StrategySummary>> summarizeStrategies(const ir::Graph& joint, std::optional<std::int64_t> budget);
+// A fixed-width text table of the rows.
+std::string formatStrategySummaries(std::span<const StrategySummary> rows);
+
+}  // namespace gradc::passes

@@ -1,0 +1,197 @@
+// The remat strategies on a joint (forward + backward [+ optimizer]) graph: how the graph is
+// seen as a chain, what each strategy proposes, and the rewrite that makes a proposal real.
+// passes/remat.h chooses among the proposals under a byte budget; this file only builds them.
+//
+// 1. Episodes. A joint graph is one or more episodes: a run of forward nodes and the non-
+//    forward nodes after it (micro-batching gives one episode per micro-batch).
+//
+// 2. The chain of an episode (articulation blocks). Forward nodes are split at cut points of
+//    program order: position p is a cut when no value produced before the previous cut is read
+//    by a forward node after p. Each stage then reads only the values its predecessor produced
+//    (its boundary a_{i-1}), parameters, inputs and prefix values: a transformer block's
+//    residual stream, an LSTM step's (h, c), an MLP layer's output. Two exceptions make real
+//    models chains: a prefix (nodes whose results any stage may read, always kept, e.g. the
+//    LSTM's input projection and its unbind into time steps) and a tail (the last nodes, which
+//    may read any stage, e.g. the LSTM's stack of all h_t; the solver always stores it). The
+//    prefix end is tried among the first 8 cuts and the tail start among the last 8 nodes;
+//    the choice with the most stages wins: O(81 F) for F forward nodes. A stage the backward
+//    reads nothing from joins the next one (an MLP's linear joins its relu). Chains longer
+//    than kMaxSolverStages are grouped (chain::groupStages).
+//    Per stage, for chain::Stage: f = FLOPs of its nodes; x, s = bytes of its boundary and of
+//    abar (the values backward nodes read from it, plus its boundary), counted by buffer
+//    (views share their source's, OpInfo::view); g, b = from its backward window (the
+//    backward nodes labelled with the stage, see BackwardUse): results that outlive the next
+//    window, and the largest short-lived result plus workspace of one node. E = the buffers
+//    of prefix values the stages read that no backward node reads.
+//
+// 3. Proposals (Candidate: one plan per episode):
+//      none        keep everything (no recompute);
+//      sqrt        chain::sqrtSchedule with round(sqrt(stages before grouping)) segments;
+//      chain       the Pareto frontier of chain::Solver, thinned to at most
+//                  kMaxChainCandidates levels spread evenly in memory, plus the sqrt
+//                  and memory-poor schedules of the same chain (the solver is exact for the
+//                  model; measuring the classic schedules beside it keeps chain from ever
+//                  doing worse than them where the model and the graph's liveness differ);
+//      memory-poor chain::memoryPoorSchedule over at most kMemoryPoorSegments segments of the
+//                  (grouped) stages: O(1) segments of activations, about k^2/2 segment
+//                  forwards of recompute for k segments;
+//      selective   drop every value a backward node reads whose producer is cheap (at most
+//                  kCheapFlopsPerElement FLOPs per result element: elementwise ops, softmax,
+//                  layer norm, views, dropout, embedding lookups), except stage boundaries;
+//                  keep the rest (matmul/linear outputs);
+//      auto        all of the above.
+//
+// 4. The rewrite (planRewrite, then applyRewrite). Walking each episode's backward nodes in
+//    program order, a schedule is interpreted: its first pass says which originals backward
+//    may read (abar_i of stored stages, checkpointed boundaries); before the first backward
+//    node of stage t, the schedule's forwards up to Backward(t) run as clones of the stage's
+//    forward nodes (phase recompute, same op, attributes and spec name, so dropout redraws
+//    the same mask from its rng key and results are bit-identical), and backward uses are
+//    rewired to the newest copy. Copies of a stage are forgotten after its backward, so their
+//    buffers die before the next stage is recomputed. A value no plan provides (a backward
+//    node reading a stage out of order) is recomputed on demand from the nearest available
+//    values: the rewrite is correct for any graph, a mismatch only costs FLOPs. Selective
+//    plans recompute on demand only. Clones nobody reads are dropped.
+//    planRewrite is pure (it lists the clones and rewirings and their exact FLOPs without
+//    touching the graph); applyRewrite inserts the clones before their first reader and
+//    rewires in O(nodes + clones) (one reorder); undoRewrite restores the graph exactly (same
+//    nodes, same order), so proposals can be measured one after another with
+//    passes::analyzeLiveness.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/remat_chain.h"
+
+namespace gradc::passes {
+
+enum class RematStrategy { None, Sqrt, Chain, MemoryPoor, Selective, Auto };
+
+std::string_view rematStrategyName(RematStrategy strategy);  // "none", "memory-poor", ...
+// Case-insensitive; an Error lists the names.
+Expected<RematStrategy> parseRematStrategy(std::string_view name);
+// Every strategy but Auto, in the order tables list them.
+std::vector<RematStrategy> concreteRematStrategies();
+
+namespace remat {
+
+inline constexpr int kMaxSolverStages = 64;
+inline constexpr int kSolverLevels = 1024;
+inline constexpr int kMaxChainCandidates = 40;
+inline constexpr int kMemoryPoorSegments = 32;
+inline constexpr std::int64_t kCheapFlopsPerElement = 10;
+
+// One (possibly grouped) stage of an episode's chain.
+struct GraphStage {
+  std::vector<const ir::Node*> nodes;          // forward nodes, program order
+  std::vector<const ir::Value*> boundary;      // a_i: read by the next stage
+  std::vector<const ir::Value*> stored;        // abar_i: read by backward nodes, plus a_i
+  std::vector<const ir::Node*> boundaryNodes;  // what a boundary-only forward runs
+  std::vector<const ir::Node*> storedNodes;    // what a full forward runs
+};
+
+// A non-forward node that reads forward values of its episode's stages, and the stage whose
+// backward it belongs to. The backward of stage t reads abar_t and a_{t-1}, so a node reading
+// stage s values may belong to s, or to s + 1 when all it reads from s is s's boundary; of
+// what its operands allow, the label is the latest stage not after the previous node's
+// (stages are back-propagated last to first). A node that fits nowhere (it reads stages out
+// of order) gets the latest stage it reads.
+struct BackwardUse {
+  ir::Node* node;
+  size_t position;  // in program order
+  int label;
+  std::vector<unsigned> operands;  // operand indices that read stage values
+};
+
+struct Episode {
+  size_t forwardBegin = 0, forwardEnd = 0, end = 0;  // node positions
+  int prefixNodes = 0;  // leading forward nodes outside the chain (always kept)
+  int tailNodes = 0;    // trailing forward nodes that form the last stage
+  int rawStages = 0;    // stages before grouping
+  std::vector<GraphStage> stages;
+  std::vector<chain::Stage> model;
+  // Buffers of prefix values the stages read that nothing in the backward reads (the LSTM's
+  // input projection): recomputing any stage keeps them alive (chain::External).
+  chain::External external;
+  std::vector<BackwardUse> uses;
+  std::unordered_set<const ir::Value*> selectiveDrop;
+};
+
+struct ValueInfo {
+  int episode;
+  int stage;
+  int id;  // dense, 0..values.size()-1
+};
+
+struct Analysis {
+  std::vector<Episode> episodes;
+  // Forward results that may be dropped (stage values that are not graph outputs).
+  std::unordered_map<const ir::Value*, ValueInfo> values;
+  std::unordered_map<const ir::Node*, std::int64_t> flops;  // forward nodes
+  std::int64_t forwardFlops = 0;
+  size_t numNodes = 0;
+};
+
+// Fails on graphs that already hold recompute nodes (remat runs once).
+Expected<Analysis> analyze(ir::Graph& graph);
+
+struct EpisodePlan {
+  enum class Kind { Keep, Schedule, Selective };
+  Kind kind = Kind::Keep;
+  chain::Schedule schedule;
+};
+
+struct Candidate {
+  RematStrategy strategy = RematStrategy::None;
+  std::string description;  // "chain: level 37/512 (12 stages)"
+  std::vector<EpisodePlan> episodes;
+};
+
+// The proposals of a strategy (Auto: of every strategy), in a fixed order.
+std::vector<Candidate> candidates(const Analysis& analysis, RematStrategy strategy);
+
+// Where a recompute node reads an operand: an original value, or a result of an earlier clone.
+struct Source {
+  const ir::Value* value = nullptr;
+  int clone = -1;
+  unsigned result = 0;
+};
+struct CloneOp {
+  const ir::Node* of;
+  size_t before;        // inserted before the node at this position
+  std::uint32_t first;  // its operands: RewritePlan::operands[first, first + of->numOperands())
+};
+struct Rewire {
+  ir::Node* node;
+  unsigned operand;
+  Source to;
+};
+struct RewritePlan {
+  std::vector<CloneOp> clones;  // in creation order (a valid program order)
+  std::vector<Source> operands;
+  std::vector<Rewire> rewires;
+  std::int64_t recomputeFlops = 0;
+  int onDemandClones = 0;  // clones the plan did not schedule (recomputed where needed)
+};
+
+RewritePlan planRewrite(const Analysis& analysis, const Candidate& candidate);
+
+struct AppliedRewrite {
+  std::vector<std::pair<Rewire, ir::Value*>> rewired;  // with the operand it replaced
+  size_t clones = 0;
+};
+AppliedRewrite applyRewrite(ir::Graph& graph, const RewritePlan& plan);
+void undoRewrite(ir::Graph& graph, const AppliedRewrite& applied);
+
+// A deep copy (same names, attributes, phases, spec names and order).
+ir::Graph cloneGraph(const ir::Graph& graph);
+
+}  // namespace remat
+}  // namespace gradc::passes
