@@ -64,6 +64,19 @@ assert sorted(g) == sorted(w), (sorted(g), sorted(w))
 assert all(g[k]["shape"] == w[k]["shape"] for k in g)
 PY
 
+# Under a byte budget the measured peak stays below it and equals the plan (recompute chosen).
+if timeout 300 "$gradc" train "$src/models/gpt-mini.yaml" --set batch=8 --set seq=64 --set d_model=128 --set layers=2 \
+    --data "$src/data/corpus.txt" --steps 2 --budget 12MB --metrics-out "$work/budget.json" >"$work/out" 2>"$work/err"; then ok
+else bad "gradc train --budget: $(tail -3 "$work/err")"; fi
+/usr/bin/python3 - "$work/budget.json" <<'PY' && ok || bad "measured peak above the budget or off the plan by more than 5%"
+import json, sys
+r = json.load(open(sys.argv[1]))["ranks"][0]
+measured, planned = r["peak_bytes_measured"], r["peak_bytes_planned"]
+assert measured <= 12_000_000, r
+assert abs(planned - measured) / measured <= 0.05, r
+PY
+grep -q 'memory plan: remat' "$work/err" && ok || bad "no memory plan line in the log"
+
 # Synthetic data for a model without text inputs.
 if timeout 120 "$gradc" train "$src/models/mlp.yaml" --synthetic --steps 5 --optimizer sgd --lr 0.01 -q \
     --metrics-out "$work/mlp.json" >"$work/out" 2>"$work/err"; then ok
@@ -83,6 +96,9 @@ expect_error "data too small" "needs" train "$src/models/gpt-mini.yaml" "${small
 expect_error "text data for mlp" "synthetic" train "$src/models/mlp.yaml" --data "$src/data/corpus.txt" --steps 2
 expect_error "resume mismatch" "checkpoint" train "$src/models/gpt-mini.yaml" --data "$src/data/corpus.txt" \
   --steps 9 --resume "$work/ck"
+expect_error "infeasible budget" "smallest feasible budget" train "$src/models/gpt-mini.yaml" --data "$src/data/corpus.txt" \
+  --steps 2 --budget 20MB
+expect_error "bad budget" "budget" train "$src/models/gpt-mini.yaml" --data "$src/data/corpus.txt" --budget lots
 expect_error "missing weights" "cannot|No such|open" grad "$src/models/mlp.yaml" --weights "$work/none.safetensors" \
   --inputs "$work/inputs.safetensors" -o "$work/g2.safetensors"
 
