@@ -78,6 +78,11 @@ std::vector<std::int64_t> intListAttr(const ir::Node& node, std::string_view key
 std::int64_t axisAttr(const ir::Node& node, std::string_view key, std::int64_t rank);
 // Tensor options for an IR dtype on the CPU.
 at::TensorOptions optionsFor(ir::DType dtype);
+// Whether any operand is not contiguous (then elementwise kernels write into freshResult, so
+// that every non-view result is fresh and contiguous, as the memory planner assumes).
+bool anyStrided(const KernelArgs& a);
+// An uninitialised contiguous tensor of the node's first result type.
+at::Tensor freshResult(const KernelArgs& a);
 
 }  // namespace kernel_detail
 }  // namespace gradc::runtime

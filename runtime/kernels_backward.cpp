@@ -32,17 +32,7 @@ using Results = std::vector<at::Tensor>;
 
 // Memory behaviour, as in kernels_forward.cpp: results are fresh contiguous tensors that share
 // no storage with the operands; elementwise kernels with a strided operand write into a fresh
-// contiguous result (the `_out` variants compute the same bits).
-bool anyStrided(const KernelArgs& a) {
-  for (const at::Tensor& t : a.operands)
-    if (!t.is_contiguous()) return true;
-  return false;
-}
-
-at::Tensor freshResult(const KernelArgs& a) {
-  const ir::TensorType& t = a.node.result(0)->type();
-  return at::empty(t.shape, optionsFor(t.dtype));
-}
+// contiguous result (anyStrided/freshResult; the `_out` variants compute the same bits).
 
 // x -> sum over the axes broadcasting expanded, down to `shape`. A sum_to that reduces nothing
 // (never emitted by autodiff) copies: at::sum_to_size would return x itself.

@@ -68,6 +68,17 @@ std::int64_t axisAttr(const ir::Node& node, std::string_view key, std::int64_t r
 
 at::TensorOptions optionsFor(ir::DType dtype) { return at::TensorOptions().dtype(toScalarType(dtype)); }
 
+bool anyStrided(const KernelArgs& a) {
+  for (const at::Tensor& t : a.operands)
+    if (!t.is_contiguous()) return true;
+  return false;
+}
+
+at::Tensor freshResult(const KernelArgs& a) {
+  const ir::TensorType& t = a.node.result(0)->type();
+  return at::empty(t.shape, optionsFor(t.dtype));
+}
+
 }  // namespace kernel_detail
 
 const KernelFn* findKernel(std::string_view opName) {
@@ -95,18 +106,6 @@ using Results = std::vector<at::Tensor>;
 // ATen ops would lay their result out like a strided operand (and a later reshape would then
 // copy where the planner expects a view), so with a strided operand they write into a fresh
 // contiguous tensor instead (the `_out` variants: same arithmetic, same bits).
-
-bool anyStrided(const KernelArgs& a) {
-  for (const at::Tensor& t : a.operands)
-    if (!t.is_contiguous()) return true;
-  return false;
-}
-
-// An uninitialised contiguous tensor of the node's (first) result type.
-at::Tensor freshResult(const KernelArgs& a) {
-  const ir::TensorType& t = a.node.result(0)->type();
-  return at::empty(t.shape, optionsFor(t.dtype));
-}
 
 // ---- elementwise and linear algebra ------------------------------------------------------------
 
