@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "frontend/spec.h"
+#include "tests/bundled_model.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
 #include "passes/liveness.h"
@@ -142,11 +142,7 @@ ir::Graph randomGraph(std::mt19937& rng) {
 }
 
 ir::Graph trainingGraph(const std::string& model, std::vector<std::pair<std::string, std::string>> sets) {
-  frontend::SpecOptions options;
-  options.overrides = std::move(sets);
-  frontend::SpecResult r = frontend::compileSpecFile(std::string(GRADC_SOURCE_DIR) + "/models/" + model + ".yaml", options);
-  REQUIRE(r.ok());
-  ir::Graph g = std::move(*r.graph);
+  ir::Graph g = testing::compileBundledModel(model, std::move(sets));
   passes::PassManager pm;
   pm.add<passes::Autodiff>().add<passes::OptimizerPass>().add<passes::DeadCodeElimination>().add<passes::Schedule>();
   REQUIRE(pm.run(g).ok());

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "frontend/spec.h"
+#include "tests/bundled_model.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/autodiff.h"
@@ -23,11 +23,7 @@ using namespace gradc;
 namespace {
 
 ir::Graph forwardGraph(const std::string& model, std::vector<std::pair<std::string, std::string>> sets) {
-  frontend::SpecOptions options;
-  options.overrides = std::move(sets);
-  frontend::SpecResult r = frontend::compileSpecFile(std::string(GRADC_SOURCE_DIR) + "/models/" + model + ".yaml", options);
-  REQUIRE_MESSAGE(r.ok(), (r.diagnostics.empty() ? std::string("?") : r.diagnostics.front().message));
-  return std::move(*r.graph);
+  return testing::compileBundledModel(model, std::move(sets));
 }
 
 struct Model {

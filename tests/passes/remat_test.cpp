@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "frontend/spec.h"
+#include "tests/bundled_model.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/autodiff.h"
@@ -50,11 +50,7 @@ std::vector<Model> models() {
 }
 
 ir::Graph forwardGraph(const Model& m) {
-  frontend::SpecOptions options;
-  options.overrides = m.sets;
-  frontend::SpecResult r = frontend::compileSpecFile(std::string(GRADC_SOURCE_DIR) + "/models/" + m.name + ".yaml", options);
-  REQUIRE_MESSAGE(r.ok(), (r.diagnostics.empty() ? std::string("?") : r.diagnostics.front().message));
-  return std::move(*r.graph);
+  return testing::compileBundledModel(m.name, m.sets);
 }
 
 // forward -> autodiff -> AdamW -> dce: what remat sees in the training pipeline.

@@ -12,7 +12,7 @@
 #include <functional>
 #include <string>
 
-#include "frontend/spec.h"
+#include "tests/bundled_model.h"
 #include "ir/graph.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
@@ -34,11 +34,7 @@ constexpr std::uint64_t kSeed = 7;
 constexpr std::int64_t kStep = 3;
 
 ir::Graph compileModel(const std::string& model, std::vector<std::pair<std::string, std::string>> sets) {
-  frontend::SpecOptions options;
-  options.overrides = std::move(sets);
-  frontend::SpecResult r = frontend::compileSpecFile(std::string(GRADC_SOURCE_DIR) + "/models/" + model + ".yaml", options);
-  REQUIRE_MESSAGE(r.ok(), (r.diagnostics.empty() ? std::string("?") : r.diagnostics.front().message));
-  ir::Graph g = std::move(*r.graph);
+  ir::Graph g = testing::compileBundledModel(model, std::move(sets));
   passes::PassManager pm;
   pm.add<passes::Autodiff>().add<passes::DeadCodeElimination>();
   Expected<bool> ran = pm.run(g);

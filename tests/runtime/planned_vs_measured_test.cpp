@@ -15,7 +15,7 @@
 #include <iostream>
 #include <unordered_map>
 
-#include "frontend/spec.h"
+#include "tests/bundled_model.h"
 #include "ir/printer.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
@@ -41,11 +41,7 @@ using Sets = std::vector<std::pair<std::string, std::string>>;
 
 // Autodiff, optimizer, dce and (unless told otherwise) schedule, as `gradc train` runs them.
 ir::Graph trainingGraph(const std::string& model, Sets sets, passes::OptimizerOptions opt = {}, bool schedule = true) {
-  frontend::SpecOptions options;
-  options.overrides = std::move(sets);
-  frontend::SpecResult r = frontend::compileSpecFile(std::string(GRADC_SOURCE_DIR) + "/models/" + model + ".yaml", options);
-  REQUIRE(r.ok());
-  ir::Graph g = std::move(*r.graph);
+  ir::Graph g = testing::compileBundledModel(model, std::move(sets));
   passes::PassManager pm;
   pm.add<passes::Autodiff>().add<passes::OptimizerPass>(opt).add<passes::DeadCodeElimination>();
   if (schedule) pm.add<passes::Schedule>();

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "frontend/spec.h"
+#include "tests/bundled_model.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
 #include "passes/liveness.h"
@@ -55,11 +55,7 @@ std::vector<Model> models() {
 }
 
 ir::Graph forwardGraph(const Model& m) {
-  frontend::SpecOptions options;
-  options.overrides = m.sets;
-  frontend::SpecResult r = frontend::compileSpecFile(std::string(GRADC_SOURCE_DIR) + "/models/" + m.name + ".yaml", options);
-  REQUIRE_MESSAGE(r.ok(), (r.diagnostics.empty() ? std::string("?") : r.diagnostics.front().message));
-  return std::move(*r.graph);
+  return testing::compileBundledModel(m.name, m.sets);
 }
 
 void runPasses(ir::Graph& g, bool optimizer) {
