@@ -10,10 +10,12 @@
 
 namespace gradc::ir {
 
-// The two halves of the op table: forward ops (what specs lower to) and training ops
-// (backward kernels and optimizer updates, created by the autodiff and optimizer passes).
+// The parts of the op table: forward ops (what specs lower to), training ops (backward kernels
+// and optimizer updates, created by the autodiff and optimizer passes) and collective ops
+// (communication between data-parallel ranks, created by the data-parallel pass).
 std::vector<OpInfo> forwardOps();
 std::vector<OpInfo> trainingOps();
+std::vector<OpInfo> collectiveOps();
 
 namespace rules {
 

@@ -54,6 +54,9 @@ struct OpInfo {
   // Results are views of operand 0's storage (no new memory; they keep it alive). The memory
   // planner and the runtime agree on this list.
   bool view = false;
+  // Starts communication between data-parallel ranks (ir/ops_collective.cpp). Every rank must
+  // issue these in the order of their `seq` attribute; the scheduler keeps that order.
+  bool issuesCollective = false;
   std::string_view summary;         // one line for docs and error hints
 };
 

@@ -304,7 +304,10 @@ std::vector<OpInfo> forwardOps() {
        .summary = "normalise over the last dim, then * weight + bias; results (y, mean, rstd)"},
       {.name = "dropout", .minInputs = 1, .maxInputs = 1,
        .attrs = {{"p", AttrKind::Float, true, "probability of zeroing an element"},
-                 {"rng", AttrKind::Int, true, "key of this node's random stream: (seed, step, rng)"}},
+                 {"rng", AttrKind::Int, true, "key of this node's random stream: (seed, step, rng)"},
+                 {"rng_offset", AttrKind::Int, false,
+                  "stream position of element 0 (default 0): a data-parallel shard draws its rows of the "
+                  "full batch's mask"}},
        .infer = inferDropout, .flops = perResultElement<2>, .elementwise = true, .random = true,
        .summary = "zero elements with probability p, scale the rest by 1/(1-p)"},
       {.name = "causal_mask", .minInputs = 1, .maxInputs = 1, .infer = inferCausalMask, .flops = noFlops,
@@ -352,6 +355,7 @@ const std::vector<OpInfo>& table() {
   static const std::vector<OpInfo> ops = [] {
     std::vector<OpInfo> all = forwardOps();
     for (OpInfo& op : trainingOps()) all.push_back(std::move(op));
+    for (OpInfo& op : collectiveOps()) all.push_back(std::move(op));
     return all;
   }();
   return ops;

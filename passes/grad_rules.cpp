@@ -266,6 +266,41 @@ OperandGrads gradMse(GradBuilder& b) {
   return {ga, gt};
 }
 
+// gather (data parallelism, loss placement gather, on the root rank): the gradient of the
+// gathered predictions is scattered back, each rank receiving the rows it sent. The scatter is
+// the collective after the gather (seq + 1). At most one operand may need a gradient, so that
+// every rank issues exactly one scatter.
+OperandGrads gradGather(GradBuilder& b) {
+  OperandGrads grads(b.numOperands(), nullptr);
+  const ir::AttrMap& a = b.node().attrs();
+  size_t differentiable = 0;
+  for (size_t i = 0; i < b.numOperands(); ++i) {
+    if (!b.needs(i) || !b.grad(i)) continue;
+    if (++differentiable > 1) b.fail("gather of more than one differentiable tensor is not supported");
+    grads[i] = b.emit1("scatter", {b.grad(i)},
+                       {{"world", *ir::getInt(a, "world")}, {"root", *ir::getInt(a, "root")},
+                        {"seq", *ir::getInt(a, "seq") + 1}});
+  }
+  return grads;
+}
+
+// gather_send (the other ranks' half of gather): their share of the gradient comes back from
+// the root's scatter. The result (the f32[] stand-in loss) orders the receive into the backward.
+OperandGrads gradGatherSend(GradBuilder& b) {
+  OperandGrads grads(b.numOperands(), nullptr);
+  const ir::AttrMap& a = b.node().attrs();
+  size_t differentiable = 0;
+  for (size_t i = 0; i < b.numOperands(); ++i) {
+    if (!b.needs(i)) continue;
+    if (++differentiable > 1) b.fail("gather of more than one differentiable tensor is not supported");
+    grads[i] = b.emit1("scatter_recv", {b.grad()},
+                       {{"world", *ir::getInt(a, "world")}, {"root", *ir::getInt(a, "root")},
+                        {"seq", *ir::getInt(a, "seq") + 1}, {"shape", b.operandType(i).shape},
+                        {"dtype", b.operandType(i).dtype}});
+  }
+  return grads;
+}
+
 struct RuleEntry {
   std::string_view op;
   GradRule rule;
@@ -280,6 +315,8 @@ constexpr RuleEntry kRules[] = {
     {"dropout", gradDropout},
     {"embedding", gradEmbedding},
     {"full", gradNone},
+    {"gather", gradGather},
+    {"gather_send", gradGatherSend},
     {"gelu", gradGelu},
     {"layer_norm", gradLayerNorm},
     {"linear", gradLinear},

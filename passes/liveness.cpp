@@ -110,11 +110,24 @@ std::optional<std::vector<Strides>> viewReshape(const ir::Node& n, const Strides
   return std::vector<Strides>{*s};
 }
 
+// all_reduce_wait: the parts of a flat bucket, each contiguous.
+std::optional<std::vector<Strides>> viewBucketParts(const ir::Node& n, const Strides&) {
+  std::vector<Strides> out;
+  for (size_t r = 0; r < n.numResults(); ++r) {
+    const ir::Shape& shape = n.result(r)->type().shape;
+    Strides s(shape.size(), 1);
+    for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
+    out.push_back(s);
+  }
+  return out;
+}
+
 struct ViewEntry {
   std::string_view op;
   ViewRule rule;
 };
 constexpr ViewEntry kViewRules[] = {
+    {"all_reduce_wait", viewBucketParts},
     {"reshape", viewReshape},    {"select", viewDropAxis}, {"slice", viewSameStrides},
     {"split", viewSameStrides},  {"transpose", viewTranspose}, {"unbind", viewDropAxis},
 };
@@ -143,6 +156,7 @@ struct ReadsEntry {
 };
 constexpr ReadsEntry kReads[] = {
     {"add", Reads::Strided},          {"adamw_step", Reads::Strided},
+    {"all_reduce_start", Reads::Strided}, {"scatter_recv", Reads::Strided},
     {"causal_mask", Reads::Strided},  {"causal_mask_backward", Reads::Strided},
     {"clip_coef", Reads::Strided},    {"concat", Reads::Strided},
     {"full", Reads::Strided},         {"gelu", Reads::Strided},

@@ -53,10 +53,19 @@ struct PlannedStep {
   std::string specName;
 };
 
+// A buffer of a rank's plan alive at that rank's peak (the per-rank view of plan JSON).
+struct RankBuffer {
+  std::string name;
+  std::string kind;
+  std::string type;
+  std::int64_t size = 0;
+};
+
 struct RankPlan {
   int rank = 0;
   std::int64_t peakBytes = 0;
   std::int64_t arenaBytes = 0;
+  std::vector<RankBuffer> largestAtPeak;  // largest first; empty for a single-device plan
 };
 
 struct MemoryPlan {
@@ -76,7 +85,7 @@ struct MemoryPlan {
   std::vector<PlannedBuffer> buffers;
   std::vector<PlannedStep> steps;      // the schedule, one entry per step
   std::vector<std::int64_t> timeline;  // live bytes per step, workspace included
-  std::vector<RankPlan> ranks;         // one entry per device (one for now)
+  std::vector<RankPlan> ranks;         // one entry per device
 
   // arena / peak (1.0 when there is nothing to place).
   double fragmentation() const;

@@ -27,8 +27,10 @@ bool batchAxisAttr(const ir::Node& node) {
   return false;
 }
 
-// The forward graph for B/k examples.
-Expected<ir::Graph> microForward(const ir::Graph& forward, std::int64_t batch, int k) {
+}  // namespace
+
+Expected<ir::Graph> rebatchForward(const ir::Graph& forward, std::int64_t batch, int k, std::string_view purpose) {
+  const std::string what(purpose);
   const std::int64_t micro = batch / k;
   ir::Graph g(forward.name());
   g.attrs() = forward.attrs();
@@ -46,15 +48,15 @@ Expected<ir::Graph> microForward(const ir::Graph& forward, std::int64_t batch, i
     for (const ir::Value* v : n->operands()) operands.push_back(map.at(v));
     const bool batched = !operands.empty() && operands[0]->type().numel() != n->operand(0)->type().numel();
     if (batched && batchAxisAttr(*n))
-      return Error{"micro-batching: node " + quoted(forward, *n) +
+      return Error{what + ": node " + quoted(forward, *n) +
                    " works along the batch axis, so splitting the batch would change its result"};
     ir::AttrMap attrs = n->attrs();
     if (auto it = attrs.find("shape"); it != attrs.end()) {
       if (auto* shape = std::get_if<std::vector<std::int64_t>>(&it->second); shape && !shape->empty()) {
         if (batched) {
           if ((*shape)[0] <= 0 || (*shape)[0] % k != 0)
-            return Error{"micro-batching: cannot split node " + quoted(forward, *n) + " into " + std::to_string(k) +
-                         " micro-batches: its leading extent " + std::to_string((*shape)[0]) + " is not divisible by " +
+            return Error{what + ": cannot split node " + quoted(forward, *n) + " into " + std::to_string(k) +
+                         " parts: its leading extent " + std::to_string((*shape)[0]) + " is not divisible by " +
                          std::to_string(k)};
           (*shape)[0] /= k;
         } else if (operands.empty() && (*shape)[0] == batch) {
@@ -64,13 +66,15 @@ Expected<ir::Graph> microForward(const ir::Graph& forward, std::int64_t batch, i
     }
     Expected<ir::Node*> c = g.create(n->op(), operands, std::move(attrs), n->phase(), n->specName());
     if (!c)
-      return Error{"micro-batching: cannot re-type node " + quoted(forward, *n) + " for micro-batches of " +
-                   std::to_string(micro) + " examples: " + c.error().message};
+      return Error{what + ": cannot re-type node " + quoted(forward, *n) + " for " + std::to_string(micro) +
+                   " examples: " + c.error().message};
     for (size_t r = 0; r < n->numResults(); ++r) map.emplace(n->result(r), (*c)->result(r));
   }
   for (const ir::GraphOutput& out : forward.outputs()) g.setOutput(out.name, map.at(out.value));
   return g;
 }
+
+namespace {
 
 Expected<ir::Value*> emit(ir::Graph& g, std::string_view op, std::vector<ir::Value*> operands, ir::AttrMap attrs,
                           ir::Phase phase) {
@@ -132,7 +136,7 @@ Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
     return g;
   }
 
-  Expected<ir::Graph> micro = microForward(forward, *batch, k);
+  Expected<ir::Graph> micro = rebatchForward(forward, *batch, k, "micro-batching");
   if (!micro) return micro.error();
   {
     Autodiff autodiff;
@@ -225,8 +229,13 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
   if (options.microBatches < 0)
     return Error{"the number of micro-batches must be positive (or 0 for auto), got " + std::to_string(options.microBatches)};
   std::vector<int> ks;
-  if (options.microBatches > 0)
-    ks = {options.microBatches};
+  const bool gathered = options.dataParallel && options.dataParallel->world > 1 &&
+                        options.dataParallel->placement == LossPlacement::Gather;
+  if (gathered && options.microBatches > 1)
+    return Error{"--loss-placement gather (the DataParallel baseline) runs whole batches; it does not combine with "
+                 "micro-batching"};
+  if (options.microBatches > 0 || gathered)
+    ks = {std::max(options.microBatches, 1)};
   else if (options.remat.budgetBytes)
     ks = microBatchCandidates(forward);
   else
@@ -252,6 +261,8 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
   for (int k : ks) {
     Expected<ir::Graph> g = microBatchedGradients(forward, k);
     if (!g) return g.error();
+    if (options.dataParallel)
+      if (Status s = insertCollectives(*g, *options.dataParallel); !s) return Error{s.message()};
     PassManager pm;
     if (options.optimizer) pm.add<OptimizerPass>(*options.optimizer);
     pm.add<DeadCodeElimination>();

@@ -23,7 +23,8 @@
 // its gradient up to float summation order (with dropout the masks differ from the full-batch
 // ones). k = 1 is exactly autodiff on a copy.
 //
-// chooseTrainingPlan builds micro-batching (or autodiff) -> optimizer -> dce for each
+// chooseTrainingPlan builds micro-batching (or autodiff) -> [data-parallel collectives] ->
+// optimizer -> dce for each
 // candidate k, then selectRematPlan picks the micro-batch count and the remat plan together:
 // least recompute FLOPs first (micro-batching costs none), then the smallest k. Counts are
 // built smallest first, and with none, auto or chain the building stops at the first count
@@ -32,9 +33,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "ir/graph.h"
+#include "passes/data_parallel.h"
 #include "passes/optimizer.h"
 #include "passes/remat.h"
 
@@ -45,6 +48,10 @@ inline constexpr int kMaxAutoMicroBatches = 64;
 // The common leading extent of the graph's inputs.
 Expected<std::int64_t> batchSize(const ir::Graph& forward);
 
+// Step 1 above on its own: `forward` (batch B) re-typed for B/k examples. `purpose` starts
+// every error message ("micro-batching", "data parallelism").
+Expected<ir::Graph> rebatchForward(const ir::Graph& forward, std::int64_t batch, int k, std::string_view purpose);
+
 Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k);
 
 // What `--micro-batches auto` tries: the divisors of the batch up to kMaxAutoMicroBatches.
@@ -52,6 +59,10 @@ std::vector<int> microBatchCandidates(const ir::Graph& forward);
 
 struct TrainingPlanOptions {
   std::optional<OptimizerOptions> optimizer = OptimizerOptions{};  // nullopt: gradients as outputs
+  // Set for a data-parallel rank: `forward` is already partitioned (partitionForward), and the
+  // gradient collectives are inserted before the optimizer (insertCollectives), so the budget
+  // and the remat plan see the rank's shapes, buckets and communication buffers.
+  std::optional<DataParallelOptions> dataParallel;
   RematOptions remat;
   int microBatches = 1;  // 0: auto (with a budget: microBatchCandidates; without: 1)
 };

@@ -140,6 +140,18 @@ Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
           ++p.orderPreds[static_cast<size_t>(to)];
         }
   }
+
+  // Collectives: every rank issues them in seq order, so consecutive ones get an order edge
+  // (in seq order, which may run against the input order; the data edges never contradict it).
+  std::vector<std::pair<std::int64_t, int>> collectives;
+  for (size_t i = 0; i < n; ++i)
+    if (p.nodes[i]->op().issuesCollective)
+      collectives.emplace_back(ir::getInt(p.nodes[i]->attrs(), "seq").value_or(0), static_cast<int>(i));
+  std::sort(collectives.begin(), collectives.end());
+  for (size_t k = 1; k < collectives.size(); ++k) {
+    p.orderSuccs[static_cast<size_t>(collectives[k - 1].second)].push_back(collectives[k].second);
+    ++p.orderPreds[static_cast<size_t>(collectives[k].second)];
+  }
   return p;
 }
 

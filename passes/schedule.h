@@ -1,11 +1,12 @@
 // Schedule: the final execution order of a joint forward + backward + optimizer graph.
 //
 // Algorithm: a greedy list scheduler over the dependence graph, two rounds, the better kept.
-//   Dependences: data edges (producer -> user) and, for side-effect nodes that update
+//   Dependences: data edges (producer -> user); for side-effect nodes that update
 //   parameters in place (optimizer steps: every Param operand counts as written), order edges
 //   between the writer and every other node that touches the same storage (views of it
 //   included), in the direction of the input order: readers before the update stay before it,
-//   readers after it stay after it.
+//   readers after it stay after it; and order edges between the nodes that issue collectives
+//   (OpInfo::issuesCollective), in the order of their seq attribute, which every rank follows.
 //   Round "eager": among the ready nodes, run first (lowest input index first) a node that
 //     frees memory: it is the last remaining user of some buffer, and frees at least the bytes
 //     of the fresh results it allocates. Otherwise run the ready node that came first in the
@@ -25,7 +26,8 @@
 // Complexity: O((nodes + uses) log nodes) per round (binary heaps keyed by input index; each
 // buffer's remaining-user count drops to one at most once), plus two liveness analyses.
 //
-// Invariants of the result: a topological order of the data edges; every optimizer update
+// Invariants of the result: a topological order of the data edges; collectives issued in seq
+// order; every optimizer update
 // after every other use of the storage it updates (and before any use the input order put
 // after it); between a recompute node and its first user only other recompute nodes (and tiny
 // nodes) that the same user needs; predicted peak <= the input order's (with its recompute

@@ -5,7 +5,7 @@
 // the node's results in result order. Optimizer ops update their operands in place and
 // return nothing. The table is split like the op table: forward ops
 // (runtime/kernels_forward.cpp), backward ops (kernels_backward.cpp), optimizer ops
-// (kernels_optimizer.cpp); each file returns its entries from a function, so there is no
+// (kernels_optimizer.cpp), collectives (kernels_collective.cpp); each file returns its entries from a function, so there is no
 // static-initialisation registration to lose when linking a static library.
 //
 // Conventions every kernel follows:
@@ -40,10 +40,14 @@
 
 namespace gradc::runtime {
 
+class CollectiveContext;  // runtime/collective_context.h
+
 // What varies between runs of one compiled graph.
 struct RunContext {
   std::uint64_t seed = 0;  // run seed: keys the counter-based RNG together with step and node
   std::int64_t step = 1;   // 1-based training step
+  // The rank's communication state; needed by graphs with collective ops (data parallelism).
+  CollectiveContext* collectives = nullptr;
 };
 
 struct KernelArgs {
@@ -62,10 +66,11 @@ struct KernelEntry {
 // The kernel of an op; nullptr when the op has none.
 const KernelFn* findKernel(std::string_view opName);
 
-// The three halves of the table (one entry per op each); findKernel searches all of them.
+// The parts of the table (one entry per op each); findKernel searches all of them.
 std::span<const KernelEntry> forwardKernels();
 std::span<const KernelEntry> backwardKernels();
 std::span<const KernelEntry> optimizerKernels();
+std::span<const KernelEntry> collectiveKernels();  // kernels_collective.cpp
 
 namespace kernel_detail {
 

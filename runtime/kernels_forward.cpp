@@ -84,7 +84,7 @@ at::Tensor freshResult(const KernelArgs& a) {
 const KernelFn* findKernel(std::string_view opName) {
   static const std::map<std::string_view, KernelFn, std::less<>> table = [] {
     std::map<std::string_view, KernelFn, std::less<>> all;
-    for (auto part : {forwardKernels(), backwardKernels(), optimizerKernels()})
+    for (auto part : {forwardKernels(), backwardKernels(), optimizerKernels(), collectiveKernels()})
       for (const KernelEntry& e : part) {
         [[maybe_unused]] bool inserted = all.emplace(e.op, e.fn).second;
         assert(inserted && "an op has two kernels");
@@ -202,12 +202,13 @@ constexpr std::int64_t kDropoutChunk = 1024;
 // y[i] = u_i >= p ? x[i] * scale : 0 with u_i from the counter-based RNG. `threshold` is p
 // rounded up to the 2^-24 grid of the uniforms, so u >= threshold <=> u >= p exactly.
 template <class T>
-void dropoutLoop(const T* x, T* y, std::int64_t n, const RngStream& rng, float threshold, T scale) {
+void dropoutLoop(const T* x, T* y, std::int64_t n, const RngStream& rng, std::int64_t offset, float threshold,
+                 T scale) {
   at::parallel_for(0, n, kDropoutGrain, [&](std::int64_t begin, std::int64_t end) {
     float u[kDropoutChunk];
     for (std::int64_t i = begin; i < end; i += kDropoutChunk) {
       const std::int64_t m = std::min(kDropoutChunk, end - i);
-      uniformFloats(rng, i, m, u);
+      uniformFloats(rng, offset + i, m, u);
       const T* xi = x + i;
       T* yi = y + i;
       for (std::int64_t j = 0; j < m; ++j) yi[j] = u[j] >= threshold ? xi[j] * scale : T(0);
@@ -217,8 +218,10 @@ void dropoutLoop(const T* x, T* y, std::int64_t n, const RngStream& rng, float t
 
 // Zero with probability p, scale the rest by 1/(1-p). The mask is keyed by (seed, step, rng),
 // so the autodiff pass's gradient (the same op with the same key applied to the upstream
-// gradient) uses exactly the forward mask, and recomputation reproduces it. p = 0 copies
-// (dropout is not a view op: its result never aliases its operand).
+// gradient) uses exactly the forward mask, and recomputation reproduces it. Element i draws
+// stream position rng_offset + i, so a data-parallel rank holding rows [r b, (r+1) b) of the
+// batch draws exactly those rows of the single-device mask. p = 0 copies (dropout is not a
+// view op: its result never aliases its operand).
 Results dropoutKernel(const KernelArgs& a) {
   const at::Tensor& x = a.operands[0];
   const double p = floatAttr(a.node, "p");
@@ -227,16 +230,18 @@ Results dropoutKernel(const KernelArgs& a) {
   const auto threshold = static_cast<float>(std::ceil(p * 16777216.0) / 16777216.0);
   const double scale = 1.0 / (1.0 - p);
   const std::int64_t n = x.numel();
+  const std::int64_t offset = ir::getInt(a.node.attrs(), "rng_offset").value_or(0);
   if (x.scalar_type() == at::kDouble) {
     at::Tensor xc = x.contiguous();
     at::Tensor y = at::empty(x.sizes(), x.options());
-    dropoutLoop<double>(xc.data_ptr<double>(), y.data_ptr<double>(), n, rng, threshold, scale);
+    dropoutLoop<double>(xc.data_ptr<double>(), y.data_ptr<double>(), n, rng, offset, threshold, scale);
     return {y};
   }
   // f32, and f16/bf16 computed in f32 (the mask is the same; only the product is rounded).
   at::Tensor xc = x.scalar_type() == at::kFloat ? x.contiguous() : x.to(at::kFloat).contiguous();
   at::Tensor y = at::empty(x.sizes(), xc.options());
-  dropoutLoop<float>(xc.data_ptr<float>(), y.data_ptr<float>(), n, rng, threshold, static_cast<float>(scale));
+  dropoutLoop<float>(xc.data_ptr<float>(), y.data_ptr<float>(), n, rng, offset, threshold,
+                     static_cast<float>(scale));
   return {x.scalar_type() == at::kFloat ? y : y.to(x.scalar_type())};
 }
 

@@ -26,6 +26,7 @@ std::string metricsToJson(const RunMetrics& m) {
     e["rank"] = r.rank;
     e["peak_bytes_measured"] = r.peakBytesMeasured;
     e["peak_bytes_planned"] = r.peakBytesPlanned ? nlohmann::ordered_json(*r.peakBytesPlanned) : nullptr;
+    if (r.commWaitS) e["comm_wait_s"] = *r.commWaitS;
     j["ranks"].push_back(std::move(e));
   }
   return j.dump(2) + "\n";

@@ -3,7 +3,8 @@
 //
 //   {"model": "gpt-mini",
 //    "steps": [{"step": 1, "loss": 5.61, "step_time_s": 0.41, "tokens_per_s": 4987.1, "lr": 0.001}, ...],
-//    "ranks": [{"rank": 0, "peak_bytes_measured": 123456789, "peak_bytes_planned": 123456789}]}
+//    "ranks": [{"rank": 0, "peak_bytes_measured": 123456789, "peak_bytes_planned": 123456789,
+//               "comm_wait_s": 0.8}]}            (comm_wait_s: data-parallel runs only)
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,7 @@ struct RankMetrics {
   int rank = 0;
   std::int64_t peakBytesMeasured = 0;
   std::optional<std::int64_t> peakBytesPlanned;  // the memory plan's prediction; null when not planned
+  std::optional<double> commWaitS;  // data parallelism: seconds blocked waiting on collectives
 };
 
 struct RunMetrics {

@@ -12,6 +12,8 @@
 
 namespace gradc::runtime {
 
-at::Tensor syntheticInput(const ir::Value& input, std::uint64_t seed, std::int64_t step);
+// For data-parallel rank `rank` of `world` (input: the rank's shard, leading extent b): rows
+// [rank b, (rank + 1) b) of the values the full batch would get.
+at::Tensor syntheticInput(const ir::Value& input, std::uint64_t seed, std::int64_t step, int world = 1, int rank = 0);
 
 }  // namespace gradc::runtime

@@ -1,5 +1,6 @@
 #include "runtime/trainer.h"
 
+#include <ATen/ops/empty.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <nlohmann/json.hpp>
 
@@ -9,6 +10,7 @@
 
 #include "ir/index_bounds.h"
 #include "runtime/checkpoint.h"
+#include "runtime/collective_context.h"
 #include "runtime/executor.h"
 #include "runtime/init.h"
 #include "runtime/memory_tracker.h"
@@ -58,11 +60,11 @@ struct TokenData {
 
 Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, std::uint64_t seed,
                                   const std::optional<Vocabulary>& restoredVocab, const DataPosition& position,
-                                  nlohmann::json& config) {
+                                  nlohmann::json& config, int world) {
   const ir::Value* tokens = findInput(g, "tokens");
   const ir::Value* targets = findInput(g, "targets");
   BatcherOptions bo;
-  bo.batch = tokens->type().shape[0];
+  bo.batch = tokens->type().shape[0] * world;  // the global batch; each rank keeps its rows
   bo.seq = tokens->type().shape[1];
   bo.seed = seed;
   std::optional<ir::IndexBound> tokenBound = ir::indexBound(*tokens);
@@ -105,12 +107,46 @@ Status save(const std::filesystem::path& dir, const ir::Graph& g, const TensorMa
   return saveCheckpoint(dir, ck);
 }
 
+// FNV-1a over the bytes of every parameter and optimizer-state tensor, in graph order.
+std::int64_t stateChecksum(const ir::Graph& g, const TensorMap& state) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const auto& p : g.params()) {
+    at::Tensor t = state.at(p->name()).contiguous();
+    const auto* bytes = static_cast<const unsigned char*>(t.data_ptr());
+    for (size_t i = 0, n = t.nbytes(); i < n; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  }
+  return static_cast<std::int64_t>(h);
+}
+
+// Every rank must start from the same parameters and optimizer state.
+Status checkIdenticalState(const ir::Graph& g, const TensorMap& state, Communicator& comm) {
+  at::Tensor mine = at::scalar_tensor(stateChecksum(g, state), at::kLong).reshape({1});
+  at::Tensor all = at::empty({comm.worldSize()}, at::kLong);
+  if (Status s = comm.allGather(mine, all, "all_gather of the parameter checksums at the start"); !s) return s;
+  for (int r = 1; r < comm.worldSize(); ++r)
+    if (all[r].item<std::int64_t>() != all[0].item<std::int64_t>())
+      return Error{"rank " + std::to_string(r) + " starts from other parameters or optimizer state than rank 0 "
+                   "(checksums differ); every rank must initialise with the same seed or resume the same checkpoint"};
+  return {};
+}
+
+// Rows [rank b, (rank + 1) b) of a global batch tensor, in storage of their own.
+at::Tensor shardOf(const at::Tensor& global, int world, int rank) {
+  if (world == 1) return global;
+  const std::int64_t b = global.size(0) / world;
+  return global.narrow(0, rank * b, b).clone();
+}
+
 }  // namespace
 
 Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   MemoryTracker::install();
   Expected<Executor> exec = Executor::create(g);
   if (!exec) return Error{exec.error().message};
+  const int world = o.comm ? o.comm->worldSize() : 1;
+  const int rank = o.comm ? o.comm->rank() : 0;
+  std::optional<CollectiveContext> collectives;
+  if (o.comm) collectives.emplace(*o.comm);
 
   nlohmann::json config = nlohmann::json::parse(o.config, nullptr, /*allow_exceptions=*/false);
   if (!config.is_object()) config = nlohmann::json::object();
@@ -150,7 +186,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
 
   std::optional<TokenData> tokenData;
   if (isTokenInput(findInput(g, "tokens")) && isTokenInput(findInput(g, "targets"))) {
-    Expected<TokenData> td = makeTokenData(g, o, seed, restoredVocab, position, config);
+    Expected<TokenData> td = makeTokenData(g, o, seed, restoredVocab, position, config, world);
     if (!td) return Error{td.error().message};
     tokenData = std::move(*td);
   } else if (o.data) {
@@ -158,25 +194,29 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
                  "train it with --synthetic"};
   }
   const ir::Value* stepInput = findInput(g, "step");
+  if (o.comm)
+    if (Status s = checkIdenticalState(g, result.state, *o.comm); !s) return Error{s.message()};
 
+  const bool show = o.progress && rank == 0;
   Progress progress(firstStep, o.steps);
   std::int64_t peak = 0;
   for (std::int64_t step = firstStep; step <= o.steps; ++step) {
     TensorMap inputs;
     if (tokenData) {
       Batch b = tokenData->batcher.next();
-      inputs.emplace("tokens", std::move(b.tokens));
-      inputs.emplace("targets", std::move(b.targets));
+      inputs.emplace("tokens", shardOf(b.tokens, world, rank));
+      inputs.emplace("targets", shardOf(b.targets, world, rank));
     }
     for (const auto& in : g.inputs()) {
       if (inputs.count(in->name())) continue;
       if (in.get() == stepInput) inputs.emplace("step", at::scalar_tensor(step, at::kLong));
-      else inputs.emplace(in->name(), syntheticInput(*in, seed, step));
+      else inputs.emplace(in->name(), syntheticInput(*in, seed, step, world, rank));
     }
 
     MemoryTracker::resetPeak();
     auto t0 = std::chrono::steady_clock::now();
-    Expected<TensorMap> out = exec->run(inputs, result.state, RunContext{seed, step});
+    Expected<TensorMap> out =
+        exec->run(inputs, result.state, RunContext{seed, step, collectives ? &*collectives : nullptr});
     auto t1 = std::chrono::steady_clock::now();
     if (!out) return Error{"step " + std::to_string(step) + ": " + out.error().message};
     peak = std::max(peak, MemoryTracker::peakBytes());
@@ -188,27 +228,44 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     std::int64_t tokens = tokenData ? tokenData->tokensPerStep
                                     : (g.inputs().empty() || g.inputs()[0]->type().rank() == 0
                                            ? 1
-                                           : g.inputs()[0]->type().shape[0]);
+                                           : g.inputs()[0]->type().shape[0] * world);
     m.tokensPerS = m.stepTimeS > 0 ? static_cast<double>(tokens) / m.stepTimeS : 0;
     if (auto it = out->find("lr"); it != out->end()) m.lr = it->second.item<double>();
     if (auto it = out->find("grad_norm"); it != out->end()) m.gradNorm = it->second.item<double>();
     result.metrics.steps.push_back(m);
-    if (o.progress) progress.update(m);
+    if (show) progress.update(m);
     if (!std::isfinite(m.loss))
       return Error{"the loss is " + std::to_string(m.loss) + " at step " + std::to_string(step) +
                    " (diverged: try a lower --lr or --clip-norm)"};
 
     bool stop = o.onStep && !o.onStep(m);
-    bool due = o.saveDir && ((o.saveEvery > 0 && step % o.saveEvery == 0) || step == o.steps || stop);
+    bool due = rank == 0 && o.saveDir && ((o.saveEvery > 0 && step % o.saveEvery == 0) || step == o.steps || stop);
     if (due) {
       DataPosition pos = tokenData ? tokenData->batcher.position() : DataPosition{0, step};
       if (Status s = save(*o.saveDir, g, result.state, step, seed, pos, config); !s) return Error{s.message()};
-      if (o.progress) progress.note("saved checkpoint " + o.saveDir->string() + " at step " + std::to_string(step));
+      if (show) progress.note("saved checkpoint " + o.saveDir->string() + " at step " + std::to_string(step));
     }
     if (stop) break;
   }
-  progress.finish();
-  result.metrics.ranks.push_back(RankMetrics{0, peak, o.plannedPeakBytes});
+  if (show) progress.finish();
+  if (!o.comm) {
+    result.metrics.ranks.push_back(RankMetrics{0, peak, o.plannedPeakBytes, std::nullopt});
+    return result;
+  }
+  // Every rank's peak (measured, planned) and communication wait, for rank 0's metrics.
+  at::Tensor mine = at::empty({3}, at::kLong);
+  mine[0] = peak;
+  mine[1] = o.plannedPeakBytes.value_or(-1);
+  mine[2] = static_cast<std::int64_t>(collectives->waitSeconds() * 1e6);
+  at::Tensor all = at::empty({3 * world}, at::kLong);
+  if (Status s = o.comm->allGather(mine, all, "all_gather of the ranks' metrics at the end"); !s)
+    return Error{s.message()};
+  for (int r = 0; r < world; ++r) {
+    const std::int64_t planned = all[3 * r + 1].item<std::int64_t>();
+    result.metrics.ranks.push_back(RankMetrics{r, all[3 * r].item<std::int64_t>(),
+                                               planned < 0 ? std::nullopt : std::optional<std::int64_t>(planned),
+                                               static_cast<double>(all[3 * r + 2].item<std::int64_t>()) / 1e6});
+  }
   return result;
 }
 

@@ -6,6 +6,9 @@
 // data input gets synthetic values (runtime/synthetic_inputs.h). The input `step` (i64[],
 // created by the optimizer pass) is fed the 1-based step number.
 //
+// Data parallelism (TrainerOptions::comm): every rank draws the same global batch and keeps its
+// rows, so a run over N ranks sees the data a one-device run of the same global batch sees.
+//
 // Determinism. Everything a step computes is a function of (parameters, optimizer state,
 // step, seed, data position): initialisation is keyed by (seed, name), dropout by
 // (seed, step, node), batches by (seed, epoch, index). A checkpoint stores exactly that state,
@@ -20,6 +23,7 @@
 
 #include "ir/graph.h"
 #include "ir/status.h"
+#include "runtime/communicator.h"
 #include "runtime/data.h"
 #include "runtime/metrics.h"
 #include "runtime/tensor_map.h"
@@ -40,6 +44,12 @@ struct TrainerOptions {
   // The memory planner's predicted peak of one step of this graph (passes/memory_plan.h),
   // reported beside the measured peak as peak_bytes_planned; nullopt: not planned.
   std::optional<std::int64_t> plannedPeakBytes;
+  // Data parallelism: this process is rank comm->rank() of comm->worldSize(), and the graph is
+  // that rank's partitioned step (passes/data_parallel.h). Each rank feeds its rows of every
+  // batch, checks at the start that all ranks hold identical parameters and optimizer state
+  // (a checksum, all-gathered), and reports its peak and communication wait; rank 0 shows
+  // progress, writes checkpoints and gets every rank's metrics. nullptr: one device.
+  Communicator* comm = nullptr;
   // Called after every step (tests, custom logging). Returning false stops the run after
   // that step, as an interruption would (a checkpoint is written if saveDir is set).
   std::function<bool(const StepMetrics&)> onStep;

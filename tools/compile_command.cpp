@@ -1,10 +1,11 @@
 // gradc compile SPEC [--set k=v]... [--emit ir|dot|summary|plan] [-o FILE] [--budget B] [--remat S]
-//   [--micro-batches K|auto]
+//   [--micro-batches K|auto] [--devices N] [--loss-placement local|gather] [--bucket-mib M]
 //
 // ir and dot describe the forward graph; summary describes it and adds every recompute
 // strategy's peak and overhead for the training step; plan compiles the training step (with
 // --budget, --remat, --micro-batches; AdamW defaults) and writes its memory plan as JSON
-// (tools/plan_json.h, docs/memory.md).
+// (tools/plan_json.h, docs/memory.md); with --devices, of one data-parallel rank, with every
+// rank's peak (docs/parallel.md).
 #include <iostream>
 #include <memory>
 
@@ -29,14 +30,42 @@ struct CompileOptions {
   std::vector<std::string> sets;
   PipelineOptions pipeline;
   MemoryFlags memory;
+  ParallelFlags parallel;
 };
 
 // The training step's plan: the pipeline `gradc train` runs, with the default optimizer (AdamW)
 // and the memory flags.
+// With --devices N, the plan is rank 0's, and `ranks` has every rank's peak and its largest
+// buffers at the peak (ranks other than 0 share one graph, so one is compiled for all).
 int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
   int exitCode = kExitOk;
-  std::optional<TrainingStep> step = buildTrainingStep(forward, passes::OptimizerOptions{}, o.memory, exitCode);
-  if (!step) return exitCode;
+  std::vector<TrainingStep> steps;  // rank 0, then (when it differs) the other ranks' step
+  for (int rank = 0; rank < std::min(o.parallel.devices, 2); ++rank) {
+    Expected<passes::DataParallelOptions> parallel = o.parallel.forRank(rank);
+    if (!parallel) {
+      std::cerr << "gradc: error: " << parallel.error().message << "\n";
+      return kExitUserError;
+    }
+    if (rank == 1 && parallel->placement == passes::LossPlacement::Local) break;
+    std::optional<TrainingStep> step = buildTrainingStep(forward, passes::OptimizerOptions{}, o.memory, exitCode, *parallel);
+    if (!step) return exitCode;
+    steps.push_back(std::move(*step));
+  }
+  if (o.parallel.devices > 1) {
+    std::vector<passes::RankPlan> ranks;
+    for (int rank = 0; rank < o.parallel.devices; ++rank) {
+      const passes::MemoryPlan& plan = rank == 0 ? steps.front().plan : steps.back().plan;
+      passes::RankPlan r{rank, plan.peakBytes, plan.arenaBytes, {}};
+      std::vector<size_t> live = plan.liveAt(plan.peakStep);
+      for (size_t k = 0; k < live.size() && k < 8; ++k) {
+        const passes::PlannedBuffer& b = plan.buffers[live[k]];
+        r.largestAtPeak.push_back({b.name, b.kind, b.type, b.size});
+      }
+      ranks.push_back(std::move(r));
+    }
+    steps.front().plan.ranks = std::move(ranks);
+  }
+  std::optional<TrainingStep> step = std::move(steps.front());
   if (Status s = writeOutput(o.pipeline.output, planToJson(step->plan)); !s) {
     std::cerr << "gradc: error: " << s.message() << "\n";
     return kExitInternal;
@@ -105,6 +134,7 @@ Runner addCompileCommand(CLI::App& cmd) {
   cmd.add_option("--set", o->sets, "Override a dim (or seed): --set batch=64 (repeatable; the value may be an expression)");
   o->pipeline.addTo(cmd, "summary");
   o->memory.addTo(cmd);
+  o->parallel.addTo(cmd);
   // compile alone also emits the training step's memory plan: widen the shared --emit check.
   CLI::Option* emit = cmd.get_option("--emit");
   emit->get_validator()->active(false).description("");

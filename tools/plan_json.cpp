@@ -25,8 +25,15 @@ std::string planToJson(const passes::MemoryPlan& plan) {
   j["optimizer_flops"] = plan.optimizerFlops;
   j["recompute_flops"] = plan.recomputeFlops;
   j["ranks"] = Json::array();
-  for (const passes::RankPlan& r : plan.ranks)
-    j["ranks"].push_back({{"rank", r.rank}, {"peak_bytes", r.peakBytes}, {"arena_bytes", r.arenaBytes}});
+  for (const passes::RankPlan& r : plan.ranks) {
+    Json e = {{"rank", r.rank}, {"peak_bytes", r.peakBytes}, {"arena_bytes", r.arenaBytes}};
+    if (!r.largestAtPeak.empty()) {
+      e["largest_at_peak"] = Json::array();
+      for (const passes::RankBuffer& b : r.largestAtPeak)
+        e["largest_at_peak"].push_back({{"name", b.name}, {"kind", b.kind}, {"type", b.type}, {"size", b.size}});
+    }
+    j["ranks"].push_back(std::move(e));
+  }
   j["buffers"] = Json::array();
   for (const passes::PlannedBuffer& b : plan.buffers) {
     Json e;
@@ -174,7 +181,13 @@ Expected<passes::MemoryPlan> planFromJson(std::string_view text) {
     GRADC_TRY(rank, integer((*ranks)[i], path, "rank"));
     GRADC_TRY(rankPeak, integer((*ranks)[i], path, "peak_bytes"));
     GRADC_TRY(rankArena, integer((*ranks)[i], path, "arena_bytes"));
-    plan.ranks.push_back({static_cast<int>(rank), rankPeak, rankArena});
+    passes::RankPlan rp{static_cast<int>(rank), rankPeak, rankArena, {}};
+    if (const Json& e = (*ranks)[i]; e.contains("largest_at_peak") && e["largest_at_peak"].is_array())
+      for (const Json& b : e["largest_at_peak"])
+        if (b.is_object())
+          rp.largestAtPeak.push_back({b.value("name", ""), b.value("kind", ""), b.value("type", ""),
+                                      b.value("size", std::int64_t{0})});
+    plan.ranks.push_back(std::move(rp));
   }
 
   GRADC_TRY(buffers, array(j, root, "buffers"));

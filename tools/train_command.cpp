@@ -1,12 +1,24 @@
 // gradc train SPEC [--set k=v]... [--data FILE | --synthetic] [--steps N] [--lr X]
 //   [--optimizer sgd|adamw] [--seed N] [--save DIR] [--save-every N] [--resume DIR]
-//   [--metrics-out FILE.json]
+//   [--metrics-out FILE.json] [--devices N [--loss-placement local|gather] [--bucket-mib M] [--timeout S]]
+//
+// With --devices N > 1 this process becomes the launcher: it starts N copies of the same
+// command as worker processes (RANK, WORLD_SIZE, ... set; runtime/launcher.h) and supervises
+// them. A process started with those variables already set (by this launcher, torchrun or
+// Slurm) is a worker: it compiles its rank's step, joins the others over Gloo and trains.
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 
 #include <nlohmann/json.hpp>
 
+#include "passes/budget.h"
 #include "passes/optimizer.h"
+#include "runtime/dist_env.h"
+#include "runtime/gloo_communicator.h"
+#include "runtime/launcher.h"
 #include "runtime/trainer.h"
 #include "tools/commands.h"
 #include "tools/spec_loading.h"
@@ -36,14 +48,61 @@ struct TrainCommandOptions {
   std::string resume;
   std::string metricsOut;
   bool quiet = false;
+  double timeoutS = 300;
   MemoryFlags memory;
+  ParallelFlags parallel;
 };
+
+// This process's own command line, with argv[0] resolved to the running executable.
+std::vector<std::string> ownCommandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  for (size_t at = 0; at < all.size();) {
+    size_t end = all.find('\0', at);
+    if (end == std::string::npos) end = all.size();
+    args.push_back(all.substr(at, end - at));
+    at = end + 1;
+  }
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!args.empty() && !ec) args[0] = exe.string();
+  return args;
+}
 
 int runTrain(const TrainCommandOptions& o) {
   if (o.data.empty() == !o.synthetic) {
     std::cerr << "gradc: error: give exactly one of --data FILE and --synthetic\n";
     return kExitUserError;
   }
+  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeoutS * 1000));
+  Expected<std::optional<runtime::DistEnv>> env = runtime::distEnvFromEnvironment();
+  if (!env) {
+    std::cerr << "gradc: error: " << env.error().message << "\n";
+    return kExitUserError;
+  }
+  if (!*env && o.parallel.devices > 1) {
+    // The launcher: N workers running this same command, supervised until they all end.
+    runtime::LaunchOptions launch;
+    launch.devices = o.parallel.devices;
+    launch.argv = ownCommandLine();
+    launch.timeout = timeout;
+    return runtime::launchWorkers(launch);
+  }
+  const int world = *env ? (*env)->worldSize : 1;
+  const int rank = *env ? (*env)->rank : 0;
+  if (*env && o.parallel.devices > 1 && o.parallel.devices != world) {
+    std::cerr << "gradc: error: --devices " << o.parallel.devices << " disagrees with WORLD_SIZE=" << world << "\n";
+    return kExitUserError;
+  }
+  ParallelFlags parallelFlags = o.parallel;
+  parallelFlags.devices = world;
+  Expected<passes::DataParallelOptions> parallel = parallelFlags.forRank(rank);
+  if (!parallel) {
+    std::cerr << "gradc: error: " << parallel.error().message << "\n";
+    return kExitUserError;
+  }
+  const bool quiet = o.quiet || rank != 0;
   int exitCode = kExitOk;
   std::optional<ir::Graph> graph = loadSpec(o.spec, o.sets, exitCode);
   if (!graph) return exitCode;
@@ -61,9 +120,29 @@ int runTrain(const TrainCommandOptions& o) {
   opt.minLr = o.decaySteps > 0 ? o.minLr : o.lr;
 
   int stepExit = kExitOk;
-  std::optional<TrainingStep> step = buildTrainingStep(*graph, opt, o.memory, stepExit);
+  std::optional<TrainingStep> step = buildTrainingStep(*graph, opt, o.memory, stepExit, *parallel);
   if (!step) return stepExit;
-  if (!o.quiet) std::cerr << describeStep(*step) << "\n";
+  if (!quiet) {
+    std::cerr << describeStep(*step) << "\n";
+    if (world > 1) {
+      std::vector<passes::GradientBucket> buckets = passes::gradientBuckets(step->graph);
+      std::cerr << "data parallel: " << world << " ranks (gloo), loss placement "
+                << passes::lossPlacementName(parallel->placement) << ", " << buckets.size()
+                << " gradient bucket" << (buckets.size() == 1 ? "" : "s") << " of";
+      for (const passes::GradientBucket& b : buckets) std::cerr << " " << passes::formatBytes(b.bytes);
+      std::cerr << "\n";
+    }
+  }
+
+  std::unique_ptr<runtime::Communicator> comm;
+  if (world > 1) {
+    Expected<std::unique_ptr<runtime::Communicator>> c = runtime::GlooCommunicator::create(**env, timeout);
+    if (!c) {
+      std::cerr << "gradc: error: rank " << rank << ": " << c.error().message << "\n";
+      return kExitUserError;
+    }
+    comm = std::move(*c);
+  }
   // The executor runs the scheduled graph and frees every value after its last use: what the
   // memory plan models, so the metrics can put its predicted peak beside the measured one.
   const std::int64_t plannedPeak = step->plan.peakBytes;
@@ -77,7 +156,8 @@ int runTrain(const TrainCommandOptions& o) {
   if (!o.save.empty()) t.saveDir = o.save;
   t.saveEvery = o.saveEvery;
   if (!o.resume.empty()) t.resumeDir = o.resume;
-  t.progress = !o.quiet;
+  t.progress = !quiet;
+  t.comm = comm.get();
   t.plannedPeakBytes = plannedPeak;
   nlohmann::json config = {{"spec", o.spec},
                            {"set", o.sets},
@@ -91,16 +171,20 @@ int runTrain(const TrainCommandOptions& o) {
                            {"decay_steps", o.decaySteps},
                            {"budget", o.memory.budget},
                            {"remat", std::string(passes::rematStrategyName(step->remat.chosen))},
-                           {"micro_batches", step->microBatches}};
+                           {"micro_batches", step->microBatches},
+                           {"devices", world},
+                           {"loss_placement", std::string(passes::lossPlacementName(parallel->placement))}};
   t.config = config.dump();
 
   Expected<runtime::TrainResult> result = runtime::train(step->graph, t);
   if (!result) {
-    std::cerr << "gradc: error: " << result.error().message << "\n";
+    std::cerr << "gradc: error: " << (world > 1 ? "rank " + std::to_string(rank) + ": " : "")
+              << result.error().message << "\n";
     return kExitUserError;
   }
+  if (rank != 0) return kExitOk;  // rank 0 reports and writes the metrics of every rank
   const runtime::RunMetrics& m = result->metrics;
-  if (!m.steps.empty() && !o.quiet)
+  if (!m.steps.empty() && !quiet)
     std::cerr << "trained " << m.model << " to step " << m.steps.back().step << ": loss " << m.steps.front().loss
               << " -> " << m.steps.back().loss << "; peak memory " << m.ranks.front().peakBytesMeasured
               << " bytes measured, " << plannedPeak << " planned\n";
@@ -137,7 +221,12 @@ Runner addTrainCommand(CLI::App& cmd) {
   cmd.add_option("--resume", o->resume, "Continue from this checkpoint folder, bit for bit");
   cmd.add_option("--metrics-out", o->metricsOut, "Write per-step metrics and peak memory as JSON");
   cmd.add_flag("-q,--quiet", o->quiet, "No progress output");
+  cmd.add_option("--timeout", o->timeoutS,
+                 "Seconds a rank waits for the others (rendezvous, each collective) before the run fails")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   o->memory.addTo(cmd);
+  o->parallel.addTo(cmd);
   return [o] { return runTrain(*o); };
 }
 

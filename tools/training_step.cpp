@@ -25,10 +25,52 @@ void MemoryFlags::addTo(CLI::App& cmd) {
       ->capture_default_str();
 }
 
+void ParallelFlags::addTo(CLI::App& cmd) {
+  cmd.add_option("--devices", devices,
+                 "Data-parallel ranks: the batch is split over N processes (CPU ranks over Gloo), each computing "
+                 "the loss of its own shard; gradients are all-reduced in buckets")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--loss-placement", lossPlacement,
+                 "local: every rank computes its shard's loss (balanced); gather: outputs gathered onto rank 0 for "
+                 "the loss, as torch.nn.DataParallel (the baseline)")
+      ->check(CLI::IsMember({"local", "gather"}))
+      ->capture_default_str();
+  cmd.add_option("--bucket-mib", bucketMiB, "Gradient all-reduce bucket size in MiB (the first bucket: 1 MiB)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+Expected<passes::DataParallelOptions> ParallelFlags::forRank(int rank) const {
+  passes::DataParallelOptions o;
+  o.world = devices;
+  o.rank = rank;
+  Expected<passes::LossPlacement> placement = passes::parseLossPlacement(lossPlacement);
+  if (!placement) return placement.error();
+  o.placement = *placement;
+  auto bytes = [](double mib) { return static_cast<std::int64_t>(mib * 1024 * 1024); };
+  if (bytes(bucketMiB) < 1) return Error{"--bucket-mib must be positive"};
+  o.bucketBytes = bytes(bucketMiB);
+  o.firstBucketBytes = std::min(o.bucketBytes, bytes(firstBucketMiB));
+  return o;
+}
+
 std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const passes::OptimizerOptions& optimizer,
-                                              const MemoryFlags& flags, int& exitCode) {
+                                              const MemoryFlags& flags, int& exitCode,
+                                              const passes::DataParallelOptions& parallel) {
   exitCode = kExitUserError;
   passes::TrainingPlanOptions options;
+  std::optional<ir::Graph> partitioned;
+  if (parallel.world > 1) {
+    Expected<ir::Graph> p = passes::partitionForward(forward, parallel);
+    if (!p) {
+      std::cerr << "gradc: error: --devices " << parallel.world << ": " << p.error().message << "\n";
+      return std::nullopt;
+    }
+    partitioned = std::move(*p);
+    options.dataParallel = parallel;
+  }
+  const ir::Graph& rankForward = partitioned ? *partitioned : forward;
   options.optimizer = optimizer;
   if (!flags.budget.empty()) {
     Expected<std::int64_t> bytes = passes::parseBytes(flags.budget);
@@ -64,7 +106,7 @@ std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const pa
     }
   }
 
-  Expected<passes::RematChoice> choice = passes::chooseTrainingPlan(forward, options);
+  Expected<passes::RematChoice> choice = passes::chooseTrainingPlan(rankForward, options);
   if (!choice) {
     std::cerr << "gradc: error: " << choice.error().message << "\n";
     return std::nullopt;

@@ -1,0 +1,6 @@
+set(GRADC_RUNTIME_DIST_SOURCES
+  ${CMAKE_CURRENT_SOURCE_DIR}/dist_env.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/gloo_communicator.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/launcher.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/tcp_kv_store.cpp
+)

@@ -1,0 +1,262 @@
+// ProcessGroupGloo's declaration is compiled only with USE_C10D_GLOO; the Debian LibTorch is
+// built with it (the symbols are in libtorch_cpu.so, which links libgloo.so).
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO 1
+#endif
+#include "runtime/gloo_communicator.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <exception>
+#include <vector>
+
+#include "runtime/comm_error.h"
+#include "runtime/tcp_kv_store.h"
+
+namespace gradc::runtime {
+
+using Clock = std::chrono::steady_clock;
+
+struct GlooCommunicator::Impl {
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+};
+
+namespace {
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// How long wait() blocks at most: Gloo's own timeout normally fires first (with a more precise
+// message); this only bounds waits on work queued behind a stuck collective.
+std::chrono::milliseconds waitLimit(std::chrono::milliseconds timeout) {
+  return timeout + std::chrono::milliseconds(500);
+}
+
+// Waits for `work` and turns any failure into the documented Error.
+Status finish(const c10::intrusive_ptr<c10d::Work>& work, int rank, std::chrono::milliseconds timeout,
+              const std::string& what, Clock::time_point start) {
+  try {
+    work->wait(waitLimit(timeout));
+    return Status::success();
+  } catch (const std::exception& e) {
+    return comm::collectiveError(rank, what, secondsSince(start), comm::causeFromMessage(e.what(), timeout));
+  }
+}
+
+class GlooPending final : public PendingCollective {
+ public:
+  GlooPending(c10::intrusive_ptr<c10d::Work> work, at::Tensor buffer, int rank, std::chrono::milliseconds timeout,
+              std::string what, Clock::time_point start)
+      : work_(std::move(work)), buffer_(std::move(buffer)), rank_(rank), timeout_(timeout),
+        what_(std::move(what)), start_(start) {}
+  ~GlooPending() override {
+    if (work_) (void)wait();
+  }
+  Status wait() override {
+    if (!work_) return Error{"rank " + std::to_string(rank_) + ": " + what_ + ": wait() called twice"};
+    Status status = finish(work_, rank_, timeout_, what_, start_);
+    work_.reset();
+    return status;
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  at::Tensor buffer_;  // kept alive until the collective is done
+  int rank_;
+  std::chrono::milliseconds timeout_;
+  std::string what_;
+  Clock::time_point start_;
+};
+
+// Input checks shared by the collectives; an empty string means fine.
+std::string checkTensor(const at::Tensor& t, const char* name) {
+  if (!t.defined()) return std::string(name) + " is undefined";
+  if (!t.device().is_cpu()) return std::string(name) + " is not a CPU tensor (Gloo works on CPU tensors)";
+  if (!t.is_contiguous()) return std::string(name) + " is not contiguous";
+  return {};
+}
+
+Error argumentError(int rank, const std::string& what, const std::string& problem) {
+  return Error{"rank " + std::to_string(rank) + ": " + what + ": " + problem};
+}
+
+// Views of `stacked` ([world * n, ...]) for each rank's n rows; they share its storage.
+std::vector<at::Tensor> rowBlocks(const at::Tensor& stacked, int world) {
+  const int64_t n = stacked.size(0) / world;
+  std::vector<at::Tensor> blocks;
+  blocks.reserve(world);
+  for (int r = 0; r < world; ++r) blocks.push_back(stacked.narrow(0, r * n, n));
+  return blocks;
+}
+
+// An empty string when `stacked` is [world * input.size(0), rest of input's shape...] with
+// input's dtype.
+std::string checkStacked(const at::Tensor& stacked, const at::Tensor& block, int world, const char* name) {
+  std::string problem = checkTensor(stacked, name);
+  if (!problem.empty()) return problem;
+  if (block.dim() == 0) return "tensors must have at least one dimension";
+  auto expected = block.sizes().vec();
+  expected[0] *= world;
+  if (stacked.sizes().vec() != expected || stacked.scalar_type() != block.scalar_type()) {
+    return std::string(name) + " has shape " + c10::str(stacked.sizes()) + " and dtype " +
+           std::string(c10::toString(stacked.scalar_type())) + "; expected " + c10::str(c10::IntArrayRef(expected)) +
+           " and dtype " + std::string(c10::toString(block.scalar_type()));
+  }
+  return {};
+}
+
+}  // namespace
+
+GlooCommunicator::GlooCommunicator(std::unique_ptr<Impl> impl, int rank, int worldSize, std::chrono::milliseconds timeout)
+    : impl_(std::move(impl)), rank_(rank), worldSize_(worldSize), timeout_(timeout) {}
+
+GlooCommunicator::~GlooCommunicator() {
+  // The group first (it joins its worker threads), then the store it used.
+  if (impl_) {
+    try {
+      impl_->group.reset();
+      impl_->store.reset();
+    } catch (...) {
+    }
+  }
+}
+
+Expected<std::unique_ptr<Communicator>> GlooCommunicator::create(const DistEnv& env, std::chrono::milliseconds timeout) {
+  if (env.worldSize < 1 || env.rank < 0 || env.rank >= env.worldSize) {
+    return Error{"invalid distributed environment: rank " + std::to_string(env.rank) + " of world size " +
+                 std::to_string(env.worldSize)};
+  }
+  const auto start = Clock::now();
+  auto store = connectTcpStore(env, timeout);
+  if (!store) return store.error();
+
+  auto impl = std::make_unique<Impl>();
+  impl->store = *store;
+  try {
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    // Loopback for single-host runs; otherwise the address this host resolves to.
+    const bool local = env.masterAddr == "127.0.0.1" || env.masterAddr == "localhost";
+    options->devices.push_back(local ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                     : c10d::ProcessGroupGloo::createDefaultDevice());
+    options->threads = 2;
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gradc/gloo", impl->store);
+    impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, env.rank, env.worldSize, options);
+  } catch (const std::exception& e) {
+    std::string message = e.what();
+    std::string cause = comm::containsNoCase(message, "timed out") || comm::containsNoCase(message, "timeout")
+                            ? "not every rank joined within the " + comm::formatSeconds(timeout.count() / 1000.0) +
+                                  " s timeout (are all " + std::to_string(env.worldSize) +
+                                  " ranks started, with the same MASTER_ADDR and MASTER_PORT?)"
+                            : comm::causeFromMessage(message, timeout);
+    return comm::collectiveError(env.rank, "rendezvous of " + std::to_string(env.worldSize) + " ranks at " +
+                                               env.masterAddr + ":" + std::to_string(env.masterPort),
+                                 secondsSince(start), cause);
+  }
+  return std::unique_ptr<Communicator>(new GlooCommunicator(std::move(impl), env.rank, env.worldSize, timeout));
+}
+
+Expected<std::unique_ptr<PendingCollective>> GlooCommunicator::startAllReduceSum(at::Tensor buffer, std::string what) {
+  if (auto problem = checkTensor(buffer, "the buffer"); !problem.empty()) return argumentError(rank_, what, problem);
+  const auto start = Clock::now();
+  try {
+    std::vector<at::Tensor> tensors{buffer};
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::SUM;
+    options.timeout = timeout_;
+    auto work = impl_->group->allreduce(tensors, options);
+    return std::unique_ptr<PendingCollective>(
+        std::make_unique<GlooPending>(std::move(work), std::move(buffer), rank_, timeout_, std::move(what), start));
+  } catch (const std::exception& e) {
+    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(e.what(), timeout_));
+  }
+}
+
+Status GlooCommunicator::gather(const at::Tensor& input, at::Tensor output, int root, std::string what) {
+  if (root < 0 || root >= worldSize_) return argumentError(rank_, what, "root " + std::to_string(root) + " is not a rank");
+  if (auto problem = checkTensor(input, "the input"); !problem.empty()) return argumentError(rank_, what, problem);
+  if (rank_ == root) {
+    if (auto problem = checkStacked(output, input, worldSize_, "the output"); !problem.empty())
+      return argumentError(rank_, what, problem);
+  }
+  const auto start = Clock::now();
+  try {
+    std::vector<at::Tensor> inputs{input};
+    std::vector<std::vector<at::Tensor>> outputs;
+    if (rank_ == root) outputs.push_back(rowBlocks(output, worldSize_));
+    c10d::GatherOptions options;
+    options.rootRank = root;
+    options.timeout = timeout_;
+    return finish(impl_->group->gather(outputs, inputs, options), rank_, timeout_, what, start);
+  } catch (const std::exception& e) {
+    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(e.what(), timeout_));
+  }
+}
+
+Status GlooCommunicator::scatter(const at::Tensor& input, at::Tensor output, int root, std::string what) {
+  if (root < 0 || root >= worldSize_) return argumentError(rank_, what, "root " + std::to_string(root) + " is not a rank");
+  if (auto problem = checkTensor(output, "the output"); !problem.empty()) return argumentError(rank_, what, problem);
+  if (rank_ == root) {
+    if (auto problem = checkStacked(input, output, worldSize_, "the input"); !problem.empty())
+      return argumentError(rank_, what, problem);
+  }
+  const auto start = Clock::now();
+  try {
+    std::vector<at::Tensor> outputs{output};
+    std::vector<std::vector<at::Tensor>> inputs;
+    if (rank_ == root) inputs.push_back(rowBlocks(input, worldSize_));
+    c10d::ScatterOptions options;
+    options.rootRank = root;
+    options.timeout = timeout_;
+    return finish(impl_->group->scatter(outputs, inputs, options), rank_, timeout_, what, start);
+  } catch (const std::exception& e) {
+    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(e.what(), timeout_));
+  }
+}
+
+Status GlooCommunicator::allGather(const at::Tensor& input, at::Tensor output, std::string what) {
+  if (auto problem = checkTensor(input, "the input"); !problem.empty()) return argumentError(rank_, what, problem);
+  if (auto problem = checkStacked(output, input, worldSize_, "the output"); !problem.empty())
+    return argumentError(rank_, what, problem);
+  const auto start = Clock::now();
+  try {
+    std::vector<at::Tensor> inputs{input};
+    std::vector<std::vector<at::Tensor>> outputs{rowBlocks(output, worldSize_)};
+    c10d::AllgatherOptions options;
+    options.timeout = timeout_;
+    return finish(impl_->group->allgather(outputs, inputs, options), rank_, timeout_, what, start);
+  } catch (const std::exception& e) {
+    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(e.what(), timeout_));
+  }
+}
+
+Status GlooCommunicator::broadcast(at::Tensor tensor, int root, std::string what) {
+  if (root < 0 || root >= worldSize_) return argumentError(rank_, what, "root " + std::to_string(root) + " is not a rank");
+  if (auto problem = checkTensor(tensor, "the tensor"); !problem.empty()) return argumentError(rank_, what, problem);
+  const auto start = Clock::now();
+  try {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    options.timeout = timeout_;
+    return finish(impl_->group->broadcast(tensors, options), rank_, timeout_, what, start);
+  } catch (const std::exception& e) {
+    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(e.what(), timeout_));
+  }
+}
+
+Status GlooCommunicator::barrier(std::string what) {
+  const auto start = Clock::now();
+  try {
+    c10d::BarrierOptions options;
+    options.timeout = timeout_;
+    return finish(impl_->group->barrier(options), rank_, timeout_, what, start);
+  } catch (const std::exception& e) {
+    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(e.what(), timeout_));
+  }
+}
+
+}  // namespace gradc::runtime

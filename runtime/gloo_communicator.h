@@ -1,0 +1,47 @@
+// Communicator over c10d's ProcessGroupGloo (CPU tensors), with a TCPStore rendezvous at
+// MASTER_ADDR:MASTER_PORT (see runtime/dist_env.h for who hosts the store).
+//
+// The communicator timeout is both the store timeout (rendezvous) and Gloo's per-operation
+// timeout; wait() also stops waiting shortly after it, so no call hangs past the timeout even
+// when a peer is stopped (SIGSTOP) rather than dead. Every c10d/Gloo exception becomes an
+// Error worded as described in runtime/communicator.h.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "runtime/communicator.h"
+#include "runtime/dist_env.h"
+
+namespace gradc::runtime {
+
+class GlooCommunicator final : public Communicator {
+ public:
+  // Rendezvous with every rank of `env` (blocks until all have joined, or the timeout).
+  static Expected<std::unique_ptr<Communicator>> create(const DistEnv& env, std::chrono::milliseconds timeout);
+  ~GlooCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int worldSize() const override { return worldSize_; }
+  std::string_view backend() const override { return "gloo"; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+
+  Expected<std::unique_ptr<PendingCollective>> startAllReduceSum(at::Tensor buffer, std::string what) override;
+  Status gather(const at::Tensor& input, at::Tensor output, int root, std::string what) override;
+  Status scatter(const at::Tensor& input, at::Tensor output, int root, std::string what) override;
+  Status allGather(const at::Tensor& input, at::Tensor output, std::string what) override;
+  Status broadcast(at::Tensor tensor, int root, std::string what) override;
+  Status barrier(std::string what) override;
+
+  struct Impl;
+
+ private:
+  GlooCommunicator(std::unique_ptr<Impl> impl, int rank, int worldSize, std::chrono::milliseconds timeout);
+
+  std::unique_ptr<Impl> impl_;
+  int rank_;
+  int worldSize_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace gradc::runtime

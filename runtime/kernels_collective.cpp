@@ -1,0 +1,114 @@
+// Kernels of the collective ops (ir/ops_collective.cpp): communication between data-parallel
+// ranks through the run's CollectiveContext (RunContext::collectives).
+//
+// all_reduce_start copies its operands into one fresh flat bucket and starts the sum on it;
+// all_reduce_wait waits for it and returns views of the bucket's parts. gather, gather_send,
+// scatter and scatter_recv block until done. A communication failure or timeout throws, and
+// the executor reports it naming the node; the message itself names the rank, the collective
+// and the step.
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+
+#include <stdexcept>
+
+#include "runtime/collective_context.h"
+#include "runtime/kernels.h"
+
+namespace gradc::runtime {
+namespace {
+
+using namespace kernel_detail;
+using Results = std::vector<at::Tensor>;
+
+CollectiveContext& contextOf(const KernelArgs& a) {
+  if (!a.ctx.collectives)
+    throw std::runtime_error("this graph communicates with other ranks (it was compiled for data parallelism), "
+                             "but it runs without a communicator");
+  return *a.ctx.collectives;
+}
+
+void check(const Status& s) {
+  if (!s) throw std::runtime_error(s.message());
+}
+
+at::Tensor emptyOf(const ir::TensorType& t) {
+  return at::empty(std::vector<std::int64_t>(t.shape.begin(), t.shape.end()), optionsFor(t.dtype));
+}
+
+Results allReduceStart(const KernelArgs& a) {
+  CollectiveContext& cc = contextOf(a);
+  at::Tensor bucket = emptyOf(a.node.result(0)->type());
+  std::int64_t at = 0;
+  for (const at::Tensor& t : a.operands) {  // strided operands are read in place, no temporary
+    bucket.narrow(0, at, t.numel()).view(t.sizes()).copy_(t);
+    at += t.numel();
+  }
+  auto pending = cc.comm().startAllReduceSum(bucket, CollectiveContext::describe(a.node, a.ctx.step));
+  if (!pending) throw std::runtime_error(pending.error().message);
+  cc.started(&a.node, std::move(*pending));
+  return {bucket};
+}
+
+Results allReduceWait(const KernelArgs& a) {
+  CollectiveContext& cc = contextOf(a);
+  check(cc.wait(a.node.operand(0)->producer()));
+  const at::Tensor& bucket = a.operands[0];
+  Results parts;
+  std::int64_t at = 0;
+  for (size_t r = 0; r < a.node.numResults(); ++r) {
+    const ir::TensorType& t = a.node.result(r)->type();
+    const std::int64_t n = t.numel();
+    parts.push_back(bucket.narrow(0, at, n).view(std::vector<std::int64_t>(t.shape.begin(), t.shape.end())));
+    at += n;
+  }
+  return parts;
+}
+
+int rootOf(const ir::Node& n) { return static_cast<int>(intAttr(n, "root")); }
+
+Results gatherKernel(const KernelArgs& a) {
+  CollectiveContext& cc = contextOf(a);
+  const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
+  Results out;
+  for (size_t i = 0; i < a.operands.size(); ++i) {
+    at::Tensor result = emptyOf(a.node.result(i)->type());
+    check(cc.blocking([&] { return cc.comm().gather(a.operands[i].contiguous(), result, rootOf(a.node), what); }));
+    out.push_back(result);
+  }
+  return out;
+}
+
+Results gatherSendKernel(const KernelArgs& a) {
+  CollectiveContext& cc = contextOf(a);
+  const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
+  for (const at::Tensor& t : a.operands)
+    check(cc.blocking([&] { return cc.comm().gather(t.contiguous(), at::Tensor(), rootOf(a.node), what); }));
+  return {at::zeros({}, optionsFor(a.node.result(0)->type().dtype))};
+}
+
+Results scatterKernel(const KernelArgs& a) {
+  CollectiveContext& cc = contextOf(a);
+  at::Tensor result = emptyOf(a.node.result(0)->type());
+  const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
+  check(cc.blocking([&] { return cc.comm().scatter(a.operands[0].contiguous(), result, rootOf(a.node), what); }));
+  return {result};
+}
+
+Results scatterRecvKernel(const KernelArgs& a) {
+  CollectiveContext& cc = contextOf(a);
+  at::Tensor result = emptyOf(a.node.result(0)->type());
+  const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
+  check(cc.blocking([&] { return cc.comm().scatter(at::Tensor(), result, rootOf(a.node), what); }));
+  return {result};
+}
+
+constexpr KernelEntry kCollectiveKernels[] = {
+    {"all_reduce_start", allReduceStart}, {"all_reduce_wait", allReduceWait},  {"gather", gatherKernel},
+    {"gather_send", gatherSendKernel},    {"scatter", scatterKernel},          {"scatter_recv", scatterRecvKernel},
+};
+
+}  // namespace
+
+std::span<const KernelEntry> collectiveKernels() { return kCollectiveKernels; }
+
+}  // namespace gradc::runtime

@@ -1,0 +1,86 @@
+#include "runtime/tcp_kv_store.h"
+
+#include <exception>
+
+#include "runtime/comm_error.h"
+
+namespace gradc::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string storeAddress(const std::string& addr, int port) { return addr + ":" + std::to_string(port); }
+
+}  // namespace
+
+Expected<c10::intrusive_ptr<c10d::TCPStore>> connectTcpStore(const DistEnv& env, std::chrono::milliseconds timeout) {
+  const auto start = Clock::now();
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(env.masterPort);
+  options.isServer = env.rank == 0 && !env.storeHostedByLauncher;
+  options.waitWorkers = false;
+  options.timeout = timeout;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(env.masterAddr, options);
+  } catch (const std::exception& e) {
+    std::string what = options.isServer ? "starting the rendezvous store on port " + std::to_string(env.masterPort)
+                                        : "connecting to the rendezvous store at " +
+                                              storeAddress(env.masterAddr, env.masterPort);
+    std::string message = e.what();
+    std::string cause = comm::containsNoCase(message, "timed out")
+                            ? "nothing answered within the " + comm::formatSeconds(timeout.count() / 1000.0) +
+                                  " s timeout (is rank 0 or the launcher running, and MASTER_ADDR:MASTER_PORT right?)"
+                            : comm::stripSourceLocation(message);
+    return comm::collectiveError(env.rank, what, secondsSince(start), cause);
+  }
+}
+
+Expected<c10::intrusive_ptr<c10d::TCPStore>> hostTcpStore(int port, std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(port);
+  options.isServer = true;
+  options.waitWorkers = false;
+  options.timeout = timeout;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+  } catch (const std::exception& e) {
+    return Error{"starting the rendezvous store on port " + std::to_string(port) + " failed: " +
+                 comm::stripSourceLocation(e.what())};
+  }
+}
+
+Expected<std::unique_ptr<KeyValueStore>> TcpKeyValueStore::connect(const DistEnv& env, std::chrono::milliseconds timeout,
+                                                                   std::string prefix) {
+  auto store = connectTcpStore(env, timeout);
+  if (!store) return store.error();
+  return std::unique_ptr<KeyValueStore>(
+      std::make_unique<TcpKeyValueStore>(std::move(*store), std::move(prefix), env.rank, timeout));
+}
+
+Status TcpKeyValueStore::set(const std::string& key, const std::vector<std::uint8_t>& value) {
+  const auto start = Clock::now();
+  try {
+    store_->set(prefix_ + key, value);
+    return Status::success();
+  } catch (const std::exception& e) {
+    return comm::collectiveError(rank_, "setting rendezvous key '" + key + "'", secondsSince(start),
+                                 comm::causeFromMessage(e.what(), timeout_));
+  }
+}
+
+Expected<std::vector<std::uint8_t>> TcpKeyValueStore::get(const std::string& key) {
+  const auto start = Clock::now();
+  try {
+    store_->wait({prefix_ + key}, timeout_);
+    return store_->get(prefix_ + key);
+  } catch (const std::exception& e) {
+    return comm::collectiveError(rank_, "reading rendezvous key '" + key + "'", secondsSince(start),
+                                 comm::causeFromMessage(e.what(), timeout_));
+  }
+}
+
+}  // namespace gradc::runtime
