@@ -15,7 +15,8 @@
 //  - all_reduce_wait waits for that sum and returns the parts of the bucket as views with the
 //    original shapes; the bucket stays alive while any part does (until the last optimizer
 //    update that reads one).
-//  - gather / scatter and their non-root halves are blocking and return fresh tensors.
+//  - gather / scatter and their non-root halves are blocking and return fresh tensors; the rows
+//    move straight between the root's tensor and the other ranks' (no workspace).
 #include <string>
 
 #include "ir/op_rules.h"

@@ -175,6 +175,10 @@ Expected<std::unique_ptr<PendingCollective>> GlooCommunicator::startAllReduceSum
   }
 }
 
+// gather and scatter move each rank's rows with point-to-point messages straight between the
+// rows of the root's tensor and the other ranks' tensors: no staging copy of the whole data
+// (c10d's own gather and scatter stage it in one flat temporary). Every rank calls them in the
+// same order, so a per-communicator counter gives matching message tags.
 Status GlooCommunicator::gather(const at::Tensor& input, at::Tensor output, int root, std::string what) {
   if (root < 0 || root >= worldSize_) return argumentError(rank_, what, "root " + std::to_string(root) + " is not a rank");
   if (auto problem = checkTensor(input, "the input"); !problem.empty()) return argumentError(rank_, what, problem);
@@ -182,15 +186,27 @@ Status GlooCommunicator::gather(const at::Tensor& input, at::Tensor output, int 
     if (auto problem = checkStacked(output, input, worldSize_, "the output"); !problem.empty())
       return argumentError(rank_, what, problem);
   }
+  const int tag = nextTag();
   const auto start = Clock::now();
   try {
-    std::vector<at::Tensor> inputs{input};
-    std::vector<std::vector<at::Tensor>> outputs;
-    if (rank_ == root) outputs.push_back(rowBlocks(output, worldSize_));
-    c10d::GatherOptions options;
-    options.rootRank = root;
-    options.timeout = timeout_;
-    return finish(impl_->group->gather(outputs, inputs, options), rank_, timeout_, what, start);
+    std::vector<std::vector<at::Tensor>> messages;
+    messages.reserve(static_cast<size_t>(worldSize_));
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    if (rank_ == root) {
+      std::vector<at::Tensor> blocks = rowBlocks(output, worldSize_);
+      blocks[static_cast<size_t>(root)].copy_(input);
+      for (int r = 0; r < worldSize_; ++r) {
+        if (r == root) continue;
+        messages.push_back({blocks[static_cast<size_t>(r)]});
+        works.push_back(impl_->group->recv(messages.back(), r, tag));
+      }
+    } else {
+      messages.push_back({input});
+      works.push_back(impl_->group->send(messages.back(), root, tag));
+    }
+    for (const auto& work : works)
+      if (Status s = finish(work, rank_, timeout_, what, start); !s) return s;
+    return Status::success();
   } catch (const std::exception& e) {
     return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(e.what(), timeout_));
   }
@@ -203,15 +219,27 @@ Status GlooCommunicator::scatter(const at::Tensor& input, at::Tensor output, int
     if (auto problem = checkStacked(input, output, worldSize_, "the input"); !problem.empty())
       return argumentError(rank_, what, problem);
   }
+  const int tag = nextTag();
   const auto start = Clock::now();
   try {
-    std::vector<at::Tensor> outputs{output};
-    std::vector<std::vector<at::Tensor>> inputs;
-    if (rank_ == root) inputs.push_back(rowBlocks(input, worldSize_));
-    c10d::ScatterOptions options;
-    options.rootRank = root;
-    options.timeout = timeout_;
-    return finish(impl_->group->scatter(outputs, inputs, options), rank_, timeout_, what, start);
+    std::vector<std::vector<at::Tensor>> messages;
+    messages.reserve(static_cast<size_t>(worldSize_));
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    if (rank_ == root) {
+      std::vector<at::Tensor> blocks = rowBlocks(input, worldSize_);
+      for (int r = 0; r < worldSize_; ++r) {
+        if (r == root) continue;
+        messages.push_back({blocks[static_cast<size_t>(r)]});
+        works.push_back(impl_->group->send(messages.back(), r, tag));
+      }
+      output.copy_(blocks[static_cast<size_t>(root)]);
+    } else {
+      messages.push_back({output});
+      works.push_back(impl_->group->recv(messages.back(), root, tag));
+    }
+    for (const auto& work : works)
+      if (Status s = finish(work, rank_, timeout_, what, start); !s) return s;
+    return Status::success();
   } catch (const std::exception& e) {
     return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(e.what(), timeout_));
   }

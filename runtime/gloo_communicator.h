@@ -38,7 +38,11 @@ class GlooCommunicator final : public Communicator {
  private:
   GlooCommunicator(std::unique_ptr<Impl> impl, int rank, int worldSize, std::chrono::milliseconds timeout);
 
+  // Tags of gather/scatter messages: every rank counts the same calls in the same order.
+  int nextTag() { return static_cast<int>(tagCounter_++ % (1u << 30)); }
+
   std::unique_ptr<Impl> impl_;
+  unsigned tagCounter_ = 0;
   int rank_;
   int worldSize_;
   std::chrono::milliseconds timeout_;

@@ -69,12 +69,10 @@ int rootOf(const ir::Node& n) { return static_cast<int>(intAttr(n, "root")); }
 Results gatherKernel(const KernelArgs& a) {
   CollectiveContext& cc = contextOf(a);
   const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
-  Results out;
-  for (size_t i = 0; i < a.operands.size(); ++i) {
-    at::Tensor result = emptyOf(a.node.result(i)->type());
-    check(cc.blocking([&] { return cc.comm().gather(a.operands[i].contiguous(), result, rootOf(a.node), what); }));
-    out.push_back(result);
-  }
+  Results out;  // every result first, then one gather each (the planner's workspace model)
+  for (size_t i = 0; i < a.operands.size(); ++i) out.push_back(emptyOf(a.node.result(i)->type()));
+  for (size_t i = 0; i < a.operands.size(); ++i)
+    check(cc.blocking([&] { return cc.comm().gather(a.operands[i].contiguous(), out[i], rootOf(a.node), what); }));
   return out;
 }
 
