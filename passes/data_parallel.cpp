@@ -88,7 +88,7 @@ Status placeLossLocal(ir::Graph& local, const DataParallelOptions& o) {
   ir::Value* loss = local.findOutput("loss");
   auto scaled = emitAt(local, nextNode(local, loss->producer()), "scale", {loss},
                            {{"factor", 1.0 / static_cast<double>(o.world)}}, loss->producer()->phase());
-    if (!scaled) return scaled.error();
+  if (!scaled) return scaled.error();
   local.setOutput("loss", (*scaled)->result(0));
   return {};
 }
@@ -109,18 +109,18 @@ Expected<ir::Graph> partitionForward(const ir::Graph& forward, const DataParalle
   if (o.world < 1) return Error{"data parallelism: the number of devices must be at least 1, got " + std::to_string(o.world)};
   if (o.rank < 0 || o.rank >= o.world)
     return Error{"data parallelism: rank " + std::to_string(o.rank) + " is not in [0, " + std::to_string(o.world) + ")"};
+  for (const auto& n : forward.nodes())
+    if (isCollective(*n)) return Error{"data parallelism: the graph is already partitioned (it has " +
+                                       std::string(n->opName()) + ")"};
   auto batch = batchSize(forward);
-    if (!batch) return batch.error();
+  if (!batch) return batch.error();
   if (o.world > 1 && *batch % o.world != 0)
     return Error{"data parallelism: the batch of " + std::to_string(*batch) + " examples does not split evenly over " +
                  std::to_string(o.world) + " devices; use a batch of " + evenBatches(*batch, o.world) +
                  " (e.g. --set batch=N), or another device count"};
   if (!forward.findOutput("loss")) return Error{"data parallelism: the graph has no output named 'loss'"};
-  for (const auto& n : forward.nodes())
-    if (isCollective(*n)) return Error{"data parallelism: the graph is already partitioned (it has " +
-                                       std::string(n->opName()) + ")"};
   auto local = rebatchForward(forward, *batch, o.world, "data parallelism");
-    if (!local) return local.error();
+  if (!local) return local.error();
   if (o.world == 1) return std::move(*local);
   placeRandomStreams(forward, *local, o);
   Status placed = o.placement == LossPlacement::Gather ? placeLossGather(forward, *local, o) : placeLossLocal(*local, o);

@@ -38,6 +38,14 @@ class CollectiveContext {
     return s;
   }
 
+  // The first communication failure of this rank (already worded with rank, collective and
+  // step, runtime/communicator.h), recorded by the kernel that met it; the trainer reports it
+  // as it is rather than wrapped in the failing node's description.
+  void recordFailure(const std::string& message) {
+    if (failure_.empty()) failure_ = message;
+  }
+  const std::string& failure() const { return failure_; }
+
   // Seconds spent blocked in waits and blocking collectives since construction.
   double waitSeconds() const { return waitSeconds_; }
   // Collectives started and not waited for (0 after every complete run).
@@ -54,6 +62,7 @@ class CollectiveContext {
   Communicator& comm_;
   std::map<const ir::Node*, std::unique_ptr<PendingCollective>> pending_;
   double waitSeconds_ = 0;
+  std::string failure_;
 };
 
 }  // namespace gradc::runtime

@@ -27,8 +27,10 @@ CollectiveContext& contextOf(const KernelArgs& a) {
   return *a.ctx.collectives;
 }
 
-void check(const Status& s) {
-  if (!s) throw std::runtime_error(s.message());
+void check(CollectiveContext& cc, const Status& s) {
+  if (s) return;
+  cc.recordFailure(s.message());
+  throw std::runtime_error(s.message());
 }
 
 at::Tensor emptyOf(const ir::TensorType& t) {
@@ -44,14 +46,14 @@ Results allReduceStart(const KernelArgs& a) {
     at += t.numel();
   }
   auto pending = cc.comm().startAllReduceSum(bucket, CollectiveContext::describe(a.node, a.ctx.step));
-  if (!pending) throw std::runtime_error(pending.error().message);
+  if (!pending) check(cc, Status(pending.error()));
   cc.started(&a.node, std::move(*pending));
   return {bucket};
 }
 
 Results allReduceWait(const KernelArgs& a) {
   CollectiveContext& cc = contextOf(a);
-  check(cc.wait(a.node.operand(0)->producer()));
+  check(cc, cc.wait(a.node.operand(0)->producer()));
   const at::Tensor& bucket = a.operands[0];
   Results parts;
   std::int64_t at = 0;
@@ -72,7 +74,7 @@ Results gatherKernel(const KernelArgs& a) {
   Results out;  // every result first, then one gather each (the planner's workspace model)
   for (size_t i = 0; i < a.operands.size(); ++i) out.push_back(emptyOf(a.node.result(i)->type()));
   for (size_t i = 0; i < a.operands.size(); ++i)
-    check(cc.blocking([&] { return cc.comm().gather(a.operands[i].contiguous(), out[i], rootOf(a.node), what); }));
+    check(cc, cc.blocking([&] { return cc.comm().gather(a.operands[i].contiguous(), out[i], rootOf(a.node), what); }));
   return out;
 }
 
@@ -80,7 +82,7 @@ Results gatherSendKernel(const KernelArgs& a) {
   CollectiveContext& cc = contextOf(a);
   const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
   for (const at::Tensor& t : a.operands)
-    check(cc.blocking([&] { return cc.comm().gather(t.contiguous(), at::Tensor(), rootOf(a.node), what); }));
+    check(cc, cc.blocking([&] { return cc.comm().gather(t.contiguous(), at::Tensor(), rootOf(a.node), what); }));
   return {at::zeros({}, optionsFor(a.node.result(0)->type().dtype))};
 }
 
@@ -88,7 +90,7 @@ Results scatterKernel(const KernelArgs& a) {
   CollectiveContext& cc = contextOf(a);
   at::Tensor result = emptyOf(a.node.result(0)->type());
   const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
-  check(cc.blocking([&] { return cc.comm().scatter(a.operands[0].contiguous(), result, rootOf(a.node), what); }));
+  check(cc, cc.blocking([&] { return cc.comm().scatter(a.operands[0].contiguous(), result, rootOf(a.node), what); }));
   return {result};
 }
 
@@ -96,7 +98,7 @@ Results scatterRecvKernel(const KernelArgs& a) {
   CollectiveContext& cc = contextOf(a);
   at::Tensor result = emptyOf(a.node.result(0)->type());
   const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
-  check(cc.blocking([&] { return cc.comm().scatter(at::Tensor(), result, rootOf(a.node), what); }));
+  check(cc, cc.blocking([&] { return cc.comm().scatter(at::Tensor(), result, rootOf(a.node), what); }));
   return {result};
 }
 

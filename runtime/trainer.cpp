@@ -218,7 +218,10 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     Expected<TensorMap> out =
         exec->run(inputs, result.state, RunContext{seed, step, collectives ? &*collectives : nullptr});
     auto t1 = std::chrono::steady_clock::now();
-    if (!out) return Error{"step " + std::to_string(step) + ": " + out.error().message};
+    if (!out) {
+      if (collectives && !collectives->failure().empty()) return Error{collectives->failure()};
+      return Error{"step " + std::to_string(step) + ": " + out.error().message};
+    }
     peak = std::max(peak, MemoryTracker::peakBytes());
 
     StepMetrics m;

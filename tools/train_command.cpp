@@ -81,15 +81,8 @@ int runTrain(const TrainCommandOptions& o) {
     std::cerr << "gradc: error: " << env.error().message << "\n";
     return kExitUserError;
   }
-  if (!*env && o.parallel.devices > 1) {
-    // The launcher: N workers running this same command, supervised until they all end.
-    runtime::LaunchOptions launch;
-    launch.devices = o.parallel.devices;
-    launch.argv = ownCommandLine();
-    launch.timeout = timeout;
-    return runtime::launchWorkers(launch);
-  }
-  const int world = *env ? (*env)->worldSize : 1;
+  const bool launcher = !*env && o.parallel.devices > 1;
+  const int world = *env ? (*env)->worldSize : o.parallel.devices;
   const int rank = *env ? (*env)->rank : 0;
   if (*env && o.parallel.devices > 1 && o.parallel.devices != world) {
     std::cerr << "gradc: error: --devices " << o.parallel.devices << " disagrees with WORLD_SIZE=" << world << "\n";
@@ -122,6 +115,15 @@ int runTrain(const TrainCommandOptions& o) {
   int stepExit = kExitOk;
   std::optional<TrainingStep> step = buildTrainingStep(*graph, opt, o.memory, stepExit, *parallel);
   if (!step) return stepExit;
+  if (launcher) {
+    // Rank 0's step compiled, so a spec, batch or budget error is reported once, here. Now N
+    // workers run this same command, supervised until they all end.
+    runtime::LaunchOptions launch;
+    launch.devices = o.parallel.devices;
+    launch.argv = ownCommandLine();
+    launch.timeout = timeout;
+    return runtime::launchWorkers(launch);
+  }
   if (!quiet) {
     std::cerr << describeStep(*step) << "\n";
     if (world > 1) {
@@ -178,8 +180,10 @@ int runTrain(const TrainCommandOptions& o) {
 
   Expected<runtime::TrainResult> result = runtime::train(step->graph, t);
   if (!result) {
-    std::cerr << "gradc: error: " << (world > 1 ? "rank " + std::to_string(rank) + ": " : "")
-              << result.error().message << "\n";
+    const std::string& message = result.error().message;
+    const bool named = message.rfind("rank ", 0) == 0;
+    std::cerr << "gradc: error: " << (world > 1 && !named ? "rank " + std::to_string(rank) + ": " : "") << message
+              << "\n";
     return kExitUserError;
   }
   if (rank != 0) return kExitOk;  // rank 0 reports and writes the metrics of every rank

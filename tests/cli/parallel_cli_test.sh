@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# End-to-end checks of data-parallel training over CPU processes (Gloo): gradc train --devices 2
+# against one device at the same global batch (losses and parameters), bucket sizes, the gather
+# placement, torchrun-style variables, a killed rank, and user errors.
+# usage: parallel_cli_test.sh PATH/TO/gradc SOURCE_DIR
+set -u
+gradc=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+compare() { python3 "$src/tests/cli/compare_runs.py" "$@"; }
+# Dropout stays on (p = 0.1): each rank draws its rows of the one-device masks.
+small=(--set batch=8 --set seq=32 --set d_model=64 --set heads=2 --set layers=2)
+run() {  # run NAME ARGS...: 20 steps of the small gpt-mini on the corpus, checkpoint and metrics
+  local name=$1
+  shift
+  timeout 300 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --data "$src/data/corpus.txt" --steps 20 \
+    --lr "${lr:-3e-3}" --save "$work/$name" --metrics-out "$work/$name.json" "$@" >"$work/$name.out" 2>"$work/$name.err"
+}
+
+# Two ranks follow the one-device trajectory. With AdamW the losses agree; the parameters are
+# compared under SGD: AdamW divides each gradient by its own running magnitude, so a gradient
+# that is zero in exact arithmetic (attention's key bias: softmax ignores a constant added to
+# every score) turns float rounding noise into full-size steps that differ between any two
+# summation orders, one device included.
+run one && ok || bad "one device: $(tail -3 "$work/one.err")"
+run two --devices 2 && ok || bad "--devices 2: $(tail -3 "$work/two.err")"
+compare "$work/one.json" "$work/two.json" --rtol 1e-5 && ok || bad "2 ranks vs 1 device (AdamW losses)"
+lr=0.1 run one_sgd --optimizer sgd && ok || bad "one device, SGD: $(tail -3 "$work/one_sgd.err")"
+lr=0.1 run two_sgd --optimizer sgd --devices 2 && ok || bad "--devices 2, SGD: $(tail -3 "$work/two_sgd.err")"
+compare "$work/one_sgd.json" "$work/two_sgd.json" "$work/one_sgd" "$work/two_sgd" --rtol 1e-5 && ok \
+  || bad "2 ranks vs 1 device (SGD losses and parameters)"
+grep -q 'step 20/20' "$work/two.err" && ok || bad "progress lines from rank 0"
+[ "$(grep -c 'step 20/20' "$work/two.err")" -eq 1 ] && ok || bad "progress from more than one rank"
+grep -q 'data parallel: 2 ranks (gloo), loss placement local' "$work/two.err" && ok || bad "no data-parallel log line"
+python3 - "$work/two.json" <<'PY' && ok || bad "per-rank metrics"
+import json, sys
+ranks = json.load(open(sys.argv[1]))["ranks"]
+assert [r["rank"] for r in ranks] == [0, 1], ranks
+for r in ranks:
+    assert r["peak_bytes_measured"] == r["peak_bytes_planned"] > 0, r
+    assert r["comm_wait_s"] >= 0, r
+PY
+
+# The bucket size changes when gradients travel, not what they sum to.
+run tiny_buckets --devices 2 --bucket-mib 0.01 && ok || bad "--bucket-mib 0.01: $(tail -3 "$work/tiny_buckets.err")"
+[ "$(grep -Eo '[0-9]+ gradient buckets' "$work/tiny_buckets.err" | cut -d' ' -f1)" -ge 10 ] && ok \
+  || bad "0.01 MiB made few buckets: $(grep 'gradient bucket' "$work/tiny_buckets.err")"
+compare "$work/two.json" "$work/tiny_buckets.json" "$work/two" "$work/tiny_buckets" --rtol 1e-6 && ok \
+  || bad "bucket size changed the results"
+
+# The DataParallel baseline: same trajectory, the loss on rank 0.
+run gather --devices 2 --loss-placement gather && ok || bad "--loss-placement gather: $(tail -3 "$work/gather.err")"
+compare "$work/one.json" "$work/gather.json" --rtol 1e-5 && ok || bad "gather vs 1 device"
+
+# torchrun-style: two processes started by hand with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 300 "$gradc" train \
+    "$src/models/gpt-mini.yaml" "${small[@]}" --synthetic --steps 3 --metrics-out "$work/env$r.json" \
+    >"$work/env$r.out" 2>"$work/env$r.err" &
+  pids[$r]=$!
+done
+wait "${pids[0]}" && wait "${pids[1]}" && ok || bad "torchrun-style ranks: $(tail -3 "$work/env0.err" "$work/env1.err")"
+[ -f "$work/env0.json" ] && [ ! -f "$work/env1.json" ] && ok || bad "metrics must come from rank 0 only"
+
+# A rank killed mid-run: every process ends, well inside the timeout, naming the rank.
+"$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --synthetic --steps 100000 --devices 2 \
+  --timeout 120 >"$work/kill.out" 2>"$work/kill.err" &
+launcher=$!
+for _ in $(seq 1 600); do grep -q 'step 3/' "$work/kill.err" 2>/dev/null && break; sleep 0.1; done
+workers=$(pgrep -P "$launcher" | tr '\n' ' ')
+victim=""
+for w in $workers; do tr '\0' '\n' <"/proc/$w/environ" 2>/dev/null | grep -qx 'RANK=1' && victim=$w; done
+if [ -n "$victim" ]; then
+  start=$(date +%s)
+  kill -KILL "$victim"
+  wait "$launcher"
+  code=$?
+  elapsed=$(($(date +%s) - start))
+  [ "$code" -ne 0 ] && ok || bad "a killed rank must fail the run"
+  [ "$elapsed" -lt 30 ] && ok || bad "the run took ${elapsed}s to end after a rank was killed"
+  grep -q "rank 1 (pid $victim) was killed by signal SIGKILL" "$work/kill.err" && ok || bad "no line naming rank 1"
+  grep -Eq 'rank 0: .*(all_reduce|all_gather).* at step [0-9]+ failed' "$work/kill.err" && ok \
+    || bad "rank 0 did not name the collective and step: $(tail -5 "$work/kill.err")"
+  left=""
+  for p in $launcher $workers; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
+  [ -z "$left" ] && ok || bad "processes left behind:$left"
+else
+  bad "could not find rank 1 among the launcher's children ($workers): $(tail -3 "$work/kill.err")"
+  kill -KILL "$launcher" $workers 2>/dev/null
+fi
+
+# A rank that stops answering (SIGSTOP): rank 0 gives up after --timeout, naming the collective
+# and the step, and the launcher then removes the stopped rank.
+"$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --synthetic --steps 100000 --devices 2 \
+  --timeout 3 >"$work/stop.out" 2>"$work/stop.err" &
+launcher=$!
+for _ in $(seq 1 600); do grep -q 'step 1/' "$work/stop.err" 2>/dev/null && break; sleep 0.1; done
+workers=$(pgrep -P "$launcher" | tr '\n' ' ')
+victim=""
+for w in $workers; do tr '\0' '\n' <"/proc/$w/environ" 2>/dev/null | grep -qx 'RANK=1' && victim=$w; done
+if [ -n "$victim" ]; then
+  start=$(date +%s)
+  kill -STOP "$victim"
+  wait "$launcher"
+  code=$?
+  elapsed=$(($(date +%s) - start))
+  [ "$code" -ne 0 ] && [ "$elapsed" -lt 30 ] && ok || bad "stopped rank: exit $code after ${elapsed}s"
+  grep -Eq 'rank 0: .* at step [0-9]+ failed after 3 s: no answer within the 3 s timeout' "$work/stop.err" && ok \
+    || bad "no timeout message: $(tail -5 "$work/stop.err")"
+  left=""
+  for p in $launcher $workers; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
+  [ -z "$left" ] && ok || bad "processes left behind after a stopped rank:$left"
+else
+  bad "could not find rank 1 among the launcher's children ($workers)"
+  kill -KILL "$launcher" $workers 2>/dev/null
+fi
+
+# User errors, reported once by the launcher before any worker starts.
+"$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --synthetic --steps 1 --devices 3 >"$work/out" 2>"$work/err"
+[ $? -eq 2 ] && grep -q 'batch of 8 examples does not split evenly over 3 devices; use a batch of 6 or 9' "$work/err" \
+  && [ "$(grep -c 'error' "$work/err")" -eq 1 ] && ok || bad "uneven batch: $(cat "$work/err")"
+"$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --synthetic --steps 1 --devices 2 --loss-placement gather \
+  --micro-batches 2 >"$work/out" 2>"$work/err"
+[ $? -eq 2 ] && grep -q 'does not combine with micro-batching' "$work/err" && ok || bad "gather + micro-batches: $(cat "$work/err")"
+
+echo "parallel_cli_test: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
