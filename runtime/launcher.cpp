@@ -12,8 +12,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <optional>
 #include <string_view>
+#include <thread>
 
 #include "runtime/tcp_kv_store.h"
 
@@ -107,7 +109,8 @@ std::optional<std::string> resolveExecutable(const std::string& name) {
 std::vector<std::string> workerEnvironment(int rank, int world, int port, std::chrono::milliseconds timeout) {
   static constexpr std::string_view kOwned[] = {"RANK=",        "WORLD_SIZE=",     "LOCAL_RANK=",
                                                 "MASTER_ADDR=", "MASTER_PORT=",    "GRADC_LAUNCHED=",
-                                                "GRADC_COMM_TIMEOUT_MS=", "TORCHELASTIC_USE_AGENT_STORE="};
+                                                "GRADC_COMM_TIMEOUT_MS=", "TORCHELASTIC_USE_AGENT_STORE=",
+                                                "LOCAL_WORLD_SIZE="};
   std::vector<std::string> env;
   for (char** entry = environ; entry && *entry; ++entry) {
     std::string_view var(*entry);
@@ -122,6 +125,13 @@ std::vector<std::string> workerEnvironment(int rank, int world, int port, std::c
   env.push_back("MASTER_PORT=" + std::to_string(port));
   env.push_back("GRADC_LAUNCHED=1");
   env.push_back("GRADC_COMM_TIMEOUT_MS=" + std::to_string(timeout.count()));
+  env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(world));
+  // The cores are shared by the workers: each gets its share of intra-op threads (as torchrun
+  // does), unless the caller chose a count.
+  if (!std::getenv("OMP_NUM_THREADS")) {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    env.push_back("OMP_NUM_THREADS=" + std::to_string(std::max(1u, cores / static_cast<unsigned>(world))));
+  }
   return env;
 }
 

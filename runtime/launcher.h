@@ -9,6 +9,8 @@
 //   MASTER_PORT        the store's port
 //   GRADC_LAUNCHED     1 (so the workers know the store is hosted for them: runtime/dist_env.h)
 //   GRADC_COMM_TIMEOUT_MS  the timeout, for the workers' communicators
+//   LOCAL_WORLD_SIZE   devices
+//   OMP_NUM_THREADS    cores / devices (at least 1), unless set already: the workers share the cores
 // Each worker gets PR_SET_PDEATHSIG(SIGKILL), so no worker outlives the launcher (even one
 // killed with SIGKILL). With quietOtherRanks, ranks other than 0 write stdout to /dev/null;
 // every rank keeps stderr, so their errors are seen.

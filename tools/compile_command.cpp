@@ -1,7 +1,7 @@
 // gradc compile SPEC [--set k=v]... [--emit ir|dot|summary|plan] [-o FILE] [--budget B] [--remat S]
 //   [--micro-batches K|auto] [--devices N] [--loss-placement local|gather] [--bucket-mib M]
 //
-// ir and dot describe the forward graph; summary describes it and adds every recompute
+// ir and dot describe the forward graph (with --devices N, rank 0's); summary describes it and adds every recompute
 // strategy's peak and overhead for the training step; plan compiles the training step (with
 // --budget, --remat, --micro-batches; AdamW defaults) and writes its memory plan as JSON
 // (tools/plan_json.h, docs/memory.md); with --devices, of one data-parallel rank, with every
@@ -75,9 +75,25 @@ int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
 
 // The forward graph's summary, then every recompute strategy's predicted peak and overhead on
 // the training step (AdamW), under --budget when given.
-int emitSummary(const ir::Graph& forward, const CompileOptions& o) {
-  std::string text = formatSummary(forward, passes::computeGraphStats(forward));
+int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
+  // With --devices N: rank 0's graph, so sizes and strategies are per device.
+  std::optional<ir::Graph> partitioned;
   passes::TrainingPlanOptions options;
+  if (o.parallel.devices > 1) {
+    Expected<passes::DataParallelOptions> parallel = o.parallel.forRank(0);
+    Expected<ir::Graph> local = parallel ? passes::partitionForward(fullForward, *parallel) : Expected<ir::Graph>(parallel.error());
+    if (!local) {
+      std::cerr << "gradc: error: --devices " << o.parallel.devices << ": " << local.error().message << "\n";
+      return kExitUserError;
+    }
+    partitioned = std::move(*local);
+    options.dataParallel = *parallel;
+  }
+  const ir::Graph& forward = partitioned ? *partitioned : fullForward;
+  std::string text = formatSummary(forward, passes::computeGraphStats(forward));
+  if (partitioned)
+    text += "\n(rank 0 of " + std::to_string(o.parallel.devices) + " data-parallel ranks, loss placement " +
+            o.parallel.lossPlacement + ": per-device sizes)\n";
   options.remat.strategy = passes::RematStrategy::None;
   std::optional<std::int64_t> budget;
   if (!o.memory.budget.empty()) {
@@ -124,6 +140,15 @@ int runCompile(const CompileOptions& o) {
     return kExitInternal;
   }
   if (o.pipeline.emit == "summary") return emitSummary(*graph, o);
+  if (o.parallel.devices > 1) {  // rank 0's forward graph: its shard, loss placement, collectives
+    Expected<passes::DataParallelOptions> parallel = o.parallel.forRank(0);
+    Expected<ir::Graph> local = parallel ? passes::partitionForward(*graph, *parallel) : Expected<ir::Graph>(parallel.error());
+    if (!local) {
+      std::cerr << "gradc: error: --devices " << o.parallel.devices << ": " << local.error().message << "\n";
+      return kExitUserError;
+    }
+    return emitGraph(*local, o.pipeline);
+  }
   return emitGraph(*graph, o.pipeline);
 }
 }  // namespace
