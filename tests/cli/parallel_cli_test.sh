@@ -18,7 +18,7 @@ small=(--set batch=8 --set seq=32 --set d_model=64 --set heads=2 --set layers=2)
 run() {  # run NAME ARGS...: 20 steps of the small gpt-mini on the corpus, checkpoint and metrics
   local name=$1
   shift
-  timeout 300 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --data "$src/data/corpus.txt" --steps 20 \
+  timeout 300 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --data "$src/data/corpus.txt" --steps "${steps:-20}" \
     --lr "${lr:-3e-3}" --save "$work/$name" --metrics-out "$work/$name.json" "$@" >"$work/$name.out" 2>"$work/$name.err"
 }
 
@@ -56,6 +56,38 @@ compare "$work/two.json" "$work/tiny_buckets.json" "$work/two" "$work/tiny_bucke
 # The DataParallel baseline: same trajectory, the loss on rank 0.
 run gather --devices 2 --loss-placement gather && ok || bad "--loss-placement gather: $(tail -3 "$work/gather.err")"
 compare "$work/one.json" "$work/gather.json" --rtol 1e-5 && ok || bad "gather vs 1 device"
+
+# Rank 0 checkpoints; every rank resumes from it, and the run continues bit for bit.
+steps=10 run half --devices 2 && ok || bad "10 steps on 2 ranks: $(tail -3 "$work/half.err")"
+run resumed --devices 2 --resume "$work/half" && ok || bad "resume on 2 ranks: $(tail -3 "$work/resumed.err")"
+cmp -s "$work/resumed/weights.safetensors" "$work/two/weights.safetensors" && ok \
+  || bad "20 steps != 10 + resumed 10 on 2 ranks"
+
+# The budget is per device, after partitioning: each rank's measured peak stays under it.
+timeout 300 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --synthetic --steps 2 --devices 2 --budget 2.75MiB \
+  --metrics-out "$work/budget.json" >"$work/budget.out" 2>"$work/budget.err" && ok \
+  || bad "--devices 2 --budget 2.75MiB: $(tail -3 "$work/budget.err")"
+grep -Eq "remat [a-z-]+, 1 micro-batch, predicted peak [0-9.]+ MiB of 2.8 MiB budget" "$work/budget.err" && ok || bad "no budget in the plan line: $(head -2 "$work/budget.err")"
+python3 - "$work/budget.json" <<'PY' && ok || bad "a rank went over its budget or off its plan"
+import json, sys
+for r in json.load(open(sys.argv[1]))["ranks"]:
+    assert r["peak_bytes_measured"] == r["peak_bytes_planned"] <= 2.75 * 1024 * 1024, r
+PY
+
+# Ctrl-C (SIGINT to the launcher) stops every rank.
+"$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --synthetic --steps 100000 --devices 2 \
+  >"$work/int.out" 2>"$work/int.err" &
+launcher=$!
+for _ in $(seq 1 600); do grep -q 'step 1/' "$work/int.err" 2>/dev/null && break; sleep 0.1; done
+workers=$(pgrep -P "$launcher" | tr '\n' ' ')
+kill -INT "$launcher"
+wait "$launcher"
+code=$?
+[ "$code" -eq 130 ] && ok || bad "Ctrl-C: exit code $code, expected 130"
+sleep 0.5
+left=""
+for p in $workers; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
+[ -z "$left" ] && ok || bad "ranks left after Ctrl-C:$left"
 
 # torchrun-style: two processes started by hand with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
