@@ -9,7 +9,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <chrono>
 #include <exception>
+#include <thread>
 #include <vector>
 
 #include "runtime/comm_error.h"
@@ -59,6 +61,12 @@ class GlooPending final : public PendingCollective {
   Status wait() override {
     if (!work_) return Error{"rank " + std::to_string(rank_) + ": " + what_ + ": wait() called twice"};
     Status status = finish(work_, rank_, timeout_, what_, start_);
+    // The process group's worker thread still holds the work (and through it the buffer) for a
+    // moment after completing it. Waiting for it to let go makes the buffer's release exact:
+    // it is freed when the caller drops it, as the memory plan assumes, not whenever the
+    // worker thread gets round to it (briefly: bounded at 1 s).
+    const auto deadline = Clock::now() + std::chrono::seconds(1);
+    while (work_.use_count() > 1 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::microseconds(20));
     work_.reset();
     return status;
   }
@@ -186,30 +194,7 @@ Status GlooCommunicator::gather(const at::Tensor& input, at::Tensor output, int 
     if (auto problem = checkStacked(output, input, worldSize_, "the output"); !problem.empty())
       return argumentError(rank_, what, problem);
   }
-  const int tag = nextTag();
-  const auto start = Clock::now();
-  try {
-    std::vector<std::vector<at::Tensor>> messages;
-    messages.reserve(static_cast<size_t>(worldSize_));
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    if (rank_ == root) {
-      std::vector<at::Tensor> blocks = rowBlocks(output, worldSize_);
-      blocks[static_cast<size_t>(root)].copy_(input);
-      for (int r = 0; r < worldSize_; ++r) {
-        if (r == root) continue;
-        messages.push_back({blocks[static_cast<size_t>(r)]});
-        works.push_back(impl_->group->recv(messages.back(), r, tag));
-      }
-    } else {
-      messages.push_back({input});
-      works.push_back(impl_->group->send(messages.back(), root, tag));
-    }
-    for (const auto& work : works)
-      if (Status s = finish(work, rank_, timeout_, what, start); !s) return s;
-    return Status::success();
-  } catch (const std::exception& e) {
-    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(e.what(), timeout_));
-  }
+  return moveRows(/*toRoot=*/true, output, input, root, what);
 }
 
 Status GlooCommunicator::scatter(const at::Tensor& input, at::Tensor output, int root, std::string what) {
@@ -219,23 +204,31 @@ Status GlooCommunicator::scatter(const at::Tensor& input, at::Tensor output, int
     if (auto problem = checkStacked(input, output, worldSize_, "the input"); !problem.empty())
       return argumentError(rank_, what, problem);
   }
+  return moveRows(/*toRoot=*/false, input, output, root, what);
+}
+
+Status GlooCommunicator::moveRows(bool toRoot, const at::Tensor& stacked, const at::Tensor& block, int root,
+                                  const std::string& what) {
   const int tag = nextTag();
   const auto start = Clock::now();
   try {
-    std::vector<std::vector<at::Tensor>> messages;
+    std::vector<std::vector<at::Tensor>> messages;  // send/recv take their tensors by reference
     messages.reserve(static_cast<size_t>(worldSize_));
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    auto transfer = [&](const at::Tensor& rows, int peer) {
+      messages.push_back({rows});
+      works.push_back(toRoot == (rank_ == root) ? impl_->group->recv(messages.back(), peer, tag)
+                                                : impl_->group->send(messages.back(), peer, tag));
+    };
     if (rank_ == root) {
-      std::vector<at::Tensor> blocks = rowBlocks(input, worldSize_);
-      for (int r = 0; r < worldSize_; ++r) {
-        if (r == root) continue;
-        messages.push_back({blocks[static_cast<size_t>(r)]});
-        works.push_back(impl_->group->send(messages.back(), r, tag));
-      }
-      output.copy_(blocks[static_cast<size_t>(root)]);
+      std::vector<at::Tensor> blocks = rowBlocks(stacked, worldSize_);
+      for (int r = 0; r < worldSize_; ++r)
+        if (r != root) transfer(blocks[static_cast<size_t>(r)], r);
+      at::Tensor own = blocks[static_cast<size_t>(root)];
+      if (toRoot) own.copy_(block);
+      else at::Tensor(block).copy_(own);
     } else {
-      messages.push_back({output});
-      works.push_back(impl_->group->recv(messages.back(), root, tag));
+      transfer(block, root);
     }
     for (const auto& work : works)
       if (Status s = finish(work, rank_, timeout_, what, start); !s) return s;

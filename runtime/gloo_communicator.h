@@ -38,6 +38,9 @@ class GlooCommunicator final : public Communicator {
  private:
   GlooCommunicator(std::unique_ptr<Impl> impl, int rank, int worldSize, std::chrono::milliseconds timeout);
 
+  // gather (toRoot) or scatter: rows between the root's `stacked` [world * n, ...] and every
+  // rank's `block` [n, ...], as point-to-point messages.
+  Status moveRows(bool toRoot, const at::Tensor& stacked, const at::Tensor& block, int root, const std::string& what);
   // Tags of gather/scatter messages: every rank counts the same calls in the same order.
   int nextTag() { return static_cast<int>(tagCounter_++ % (1u << 30)); }
 

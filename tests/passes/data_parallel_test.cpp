@@ -87,7 +87,7 @@ TEST_CASE("world 1 leaves the forward graph as it is") {
   CHECK(nodesOf(g, "all_reduce_start").empty());
 }
 
-TEST_CASE("an uneven split, a bad rank and a graph partitioned twice are refused with clear messages") {
+TEST_CASE("an uneven split and a bad rank and a graph partitioned twice are refused with clear messages") {
   const ir::Graph forward = testing::compileBundledModel("gpt-mini", {{"batch", "10"}, {"seq", "16"}, {"vocab", "32"},
                                                                       {"d_model", "16"}, {"heads", "2"}, {"layers", "1"}});
   Expected<ir::Graph> uneven = passes::partitionForward(forward, dp(4, 0));
@@ -105,7 +105,7 @@ TEST_CASE("an uneven split, a bad rank and a graph partitioned twice are refused
   CHECK(passes::parseLossPlacement("scatter").error().message.find("expected local or gather") != std::string::npos);
 }
 
-TEST_CASE("dropout on rank r draws rows [r b, (r+1) b) of the single-device stream") {
+TEST_CASE("dropout on rank r draws the rows r b to (r+1) b of the single-device stream") {
   const ir::Graph forward = testing::compileBundledModel("gpt-mini", kTinyGpt);
   for (int rank : {0, 1, 3}) {
     CAPTURE(rank);
@@ -122,7 +122,7 @@ TEST_CASE("dropout on rank r draws rows [r b, (r+1) b) of the single-device stre
   }
 }
 
-TEST_CASE("gradient buckets: every gradient once, in production order, 1 MiB first, then the bucket size") {
+TEST_CASE("gradient buckets hold every gradient once in production order with 1 MiB first and then the bucket size") {
   // d_model 128: the 4 blocks' weights are 64 KiB - 256 KiB each, 3.2 MiB in all.
   const ir::Graph forward = testing::compileBundledModel(
       "gpt-mini", {{"batch", "4"}, {"seq", "16"}, {"d_model", "128"}, {"heads", "2"}, {"layers", "4"}});
@@ -203,7 +203,7 @@ TEST_CASE("after scheduling, every bucket starts before the backward ends and is
     }
 }
 
-TEST_CASE("gather placement: rank 0 gathers predictions and targets, the others send theirs; same collectives in the same order") {
+TEST_CASE("gather placement: rank 0 gathers predictions and targets while the others send theirs and all issue the same collectives") {
   const ir::Graph forward = testing::compileBundledModel("gpt-mini", kTinyGpt);
   ir::Graph root = rankStep(forward, dp(2, 0, passes::LossPlacement::Gather));
   ir::Graph other = rankStep(forward, dp(2, 1, passes::LossPlacement::Gather));
@@ -233,7 +233,7 @@ TEST_CASE("gather placement: rank 0 gathers predictions and targets, the others 
   CHECK(issued(root) == issued(other));
 }
 
-TEST_CASE("lm-seed over 4 ranks: local placement is balanced, gather puts the full logits and their gradient on rank 0") {
+TEST_CASE("lm-seed over 4 ranks: local placement is balanced and gather puts the full logits and their gradient on rank 0") {
   const ir::Graph forward = testing::compileBundledModel("lm-seed");
   auto peak = [&](int rank, passes::LossPlacement placement) {
     return passes::planMemory(rankStep(forward, dp(4, rank, placement))).peakBytes;
