@@ -96,7 +96,7 @@ Results inferGatherSend(const OpContext& c) {
   if (Status s = checkWorld(c); !s) return Error{s.message()};
   for (size_t i = 0; i < c.inputs.size(); ++i)
     if (c.inputs[i].rank() == 0) return fail("operand " + std::to_string(i) + " is a scalar; gather needs a leading axis");
-  return single(TensorType{DType::f32, {}});
+  return single(TensorType{*getDType(c.attrs, "dtype"), {}});
 }
 
 Results inferScatter(const OpContext& c) {
@@ -146,9 +146,10 @@ std::vector<OpInfo> collectiveOps() {
       {.name = "gather", .minInputs = 1, .maxInputs = kVariadic, .attrs = {world, root, seq}, .infer = inferGather,
        .flops = noFlops, .sideEffects = true, .issuesCollective = true,
        .summary = "on the root rank: every rank's operands joined along axis 0 in rank order"},
-      {.name = "gather_send", .minInputs = 1, .maxInputs = kVariadic, .attrs = {world, root, seq},
+      {.name = "gather_send", .minInputs = 1, .maxInputs = kVariadic,
+       .attrs = {world, root, seq, {"dtype", AttrKind::DType, true, "the loss's element type (of the result)"}},
        .infer = inferGatherSend, .flops = noFlops, .sideEffects = true, .issuesCollective = true,
-       .summary = "on the other ranks: sends the operands to the root's gather; result f32[] 0"},
+       .summary = "on the other ranks: sends the operands to the root's gather; result 0 of the loss's dtype"},
       {.name = "scatter", .minInputs = 1, .maxInputs = 1, .attrs = {world, root, seq}, .infer = inferScatter,
        .flops = noFlops, .sideEffects = true, .issuesCollective = true,
        .summary = "on the root rank: rows [r n, (r+1) n) of x go to rank r; the result is the root's rows"},

@@ -40,6 +40,7 @@ void placeRandomStreams(const ir::Graph& forward, ir::Graph& local, const DataPa
   std::int64_t span = 1;
   for (const auto& n : local.nodes())
     if (n->op().random) span = std::max(span, ir::getInt(n->attrs(), "rng").value_or(0) + 1);
+  local.attrs()["rng_streams"] = span * o.world;  // the keys of all ranks (micro-batching strides past them)
   for (size_t i = 0; i < local.numNodes(); ++i) {
     ir::Node& n = *local.nodes()[i];
     if (!n.op().random) continue;
@@ -77,6 +78,8 @@ Status placeLossGather(const ir::Graph& forward, ir::Graph& local, const DataPar
     for (size_t k = 0; k < sharded.size(); ++k) node->setOperand(sharded[k], (*gather)->result(k));
   } else {
     // The loss node stays behind with no user; the pipeline's dead-code elimination drops it.
+    // The stand-in loss has the loss's dtype, so the loss all-reduce matches across ranks.
+    attrs["dtype"] = loss->type().dtype;
     auto send = emitAt(local, node, "gather_send", parts, attrs, ir::Phase::fwd);
     if (!send) return send.error();
     local.setOutput("loss", (*send)->result(0));

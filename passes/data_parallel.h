@@ -12,7 +12,8 @@
 //      batch as its leading axis gets rng_offset = rank * (its element count), so rank r's mask
 //      is rows [r b, (r+1) b) of the single-device mask and the run follows the single-device
 //      trajectory. Any other random node gets its key moved by rank * S (S = 1 + the largest
-//      key), so ranks draw independent masks.
+//      key), so ranks draw independent masks; the graph attribute rng_streams = world * S tells
+//      micro-batching how many keys the ranks use together.
 //   3. Loss placement.
 //      local (the default): every rank computes the loss of its own shard and scales it by
 //        b / B = 1 / world. The ranks' losses sum to the full-batch mean (every loss op is a
@@ -36,8 +37,8 @@
 //   right after its last gradient's producer; its all_reduce_wait at the end of the gradient
 //   computation, so the optimizer update of a parameter is the first thing that waits for it
 //   and communication overlaps the rest of the backward. The loss output is all-reduced the
-//   same way (started as soon as it exists, waited last), so every rank logs the full-batch
-//   loss. Collectives are numbered (attribute seq) in a rank-independent order: gather before
+//   same way (started as soon as it exists, waited with the buckets), so every rank logs the
+//   full-batch loss. Collectives are numbered (attribute seq) in a rank-independent order: gather before
 //   scatter, then the loss, then the buckets in production order; the scheduler keeps that
 //   order, which every rank must follow.
 //

@@ -144,7 +144,9 @@ Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
   }
   const ir::Graph& m = *micro;
 
-  std::int64_t stride = 1;
+  // Keys in use: the forward's, or every rank's when data parallelism spread them (graph
+  // attribute rng_streams, passes/data_parallel.h), so no two (rank, micro-batch) pairs share one.
+  std::int64_t stride = std::max<std::int64_t>(1, ir::getInt(forward.attrs(), "rng_streams").value_or(1));
   for (const auto& n : forward.nodes())
     if (n->op().random)
       if (std::optional<std::int64_t> rng = ir::getInt(n->attrs(), "rng")) stride = std::max(stride, *rng + 1);
@@ -260,7 +262,13 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
                                     strategy == RematStrategy::Chain);
   for (int k : ks) {
     Expected<ir::Graph> g = microBatchedGradients(forward, k);
-    if (!g) return g.error();
+    if (!g) {
+      if (options.dataParallel && options.dataParallel->world > 1)  // `forward` is one rank's shard
+        return Error{"on each of the " + std::to_string(options.dataParallel->world) +
+                     " data-parallel ranks (which hold 1/" + std::to_string(options.dataParallel->world) +
+                     " of the batch): " + g.error().message};
+      return g.error();
+    }
     if (options.dataParallel)
       if (Status s = insertCollectives(*g, *options.dataParallel); !s) return Error{s.message()};
     PassManager pm;

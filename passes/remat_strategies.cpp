@@ -159,8 +159,13 @@ Expected<Analysis> analyze(ir::Graph& graph) {
     if (n->phase() == ir::Phase::recompute)
       return Error{"remat: the graph already has recompute nodes (remat runs once, on a graph without them)"};
 
-  ValueSet pinned;  // kept whatever the plan: graph outputs
+  // Kept whatever the plan: graph outputs, and the results of side-effect nodes (collectives:
+  // recomputing one would issue it twice on this rank only, and the ranks would disagree).
+  ValueSet pinned;
   for (const ir::GraphOutput& out : graph.outputs()) pinned.insert(out.value);
+  for (const auto& n : nodes)
+    if (n->op().sideEffects)
+      for (size_t r = 0; r < n->numResults(); ++r) pinned.insert(n->result(r));
   std::unordered_map<const ir::Node*, size_t> position;
   position.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) position.emplace(nodes[i].get(), i);

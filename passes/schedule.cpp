@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <functional>
 #include <queue>
+#include <set>
+#include <string>
 #include <unordered_map>
 
 #include "passes/liveness.h"
@@ -302,6 +304,13 @@ std::vector<const ir::Node*> computeSchedule(const ir::Graph& graph) {
 }
 
 Expected<bool> Schedule::run(ir::Graph& graph) {
+  // Every rank issues its collectives in seq order, one per number: a repeated number (a
+  // duplicated collective) would desynchronise the ranks.
+  std::set<std::int64_t> seqs;
+  for (const auto& n : graph.nodes())
+    if (n->op().issuesCollective && !seqs.insert(ir::getInt(n->attrs(), "seq").value_or(0)).second)
+      return Error{"schedule: two collectives share seq " + std::to_string(*ir::getInt(n->attrs(), "seq")) +
+                   " (a collective was duplicated; every rank must issue each one once)"};
   std::vector<const ir::Node*> order = computeSchedule(graph);
   bool changed = false;
   std::vector<ir::Node*> nodes;

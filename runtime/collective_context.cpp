@@ -16,11 +16,6 @@ Status CollectiveContext::wait(const ir::Node* start) {
   return blocking([&] { return pending->wait(); });
 }
 
-void CollectiveContext::abandon() {
-  for (auto& [node, pending] : pending_) (void)pending->wait();
-  pending_.clear();
-}
-
 std::string CollectiveContext::describe(const ir::Node& node, std::int64_t step) {
   std::string what;
   if (node.opName() == "all_reduce_start" || node.opName() == "all_reduce_wait") {
@@ -32,8 +27,12 @@ std::string CollectiveContext::describe(const ir::Node& node, std::int64_t step)
                   static_cast<long long>(bucket), start.numOperands(), start.numOperands() == 1 ? "" : "s", mib);
     what = bucket < 0 ? "all_reduce of the loss" : buf;
   } else {
+    // What travels: the operands, or for a receive (scatter_recv) the result.
     std::string types;
-    for (const ir::Value* v : node.operands()) types += (types.empty() ? "" : ", ") + ir::toString(v->type());
+    if (node.opName() == "scatter_recv")
+      types = ir::toString(node.result(0)->type());
+    else
+      for (const ir::Value* v : node.operands()) types += (types.empty() ? "" : ", ") + ir::toString(v->type());
     what = std::string(node.opName()) + " of " + types;
   }
   return what + " at step " + std::to_string(step);

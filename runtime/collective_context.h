@@ -48,11 +48,10 @@ class CollectiveContext {
 
   // Seconds spent blocked in waits and blocking collectives since construction.
   double waitSeconds() const { return waitSeconds_; }
-  // Collectives started and not waited for (0 after every complete run).
-  size_t pending() const { return pending_.size(); }
-  // Drops every pending collective (after a failed run), waiting for each so that no
+  // Collectives started and not waited for (0 after every complete run). After a failed run,
+  // destroying the context waits for each (bounded by the communicator's timeout), so no
   // communication still writes into freed buffers.
-  void abandon();
+  size_t pending() const { return pending_.size(); }
 
   // "all_reduce of gradient bucket 2 (5 tensors, 1.02 MiB) at step 7", "gather of f32[8, 128,
   // 256] at step 3": the collective's description for error messages.

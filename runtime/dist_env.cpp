@@ -24,7 +24,7 @@ std::optional<long> parseInt(std::string_view text) {
 Error missing(const char* name, const std::string& context) {
   return Error{std::string(name) + " is not set (" + context +
                "); set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, or start the ranks with "
-               "`gradc launch`, torchrun or srun"};
+               "`gradc train --devices N`, torchrun or srun"};
 }
 
 struct Reader {

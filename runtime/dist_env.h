@@ -1,7 +1,7 @@
 // The distributed environment of one rank: who am I, how many are we, where is the rendezvous.
 //
 // Read from the environment variables set by a launcher:
-//   torchrun style (and `gradc launch`): RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
+//   torchrun style (and gradc's launcher, `gradc train --devices N`): RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
 //   Slurm (srun):                        SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, plus
 //                                        MASTER_ADDR and MASTER_PORT, which Slurm does not set
 // RANK/WORLD_SIZE take precedence over the Slurm variables. LOCAL_RANK (SLURM_LOCALID) may be

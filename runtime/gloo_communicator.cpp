@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/c10_message.h"
 #include "runtime/comm_error.h"
 #include "runtime/tcp_kv_store.h"
 
@@ -45,7 +46,7 @@ Status finish(const c10::intrusive_ptr<c10d::Work>& work, int rank, std::chrono:
     work->wait(waitLimit(timeout));
     return Status::success();
   } catch (const std::exception& e) {
-    return comm::collectiveError(rank, what, secondsSince(start), comm::causeFromMessage(e.what(), timeout));
+    return comm::collectiveError(rank, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout));
   }
 }
 
@@ -169,6 +170,8 @@ Expected<std::unique_ptr<Communicator>> GlooCommunicator::create(const DistEnv& 
 
 Expected<std::unique_ptr<PendingCollective>> GlooCommunicator::startAllReduceSum(at::Tensor buffer, std::string what) {
   if (auto problem = checkTensor(buffer, "the buffer"); !problem.empty()) return argumentError(rank_, what, problem);
+  if (buffer.scalar_type() == at::kBFloat16)
+    return argumentError(rank_, what, "Gloo cannot sum bf16 tensors (f32, f64 and f16 it can)");
   const auto start = Clock::now();
   try {
     std::vector<at::Tensor> tensors{buffer};
@@ -179,7 +182,7 @@ Expected<std::unique_ptr<PendingCollective>> GlooCommunicator::startAllReduceSum
     return std::unique_ptr<PendingCollective>(
         std::make_unique<GlooPending>(std::move(work), std::move(buffer), rank_, timeout_, std::move(what), start));
   } catch (const std::exception& e) {
-    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(e.what(), timeout_));
+    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
   }
 }
 
@@ -234,7 +237,7 @@ Status GlooCommunicator::moveRows(bool toRoot, const at::Tensor& stacked, const 
       if (Status s = finish(work, rank_, timeout_, what, start); !s) return s;
     return Status::success();
   } catch (const std::exception& e) {
-    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(e.what(), timeout_));
+    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
   }
 }
 
@@ -250,7 +253,7 @@ Status GlooCommunicator::allGather(const at::Tensor& input, at::Tensor output, s
     options.timeout = timeout_;
     return finish(impl_->group->allgather(outputs, inputs, options), rank_, timeout_, what, start);
   } catch (const std::exception& e) {
-    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(e.what(), timeout_));
+    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
   }
 }
 
@@ -265,7 +268,7 @@ Status GlooCommunicator::broadcast(at::Tensor tensor, int root, std::string what
     options.timeout = timeout_;
     return finish(impl_->group->broadcast(tensors, options), rank_, timeout_, what, start);
   } catch (const std::exception& e) {
-    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(e.what(), timeout_));
+    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
   }
 }
 
@@ -276,7 +279,7 @@ Status GlooCommunicator::barrier(std::string what) {
     options.timeout = timeout_;
     return finish(impl_->group->barrier(options), rank_, timeout_, what, start);
   } catch (const std::exception& e) {
-    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(e.what(), timeout_));
+    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
   }
 }
 

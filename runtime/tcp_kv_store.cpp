@@ -2,6 +2,7 @@
 
 #include <exception>
 
+#include "runtime/c10_message.h"
 #include "runtime/comm_error.h"
 
 namespace gradc::runtime {
@@ -68,7 +69,7 @@ Status TcpKeyValueStore::set(const std::string& key, const std::vector<std::uint
     return Status::success();
   } catch (const std::exception& e) {
     return comm::collectiveError(rank_, "setting rendezvous key '" + key + "'", secondsSince(start),
-                                 comm::causeFromMessage(e.what(), timeout_));
+                                 comm::causeFromMessage(exceptionMessage(e), timeout_));
   }
 }
 
@@ -79,7 +80,7 @@ Expected<std::vector<std::uint8_t>> TcpKeyValueStore::get(const std::string& key
     return store_->get(prefix_ + key);
   } catch (const std::exception& e) {
     return comm::collectiveError(rank_, "reading rendezvous key '" + key + "'", secondsSince(start),
-                                 comm::causeFromMessage(e.what(), timeout_));
+                                 comm::causeFromMessage(exceptionMessage(e), timeout_));
   }
 }
 

@@ -115,9 +115,21 @@ int runTrain(const TrainCommandOptions& o) {
   int stepExit = kExitOk;
   std::optional<TrainingStep> step = buildTrainingStep(*graph, opt, o.memory, stepExit, *parallel);
   if (!step) return stepExit;
+  if (world > 1)
+    for (const auto& n : step->graph.nodes())
+      if (n->opName() == "all_reduce_start" && n->result(0)->type().dtype == ir::DType::bf16) {
+        std::cerr << "gradc: error: --devices " << world << ": CPU ranks communicate through Gloo, which cannot sum "
+                  << "bf16 tensors (this model's gradients or loss are bf16); train it in f32 or f16, or on one device\n";
+        return kExitUserError;
+      }
+  if (launcher && parallel->placement == passes::LossPlacement::Gather) {
+    // The other ranks' graph differs from rank 0's (no loss, a receive): check it fits too.
+    Expected<passes::DataParallelOptions> other = parallelFlags.forRank(1);
+    if (!other || !buildTrainingStep(*graph, opt, o.memory, stepExit, *other)) return other ? stepExit : kExitUserError;
+  }
   if (launcher) {
-    // Rank 0's step compiled, so a spec, batch or budget error is reported once, here. Now N
-    // workers run this same command, supervised until they all end.
+    // The ranks' steps compiled, so a spec, batch or budget error is reported once, here. Now
+    // N workers run this same command, supervised until they all end.
     runtime::LaunchOptions launch;
     launch.devices = o.parallel.devices;
     launch.argv = ownCommandLine();

@@ -59,12 +59,17 @@ std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const pa
                                               const MemoryFlags& flags, int& exitCode,
                                               const passes::DataParallelOptions& parallel) {
   exitCode = kExitUserError;
+  // Ranks other than 0 may have their own graph (loss placement gather): say whose error it is.
+  const std::string who = parallel.world > 1 && parallel.rank > 0
+                              ? "rank " + std::to_string(parallel.rank) + " (loss placement " +
+                                    std::string(passes::lossPlacementName(parallel.placement)) + "): "
+                              : "";
   passes::TrainingPlanOptions options;
   std::optional<ir::Graph> partitioned;
   if (parallel.world > 1) {
     Expected<ir::Graph> p = passes::partitionForward(forward, parallel);
     if (!p) {
-      std::cerr << "gradc: error: --devices " << parallel.world << ": " << p.error().message << "\n";
+      std::cerr << "gradc: error: " << who << "--devices " << parallel.world << ": " << p.error().message << "\n";
       return std::nullopt;
     }
     partitioned = std::move(*p);
@@ -108,14 +113,14 @@ std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const pa
 
   Expected<passes::RematChoice> choice = passes::chooseTrainingPlan(rankForward, options);
   if (!choice) {
-    std::cerr << "gradc: error: " << choice.error().message << "\n";
+    std::cerr << "gradc: error: " << who << choice.error().message << "\n";
     return std::nullopt;
   }
   TrainingStep step{std::move(choice->graph), choice->report, {}, choice->microBatches};
   passes::PassManager pm;
   pm.add<passes::Schedule>();
   if (Expected<bool> ran = pm.run(step.graph); !ran) {
-    std::cerr << "gradc: error: " << ran.error().message << "\n";
+    std::cerr << "gradc: error: " << who << ran.error().message << "\n";
     exitCode = kExitInternal;
     return std::nullopt;
   }

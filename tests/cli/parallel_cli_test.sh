@@ -153,6 +153,14 @@ else
   kill -KILL "$launcher" $workers 2>/dev/null
 fi
 
+# An f64 model under the gather placement: the other ranks' stand-in loss has the loss's dtype.
+sed 's/f32/f64/g; s/^model: \(.*\)$/model: \1\ndtype: f64/' "$src/models/mlp.yaml" >"$work/mlp64.yaml"
+timeout 300 "$gradc" train "$work/mlp64.yaml" --synthetic --steps 3 --devices 2 --loss-placement gather \
+  --metrics-out "$work/mlp64_gather.json" >"$work/out" 2>"$work/err" && ok || bad "f64 gather: $(tail -3 "$work/err")"
+timeout 300 "$gradc" train "$work/mlp64.yaml" --synthetic --steps 3 --metrics-out "$work/mlp64_one.json" \
+  >"$work/out" 2>"$work/err" && ok || bad "f64 one device: $(tail -3 "$work/err")"
+compare "$work/mlp64_one.json" "$work/mlp64_gather.json" --rtol 1e-12 && ok || bad "f64 gather vs one device"
+
 # User errors, reported once by the launcher before any worker starts.
 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --synthetic --steps 1 --devices 3 >"$work/out" 2>"$work/err"
 [ $? -eq 2 ] && grep -q 'batch of 8 examples does not split evenly over 3 devices; use a batch of 6 or 9' "$work/err" \
@@ -160,6 +168,16 @@ fi
 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --synthetic --steps 1 --devices 2 --loss-placement gather \
   --micro-batches 2 >"$work/out" 2>"$work/err"
 [ $? -eq 2 ] && grep -q 'does not combine with micro-batching' "$work/err" && ok || bad "gather + micro-batches: $(cat "$work/err")"
+
+sed 's/^dtype: f32/dtype: bf16/' "$src/models/gpt-mini.yaml" >"$work/gpt-bf16.yaml"
+"$gradc" train "$work/gpt-bf16.yaml" "${small[@]}" --synthetic --steps 1 --devices 2 >"$work/out" 2>"$work/err"
+[ $? -eq 2 ] && grep -q 'Gloo, which cannot sum bf16 tensors' "$work/err" && ok || bad "bf16 over Gloo: $(cat "$work/err")"
+# Under gather the other ranks compile their own step; a budget only rank 0 fits is refused
+# before any worker starts, naming the rank.
+"$gradc" train "$src/models/gpt-mini.yaml" --synthetic --steps 1 --devices 2 --loss-placement gather \
+  --remat selective --budget 102500000 >"$work/out" 2>"$work/err"
+[ $? -eq 2 ] && grep -q 'rank 1 (loss placement gather): no plan fits' "$work/err" && ! grep -q 'exited with code' "$work/err" \
+  && ok || bad "rank 1's budget under gather: $(cat "$work/err")"
 
 echo "parallel_cli_test: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
