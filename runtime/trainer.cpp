@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include "ir/index_bounds.h"
 #include "runtime/checkpoint.h"
@@ -14,6 +15,7 @@
 #include "runtime/executor.h"
 #include "runtime/init.h"
 #include "runtime/memory_tracker.h"
+#include "runtime/op_profile.h"
 #include "runtime/progress.h"
 #include "runtime/synthetic_inputs.h"
 
@@ -199,6 +201,12 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
 
   const bool show = o.progress && rank == 0;
   Progress progress(firstStep, o.steps);
+  OpProfile profile;
+  bool profiling = false;  // from the second step on: the first pays one-time costs
+  if (o.profile)
+    exec->setNodeHook([&](const ir::Node& node, std::chrono::nanoseconds elapsed) {
+      if (profiling) profile.add(node, elapsed);
+    });
   std::int64_t peak = 0;
   for (std::int64_t step = firstStep; step <= o.steps; ++step) {
     TensorMap inputs;
@@ -214,6 +222,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     }
 
     MemoryTracker::resetPeak();
+    profiling = o.profile && step > firstStep;
     auto t0 = std::chrono::steady_clock::now();
     Expected<TensorMap> out =
         exec->run(inputs, result.state, RunContext{seed, step, collectives ? &*collectives : nullptr});
@@ -228,6 +237,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     m.step = step;
     m.loss = out->at("loss").item<double>();
     m.stepTimeS = std::chrono::duration<double>(t1 - t0).count();
+    if (profiling) profile.addStep(m.stepTimeS);
     std::int64_t tokens = tokenData ? tokenData->tokensPerStep
                                     : (g.inputs().empty() || g.inputs()[0]->type().rank() == 0
                                            ? 1
@@ -251,6 +261,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     if (stop) break;
   }
   if (show) progress.finish();
+  if (o.profile && rank == 0) std::fputs(profile.format().c_str(), stderr);
   if (!o.comm) {
     result.metrics.ranks.push_back(RankMetrics{0, peak, o.plannedPeakBytes, std::nullopt});
     return result;

@@ -41,6 +41,7 @@ struct TrainerOptions {
   std::optional<std::filesystem::path> resumeDir;
   std::string config = "{}";          // JSON object stored in checkpoints (optimizer settings, ...)
   bool progress = true;               // progress bar / log lines on stderr
+  bool profile = false;               // time per op kind over the steps after the first, printed at the end
   // The memory planner's predicted peak of one step of this graph (passes/memory_plan.h),
   // reported beside the measured peak as peak_bytes_planned; nullopt: not planned.
   std::optional<std::int64_t> plannedPeakBytes;

@@ -48,6 +48,7 @@ struct TrainCommandOptions {
   std::string resume;
   std::string metricsOut;
   bool quiet = false;
+  bool profile = false;
   double timeoutS = 300;
   MemoryFlags memory;
   ParallelFlags parallel;
@@ -172,6 +173,7 @@ int runTrain(const TrainCommandOptions& o) {
   if (!o.resume.empty()) t.resumeDir = o.resume;
   t.progress = !quiet;
   t.comm = comm.get();
+  t.profile = o.profile;
   t.plannedPeakBytes = plannedPeak;
   nlohmann::json config = {{"spec", o.spec},
                            {"set", o.sets},
@@ -237,6 +239,7 @@ Runner addTrainCommand(CLI::App& cmd) {
   cmd.add_option("--resume", o->resume, "Continue from this checkpoint folder, bit for bit");
   cmd.add_option("--metrics-out", o->metricsOut, "Write per-step metrics and peak memory as JSON");
   cmd.add_flag("-q,--quiet", o->quiet, "No progress output");
+  cmd.add_flag("--profile", o->profile, "At the end, print the time per op kind (steps after the first)");
   cmd.add_option("--timeout", o->timeoutS,
                  "Seconds a rank waits for the others (rendezvous, each collective) before the run fails")
       ->check(CLI::PositiveNumber)

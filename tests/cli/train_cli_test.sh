@@ -24,6 +24,11 @@ grep -q '"peak_bytes_measured"' "$work/m.json" && grep -q '"tokens_per_s"' "$wor
 [ "$(grep -c '"step":' "$work/m.json")" -eq 6 ] && ok || bad "metrics JSON has not 6 steps"
 grep -q 'step 6/6' "$work/err" && ok || bad "plain progress lines on a non-terminal"
 
+# --profile: time per op kind after the first step.
+timeout 300 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --synthetic --steps 3 --profile -q \
+  >"$work/out" 2>"$work/err" && grep -q '^profile over 2 steps: ' "$work/err" \
+  && grep -Eq '^  linear \(fwd\) +5\.0 ' "$work/err" && ok || bad "--profile: $(head -5 "$work/err")"
+
 # Resume to step 8.
 if timeout 300 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --data "$src/data/corpus.txt" --steps 8 \
     --resume "$work/ck" --metrics-out "$work/m2.json" >"$work/out" 2>"$work/err"; then ok

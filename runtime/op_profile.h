@@ -1,0 +1,36 @@
+// Time per op kind over a training run (`gradc train --profile`): where a step's time goes,
+// aggregated like torch.profiler's key_averages. Fed by the executor's node hook, which times
+// each kernel call alone (not the executor's bookkeeping between nodes). The nodes must outlive
+// the profile.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <unordered_map>
+#include <string>
+
+#include "ir/graph.h"
+
+namespace gradc::runtime {
+
+class OpProfile {
+ public:
+  void add(const ir::Node& node, std::chrono::nanoseconds elapsed);
+  // Call once per step, with the step's wall time.
+  void addStep(double seconds);
+
+  // A table, slowest op kind first: calls per step, ms per step, share of the kernels' time, and
+  // the share of the step spent outside kernels (the executor, data, metrics).
+  std::string format(int top = 20) const;
+
+ private:
+  struct Entry {
+    std::int64_t calls = 0;
+    std::int64_t ns = 0;
+  };
+  std::unordered_map<const ir::Node*, Entry> byNode_;  // aggregated by op kind when formatted
+  std::int64_t steps_ = 0;
+  double stepSeconds_ = 0;
+};
+
+}  // namespace gradc::runtime
