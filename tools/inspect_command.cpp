@@ -112,9 +112,21 @@ std::string report(const passes::MemoryPlan& plan, const InspectOptions& o) {
   out += fmt::format("  compute     forward {}, backward {}, optimizer {}, recompute {} ({} of forward)\n",
                      formatFlops(plan.forwardFlops), formatFlops(plan.backwardFlops), formatFlops(plan.optimizerFlops),
                      formatFlops(plan.recomputeFlops), percent(plan.recomputeFlops, plan.forwardFlops));
-  for (const passes::RankPlan& r : plan.ranks)
-    if (plan.ranks.size() > 1)
-      out += fmt::format("  rank {}      peak {}, arena {}\n", r.rank, formatBytes(r.peakBytes), formatBytes(r.arenaBytes));
+  if (plan.ranks.size() > 1) {
+    std::int64_t lo = plan.ranks.front().peakBytes, hi = lo;
+    for (const passes::RankPlan& r : plan.ranks) {
+      lo = std::min(lo, r.peakBytes);
+      hi = std::max(hi, r.peakBytes);
+      std::string largest;
+      for (size_t k = 0; k < r.largestAtPeak.size() && k < 2; ++k)
+        largest += fmt::format("{}{} {} {}", k ? ", " : "; largest at its peak: ", formatBytes(r.largestAtPeak[k].size),
+                               r.largestAtPeak[k].kind, r.largestAtPeak[k].type);
+      out += fmt::format("  rank {}      peak {}, arena {}{}\n", r.rank, formatBytes(r.peakBytes),
+                         formatBytes(r.arenaBytes), largest);
+    }
+    out += fmt::format("  balance     max / min peak over {} ranks: {:.3f}\n", plan.ranks.size(),
+                       lo > 0 ? static_cast<double>(hi) / static_cast<double>(lo) : 0.0);
+  }
 
   std::vector<size_t> live = plan.liveAt(plan.peakStep);
   std::int64_t liveBytes = 0;

@@ -161,6 +161,17 @@ timeout 300 "$gradc" train "$work/mlp64.yaml" --synthetic --steps 3 --metrics-ou
   >"$work/out" 2>"$work/err" && ok || bad "f64 one device: $(tail -3 "$work/err")"
 compare "$work/mlp64_one.json" "$work/mlp64_gather.json" --rtol 1e-12 && ok || bad "f64 gather vs one device"
 
+# Plans of lm-seed over 4 ranks: balanced under local, the logits' excess on rank 0 under gather.
+for placement in local gather; do
+  "$gradc" compile "$src/models/lm-seed.yaml" --devices 4 --loss-placement $placement --emit plan \
+    -o "$work/seed-$placement.json" 2>"$work/err" && "$gradc" inspect "$work/seed-$placement.json" >"$work/seed-$placement.txt" \
+    && ok || bad "lm-seed plan ($placement): $(cat "$work/err")"
+done
+grep -q 'balance     max / min peak over 4 ranks: 1.000' "$work/seed-local.txt" && ok || bad "local placement is not balanced"
+grep -Eq 'balance     max / min peak over 4 ranks: 1\.5[0-9]+' "$work/seed-gather.txt" && ok || bad "gather balance"
+grep -q 'rank 0      peak 6.08 GB.*1.28 GB activation f32\[32, 250, 40000\], 1.28 GB grad f32\[32, 250, 40000\]' \
+  "$work/seed-gather.txt" && ok || bad "rank 0 under gather: $(grep 'rank 0' "$work/seed-gather.txt")"
+
 # User errors, reported once by the launcher before any worker starts.
 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --synthetic --steps 1 --devices 3 >"$work/out" 2>"$work/err"
 [ $? -eq 2 ] && grep -q 'batch of 8 examples does not split evenly over 3 devices; use a batch of 6 or 9' "$work/err" \
