@@ -1,0 +1,283 @@
+"""PyTorch versions of the bundled gradc models (models/*.yaml), for the benchmarks.
+
+Each class builds the same computation as gradc's lowering of the spec (frontend/), with the
+same parameter names (the state_dict keys equal gradc's spec names, so a weights file written
+by one side loads into the other), shapes, dtypes (f32 parameters, i64 tokens), initial
+distributions and op order:
+
+  mlp       models/mlp.yaml       depth x (linear + relu), linear head, mean squared error
+  gpt-mini  models/gpt-mini.yaml  pre-norm GPT blocks, exact GELU, causal attention written
+                                  out as gradc lowers it (qkv linear, split, scaled q @ k^T,
+                                  -inf above the diagonal, softmax, p @ v, proj), dropout 0.1
+                                  after the position table, mean cross entropy
+  lstm-lm   models/lstm-lm.yaml   embedding, one-layer LSTM (batch first), linear head, mean
+                                  cross entropy
+
+Every model's forward takes a `mode`:
+
+  eager       plain autograd (gpt-mini, mlp) / the fused torch.nn.LSTM kernel (lstm-lm)
+  seq         torch.utils.checkpoint.checkpoint_sequential over the model's chain of stages
+              with round(sqrt(n)) segments (lstm-lm: the time steps cut into round(sqrt(seq))
+              checkpointed segments, since nn.LSTM is one opaque module)
+  block       torch.utils.checkpoint.checkpoint around every block (transformer block, hidden
+              layer, LSTM time step)
+  unrolled    lstm-lm only: the LSTM unrolled step by step as gradc lowers it, no checkpoint
+
+Dims default to the spec's and are overridden like `gradc --set` (dependent dims follow:
+gpt-mini's d_ff = 4 * d_model unless given).
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint, checkpoint_sequential
+
+MODES = ("eager", "seq", "block")
+
+# The dims of the bundled specs (models/*.yaml). tests/bench/first_loss_parity.py checks that
+# the parameter names and shapes built from them equal those of the weights gradc saves.
+DEFAULT_DIMS = {
+    "mlp": {"batch": 64, "features": 32, "hidden": 256, "outputs": 8, "depth": 4},
+    "gpt-mini": {"batch": 16, "seq": 128, "vocab": 256, "d_model": 256, "heads": 4, "layers": 4},
+    "lstm-lm": {"batch": 8, "seq": 512, "vocab": 256, "embed": 128, "hidden": 256},
+}
+
+
+def resolve_dims(model, overrides=None):
+    dims = dict(DEFAULT_DIMS[model])
+    for k, v in (overrides or {}).items():
+        if k not in dims and not (model == "gpt-mini" and k == "d_ff"):
+            raise ValueError(f"{model} has no dim {k!r}")
+        dims[k] = int(v)
+    if model == "gpt-mini" and "d_ff" not in dims:
+        dims["d_ff"] = 4 * dims["d_model"]
+    return dims
+
+
+def segments_for(n):
+    """About sqrt(n) segments, at least 1 and at most n."""
+    return max(1, min(n, round(math.sqrt(n))))
+
+
+# ---- mlp -----------------------------------------------------------------------------------
+
+
+class _Hidden(nn.Module):
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.fc = nn.Linear(d_in, d_out)
+
+    def forward(self, x):
+        return F.relu(self.fc(x))
+
+
+class MLP(nn.Module):
+    def __init__(self, features, hidden, outputs, depth, **_):
+        super().__init__()
+        self.hidden = nn.ModuleList(_Hidden(features if i == 0 else hidden, hidden) for i in range(depth))
+        self.head = nn.Linear(hidden, outputs)
+
+    def input_names(self):
+        return ("x", "y")
+
+    def forward(self, x, y, mode="eager"):
+        stages = list(self.hidden) + [self.head]
+        if mode == "eager":
+            for s in stages:
+                x = s(x)
+        elif mode == "seq":
+            # x (a graph input) needs grad for the reentrant checkpoint to propagate; the
+            # first hidden layer runs outside the checkpointed chain instead, as for gpt-mini.
+            x = stages[0](x)
+            rest = stages[1:]
+            x = checkpoint_sequential(rest, segments_for(len(rest)), x)
+        elif mode == "block":
+            x = stages[0](x)
+            for s in stages[1:-1]:
+                x = checkpoint(s, x)
+            x = stages[-1](x)
+        else:
+            raise ValueError(mode)
+        return F.mse_loss(x, y)
+
+
+# ---- gpt-mini ------------------------------------------------------------------------------
+
+
+class _Attention(nn.Module):
+    def __init__(self, d_model, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+
+    def forward(self, x):
+        B, S, D = x.shape
+        H = self.heads
+        Dh = D // H
+        q, k, v = self.qkv(x).split(D, dim=2)
+        q = q.reshape(B, S, H, Dh).transpose(1, 2)
+        k = k.reshape(B, S, H, Dh).transpose(1, 2)
+        v = v.reshape(B, S, H, Dh).transpose(1, 2)
+        scores = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(Dh))
+        above = torch.ones(S, S, dtype=torch.bool, device=x.device).triu_(1)
+        scores = scores.masked_fill(above, float("-inf"))
+        p = torch.softmax(scores, dim=3)
+        out = torch.matmul(p, v).transpose(1, 2).reshape(B, S, D)
+        return self.proj(out)
+
+
+class _Block(nn.Module):
+    def __init__(self, d_model, heads, d_ff):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = _Attention(d_model, heads)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.fc1 = nn.Linear(d_model, d_ff)
+        self.fc2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class _PosTable(nn.Module):
+    def __init__(self, length, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(length, dim).normal_(0.0, 1.0))
+
+
+class GPTMini(nn.Module):
+    def __init__(self, seq, vocab, d_model, heads, layers, d_ff, dropout=0.1, **_):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d_model)
+        self.wpe = _PosTable(seq, d_model)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(_Block(d_model, heads, d_ff) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab, bias=False)
+
+    def input_names(self):
+        return ("tokens", "targets")
+
+    def forward(self, tokens, targets, mode="eager"):
+        S = tokens.shape[1]
+        x = self.drop(self.wte(tokens) + self.wpe.weight[:S])
+        if mode == "eager":
+            for b in self.blocks:
+                x = b(x)
+            logits = self.lm_head(self.ln_f(x))
+        elif mode == "seq":
+            # Stages after the embedding: the blocks, ln_f, lm_head.
+            stages = list(self.blocks) + [self.ln_f, self.lm_head]
+            logits = checkpoint_sequential(stages, segments_for(len(stages)), x)
+        elif mode == "block":
+            for b in self.blocks:
+                x = checkpoint(b, x)
+            logits = self.lm_head(self.ln_f(x))
+        else:
+            raise ValueError(mode)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+# ---- lstm-lm -------------------------------------------------------------------------------
+
+
+def _lstm_cell(xp_t, h, c, w_hh, b_hh):
+    g = xp_t + F.linear(h, w_hh, b_hh)
+    i, f, gg, o = g.chunk(4, dim=1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(gg)
+    h = torch.sigmoid(o) * torch.tanh(c)
+    return h, c
+
+
+class LSTMLM(nn.Module):
+    def __init__(self, vocab, embed, hidden, **_):
+        super().__init__()
+        self.hidden_size = hidden
+        self.embed = nn.Embedding(vocab, embed)
+        self.lstm = nn.LSTM(embed, hidden, 1, batch_first=True)
+        self.head = nn.Linear(hidden, vocab)
+
+    def input_names(self):
+        return ("tokens", "targets")
+
+    def _unrolled(self, x, mode):
+        B, S, _ = x.shape
+        l = self.lstm
+        xp = F.linear(x, l.weight_ih_l0, l.bias_ih_l0)  # [B, S, 4H], as gradc's lowering
+        h = x.new_zeros(B, self.hidden_size)
+        c = x.new_zeros(B, self.hidden_size)
+        w_hh, b_hh = l.weight_hh_l0, l.bias_hh_l0
+        # unbind/split once (their backward is one stack/cat), not xp[:, t] per step: each
+        # select's backward would materialise a zero gradient of the whole [B, S, 4H] tensor.
+        if mode == "unrolled":
+            hs = []
+            for xp_t in xp.unbind(1):
+                h, c = _lstm_cell(xp_t, h, c, w_hh, b_hh)
+                hs.append(h)
+            return torch.stack(hs, dim=1)
+        if mode == "block":
+            hs = []
+            for xp_t in xp.unbind(1):
+                h, c = checkpoint(_lstm_cell, xp_t, h, c, w_hh, b_hh)
+                hs.append(h)
+            return torch.stack(hs, dim=1)
+        # mode == "seq": round(sqrt(S)) checkpointed segments of consecutive time steps.
+        n = segments_for(S)
+        bounds = [round(i * S / n) for i in range(n + 1)]
+
+        def segment(xp_seg, h, c, w_hh, b_hh):
+            hs = []
+            for xp_t in xp_seg.unbind(1):
+                h, c = _lstm_cell(xp_t, h, c, w_hh, b_hh)
+                hs.append(h)
+            return torch.stack(hs, dim=1), h, c
+
+        outs = []
+        sizes = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
+        for xp_seg in xp.split(sizes, dim=1):
+            y, h, c = checkpoint(segment, xp_seg, h, c, w_hh, b_hh)
+            outs.append(y)
+        return torch.cat(outs, dim=1)
+
+    def forward(self, tokens, targets, mode="eager"):
+        x = self.embed(tokens)
+        if mode == "eager":
+            y, _ = self.lstm(x)
+        elif mode in ("seq", "block", "unrolled"):
+            y = self._unrolled(x, mode)
+        else:
+            raise ValueError(mode)
+        logits = self.head(y)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def build(model, dims):
+    if model == "mlp":
+        return MLP(**dims)
+    if model == "gpt-mini":
+        return GPTMini(**dims)
+    if model == "lstm-lm":
+        return LSTMLM(**dims)
+    raise ValueError(model)
+
+
+def make_batch(model, dims, generator):
+    """A random batch with the spec's input shapes and dtypes (tokens i64 in [0, vocab))."""
+    if model == "mlp":
+        x = torch.randn(dims["batch"], dims["features"], generator=generator)
+        y = torch.randn(dims["batch"], dims["outputs"], generator=generator)
+        return {"x": x, "y": y}
+    shape = (dims["batch"], dims["seq"])
+    return {
+        "tokens": torch.randint(0, dims["vocab"], shape, generator=generator, dtype=torch.int64),
+        "targets": torch.randint(0, dims["vocab"], shape, generator=generator, dtype=torch.int64),
+    }
+
+
+def adamw(params):
+    """gradc train's default optimizer: AdamW, lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight
+    decay 0.01 on every parameter, constant learning rate (no --warmup-steps/--decay-steps)."""
+    return torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
