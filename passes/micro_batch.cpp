@@ -9,7 +9,6 @@
 #include "passes/dce.h"
 #include "passes/liveness.h"
 #include "passes/pass_manager.h"
-#include "passes/schedule.h"
 
 namespace gradc::passes {
 
@@ -277,7 +276,7 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
     pm.add<DeadCodeElimination>();
     if (Expected<bool> r = pm.run(*g); !r) return r.error();
     graphs.push_back(std::move(*g));
-    if (keepFirst && ks.size() > 1 && scheduleAndAnalyze(graphs.back()).liveness.peakBytes <= *options.remat.budgetBytes)
+    if (keepFirst && ks.size() > 1 && analyzeLiveness(graphs.back()).peakBytes <= *options.remat.budgetBytes)
       return select();
   }
   return select();

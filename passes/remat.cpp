@@ -8,7 +8,6 @@
 #include "ir/printer.h"
 #include "passes/budget.h"
 #include "passes/liveness.h"
-#include "passes/schedule.h"
 
 namespace gradc::passes {
 
@@ -97,7 +96,7 @@ class Chooser {
     if (!s.peaks[e.candidate]) {
       const remat::RewritePlan& p = plan(e.graph, e.candidate);
       remat::AppliedRewrite applied = remat::applyRewrite(*s.graph, p);
-      s.peaks[e.candidate] = scheduleAndAnalyze(*s.graph).liveness.peakBytes;  // what the plan will say
+      s.peaks[e.candidate] = analyzeLiveness(*s.graph).peakBytes;
       remat::undoRewrite(*s.graph, applied);
       ++evaluated_;
       if (shared_) shared_->emplace(std::pair<size_t, std::string>{e.graph, s.candidates[e.candidate].description},
@@ -148,8 +147,7 @@ std::optional<Entry> withoutBudget(Chooser& chooser, const std::vector<Entry>& o
 // "parameters + optimizer state 38.0 MiB, activations 30.1 MiB, gradients 12.0 MiB; the working
 // set of op 'gelu_backward' at node '%138 = ...' is 24.0 MiB (operands, results and kernel
 // workspace)".
-std::string dominance(const ir::Graph& graph, const ScheduledLiveness& scheduled) {
-  const Liveness& l = scheduled.liveness;
+std::string dominance(const ir::Graph& graph, const Liveness& l) {
   std::map<std::string, std::int64_t> parts;
   for (const Buffer& b : l.buffers) {
     if (b.firstStep > l.peakStep || b.lastStep < l.peakStep) continue;
@@ -173,7 +171,7 @@ std::string dominance(const ir::Graph& graph, const ScheduledLiveness& scheduled
   std::string out;
   for (const auto& [bytes, name] : sorted) out += (out.empty() ? "" : ", ") + name + " " + formatBytes(bytes);
   if (graph.numNodes() == 0) return out;
-  const ir::Node& node = *scheduled.order[static_cast<size_t>(l.peakStep)];
+  const ir::Node& node = *graph.nodes()[static_cast<size_t>(l.peakStep)];
   std::unordered_set<const ir::Value*> seen;
   std::int64_t working = node.workspaceBytes();
   for (const ir::Value* v : node.operands())
@@ -195,7 +193,7 @@ std::string describe(const remat::Candidate& c, int microBatches) {
 Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, const RematOptions& options) {
   if (graphs.empty()) return Error{"remat: no graph to plan"};
   if (options.budgetBytes && *options.budgetBytes <= 0) return Error{"remat: the budget must be positive"};
-  const std::int64_t baseline = scheduleAndAnalyze(*graphs[0].graph).liveness.peakBytes;
+  const std::int64_t baseline = analyzeLiveness(*graphs[0].graph).peakBytes;
   PeakCache measured;
   Chooser chooser(&measured);
   for (const RematGraph& g : graphs)
@@ -210,9 +208,8 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
       const Entry best = *smallestPeak(chooser, order);
       GraphState& s = chooser.state(best.graph);
       remat::AppliedRewrite applied = remat::applyRewrite(*s.graph, chooser.plan(best.graph, best.candidate));
-      const ScheduledLiveness scheduled = scheduleAndAnalyze(*s.graph);
-      const Liveness& l = scheduled.liveness;
-      const std::string why = dominance(*s.graph, scheduled);
+      const Liveness l = analyzeLiveness(*s.graph);
+      const std::string why = dominance(*s.graph, l);
       remat::undoRewrite(*s.graph, applied);
       std::string message = "no plan fits " + formatBytesExact(*options.budgetBytes);
       if (options.strategy != RematStrategy::Auto)
@@ -273,7 +270,7 @@ Expected<bool> RematPass::run(ir::Graph& graph) {
 
 Expected<std::vector<StrategySummary>> summarizeStrategies(const ir::Graph& joint, std::optional<std::int64_t> budget) {
   ir::Graph copy = remat::cloneGraph(joint);
-  const std::int64_t nonePeak = scheduleAndAnalyze(copy).liveness.peakBytes;
+  const std::int64_t nonePeak = analyzeLiveness(copy).peakBytes;
   std::vector<StrategySummary> rows;
   std::vector<RematStrategy> strategies = concreteRematStrategies();
   strategies.push_back(RematStrategy::Auto);

@@ -60,7 +60,7 @@ struct RematReport {
   std::string plan;                            // one line: what the plan does
   int microBatches = 1;
   std::int64_t budgetBytes = -1;  // -1: no budget
-  std::int64_t predictedPeakBytes = 0;      // of the step once scheduled (passes/schedule.h)
+  std::int64_t predictedPeakBytes = 0;
   std::int64_t peakWithoutRematBytes = 0;  // the same step without recompute (first graph given)
   std::int64_t savedBytes = 0;             // peakWithoutRematBytes - predictedPeakBytes
   std::int64_t forwardFlops = 0;           // one forward of the whole batch

@@ -286,7 +286,7 @@ std::vector<int> scheduleRound(const Problem& p, bool eager) {
 
 }  // namespace
 
-ScheduledLiveness scheduleAndAnalyze(const ir::Graph& graph) {
+std::vector<const ir::Node*> computeSchedule(const ir::Graph& graph) {
   StorageModel storage = analyzeStorage(graph);
   Problem problem = buildProblem(graph, storage);
   auto toNodes = [&](const std::vector<int>& order) {
@@ -297,14 +297,11 @@ ScheduledLiveness scheduleAndAnalyze(const ir::Graph& graph) {
   };
   std::vector<const ir::Node*> eager = toNodes(scheduleRound(problem, true));
   std::vector<const ir::Node*> inputOrder = toNodes(scheduleRound(problem, false));
-  Liveness eagerLiveness = analyzeLiveness(graph, storage, eager);
-  if (eager == inputOrder) return {std::move(eager), std::move(eagerLiveness)};
-  Liveness inputLiveness = analyzeLiveness(graph, storage, inputOrder);
-  if (eagerLiveness.peakBytes <= inputLiveness.peakBytes) return {std::move(eager), std::move(eagerLiveness)};
-  return {std::move(inputOrder), std::move(inputLiveness)};
+  if (eager == inputOrder) return eager;
+  std::int64_t eagerPeak = analyzeLiveness(graph, storage, eager).peakBytes;
+  std::int64_t inputPeak = analyzeLiveness(graph, storage, inputOrder).peakBytes;
+  return eagerPeak <= inputPeak ? eager : inputOrder;
 }
-
-std::vector<const ir::Node*> computeSchedule(const ir::Graph& graph) { return scheduleAndAnalyze(graph).order; }
 
 Expected<bool> Schedule::run(ir::Graph& graph) {
   // Every rank issues its collectives in seq order, one per number: a repeated number (a

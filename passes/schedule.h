@@ -37,7 +37,6 @@
 
 #include <vector>
 
-#include "passes/liveness.h"
 #include "passes/pass.h"
 
 namespace gradc::passes {
@@ -50,13 +49,5 @@ class Schedule final : public Pass {
 
 // The order the pass would choose, without changing the graph (tests, planners).
 std::vector<const ir::Node*> computeSchedule(const ir::Graph& graph);
-
-// That order with its liveness: what the memory plan of the scheduled graph will report
-// (the remat pass measures its proposals with it, so a budget decision is the plan's).
-struct ScheduledLiveness {
-  std::vector<const ir::Node*> order;
-  Liveness liveness;
-};
-ScheduledLiveness scheduleAndAnalyze(const ir::Graph& graph);
 
 }  // namespace gradc::passes
