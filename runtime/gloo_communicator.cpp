@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
+#include <csignal>
 #include <exception>
 #include <thread>
 #include <vector>
@@ -139,6 +140,9 @@ Expected<std::unique_ptr<Communicator>> GlooCommunicator::create(const DistEnv& 
     return Error{"invalid distributed environment: rank " + std::to_string(env.rank) + " of world size " +
                  std::to_string(env.worldSize)};
   }
+  // A peer that dies closes its sockets; a write to one would raise SIGPIPE and kill this rank
+  // without a word. Ignored, the write fails with EPIPE and the collective reports the peer.
+  std::signal(SIGPIPE, SIG_IGN);
   const auto start = Clock::now();
   auto store = connectTcpStore(env, timeout);
   if (!store) return store.error();

@@ -4,7 +4,8 @@
 // The communicator timeout is both the store timeout (rendezvous) and Gloo's per-operation
 // timeout; wait() also stops waiting shortly after it, so no call hangs past the timeout even
 // when a peer is stopped (SIGSTOP) rather than dead. Every c10d/Gloo exception becomes an
-// Error worded as described in runtime/communicator.h.
+// Error worded as described in runtime/communicator.h. create() makes the process ignore
+// SIGPIPE, so that a write to a dead peer's socket is an error, not a silent death.
 #pragma once
 
 #include <chrono>
