@@ -40,15 +40,26 @@ std::chrono::milliseconds waitLimit(std::chrono::milliseconds timeout) {
   return timeout + std::chrono::milliseconds(500);
 }
 
+// The process group's worker thread still holds a work (and through it the tensors) for a
+// moment after completing it. Waiting for it to let go makes the tensors' release exact: they
+// are freed when the caller drops them, as the memory plan assumes, not whenever the worker
+// thread gets round to it (briefly: bounded at 1 s). `work` must be the caller's only reference.
+void awaitRelease(const c10::intrusive_ptr<c10d::Work>& work) {
+  const auto deadline = Clock::now() + std::chrono::seconds(1);
+  while (work.use_count() > 1 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::microseconds(20));
+}
+
 // Waits for `work` and turns any failure into the documented Error.
 Status finish(const c10::intrusive_ptr<c10d::Work>& work, int rank, std::chrono::milliseconds timeout,
               const std::string& what, Clock::time_point start) {
+  Status status = Status::success();
   try {
     work->wait(waitLimit(timeout));
-    return Status::success();
   } catch (const std::exception& e) {
-    return comm::collectiveError(rank, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout));
+    status = comm::collectiveError(rank, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout));
   }
+  if (status) awaitRelease(work);
+  return status;
 }
 
 class GlooPending final : public PendingCollective {
@@ -63,12 +74,6 @@ class GlooPending final : public PendingCollective {
   Status wait() override {
     if (!work_) return Error{"rank " + std::to_string(rank_) + ": " + what_ + ": wait() called twice"};
     Status status = finish(work_, rank_, timeout_, what_, start_);
-    // The process group's worker thread still holds the work (and through it the buffer) for a
-    // moment after completing it. Waiting for it to let go makes the buffer's release exact:
-    // it is freed when the caller drops it, as the memory plan assumes, not whenever the
-    // worker thread gets round to it (briefly: bounded at 1 s).
-    const auto deadline = Clock::now() + std::chrono::seconds(1);
-    while (work_.use_count() > 1 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::microseconds(20));
     work_.reset();
     return status;
   }
