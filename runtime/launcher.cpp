@@ -309,6 +309,7 @@ int launchWorkers(const LaunchOptions& options) {
         std::fprintf(stderr, "gradc: stopping the %d remaining rank%s (SIGTERM)\n", alive, alive == 1 ? "" : "s");
         std::fflush(stderr);
         signalAll(SIGTERM);
+        signalAll(SIGCONT);  // a stopped rank acts on SIGTERM only once it runs again
         phase = Phase::Terminated;
         deadline = now + options.gracePeriod;
       } else {
