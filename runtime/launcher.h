@@ -19,9 +19,10 @@
 //   gradc: rank 1 (pid 4242) exited with code 3
 //   gradc: rank 1 (pid 4242) was killed by signal SIGKILL
 // to stderr, gives the others `gracePeriod` to finish or to report their own collective error,
-// then sends SIGTERM (and SIGCONT, so a stopped worker acts on it), and SIGKILL `gracePeriod` later. It returns only when every worker has
-// been reaped. SIGINT or SIGTERM sent to the launcher is forwarded to every worker (a second
-// one sends SIGKILL), and the launcher returns 130 or 143 once they are gone.
+// then sends SIGTERM (and SIGCONT, so a stopped worker acts on it), and SIGKILL `gracePeriod`
+// later. It returns only when every worker has been reaped. SIGINT or SIGTERM sent to the
+// launcher is forwarded to every worker (a second one sends SIGKILL), and the launcher returns
+// 130 or 143 once they are gone.
 //
 // Call it from the main thread (PR_SET_PDEATHSIG follows the thread that forks). It installs
 // handlers for SIGINT, SIGTERM and SIGCHLD while it runs and restores the previous ones.
