@@ -73,6 +73,18 @@ int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
   return kExitOk;
 }
 
+// Rank 0's forward graph under --devices N (its shard, loss placement, collectives), or nullopt
+// after printing the error.
+std::optional<ir::Graph> rankZeroForward(const ir::Graph& forward, const CompileOptions& o) {
+  Expected<passes::DataParallelOptions> parallel = o.parallel.forRank(0);
+  Expected<ir::Graph> local = parallel ? passes::partitionForward(forward, *parallel) : Expected<ir::Graph>(parallel.error());
+  if (!local) {
+    std::cerr << "gradc: error: --devices " << o.parallel.devices << ": " << local.error().message << "\n";
+    return std::nullopt;
+  }
+  return std::move(*local);
+}
+
 // The forward graph's summary, then every recompute strategy's predicted peak and overhead on
 // the training step (AdamW), under --budget when given.
 int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
@@ -80,14 +92,9 @@ int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
   std::optional<ir::Graph> partitioned;
   passes::TrainingPlanOptions options;
   if (o.parallel.devices > 1) {
-    Expected<passes::DataParallelOptions> parallel = o.parallel.forRank(0);
-    Expected<ir::Graph> local = parallel ? passes::partitionForward(fullForward, *parallel) : Expected<ir::Graph>(parallel.error());
-    if (!local) {
-      std::cerr << "gradc: error: --devices " << o.parallel.devices << ": " << local.error().message << "\n";
-      return kExitUserError;
-    }
-    partitioned = std::move(*local);
-    options.dataParallel = *parallel;
+    partitioned = rankZeroForward(fullForward, o);
+    if (!partitioned) return kExitUserError;
+    options.dataParallel = *o.parallel.forRank(0);
   }
   const ir::Graph& forward = partitioned ? *partitioned : fullForward;
   std::string text = formatSummary(forward, passes::computeGraphStats(forward));
@@ -140,14 +147,9 @@ int runCompile(const CompileOptions& o) {
     return kExitInternal;
   }
   if (o.pipeline.emit == "summary") return emitSummary(*graph, o);
-  if (o.parallel.devices > 1) {  // rank 0's forward graph: its shard, loss placement, collectives
-    Expected<passes::DataParallelOptions> parallel = o.parallel.forRank(0);
-    Expected<ir::Graph> local = parallel ? passes::partitionForward(*graph, *parallel) : Expected<ir::Graph>(parallel.error());
-    if (!local) {
-      std::cerr << "gradc: error: --devices " << o.parallel.devices << ": " << local.error().message << "\n";
-      return kExitUserError;
-    }
-    return emitGraph(*local, o.pipeline);
+  if (o.parallel.devices > 1) {
+    std::optional<ir::Graph> local = rankZeroForward(*graph, o);
+    return local ? emitGraph(*local, o.pipeline) : kExitUserError;
   }
   return emitGraph(*graph, o.pipeline);
 }

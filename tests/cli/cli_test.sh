@@ -3,16 +3,7 @@
 # `gradc opt` byte for byte, summaries carry the figures users rely on, and user mistakes exit
 # with code 2 and a file:line:col message within a bounded time (a hang fails the check).
 # usage: cli_test.sh PATH/TO/gradc SOURCE_DIR
-set -u
-gradc=$1
-src=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+source "$(dirname "$0")/lib.sh" "$@"
 
 # run_gradc OUT ERR ARGS...: runs with a hang guard; sets $rc.
 run_gradc() {

@@ -3,15 +3,7 @@
 # against one device at the same global batch (losses and parameters), bucket sizes, the gather
 # placement, torchrun-style variables, a killed rank, and user errors.
 # usage: parallel_cli_test.sh PATH/TO/gradc SOURCE_DIR
-set -u
-gradc=$1
-src=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+source "$(dirname "$0")/lib.sh" "$@"
 compare() { python3 "$src/tests/cli/compare_runs.py" "$@"; }
 # Dropout stays on (p = 0.1): each rank draws its rows of the one-device masks.
 small=(--set batch=8 --set seq=32 --set d_model=64 --set heads=2 --set layers=2)
@@ -20,6 +12,15 @@ run() {  # run NAME ARGS...: 20 steps of the small gpt-mini on the corpus, check
   shift
   timeout 300 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --data "$src/data/corpus.txt" --steps "${steps:-20}" \
     --lr "${lr:-3e-3}" --save "$work/$name" --metrics-out "$work/$name.json" "$@" >"$work/$name.out" 2>"$work/$name.err"
+}
+
+# await_ranks LOG PATTERN LAUNCHER: wait (up to 60 s) for PATTERN in rank 0's log, then set
+# `workers` to the launcher's worker pids and `victim` to rank 1's.
+await_ranks() {
+  for _ in $(seq 1 600); do grep -q "$2" "$1" 2>/dev/null && break; sleep 0.1; done
+  workers=$(pgrep -P "$3" | tr '\n' ' ')
+  victim=""
+  for w in $workers; do tr '\0' '\n' <"/proc/$w/environ" 2>/dev/null | grep -qx 'RANK=1' && victim=$w; done
 }
 
 # Two ranks follow the one-device trajectory. With AdamW the losses agree; the parameters are
@@ -78,8 +79,7 @@ PY
 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --synthetic --steps 100000 --devices 2 \
   >"$work/int.out" 2>"$work/int.err" &
 launcher=$!
-for _ in $(seq 1 600); do grep -q 'step 1/' "$work/int.err" 2>/dev/null && break; sleep 0.1; done
-workers=$(pgrep -P "$launcher" | tr '\n' ' ')
+await_ranks "$work/int.err" 'step 1/' "$launcher"
 kill -INT "$launcher"
 wait "$launcher"
 code=$?
@@ -104,10 +104,7 @@ wait "${pids[0]}" && wait "${pids[1]}" && ok || bad "torchrun-style ranks: $(tai
 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --synthetic --steps 100000 --devices 2 \
   --timeout 120 >"$work/kill.out" 2>"$work/kill.err" &
 launcher=$!
-for _ in $(seq 1 600); do grep -q 'step 3/' "$work/kill.err" 2>/dev/null && break; sleep 0.1; done
-workers=$(pgrep -P "$launcher" | tr '\n' ' ')
-victim=""
-for w in $workers; do tr '\0' '\n' <"/proc/$w/environ" 2>/dev/null | grep -qx 'RANK=1' && victim=$w; done
+await_ranks "$work/kill.err" 'step 3/' "$launcher"
 if [ -n "$victim" ]; then
   start=$(date +%s)
   kill -KILL "$victim"
@@ -132,10 +129,7 @@ fi
 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --synthetic --steps 100000 --devices 2 \
   --timeout 3 >"$work/stop.out" 2>"$work/stop.err" &
 launcher=$!
-for _ in $(seq 1 600); do grep -q 'step 1/' "$work/stop.err" 2>/dev/null && break; sleep 0.1; done
-workers=$(pgrep -P "$launcher" | tr '\n' ' ')
-victim=""
-for w in $workers; do tr '\0' '\n' <"/proc/$w/environ" 2>/dev/null | grep -qx 'RANK=1' && victim=$w; done
+await_ranks "$work/stop.err" 'step 1/' "$launcher"
 if [ -n "$victim" ]; then
   start=$(date +%s)
   kill -STOP "$victim"

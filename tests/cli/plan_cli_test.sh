@@ -3,15 +3,7 @@
 # byte-stable JSON), gradc inspect (text report, --html page, bad input exits 2), and the
 # planned peak in gradc train's metrics.
 # usage: plan_cli_test.sh PATH/TO/gradc SOURCE_DIR
-set -u
-gradc=$1
-src=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+source "$(dirname "$0")/lib.sh" "$@"
 py=/usr/bin/python3
 
 # A plan for every bundled model (reduced sizes where the model is large).

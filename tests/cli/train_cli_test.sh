@@ -2,15 +2,7 @@
 # End-to-end checks of training from the command line: gradc train (text and synthetic data,
 # checkpoints, metrics JSON, resume), gradc grad and gradc eval, and their user errors.
 # usage: train_cli_test.sh PATH/TO/gradc SOURCE_DIR
-set -u
-gradc=$1
-src=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+source "$(dirname "$0")/lib.sh" "$@"
 small=(--set batch=2 --set seq=16 --set d_model=32 --set heads=2 --set layers=1)
 
 # Train a small gpt-mini on the bundled corpus, with a checkpoint and metrics.
