@@ -60,6 +60,17 @@ struct OpInfo {
   std::string_view summary;         // one line for docs and error hints
 };
 
+// Intra-op threads the kernels run with. Kernels that keep per-thread partial results
+// (layer_norm_backward's weight and bias gradients) need workspace in proportion, so a plan
+// depends on it: a compiled artifact records the count it was planned for and the runtime runs
+// with exactly that many. Process-wide; 1 until set.
+int kernelThreads();
+void setKernelThreads(int threads);
+
+// Bytes ATen allocates for one Scalar operand of an elementwise op on `dtype` tensors while it
+// runs: the wrapped f64 number, and its cast to `dtype` (none for f64).
+std::int64_t scalarOperandBytes(DType dtype);
+
 // nullptr when no op has that name.
 const OpInfo* findOp(std::string_view name);
 std::span<const OpInfo> allOps();

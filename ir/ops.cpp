@@ -246,7 +246,20 @@ std::optional<std::int64_t> crossEntropyClasses(const OpContext& c, size_t opera
   return c.inputs[0].shape.back();
 }
 
-std::int64_t workspaceCrossEntropy(const OpContext& c, std::span<const TensorType>) { return c.inputs[0].bytes(); }
+// The [N, C] log-probabilities and nll_loss's 0-dim total weight.
+std::int64_t workspaceCrossEntropy(const OpContext& c, std::span<const TensorType>) {
+  return c.inputs[0].bytes() + dtypeSize(c.inputs[0].dtype);
+}
+
+// The squared differences, before their mean (a sum divided by a Scalar count).
+std::int64_t workspaceMse(const OpContext& c, std::span<const TensorType>) {
+  return c.inputs[0].bytes() + scalarOperandBytes(c.inputs[0].dtype);
+}
+
+// The factor, as ATen wraps a Scalar.
+std::int64_t workspaceScale(const OpContext& c, std::span<const TensorType>) {
+  return scalarOperandBytes(c.inputs[0].dtype);
+}
 
 Results inferMse(const OpContext& c) {
   const TensorType& a = c.inputs[0];
@@ -277,7 +290,8 @@ std::vector<OpInfo> forwardOps() {
        .elementwise = true, .summary = "a * b with broadcasting"},
       {.name = "scale", .minInputs = 1, .maxInputs = 1,
        .attrs = {{"factor", AttrKind::Float, true, "the constant multiplier"}}, .infer = inferScale,
-       .flops = perResultElement<1>, .elementwise = true, .summary = "x * factor"},
+       .flops = perResultElement<1>, .workspaceBytes = workspaceScale, .elementwise = true,
+       .summary = "x * factor"},
       {.name = "matmul", .minInputs = 2, .maxInputs = 2, .infer = inferMatmul, .flops = flopsMatmul,
        .summary = "batched matrix product [..., m, k] @ [..., k, n] -> [..., m, n], batch dims broadcast"},
       {.name = "linear", .minInputs = 2, .maxInputs = 3, .infer = inferLinear, .flops = flopsLinear,
@@ -345,6 +359,7 @@ std::vector<OpInfo> forwardOps() {
        .flops = flopsCrossEntropy, .workspaceBytes = workspaceCrossEntropy, .indexBound = crossEntropyClasses,
        .summary = "mean over targets of -log_softmax(logits)[target]; logits [..., C], target [...]"},
       {.name = "mse", .minInputs = 2, .maxInputs = 2, .infer = inferMse, .flops = flopsMse,
+       .workspaceBytes = workspaceMse,
        .summary = "mean((input - target)^2)"},
   };
 }
@@ -361,6 +376,15 @@ const std::vector<OpInfo>& table() {
   return ops;
 }
 }  // namespace
+
+namespace {
+int gKernelThreads = 1;
+}  // namespace
+
+int kernelThreads() { return gKernelThreads; }
+void setKernelThreads(int threads) { gKernelThreads = threads < 1 ? 1 : threads; }
+
+std::int64_t scalarOperandBytes(DType dtype) { return 8 + (dtype == DType::f64 ? 0 : dtypeSize(dtype)); }
 
 const OpInfo* findOp(std::string_view name) {
   for (const OpInfo& op : table())

@@ -158,6 +158,39 @@ std::int64_t workspaceCrossEntropyBackward(const OpContext& c, Types) {
   return c.inputs[2].numel() * dtypeSize(c.inputs[1].dtype);
 }
 
+// ATen's CPU kernel sums the weight and bias gradients in per-thread partial rows:
+// 2 x threads x D values.
+std::int64_t workspaceLayerNormBackward(const OpContext& c, Types) {
+  const TensorType& x = c.inputs[1];
+  return 2 * kernelThreads() * x.shape.back() * dtypeSize(x.dtype);
+}
+
+// One 0-dim f32 norm per operand and their stack (4 bytes each), and the final norm's 0-dim
+// partial; an operand in another dtype has its norm cast to f32 (8 more bytes at most, briefly).
+std::int64_t workspaceGlobalNorm(const OpContext& c, Types) {
+  bool cast = false;
+  for (const TensorType& t : c.inputs) cast |= t.dtype != DType::f32;
+  return 8 * static_cast<std::int64_t>(c.inputs.size()) + 4 + (cast ? 8 : 0);
+}
+
+// (norm + 1e-6).reciprocal() * max_norm: three 0-dim f32 temporaries alive together, and the
+// Scalar wrapper of the multiply.
+std::int64_t workspaceClipCoef(const OpContext&, Types) { return 3 * 4 + scalarOperandBytes(DType::f32); }
+
+// The updates follow torch.optim op by op (runtime/kernels_optimizer.cpp): each op with a
+// Scalar operand holds that Scalar's wrapper while it runs (scalarOperandBytes); AdamW's
+// denominator sqrt(v) is a parameter-sized temporary, and so is SGD's gradient plus weight
+// decay. A clipping scale multiplies the gradient in place, without a temporary.
+std::int64_t workspaceAdamwStep(const OpContext& c, Types) {
+  return c.inputs[0].bytes() + scalarOperandBytes(c.inputs[0].dtype);
+}
+
+std::int64_t workspaceSgdStep(const OpContext& c, Types) {
+  const bool decay = getFloat(c.attrs, "weight_decay").value_or(0) != 0;
+  const bool momentum = getFloat(c.attrs, "momentum").value_or(0) != 0;
+  return (decay ? c.inputs[0].bytes() : 0) + (momentum ? scalarOperandBytes(c.inputs[0].dtype) : 0);
+}
+
 // The [s, t] boolean mask of positions above the diagonal.
 std::int64_t workspaceCausalMaskBackward(const OpContext& c, Types) {
   const Shape& s = c.inputs[0].shape;
@@ -279,7 +312,7 @@ std::vector<OpInfo> trainingOps() {
        .infer = inferSoftmaxBackward, .flops = perResultElement<4>,
        .summary = "grad - exp(y) * sum(grad, dim); operands (grad, y)"},
       {.name = "layer_norm_backward", .minInputs = 6, .maxInputs = 6, .infer = inferLayerNormBackward,
-       .flops = flopsLayerNormBackward,
+       .flops = flopsLayerNormBackward, .workspaceBytes = workspaceLayerNormBackward,
        .summary = "(grad, x, mean, rstd, weight, bias) -> (grad_x, grad_weight, grad_bias)"},
       {.name = "causal_mask_backward", .minInputs = 1, .maxInputs = 1, .infer = inferUnaryFloat, .flops = noFlops,
        .workspaceBytes = workspaceCausalMaskBackward,
@@ -312,10 +345,10 @@ std::vector<OpInfo> trainingOps() {
                  {"value", AttrKind::Float, true, "the fill value"}},
        .infer = inferFull, .flops = noFlops, .summary = "a tensor filled with value"},
       {.name = "global_norm", .minInputs = 1, .maxInputs = kVariadic, .infer = inferGlobalNorm,
-       .flops = flopsGlobalNorm, .summary = "sqrt of the sum of squares of every operand: f32[]"},
+       .flops = flopsGlobalNorm, .workspaceBytes = workspaceGlobalNorm, .summary = "sqrt of the sum of squares of every operand: f32[]"},
       {.name = "clip_coef", .minInputs = 1, .maxInputs = 1,
        .attrs = {{"max_norm", AttrKind::Float, true, "largest gradient norm allowed"}}, .infer = inferClipCoef,
-       .flops = noFlops, .summary = "min(1, max_norm / (norm + 1e-6)): the gradient scale of norm clipping"},
+       .flops = noFlops, .workspaceBytes = workspaceClipCoef, .summary = "min(1, max_norm / (norm + 1e-6)): the gradient scale of norm clipping"},
       {.name = "lr_schedule", .minInputs = 1, .maxInputs = 1,
        .attrs = {{"lr", AttrKind::Float, true, "peak learning rate"},
                  {"min_lr", AttrKind::Float, true, "floor of the cosine decay"},
@@ -326,14 +359,14 @@ std::vector<OpInfo> trainingOps() {
       {.name = "sgd_step", .minInputs = 4, .maxInputs = 5,
        .attrs = {{"momentum", AttrKind::Float, true, "0 for plain SGD"},
                  {"weight_decay", AttrKind::Float, true, "L2 penalty added to the gradient"}},
-       .infer = inferSgdStep, .flops = flopsSgdStep, .sideEffects = true,
+       .infer = inferSgdStep, .flops = flopsSgdStep, .workspaceBytes = workspaceSgdStep, .sideEffects = true,
        .summary = "(param, grad, lr, grad_scale[, momentum_buf]): PyTorch SGD update, in place"},
       {.name = "adamw_step", .minInputs = 7, .maxInputs = 7,
        .attrs = {{"beta1", AttrKind::Float, true, "first-moment decay"},
                  {"beta2", AttrKind::Float, true, "second-moment decay"},
                  {"eps", AttrKind::Float, true, "added to the root of the second moment"},
                  {"weight_decay", AttrKind::Float, true, "decoupled decay, scaled by lr"}},
-       .infer = inferAdamwStep, .flops = flopsAdamwStep, .sideEffects = true,
+       .infer = inferAdamwStep, .flops = flopsAdamwStep, .workspaceBytes = workspaceAdamwStep, .sideEffects = true,
        .summary = "(param, grad, m, v, lr, step, grad_scale): PyTorch AdamW update, in place"},
   };
 }

@@ -1,6 +1,8 @@
 set(GRADC_RUNTIME_EXEC_SOURCES
+  ${CMAKE_CURRENT_SOURCE_DIR}/arena_plan.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/collective_context.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/counter_rng.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/device.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/executor.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_backward.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_collective.cpp

@@ -2,13 +2,18 @@
 
 #include <c10/util/Exception.h>
 
+#include <ATen/ops/from_blob.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <unordered_map>
 
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "runtime/dtype_map.h"
+#include "runtime/memory_tracker.h"
 
 namespace gradc::runtime {
 namespace {
@@ -41,7 +46,170 @@ std::string atNode(const ir::Graph& graph, const ir::Node& node) {
   return "at '" + ir::printNode(node, ir::ValueNames(graph)) + "': ";
 }
 
+bool envFlag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::string_view(v) != "0";
+}
+
+constexpr unsigned char kPoison = 0xA5;
+
 }  // namespace
+
+bool arenaDisabledByEnvironment() { return envFlag("GRADC_NO_ARENA"); }
+bool arenaCheckRequestedByEnvironment() { return envFlag("GRADC_ARENA_CHECK"); }
+
+Executor::ArenaAccount::~ArenaAccount() { MemoryTracker::addArenaBytes(-bytes); }
+
+Executor::~Executor() = default;
+
+Expected<Executor> Executor::create(const ir::Graph& graph, const ArenaPlan& plan, const ExecutorOptions& options) {
+  Expected<Executor> exec = create(graph);
+  if (!exec) return exec;
+  if (Status s = exec->bindArena(plan, options); !s)
+    return Error{"cannot execute graph '" + graph.name() + "' with its memory plan: " + s.message()};
+  return exec;
+}
+
+Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options) {
+  const ir::Graph& graph = *graph_;
+  const auto& nodes = graph.nodes();
+  if (plan.steps != static_cast<int>(nodes.size()))
+    return Error{"the plan has " + std::to_string(plan.steps) + " steps, the graph " + std::to_string(nodes.size()) +
+                 " nodes"};
+  device_ = options.device ? options.device : &cpuDevice();
+  checkArena_ = options.checkArena;
+  std::unordered_map<std::string_view, size_t> byName;  // lookups only
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (!plan.buffers[i].workspace() && !byName.emplace(plan.buffers[i].name, i).second)
+      return Error{"buffer '" + plan.buffers[i].name + "' is planned twice"};
+  Expected<DeviceMemory> memory = device_->allocate(plan.arenaBytes);
+  if (!memory) return memory.error();
+  arena_ = std::move(*memory);
+  arenaSize_ = plan.arenaBytes;
+  if (!arena_) arena_.reset(reinterpret_cast<std::byte*>(&arenaSize_));  // an empty arena: never written or freed
+  std::byte* base = arena_.get();
+
+  const ir::ValueNames names(graph);
+  std::vector<bool> used(plan.buffers.size(), false);
+  auto tensorAt = [&](const ir::Value* v, size_t index) -> Expected<at::Tensor> {
+    const ArenaBuffer& b = plan.buffers[index];
+    const ir::TensorType& type = v->type();
+    if (b.size != type.bytes())
+      return Error{"buffer '" + b.name + "' has " + std::to_string(b.size) + " bytes, the value (" +
+                   ir::toString(type) + ") " + std::to_string(type.bytes())};
+    used[index] = true;
+    return at::from_blob(base + b.offset, type.shape, device_->options(type.dtype));
+  };
+  auto bindPersistent = [&](const std::vector<Binding>& bindings, std::vector<at::Tensor>& arena,
+                            const char* what) -> Status {
+    arena.assign(bindings.size(), at::Tensor());
+    for (size_t i = 0; i < bindings.size(); ++i) {
+      auto it = byName.find(names(bindings[i].value));
+      if (it == byName.end()) {
+        if (bindings[i].slot == kNoSlot) continue;  // unused: never read, never planned
+        return Error{std::string(what) + " " + names(bindings[i].value) + " has no buffer in the plan"};
+      }
+      if (!plan.buffers[it->second].persistent())
+        return Error{"buffer '" + plan.buffers[it->second].name + "' of " + what + " is not persistent"};
+      Expected<at::Tensor> t = tensorAt(bindings[i].value, it->second);
+      if (!t) return t.error();
+      arena[i] = std::move(*t);
+    }
+    return {};
+  };
+  if (Status s = bindPersistent(inputs_, inputArena_, "input"); !s) return s;
+  if (Status s = bindPersistent(params_, paramArena_, "parameter"); !s) return s;
+  staged_.assign(inputs_.size(), false);
+
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ir::Node& node = *nodes[i];
+    Step& step = steps_[i];
+    step.outs.assign(node.numResults(), at::Tensor());
+    for (size_t r = 0; r < node.numResults(); ++r) {
+      auto it = byName.find(names(node.result(r)));
+      if (it == byName.end()) {
+        if (!node.op().view)
+          return Error{"result " + names(node.result(r)) + " of step " + std::to_string(i) + " (" +
+                       std::string(node.opName()) + ") has no buffer in the plan"};
+        continue;
+      }
+      const ArenaBuffer& b = plan.buffers[it->second];
+      if (b.persistent() || b.firstStep != static_cast<int>(i))
+        return Error{"buffer '" + b.name + "' starts at step " + std::to_string(b.firstStep) +
+                     ", but its value is produced at step " + std::to_string(i)};
+      Expected<at::Tensor> t = tensorAt(node.result(r), it->second);
+      if (!t) return t.error();
+      step.outs[r] = std::move(*t);
+    }
+  }
+  std::int64_t persistent = 0;
+  const int last = static_cast<int>(nodes.size()) - 1;
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const ArenaBuffer& b = plan.buffers[i];
+    if (b.workspace()) continue;
+    if (!used[i] && !b.persistent())
+      return Error{"buffer '" + b.name + "' belongs to no value of the graph (a plan of another graph?)"};
+    if (b.persistent()) {
+      persistent += b.size;
+      continue;
+    }
+    const int index = static_cast<int>(placed_.size());
+    placed_.push_back({b.name, b.offset, b.size, b.lastStep == last});
+    steps_[static_cast<size_t>(b.firstStep)].begin.push_back(index);
+    steps_[static_cast<size_t>(b.firstStep)].beginBytes += b.size;
+    steps_[static_cast<size_t>(b.lastStep)].end.push_back(index);
+    steps_[static_cast<size_t>(b.lastStep)].endBytes += b.size;
+  }
+  account_ = std::make_unique<ArenaAccount>();
+  account_->bytes = persistent;
+  MemoryTracker::addArenaBytes(persistent);
+  outside_.assign(nodes.size(), 0);
+  return {};
+}
+
+void Executor::poison(const Placed& b) const {
+  std::memset(arena_.get() + b.offset, kPoison, static_cast<size_t>(b.size));
+}
+
+Status Executor::checkPoison(const Placed& b, size_t step, const char* when) const {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(arena_.get() + b.offset);
+  for (std::int64_t i = 0; i < b.size; ++i)
+    if (bytes[i] != kPoison)
+      return Error{"arena check: byte " + std::to_string(b.offset + i) + " of buffer '" + b.name + "' (offset " +
+                   std::to_string(b.offset) + ", " + std::to_string(b.size) + " bytes) was written " + when +
+                   " step " + std::to_string(step) + ", outside every planned interval that holds it"};
+  return {};
+}
+
+Status Executor::adoptState(TensorMap& state) const {
+  if (!arena_) return {};
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!paramArena_[i].defined()) continue;
+    auto it = state.find(params_[i].value->name());
+    if (it == state.end()) return Error{"parameter '" + params_[i].value->name() + "' is missing"};
+    if (!hasType(it->second, params_[i].value->type()))
+      return Error{"parameter '" + params_[i].value->name() + "': expected " + ir::toString(params_[i].value->type()) +
+                   ", got " + describeTensor(it->second)};
+    if (it->second.data_ptr() != paramArena_[i].data_ptr()) paramArena_[i].copy_(it->second);
+    it->second = paramArena_[i];
+  }
+  return {};
+}
+
+Status Executor::stageInputs(const TensorMap& inputs) const {
+  if (!arena_) return {};
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    if (!inputArena_[i].defined()) continue;
+    auto it = inputs.find(inputs_[i].value->name());
+    if (it == inputs.end()) continue;
+    if (!hasType(it->second, inputs_[i].value->type()))
+      return Error{"input '" + inputs_[i].value->name() + "': expected " + ir::toString(inputs_[i].value->type()) +
+                   ", got " + describeTensor(it->second)};
+    if (it->second.data_ptr() != inputArena_[i].data_ptr()) inputArena_[i].copy_(it->second);
+    staged_[i] = true;
+  }
+  return {};
+}
 
 std::string describeTensor(const at::Tensor& tensor) {
   if (!tensor.defined()) return "an undefined tensor";
@@ -116,8 +284,10 @@ Expected<Executor> Executor::create(const ir::Graph& graph) {
   return exec;
 }
 
-Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, const RunContext& ctx) const {
+Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, const RunContext& runContext) const {
   std::vector<at::Tensor> slots(static_cast<size_t>(numSlots_));
+  RunContext ctx = runContext;
+  if (!ctx.device) ctx.device = device_;
 
   auto bind = [&](const Binding& b, const TensorMap& from, std::string_view what) -> Status {
     const std::string& name = b.value->name();
@@ -130,18 +300,58 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
     if (b.slot != kNoSlot) slots[static_cast<size_t>(b.slot)] = it->second;
     return {};
   };
-  for (const Binding& b : inputs_)
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const Binding& b = inputs_[i];
+    if (arena_ && inputArena_[i].defined()) {
+      auto it = inputs.find(b.value->name());
+      if (it != inputs.end()) {
+        if (!hasType(it->second, b.value->type()))
+          return Error{"input '" + b.value->name() + "': expected " + ir::toString(b.value->type()) + ", got " +
+                       describeTensor(it->second)};
+        if (it->second.data_ptr() != inputArena_[i].data_ptr()) inputArena_[i].copy_(it->second);
+      } else if (!staged_[i]) {
+        return Error{"input '" + b.value->name() + "' (" + ir::toString(b.value->type()) + ") is missing"};
+      }
+      staged_[i] = false;
+      if (b.slot != kNoSlot) slots[static_cast<size_t>(b.slot)] = inputArena_[i];
+      continue;
+    }
     if (Status s = bind(b, inputs, "input"); !s) return Error{s.message()};
-  for (const Binding& b : params_)
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Binding& b = params_[i];
     if (Status s = bind(b, state, "parameter"); !s) return Error{s.message()};
+    if (arena_ && paramArena_[i].defined()) {
+      at::Tensor& entry = state.find(b.value->name())->second;
+      if (entry.data_ptr() != paramArena_[i].data_ptr()) {  // not adopted yet: move it into the arena
+        paramArena_[i].copy_(entry);
+        entry = paramArena_[i];
+      }
+      if (b.slot != kNoSlot) slots[static_cast<size_t>(b.slot)] = paramArena_[i];
+    }
+  }
+  if (arena_ && checkArena_)
+    for (const Placed& p : placed_) poison(p);
+  const bool measureOutside = arena_ && MemoryTracker::installed();
 
   std::vector<at::Tensor> operands;
-  for (const Step& step : steps_) {
+  for (size_t index = 0; index < steps_.size(); ++index) {
+    const Step& step = steps_[index];
     operands.clear();
     for (int slot : step.operands) operands.push_back(slots[static_cast<size_t>(slot)]);
-    const KernelArgs args{*step.node, operands, ctx};
+    if (checkArena_)
+      for (int b : step.begin)
+        if (Status s = checkPoison(placed_[static_cast<size_t>(b)], index, "before"); !s)
+          return Error{atNode(*graph_, *step.node) + s.message()};
+    if (step.beginBytes) MemoryTracker::addArenaBytes(step.beginBytes);
+    const KernelArgs args{*step.node, operands, ctx, step.outs};
     if (beforeHook_) beforeHook_(*step.node);
 
+    std::int64_t outsideBefore = 0;
+    if (measureOutside) {
+      outsideBefore = MemoryTracker::outsideBytes();
+      MemoryTracker::resetOutsidePeak();
+    }
     Expected<std::vector<at::Tensor>> results = [&] {
       if (!hook_) return callKernel(step.kernel, args);
       auto start = std::chrono::steady_clock::now();
@@ -149,15 +359,34 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
       hook_(*step.node, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start));
       return r;
     }();
+    if (measureOutside)
+      outside_[index] = std::max(outside_[index], MemoryTracker::outsidePeakBytes() - outsideBefore);
     if (!results) return Error{atNode(*graph_, *step.node) + results.error().message};
     if (Status s = checkResults(*step.node, *results, operands); !s)
       return Error{atNode(*graph_, *step.node) + s.message()};
+    for (size_t r = 0; r < step.outs.size(); ++r)
+      if (step.outs[r].defined() && (*results)[r].data_ptr() != step.outs[r].data_ptr())
+        return Error{atNode(*graph_, *step.node) + "kernel '" + std::string(step.node->opName()) + "' result " +
+                     std::to_string(r) + " is not in its planned buffer (kernels write into KernelArgs::outs)"};
     // Operand references go first, so a dead operand's memory is freed before the next node.
     operands.clear();
     for (size_t r = 0; r < step.results.size(); ++r)
       if (step.results[r] != kNoSlot) slots[static_cast<size_t>(step.results[r])] = std::move((*results)[r]);
     for (int slot : step.release) slots[static_cast<size_t>(slot)].reset();
+    if (step.endBytes) MemoryTracker::addArenaBytes(-step.endBytes);
+    if (checkArena_)
+      for (int b : step.end)
+        if (!placed_[static_cast<size_t>(b)].output) poison(placed_[static_cast<size_t>(b)]);
   }
+  if (checkArena_)
+    for (const Placed& p : placed_) {
+      if (p.output) continue;
+      bool overlapsOutput = false;
+      for (const Placed& o : placed_)
+        overlapsOutput |= o.output && o.offset < p.offset + p.size && p.offset < o.offset + o.size;
+      if (!overlapsOutput)
+        if (Status s = checkPoison(p, steps_.size(), "after the last"); !s) return Error{s.message()};
+    }
 
   TensorMap outputs;
   for (const OutputBinding& out : outputs_) outputs.emplace(out.name, slots[static_cast<size_t>(out.slot)]);

@@ -13,12 +13,33 @@
 //
 // Lifetime: the Executor keeps a pointer to the graph. The graph must outlive the Executor and
 // must not be changed while it exists (create a new Executor after rewriting a graph).
+//
+// Two ways to run, the same arithmetic and bits:
+//  - With a memory plan (arena execution, the default of `gradc train`): create() allocates the
+//    plan's arena once from the device, and every planned buffer is a fixed range of it.
+//    Parameters, optimizer state and inputs live at their planned offsets for the executor's
+//    whole life (adoptState moves the caller's state there; stageInputs / run copy inputs in);
+//    each non-view result is written by its kernel into its planned buffer (KernelArgs::outs);
+//    views alias their base as before. A buffer is "in use" from its plan's first step to its
+//    last: the executor reports exactly that to the MemoryTracker, so the measured peak is the
+//    arena bytes in use at the high-water mark plus what kernels allocate outside the arena
+//    (their workspace, recorded per step: outsideArenaBytes()). Outputs returned by run() are
+//    views of the arena, valid until the next run.
+//  - Without a plan (reference counting, `GRADC_NO_ARENA=1`): every result is a fresh ATen
+//    tensor, freed after its last use -- the path the arena is checked against.
+//
+// Arena check (ExecutorOptions::checkArena, `GRADC_ARENA_CHECK=1`): every byte of the arena
+// outside a buffer in use holds a poison pattern; a buffer's range is checked to be untouched
+// when its interval begins and poisoned again when it ends, and the free ranges are checked at
+// the end of each run. A kernel that writes a buffer outside its planned interval (a dead
+// buffer, a buffer not yet begun, past its end) is an Error naming the buffer and the step.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,10 +47,22 @@
 
 #include "ir/graph.h"
 #include "ir/status.h"
+#include "runtime/arena_plan.h"
+#include "runtime/device.h"
 #include "runtime/kernels.h"
 #include "runtime/tensor_map.h"
 
 namespace gradc::runtime {
+
+struct ExecutorOptions {
+  const Device* device = nullptr;  // nullptr: the CPU
+  bool checkArena = false;         // poison free arena ranges and check them (slow; for tests)
+};
+
+// True when the environment asks for the reference-counted path (GRADC_NO_ARENA=1).
+bool arenaDisabledByEnvironment();
+// True when the environment asks for the arena check (GRADC_ARENA_CHECK=1).
+bool arenaCheckRequestedByEnvironment();
 
 class Executor {
  public:
@@ -40,6 +73,26 @@ class Executor {
   using BeforeNodeHook = std::function<void(const ir::Node& node)>;
 
   static Expected<Executor> create(const ir::Graph& graph);
+  // Arena execution of `plan`, which must be the memory plan of exactly this graph in this
+  // order (names, sizes and steps are checked; a mismatch is an Error). Allocates the arena.
+  static Expected<Executor> create(const ir::Graph& graph, const ArenaPlan& plan, const ExecutorOptions& options = {});
+
+  Executor(Executor&&) noexcept = default;
+  Executor& operator=(Executor&&) noexcept = default;
+  ~Executor();
+
+  bool usesArena() const { return arena_ != nullptr; }
+  std::int64_t arenaBytes() const { return arenaSize_; }
+  // Arena execution: copies every parameter and optimizer-state tensor of `state` into its
+  // planned buffer and replaces the entry with the arena tensor (the caller's tensors are
+  // released). Optimizer steps then update the arena in place. No-op without an arena.
+  Status adoptState(TensorMap& state) const;
+  // Arena execution: copies inputs into their planned buffers, so the caller can drop its own
+  // tensors before run() (which then needs no inputs). No-op without an arena.
+  Status stageInputs(const TensorMap& inputs) const;
+  // Arena execution: the most bytes each step's kernel allocated outside the arena, over the
+  // runs so far (empty without an arena or when the MemoryTracker is not installed).
+  const std::vector<std::int64_t>& outsideArenaBytes() const { return outside_; }
 
   // One execution. Every graph input must be in `inputs` and every parameter in `state`, each
   // with exactly its IR type (extra entries are ignored). Returns the graph outputs by name; an
@@ -64,6 +117,22 @@ class Executor {
     std::vector<int> operands;  // slots, in operand order
     std::vector<int> results;   // slots, in result order; kNoSlot: dropped at once (unused)
     std::vector<int> release;   // slots whose last use is this node
+    // Arena execution only:
+    std::vector<at::Tensor> outs;  // per result: its planned buffer, or undefined (a view)
+    std::vector<int> begin;        // arena buffers whose interval starts here
+    std::vector<int> end;          // arena buffers whose interval ends here
+    std::int64_t beginBytes = 0, endBytes = 0;
+  };
+  // A planned buffer of the arena (not persistent, not workspace), for accounting and checks.
+  struct Placed {
+    std::string name;
+    std::int64_t offset, size;
+    bool output;  // holds a graph output: left alone at the end of a run
+  };
+  // Persistent bytes reported to the MemoryTracker for the executor's lifetime.
+  struct ArenaAccount {
+    std::int64_t bytes = 0;
+    ~ArenaAccount();
   };
   struct OutputBinding {
     std::string name;
@@ -71,6 +140,9 @@ class Executor {
   };
 
   explicit Executor(const ir::Graph& graph) : graph_(&graph) {}
+  Status bindArena(const ArenaPlan& plan, const ExecutorOptions& options);
+  Status checkPoison(const Placed& b, size_t step, const char* when) const;
+  void poison(const Placed& b) const;
 
   const ir::Graph* graph_;
   std::vector<Binding> inputs_;
@@ -80,6 +152,19 @@ class Executor {
   int numSlots_ = 0;
   NodeHook hook_;
   BeforeNodeHook beforeHook_;
+
+  // Arena execution.
+  const Device* device_ = nullptr;
+  DeviceMemory arena_;
+  std::int64_t arenaSize_ = 0;
+  std::unique_ptr<ArenaAccount> account_;
+  std::vector<at::Tensor> inputArena_;  // per inputs_ entry: its planned buffer, or undefined
+  std::vector<at::Tensor> paramArena_;  // per params_ entry
+  std::vector<Placed> placed_;
+  std::int64_t freeFrom_ = 0;  // the arena beyond the persistent buffers
+  bool checkArena_ = false;
+  mutable std::vector<bool> staged_;  // per inputs_ entry: copied in by stageInputs
+  mutable std::vector<std::int64_t> outside_;
 };
 
 // "f32[4, 8]" for a tensor (its ATen dtype name if it has no IR dtype).

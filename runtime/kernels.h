@@ -26,7 +26,17 @@
 //    does so when a transposed operand's batch dims cannot be merged (e.g. [B, T, H, D]
 //    transposed to [B, H, T, D]), and when batch dims broadcast it copies the expanded
 //    operand.
-//  - Operands are never modified, except the updated operands of optimizer steps.
+//  - Operands are never modified, except the updated operands of optimizer steps (and the
+//    gradient an optimizer step scales in place when clipping: the step is its last use).
+//  - Results go where the executor says (KernelArgs::outs): with a memory plan, every non-view
+//    result has a contiguous tensor of exactly its IR type at its planned offset in the rank's
+//    arena, and the kernel writes there (ATen `_out` variants, or its own loop); the executor
+//    checks it did. resultBuffer() gives that tensor, or a fresh one when there is no plan
+//    (GRADC_NO_ARENA=1, callOp), so both paths run the same arithmetic and give the same bits.
+//    What a kernel still allocates (ATen's internal temporaries) is workspace: outside the
+//    arena, tracked, and bounded by the op table's declared workspace (a test checks it).
+//  - Tensors a kernel creates take their options from the rank's device (RunContext::device),
+//    never from a CPU constant.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -41,6 +51,7 @@
 namespace gradc::runtime {
 
 class CollectiveContext;  // runtime/collective_context.h
+class Device;             // runtime/device.h
 
 // What varies between runs of one compiled graph.
 struct RunContext {
@@ -48,12 +59,17 @@ struct RunContext {
   std::int64_t step = 1;   // 1-based training step
   // The rank's communication state; needed by graphs with collective ops (data parallelism).
   CollectiveContext* collectives = nullptr;
+  // Where tensors live; nullptr: the CPU.
+  const Device* device = nullptr;
 };
 
 struct KernelArgs {
   const ir::Node& node;
   std::span<const at::Tensor> operands;
   const RunContext& ctx;
+  // One entry per result: the planned buffer to write (contiguous, exactly the result's IR
+  // type), or undefined where the kernel allocates (views; every result without a plan).
+  std::span<const at::Tensor> outs = {};
 };
 
 using KernelFn = std::vector<at::Tensor> (*)(const KernelArgs&);
@@ -81,13 +97,11 @@ double floatAttr(const ir::Node& node, std::string_view key);
 std::vector<std::int64_t> intListAttr(const ir::Node& node, std::string_view key);
 // An axis attribute normalised against `rank` (negative axes count from the end).
 std::int64_t axisAttr(const ir::Node& node, std::string_view key, std::int64_t rank);
-// Tensor options for an IR dtype on the CPU.
-at::TensorOptions optionsFor(ir::DType dtype);
-// Whether any operand is not contiguous (then elementwise kernels write into freshResult, so
-// that every non-view result is fresh and contiguous, as the memory planner assumes).
-bool anyStrided(const KernelArgs& a);
-// An uninitialised contiguous tensor of the node's first result type.
-at::Tensor freshResult(const KernelArgs& a);
+// Tensor options for an IR dtype on the run's device.
+at::TensorOptions optionsFor(const KernelArgs& a, ir::DType dtype);
+// Where result `i` goes: its planned buffer (KernelArgs::outs), else an uninitialised
+// contiguous tensor of its IR type on the run's device.
+at::Tensor resultBuffer(const KernelArgs& a, size_t i = 0);
 
 }  // namespace kernel_detail
 }  // namespace gradc::runtime

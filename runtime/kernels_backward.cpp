@@ -4,7 +4,9 @@
 // Shape legend: N rows = product of leading dims, C classes, D features, in/out linear sizes.
 #include <ATen/core/Reduction.h>
 #include <ATen/core/Tensor.h>
+#include "runtime/aten_layer_norm.h"
 #include <ATen/ops/_log_softmax_backward_data.h>
+#include <ATen/ops/sum.h>
 #include <ATen/ops/_softmax.h>
 #include <ATen/ops/_softmax_backward_data.h>
 #include <ATen/ops/cat.h>
@@ -34,96 +36,125 @@ using Results = std::vector<at::Tensor>;
 // no storage with the operands; elementwise kernels with a strided operand write into a fresh
 // contiguous result (anyStrided/freshResult; the `_out` variants compute the same bits).
 
-// x -> sum over the axes broadcasting expanded, down to `shape`. A sum_to that reduces nothing
-// (never emitted by autodiff) copies: at::sum_to_size would return x itself.
+// x -> sum over the axes broadcasting expanded, down to `shape`: the leading axes x has beyond
+// `shape`, and the axes where `shape` is 1 and x is not (at::sum_to's reduction, keepdim, into
+// the result). A sum_to that reduces nothing (never emitted by autodiff) copies.
 Results sumToKernel(const KernelArgs& a) {
   const at::Tensor& x = a.operands[0];
   std::vector<std::int64_t> shape = intListAttr(a.node, "shape");
-  if (x.sizes() == c10::IntArrayRef(shape)) return {x.clone(at::MemoryFormat::Contiguous)};
-  return {x.sum_to_size(shape)};
+  at::Tensor out = resultBuffer(a);
+  const std::int64_t leading = x.dim() - static_cast<std::int64_t>(shape.size());
+  std::vector<std::int64_t> dims, kept(static_cast<size_t>(leading), 1);
+  for (std::int64_t i = 0; i < leading; ++i) dims.push_back(i);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    kept.push_back(shape[i]);
+    if (shape[i] == 1 && x.size(leading + static_cast<std::int64_t>(i)) != 1) dims.push_back(leading + static_cast<std::int64_t>(i));
+  }
+  if (dims.empty()) return {out.view(x.sizes()).copy_(x)};
+  at::Tensor keptView = out.view(kept);
+  at::sum_out(keptView, x, dims, /*keepdim=*/true);
+  return {out};
 }
 
 // (grad, y): grad where y > 0, else 0 -- autograd's relu backward, on the saved output.
 Results reluBackwardKernel(const KernelArgs& a) {
-  if (!anyStrided(a)) return {at::threshold_backward(a.operands[0], a.operands[1], 0)};
-  at::Tensor out = freshResult(a);
+  at::Tensor out = resultBuffer(a);
   return {at::threshold_backward_out(out, a.operands[0], a.operands[1], 0)};
 }
 
 // (grad, x): grad * gelu'(x), for the same approximation as the forward.
 Results geluBackwardKernel(const KernelArgs& a) {
   std::string approximate = ir::getString(a.node.attrs(), "approximate").value_or("none");
-  if (!anyStrided(a)) return {at::gelu_backward(a.operands[0], a.operands[1], approximate)};
-  at::Tensor out = freshResult(a);
+  at::Tensor out = resultBuffer(a);
   return {at::gelu_backward_out(out, a.operands[0], a.operands[1], approximate)};
 }
 
 Results tanhBackwardKernel(const KernelArgs& a) {
-  if (!anyStrided(a)) return {at::tanh_backward(a.operands[0], a.operands[1])};
-  at::Tensor out = freshResult(a);
+  at::Tensor out = resultBuffer(a);
   return {at::tanh_backward_out(out, a.operands[0], a.operands[1])};
 }
 
 Results sigmoidBackwardKernel(const KernelArgs& a) {
-  if (!anyStrided(a)) return {at::sigmoid_backward(a.operands[0], a.operands[1])};
-  at::Tensor out = freshResult(a);
+  at::Tensor out = resultBuffer(a);
   return {at::sigmoid_backward_out(out, a.operands[0], a.operands[1])};
 }
 
 // (grad, y = softmax(x)): y * (grad - sum(grad * y, dim)).
 Results softmaxBackwardKernel(const KernelArgs& a) {
   const at::Tensor& y = a.operands[1];
-  return {at::_softmax_backward_data(a.operands[0], y, axisAttr(a.node, "dim", y.dim()), y.scalar_type())};
+  at::Tensor out = resultBuffer(a);
+  return {at::_softmax_backward_data_out(out, a.operands[0], y, axisAttr(a.node, "dim", y.dim()),
+                                         y.scalar_type())};
 }
 
 // (grad, y = log_softmax(x)): grad - exp(y) * sum(grad, dim).
 Results logSoftmaxBackwardKernel(const KernelArgs& a) {
   const at::Tensor& y = a.operands[1];
-  return {at::_log_softmax_backward_data(a.operands[0], y, axisAttr(a.node, "dim", y.dim()), y.scalar_type())};
+  at::Tensor out = resultBuffer(a);
+  return {at::_log_softmax_backward_data_out(out, a.operands[0], y, axisAttr(a.node, "dim", y.dim()),
+                                             y.scalar_type())};
 }
 
 // (grad[N.., D], x[N.., D], mean[N.., 1], rstd[N.., 1], weight[D], bias[D])
-//   -> grad_x[N.., D], grad_weight[D], grad_bias[D].
-// ATen reads the statistics as N contiguous values, which [N.., 1] tensors already are.
+//   -> grad_x[N.., D], grad_weight[D], grad_bias[D]: ATen's CPU layer-norm backward kernel (what
+// at::native_layer_norm_backward runs), writing straight into the three results. It reads the
+// statistics as N contiguous values, which [N.., 1] tensors are.
 Results layerNormBackwardKernel(const KernelArgs& a) {
-  const at::Tensor& x = a.operands[1];
-  auto [gx, gw, gb] = at::native_layer_norm_backward(a.operands[0], x, {x.size(-1)}, a.operands[2].contiguous(),
-                                                     a.operands[3].contiguous(), a.operands[4], a.operands[5],
-                                                     {true, true, true});
-  return {std::move(gx), std::move(gw), std::move(gb)};
+  const at::Tensor dy = a.operands[0].contiguous();
+  const at::Tensor x = a.operands[1].contiguous();
+  const std::int64_t d = x.size(-1);
+  const std::int64_t rows = d == 0 ? 0 : x.numel() / d;
+  at::Tensor gx = resultBuffer(a, 0), gw = resultBuffer(a, 1), gb = resultBuffer(a, 2);
+  if (rows == 0) {
+    gw.zero_();
+    gb.zero_();
+    return {gx, gw, gb};
+  }
+  at::native::LayerNormBackwardKernel(x.device().type(), dy, x, a.operands[2].contiguous(), a.operands[3].contiguous(),
+                                      a.operands[4].contiguous(), rows, d, &gx, &gw, &gb);
+  return {gx, gw, gb};
 }
 
 // One bool [s, t] temporary (the mask), and the result.
 Results causalMaskBackwardKernel(const KernelArgs& a) {
   const at::Tensor& g = a.operands[0];
   at::Tensor above = at::ones({g.size(-2), g.size(-1)}, g.options().dtype(at::kBool)).triu_(1);
-  at::Tensor y = g.clone(at::MemoryFormat::Contiguous);
+  at::Tensor y = resultBuffer(a).copy_(g);
   y.masked_fill_(above, 0);
   return {y};
 }
 
+// Zeros with the gradient copied into the sliced (selected) part, as at::slice_backward
+// (at::select_backward) computes it.
 Results sliceBackwardKernel(const KernelArgs& a) {
   std::vector<std::int64_t> shape = intListAttr(a.node, "input_shape");
   const auto rank = static_cast<std::int64_t>(shape.size());
-  return {at::slice_backward(a.operands[0], shape, axisAttr(a.node, "dim", rank), intAttr(a.node, "start"),
-                             intAttr(a.node, "end"), 1)};
+  at::Tensor out = resultBuffer(a).zero_();
+  out.slice(axisAttr(a.node, "dim", rank), intAttr(a.node, "start"), intAttr(a.node, "end")).copy_(a.operands[0]);
+  return {out};
 }
 
 Results selectBackwardKernel(const KernelArgs& a) {
   std::vector<std::int64_t> shape = intListAttr(a.node, "input_shape");
   const auto rank = static_cast<std::int64_t>(shape.size());
-  return {at::select_backward(a.operands[0], shape, axisAttr(a.node, "dim", rank), intAttr(a.node, "index"))};
+  at::Tensor out = resultBuffer(a).zero_();
+  out.select(axisAttr(a.node, "dim", rank), intAttr(a.node, "index")).copy_(a.operands[0]);
+  return {out};
 }
 
 Results concatKernel(const KernelArgs& a) {
   const std::int64_t dim = axisAttr(a.node, "dim", a.operands[0].dim());
-  return {at::cat(at::TensorList(a.operands.data(), a.operands.size()), dim)};
+  at::Tensor out = resultBuffer(a);
+  return {at::cat_out(out, at::TensorList(a.operands.data(), a.operands.size()), dim)};
 }
 
-// (grad[..., D], indices[...]) -> [num, D]: rows of grad summed per index (repeats add up).
+// (grad[..., D], indices[...]) -> [num, D]: rows of grad summed per index, in index order
+// (repeats add up), as embedding_dense_backward sums them.
 Results embeddingBackwardKernel(const KernelArgs& a) {
-  return {at::embedding_dense_backward(a.operands[0], a.operands[1], intAttr(a.node, "num"), /*padding_idx=*/-1,
-                                       /*scale_grad_by_freq=*/false)};
+  const at::Tensor& grad = a.operands[0];
+  at::Tensor out = resultBuffer(a).zero_();
+  out.index_add_(0, a.operands[1].reshape({-1}), grad.reshape({-1, grad.size(-1)}));
+  return {out};
 }
 
 // (grad[], logits[N.., C], target[N..]) -> grad * (softmax(logits) - onehot(target)) / N.
@@ -138,26 +169,29 @@ Results crossEntropyBackwardKernel(const KernelArgs& a) {
   at::Tensor target = a.operands[2].reshape({-1, 1});
   if (target.scalar_type() != at::kLong) target = target.to(at::kLong);
   const std::int64_t rows = target.size(0);
-  at::Tensor result = at::_softmax(logits.reshape({-1, classes}), 1, /*half_to_float=*/false);
+  at::Tensor out = resultBuffer(a);
+  at::Tensor result = out.view({rows, classes});
+  at::_softmax_out(result, logits.reshape({-1, classes}), 1, /*half_to_float=*/false);
   result.scatter_add_(1, target, at::full({rows, 1}, -1.0, result.options()));
   result.mul_(grad.div(static_cast<double>(rows)));
-  return {result.view(logits.sizes())};
+  return {out};
 }
 
 Results mseBackwardKernel(const KernelArgs& a) {
-  return {at::mse_loss_backward(a.operands[0], a.operands[1], a.operands[2], at::Reduction::Mean)};
+  at::Tensor out = resultBuffer(a);
+  return {at::mse_loss_backward_out(out, a.operands[0], a.operands[1], a.operands[2], at::Reduction::Mean)};
 }
 
 // (grad_out[N.., out], x[N.., in]) -> grad_out^T x summed over the leading dims: [out, in].
 Results linearWeightGradKernel(const KernelArgs& a) {
   const at::Tensor& g = a.operands[0];
   const at::Tensor& x = a.operands[1];
-  return {at::mm(g.reshape({-1, g.size(-1)}).t(), x.reshape({-1, x.size(-1)}))};
+  at::Tensor out = resultBuffer(a);
+  return {at::mm_out(out, g.reshape({-1, g.size(-1)}).t(), x.reshape({-1, x.size(-1)}))};
 }
 
 Results fullKernel(const KernelArgs& a) {
-  return {at::full(intListAttr(a.node, "shape"), floatAttr(a.node, "value"),
-                   optionsFor(*ir::getDType(a.node.attrs(), "dtype")))};
+  return {resultBuffer(a).fill_(floatAttr(a.node, "value"))};
 }
 
 const KernelEntry kBackward[] = {

@@ -33,13 +33,9 @@ void check(CollectiveContext& cc, const Status& s) {
   throw std::runtime_error(s.message());
 }
 
-at::Tensor emptyOf(const ir::TensorType& t) {
-  return at::empty(std::vector<std::int64_t>(t.shape.begin(), t.shape.end()), optionsFor(t.dtype));
-}
-
 Results allReduceStart(const KernelArgs& a) {
   CollectiveContext& cc = contextOf(a);
-  at::Tensor bucket = emptyOf(a.node.result(0)->type());
+  at::Tensor bucket = resultBuffer(a);
   std::int64_t at = 0;
   for (const at::Tensor& t : a.operands) {  // strided operands are read in place, no temporary
     bucket.narrow(0, at, t.numel()).view(t.sizes()).copy_(t);
@@ -72,7 +68,7 @@ Results gatherKernel(const KernelArgs& a) {
   CollectiveContext& cc = contextOf(a);
   const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
   Results out;  // every result first, then one gather each (the planner's workspace model)
-  for (size_t i = 0; i < a.operands.size(); ++i) out.push_back(emptyOf(a.node.result(i)->type()));
+  for (size_t i = 0; i < a.operands.size(); ++i) out.push_back(resultBuffer(a, i));
   for (size_t i = 0; i < a.operands.size(); ++i)
     check(cc, cc.blocking([&] { return cc.comm().gather(a.operands[i].contiguous(), out[i], rootOf(a.node), what); }));
   return out;
@@ -83,12 +79,12 @@ Results gatherSendKernel(const KernelArgs& a) {
   const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
   for (const at::Tensor& t : a.operands)
     check(cc, cc.blocking([&] { return cc.comm().gather(t.contiguous(), at::Tensor(), rootOf(a.node), what); }));
-  return {at::zeros({}, optionsFor(a.node.result(0)->type().dtype))};
+  return {resultBuffer(a).zero_()};
 }
 
 Results scatterKernel(const KernelArgs& a) {
   CollectiveContext& cc = contextOf(a);
-  at::Tensor result = emptyOf(a.node.result(0)->type());
+  at::Tensor result = resultBuffer(a);
   const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
   check(cc, cc.blocking([&] { return cc.comm().scatter(a.operands[0].contiguous(), result, rootOf(a.node), what); }));
   return {result};
@@ -96,7 +92,7 @@ Results scatterKernel(const KernelArgs& a) {
 
 Results scatterRecvKernel(const KernelArgs& a) {
   CollectiveContext& cc = contextOf(a);
-  at::Tensor result = emptyOf(a.node.result(0)->type());
+  at::Tensor result = resultBuffer(a);
   const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
   check(cc, cc.blocking([&] { return cc.comm().scatter(at::Tensor(), result, rootOf(a.node), what); }));
   return {result};

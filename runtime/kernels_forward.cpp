@@ -4,9 +4,15 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/core/Tensor.h>
+#include "runtime/aten_layer_norm.h"
 #include <ATen/ops/_log_softmax.h>
 #include <ATen/ops/_softmax.h>
 #include <ATen/ops/add.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/nll_loss_forward.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/addmm.h>
 #include <ATen/ops/clamp_min.h>
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/embedding.h>
@@ -14,6 +20,7 @@
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/matmul.h>
+#include <ATen/ops/mean.h>
 #include <ATen/ops/mse_loss.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/native_layer_norm.h>
@@ -33,6 +40,7 @@
 #include <map>
 
 #include "runtime/counter_rng.h"
+#include "runtime/device.h"
 #include "runtime/dtype_map.h"
 #include "runtime/kernels.h"
 
@@ -66,17 +74,14 @@ std::int64_t axisAttr(const ir::Node& node, std::string_view key, std::int64_t r
   return *axis;
 }
 
-at::TensorOptions optionsFor(ir::DType dtype) { return at::TensorOptions().dtype(toScalarType(dtype)); }
-
-bool anyStrided(const KernelArgs& a) {
-  for (const at::Tensor& t : a.operands)
-    if (!t.is_contiguous()) return true;
-  return false;
+at::TensorOptions optionsFor(const KernelArgs& a, ir::DType dtype) {
+  return (a.ctx.device ? *a.ctx.device : cpuDevice()).options(dtype);
 }
 
-at::Tensor freshResult(const KernelArgs& a) {
-  const ir::TensorType& t = a.node.result(0)->type();
-  return at::empty(t.shape, optionsFor(t.dtype));
+at::Tensor resultBuffer(const KernelArgs& a, size_t i) {
+  if (i < a.outs.size() && a.outs[i].defined()) return a.outs[i];
+  const ir::TensorType& t = a.node.result(i)->type();
+  return at::empty(t.shape, optionsFor(a, t.dtype));
 }
 
 }  // namespace kernel_detail
@@ -102,71 +107,70 @@ using Results = std::vector<at::Tensor>;
 // ---- memory behaviour --------------------------------------------------------------------------
 //
 // What the memory planner assumes (passes/liveness.h), and these kernels guarantee: a non-view
-// op returns fresh, contiguous tensors that share no storage with its operands. Elementwise
-// ATen ops would lay their result out like a strided operand (and a later reshape would then
-// copy where the planner expects a view), so with a strided operand they write into a fresh
-// contiguous tensor instead (the `_out` variants: same arithmetic, same bits).
+// op writes its results into resultBuffer() -- the planned arena buffer, or a fresh tensor --
+// contiguous, sharing no storage with its operands. The `_out` variants run the same
+// arithmetic as the functional ATen ops (same TensorIterator loops, same bits) and read
+// strided operands in place.
 
 // ---- elementwise and linear algebra ------------------------------------------------------------
 
 Results addKernel(const KernelArgs& a) {
-  if (!anyStrided(a)) return {at::add(a.operands[0], a.operands[1])};
-  at::Tensor out = freshResult(a);
-  return {at::add_out(out, a.operands[0], a.operands[1])};
-}
+  at::Tensor out = resultBuffer(a);
+  return {at::add_out(out, a.operands[0], a.operands[1])}; }
 
 Results subKernel(const KernelArgs& a) {
-  if (!anyStrided(a)) return {at::sub(a.operands[0], a.operands[1])};
-  at::Tensor out = freshResult(a);
-  return {at::sub_out(out, a.operands[0], a.operands[1])};
-}
+  at::Tensor out = resultBuffer(a);
+  return {at::sub_out(out, a.operands[0], a.operands[1])}; }
 
 Results mulKernel(const KernelArgs& a) {
-  if (!anyStrided(a)) return {at::mul(a.operands[0], a.operands[1])};
-  at::Tensor out = freshResult(a);
-  return {at::mul_out(out, a.operands[0], a.operands[1])};
-}
+  at::Tensor out = resultBuffer(a);
+  return {at::mul_out(out, a.operands[0], a.operands[1])}; }
 
+// The factor as ATen wraps a Scalar operand: a 0-dim f64 "wrapped number" (8 bytes of
+// workspace), so the product is computed in the operand's dtype, as at::mul(x, factor) does.
 Results scaleKernel(const KernelArgs& a) {
-  const double factor = floatAttr(a.node, "factor");
-  if (!anyStrided(a)) return {at::mul(a.operands[0], factor)};
-  at::Tensor out = freshResult(a);
+  at::Tensor factor = at::scalar_tensor(floatAttr(a.node, "factor"), at::TensorOptions().dtype(at::kDouble));
+  factor.unsafeGetTensorImpl()->set_wrapped_number(true);
+  at::Tensor out = resultBuffer(a);
   return {at::mul_out(out, a.operands[0], factor)};
 }
 
-// [..., m, k] @ [..., k, n]; at::matmul broadcasts batch dims and folds them into one bmm/mm.
-Results matmulKernel(const KernelArgs& a) { return {at::matmul(a.operands[0], a.operands[1])}; }
+// [..., m, k] @ [..., k, n]; at::matmul_out broadcasts batch dims and folds them into one bmm/mm.
+Results matmulKernel(const KernelArgs& a) {
+  at::Tensor out = resultBuffer(a);
+  return {at::matmul_out(out, a.operands[0], a.operands[1])};
+}
 
-// x[..., in] @ weight[out, in]^T + bias[out]: what torch.nn.functional.linear runs.
+// x[..., in] @ weight[out, in]^T + bias[out], as torch.nn.functional.linear computes it for a
+// contiguous input: one addmm (mm without bias) over the flattened rows. A strided input is
+// flattened by a copy (the planner's hidden copy of linear).
 Results linearKernel(const KernelArgs& a) {
-  c10::optional<at::Tensor> bias;
-  if (a.operands.size() == 3) bias = a.operands[2];
-  return {at::linear(a.operands[0], a.operands[1], bias)};
+  const at::Tensor& x = a.operands[0];
+  const at::Tensor& w = a.operands[1];
+  at::Tensor out = resultBuffer(a);
+  at::Tensor out2d = out.view({-1, w.size(0)});
+  at::Tensor x2d = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});
+  if (a.operands.size() == 3) at::addmm_out(out2d, a.operands[2], x2d, w.t());
+  else at::mm_out(out2d, x2d, w.t());
+  return {out};
 }
 
-// at::relu is at::clamp_min(x, 0), so the strided variant computes the same bits.
+// at::relu is at::clamp_min(x, 0): the same bits.
 Results reluKernel(const KernelArgs& a) {
-  if (!anyStrided(a)) return {at::relu(a.operands[0])};
-  at::Tensor out = freshResult(a);
-  return {at::clamp_min_out(out, a.operands[0], 0)};
-}
+  at::Tensor out = resultBuffer(a);
+  return {at::clamp_min_out(out, a.operands[0], 0)}; }
 
 Results tanhKernel(const KernelArgs& a) {
-  if (!anyStrided(a)) return {at::tanh(a.operands[0])};
-  at::Tensor out = freshResult(a);
-  return {at::tanh_out(out, a.operands[0])};
-}
+  at::Tensor out = resultBuffer(a);
+  return {at::tanh_out(out, a.operands[0])}; }
 
 Results sigmoidKernel(const KernelArgs& a) {
-  if (!anyStrided(a)) return {at::sigmoid(a.operands[0])};
-  at::Tensor out = freshResult(a);
-  return {at::sigmoid_out(out, a.operands[0])};
-}
+  at::Tensor out = resultBuffer(a);
+  return {at::sigmoid_out(out, a.operands[0])}; }
 
 Results geluKernel(const KernelArgs& a) {
   std::string approximate = ir::getString(a.node.attrs(), "approximate").value_or("none");
-  if (!anyStrided(a)) return {at::gelu(a.operands[0], approximate)};
-  at::Tensor out = freshResult(a);
+  at::Tensor out = resultBuffer(a);
   return {at::gelu_out(out, a.operands[0], approximate)};
 }
 
@@ -174,23 +178,28 @@ Results geluKernel(const KernelArgs& a) {
 
 Results softmaxKernel(const KernelArgs& a) {
   const at::Tensor& x = a.operands[0];
-  return {at::_softmax(x, axisAttr(a.node, "dim", x.dim()), /*half_to_float=*/false)};
+  at::Tensor out = resultBuffer(a);
+  return {at::_softmax_out(out, x, axisAttr(a.node, "dim", x.dim()), /*half_to_float=*/false)};
 }
 
 Results logSoftmaxKernel(const KernelArgs& a) {
   const at::Tensor& x = a.operands[0];
-  return {at::_log_softmax(x, axisAttr(a.node, "dim", x.dim()), /*half_to_float=*/false)};
+  at::Tensor out = resultBuffer(a);
+  return {at::_log_softmax_out(out, x, axisAttr(a.node, "dim", x.dim()), /*half_to_float=*/false)};
 }
 
-// x[N.., D] -> y[N.., D], mean[N.., 1], rstd[N.., 1]. ATen returns the statistics with the
-// normalised dims kept as 1 in this version; the reshape makes the IR type hold regardless.
+// x[N.., D] -> y[N.., D], mean[N.., 1], rstd[N.., 1]: ATen's CPU layer-norm kernel (what
+// at::native_layer_norm runs), writing straight into the three results. The statistics are
+// N contiguous values, which [N.., 1] tensors are.
 Results layerNormKernel(const KernelArgs& a) {
-  const at::Tensor& x = a.operands[0];
+  const at::Tensor x = a.operands[0].contiguous();
   const std::int64_t d = x.size(-1);
-  auto [y, mean, rstd] = at::native_layer_norm(x, {d}, a.operands[1], a.operands[2], floatAttr(a.node, "eps"));
-  std::vector<std::int64_t> stats = x.sizes().vec();
-  stats.back() = 1;
-  return {std::move(y), mean.reshape(stats), rstd.reshape(stats)};
+  const std::int64_t rows = d == 0 ? 0 : x.numel() / d;
+  at::Tensor y = resultBuffer(a, 0), mean = resultBuffer(a, 1), rstd = resultBuffer(a, 2);
+  if (rows > 0)
+    at::native::LayerNormKernel(x.device().type(), x, a.operands[1].contiguous(), a.operands[2].contiguous(), rows, d,
+                                floatAttr(a.node, "eps"), &y, &mean, &rstd);
+  return {y, mean, rstd};
 }
 
 // ---- dropout -----------------------------------------------------------------------------------
@@ -225,7 +234,8 @@ void dropoutLoop(const T* x, T* y, std::int64_t n, const RngStream& rng, std::in
 Results dropoutKernel(const KernelArgs& a) {
   const at::Tensor& x = a.operands[0];
   const double p = floatAttr(a.node, "p");
-  if (p == 0.0) return {x.clone(at::MemoryFormat::Contiguous)};
+  at::Tensor y = resultBuffer(a);
+  if (p == 0.0) return {y.copy_(x)};
   const RngStream rng{a.ctx.seed, a.ctx.step, intAttr(a.node, "rng")};
   const auto threshold = static_cast<float>(std::ceil(p * 16777216.0) / 16777216.0);
   const double scale = 1.0 / (1.0 - p);
@@ -233,16 +243,21 @@ Results dropoutKernel(const KernelArgs& a) {
   const std::int64_t offset = ir::getInt(a.node.attrs(), "rng_offset").value_or(0);
   if (x.scalar_type() == at::kDouble) {
     at::Tensor xc = x.contiguous();
-    at::Tensor y = at::empty(x.sizes(), x.options());
     dropoutLoop<double>(xc.data_ptr<double>(), y.data_ptr<double>(), n, rng, offset, threshold, scale);
     return {y};
   }
-  // f32, and f16/bf16 computed in f32 (the mask is the same; only the product is rounded).
-  at::Tensor xc = x.scalar_type() == at::kFloat ? x.contiguous() : x.to(at::kFloat).contiguous();
-  at::Tensor y = at::empty(x.sizes(), xc.options());
-  dropoutLoop<float>(xc.data_ptr<float>(), y.data_ptr<float>(), n, rng, offset, threshold,
+  if (x.scalar_type() == at::kFloat) {
+    at::Tensor xc = x.contiguous();
+    dropoutLoop<float>(xc.data_ptr<float>(), y.data_ptr<float>(), n, rng, offset, threshold,
+                       static_cast<float>(scale));
+    return {y};
+  }
+  // f16/bf16 computed in f32 (the mask is the same; only the product is rounded).
+  at::Tensor xf = x.to(at::kFloat).contiguous();
+  at::Tensor yf = at::empty(x.sizes(), xf.options());
+  dropoutLoop<float>(xf.data_ptr<float>(), yf.data_ptr<float>(), n, rng, offset, threshold,
                      static_cast<float>(scale));
-  return {x.scalar_type() == at::kFloat ? y : y.to(x.scalar_type())};
+  return {y.copy_(yf)};
 }
 
 // ---- masking and data movement -----------------------------------------------------------------
@@ -252,14 +267,29 @@ Results dropoutKernel(const KernelArgs& a) {
 Results causalMaskKernel(const KernelArgs& a) {
   const at::Tensor& x = a.operands[0];
   at::Tensor above = at::ones({x.size(-2), x.size(-1)}, x.options().dtype(at::kBool)).triu_(1);
-  at::Tensor y = x.clone(at::MemoryFormat::Contiguous);
+  at::Tensor y = resultBuffer(a).copy_(x);
   y.masked_fill_(above, -std::numeric_limits<double>::infinity());
   return {y};
 }
 
-Results embeddingKernel(const KernelArgs& a) { return {at::embedding(a.operands[0], a.operands[1])}; }
+// weight[num, D], indices[...] -> [..., D]: the rows, as at::embedding gathers them (index_select).
+Results embeddingKernel(const KernelArgs& a) {
+  const at::Tensor& weight = a.operands[0];
+  at::Tensor out = resultBuffer(a);
+  at::Tensor rows = out.view({-1, weight.size(1)});
+  at::index_select_out(rows, weight, 0, a.operands[1].reshape({-1}));
+  return {out};
+}
 
-Results reshapeKernel(const KernelArgs& a) { return {a.operands[0].reshape(intListAttr(a.node, "shape"))}; }
+// A view when ATen's stride rule allows one (then the plan gives it no buffer of its own);
+// otherwise a copy into the planned buffer, element order as reshape defines it.
+Results reshapeKernel(const KernelArgs& a) {
+  const at::Tensor& x = a.operands[0];
+  if (a.outs.empty() || !a.outs[0].defined()) return {x.reshape(intListAttr(a.node, "shape"))};
+  at::Tensor out = a.outs[0];
+  out.view(x.sizes()).copy_(x);
+  return {out};
+}
 
 Results transposeKernel(const KernelArgs& a) {
   const at::Tensor& x = a.operands[0];
@@ -289,18 +319,18 @@ Results unbindKernel(const KernelArgs& a) {
 
 Results stackKernel(const KernelArgs& a) {
   const std::int64_t dim = axisAttr(a.node, "dim", a.operands[0].dim() + 1);
-  return {at::stack(at::TensorList(a.operands.data(), a.operands.size()), dim)};
+  at::Tensor out = resultBuffer(a);
+  return {at::stack_out(out, at::TensorList(a.operands.data(), a.operands.size()), dim)};
 }
 
-Results zerosKernel(const KernelArgs& a) {
-  return {at::zeros(intListAttr(a.node, "shape"), optionsFor(*ir::getDType(a.node.attrs(), "dtype")))};
-}
+Results zerosKernel(const KernelArgs& a) { return {resultBuffer(a).zero_()}; }
 
 // ---- losses ------------------------------------------------------------------------------------
 
 // logits[..., C], target[...] -> mean over the N = numel(target) rows of -log_softmax[target].
-// ATen's cross_entropy_loss = log_softmax (one [N, C] temporary, the op's declared workspace)
-// + nll_loss. nll_loss wants i64 class indices. The IR op has no ignored class, so ATen's
+// As ATen's cross_entropy_loss: log_softmax (one [N, C] temporary) + nll_loss, whose total
+// weight is a 0-dim temporary (both the op's declared workspace). nll_loss wants i64 class
+// indices. The IR op has no ignored class, so ATen's
 // ignore_index (default -100, which would silently skip such targets) is set to a value no
 // valid target has: every target outside [0, C) is an error, as in cross_entropy_backward.
 constexpr std::int64_t kNoIgnoredClass = std::numeric_limits<std::int64_t>::min();
@@ -309,11 +339,20 @@ Results crossEntropyKernel(const KernelArgs& a) {
   const at::Tensor& logits = a.operands[0];
   at::Tensor target = a.operands[1].reshape({-1});
   if (target.scalar_type() != at::kLong) target = target.to(at::kLong);
-  return {at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), target, /*weight=*/{}, at::Reduction::Mean,
-                                 kNoIgnoredClass)};
+  at::Tensor logp = at::_log_softmax(logits.reshape({-1, logits.size(-1)}), 1, /*half_to_float=*/false);
+  at::Tensor out = resultBuffer(a);
+  at::Tensor totalWeight = at::empty({}, logp.options());
+  at::nll_loss_forward_out(out, totalWeight, logp, target, /*weight=*/{}, at::Reduction::Mean, kNoIgnoredClass);
+  return {out};
 }
 
-Results mseKernel(const KernelArgs& a) { return {at::mse_loss(a.operands[0], a.operands[1], at::Reduction::Mean)}; }
+// mean((x - y)^2), as at::mse_loss computes it: the squared differences into one temporary of
+// the operands' size (the op's declared workspace), then their mean into the result.
+Results mseKernel(const KernelArgs& a) {
+  at::Tensor squared = at::mse_loss(a.operands[0], a.operands[1], at::Reduction::None);
+  at::Tensor out = resultBuffer(a);
+  return {at::mean_out(out, squared, at::IntArrayRef{}, /*keepdim=*/false)};
+}
 
 const KernelEntry kForward[] = {
     {"embedding", embeddingKernel},

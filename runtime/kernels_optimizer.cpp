@@ -7,6 +7,7 @@
 // vary per step (learning rate, step, gradient scale) arrive as 0-dim tensors; constants are
 // attributes.
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/clamp_max.h>
 #include <ATen/ops/norm.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/stack.h>
@@ -31,14 +32,16 @@ Results globalNormKernel(const KernelArgs& a) {
     at::Tensor n = at::norm(t, 2);
     norms.push_back(n.scalar_type() == at::kFloat ? n : n.to(at::kFloat));
   }
-  return {at::norm(at::stack(norms), 2)};
+  at::Tensor out = resultBuffer(a);
+  return {at::norm_out(out, at::stack(norms), 2)};
 }
 
 // min(1, max_norm / (norm + 1e-6)), computed like clip_grad_norm_ (reciprocal, multiply,
 // clamp) in the norm's dtype.
 Results clipCoefKernel(const KernelArgs& a) {
   at::Tensor coef = a.operands[0].add(1e-6).reciprocal().mul(floatAttr(a.node, "max_norm"));
-  return {coef.clamp_max(1.0)};
+  at::Tensor out = resultBuffer(a);
+  return {at::clamp_max_out(out, coef, 1.0)};
 }
 
 // Learning rate at a 1-based step: linear warmup to lr, then cosine decay to min_lr over the
@@ -58,14 +61,16 @@ Results lrScheduleKernel(const KernelArgs& a) {
     progress = std::clamp(progress, 0.0, 1.0);
     value = minLr + 0.5 * (lr - minLr) * (1.0 + std::cos(std::numbers::pi * progress));
   }
-  return {at::scalar_tensor(value, at::TensorOptions().dtype(at::kFloat))};
+  return {resultBuffer(a).fill_(value)};
 }
 
-// The gradient the update sees: grad * grad_scale (the clipping coefficient, or 1). A scale
-// of exactly 1 skips the multiply, which would only copy.
-at::Tensor scaledGrad(const at::Tensor& grad, const at::Tensor& gradScale) {
-  const auto scale = gradScale.item<double>();
-  return scale == 1.0 ? grad : grad.mul(scale);
+// The gradient the update sees: grad * grad_scale (the clipping coefficient, or 1), scaled in
+// place as torch.nn.utils.clip_grad_norm_ does (the update is the gradient's last use), so no
+// temporary. A scale of exactly 1 skips the multiply. The 0-dim f32 scale multiplies as the
+// Scalar it holds would (same value, same f32 product) without a wrapper.
+const at::Tensor& scaledGrad(const at::Tensor& grad, const at::Tensor& gradScale) {
+  if (gradScale.item<double>() != 1.0) grad.mul_(gradScale);
+  return grad;
 }
 
 // (param, grad, lr, grad_scale[, momentum_buf]) {momentum, weight_decay}; torch.optim.SGD

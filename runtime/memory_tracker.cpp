@@ -13,12 +13,21 @@ namespace {
 std::atomic<std::int64_t> gCurrent{0};
 std::atomic<std::int64_t> gPeak{0};
 std::atomic<std::int64_t> gCount{0};
+std::atomic<std::int64_t> gArena{0};
+std::atomic<std::int64_t> gOutside{0};
+std::atomic<std::int64_t> gOutsidePeak{0};
 
-void addBytes(std::int64_t n) {
-  std::int64_t now = gCurrent.fetch_add(n, std::memory_order_relaxed) + n;
-  std::int64_t peak = gPeak.load(std::memory_order_relaxed);
-  while (now > peak && !gPeak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+void raise(std::atomic<std::int64_t>& peak, std::int64_t now) {
+  std::int64_t seen = peak.load(std::memory_order_relaxed);
+  while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
   }
+}
+
+void addBytes(std::int64_t n) { raise(gPeak, gCurrent.fetch_add(n, std::memory_order_relaxed) + n); }
+
+void addOutside(std::int64_t n) {
+  addBytes(n);
+  raise(gOutsidePeak, gOutside.fetch_add(n, std::memory_order_relaxed) + n);
 }
 
 // Live tracked blocks, keyed by data pointer, in shards so that concurrent allocations rarely
@@ -56,6 +65,7 @@ void deleteTracked(void* data) {
   }
   if (block) {
     gCurrent.fetch_sub(block->bytes, std::memory_order_relaxed);
+    gOutside.fetch_sub(block->bytes, std::memory_order_relaxed);
     return;  // `block` is destroyed here, returning the memory to the previous allocator
   }
   // Not ours: raw memory the previous allocator handed out before install() and that is
@@ -76,7 +86,7 @@ class TrackingAllocator final : public c10::Allocator {
       shard.blocks.emplace(data, Block{static_cast<std::int64_t>(n), std::move(inner)});
     }
     gCount.fetch_add(1, std::memory_order_relaxed);
-    addBytes(static_cast<std::int64_t>(n));
+    addOutside(static_cast<std::int64_t>(n));
     return {data, data, &deleteTracked, device};
   }
 
@@ -115,5 +125,21 @@ std::int64_t MemoryTracker::peakBytes() { return gPeak.load(std::memory_order_re
 void MemoryTracker::resetPeak() { gPeak.store(gCurrent.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 
 std::int64_t MemoryTracker::allocationCount() { return gCount.load(std::memory_order_relaxed); }
+
+void MemoryTracker::addArenaBytes(std::int64_t delta) {
+  gArena.fetch_add(delta, std::memory_order_relaxed);
+  if (delta >= 0) addBytes(delta);
+  else gCurrent.fetch_add(delta, std::memory_order_relaxed);
+}
+
+std::int64_t MemoryTracker::arenaBytes() { return gArena.load(std::memory_order_relaxed); }
+
+std::int64_t MemoryTracker::outsideBytes() { return gOutside.load(std::memory_order_relaxed); }
+
+std::int64_t MemoryTracker::outsidePeakBytes() { return gOutsidePeak.load(std::memory_order_relaxed); }
+
+void MemoryTracker::resetOutsidePeak() {
+  gOutsidePeak.store(gOutside.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
 
 }  // namespace gradc::runtime

@@ -13,6 +13,13 @@
 // and that is later released through the current allocator (oneDNN's engine allocator looks
 // the allocator up on every call) is not in the table and goes back to the previous allocator.
 //
+// Arena execution (runtime/executor.h with a memory plan): the arena is one block from the
+// device, not from ATen's allocator; the executor reports the planned bytes it takes into use
+// and gives back (addArenaBytes), and they count in currentBytes()/peakBytes() beside the
+// allocator's, so the measured peak is arena bytes in use at the high-water mark plus what
+// kernels allocate outside the arena. The outside-arena part alone is kept too
+// (outsideBytes, outsidePeakBytes), for the per-op workspace check.
+//
 // Not counted: blocks allocated before install() (freeing them does not change the counters
 // either), and memory that bypasses ATen's allocator (std containers, MKL internals). Thread
 // safe: counters are atomics, the table is sharded behind mutexes.
@@ -37,6 +44,15 @@ class MemoryTracker {
   static void resetPeak();
   // Number of tracked allocations made since install() (a cheap probe for tests and metrics).
   static std::int64_t allocationCount();
+
+  // Arena bytes taken into use (delta > 0) or given back (delta < 0) by an executor.
+  static void addArenaBytes(std::int64_t delta);
+  static std::int64_t arenaBytes();
+  // Allocator-tracked bytes alive now (everything outside arenas), and their high-water mark
+  // since the last resetOutsidePeak().
+  static std::int64_t outsideBytes();
+  static std::int64_t outsidePeakBytes();
+  static void resetOutsidePeak();
 };
 
 }  // namespace gradc::runtime

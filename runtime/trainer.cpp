@@ -143,7 +143,10 @@ at::Tensor shardOf(const at::Tensor& global, int world, int rank) {
 
 Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   MemoryTracker::install();
-  Expected<Executor> exec = Executor::create(g);
+  const bool arena = o.arenaPlan && !arenaDisabledByEnvironment();
+  ExecutorOptions eo;
+  eo.checkArena = o.checkArena || arenaCheckRequestedByEnvironment();
+  Expected<Executor> exec = arena ? Executor::create(g, *o.arenaPlan, eo) : Executor::create(g);
   if (!exec) return Error{exec.error().message};
   const int world = o.comm ? o.comm->worldSize() : 1;
   const int rank = o.comm ? o.comm->rank() : 0;
@@ -196,6 +199,8 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
                  "train it with --synthetic"};
   }
   const ir::Value* stepInput = findInput(g, "step");
+  // Parameters and optimizer state move into their planned buffers once (arena runs).
+  if (Status s = exec->adoptState(result.state); !s) return Error{s.message()};
   if (o.comm)
     if (Status s = checkIdenticalState(g, result.state, *o.comm); !s) return Error{s.message()};
 
@@ -221,6 +226,12 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
       else inputs.emplace(in->name(), syntheticInput(*in, seed, step, world, rank));
     }
 
+    // Arena runs copy the batch into its planned buffers; the loader's tensors go before the
+    // peak is measured, so the step's peak is the plan's, not the plan's plus a staged copy.
+    if (exec->usesArena()) {
+      if (Status s = exec->stageInputs(inputs); !s) return Error{"step " + std::to_string(step) + ": " + s.message()};
+      inputs.clear();
+    }
     MemoryTracker::resetPeak();
     profiling = o.profile && step > firstStep;
     auto t0 = std::chrono::steady_clock::now();
@@ -261,6 +272,11 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     if (stop) break;
   }
   if (show) progress.finish();
+  result.arena = exec->usesArena();
+  result.outsideArenaBytes = exec->outsideArenaBytes();
+  // The state leaves with the caller: out of the arena, which goes with the executor.
+  if (exec->usesArena())
+    for (auto& [name, t] : result.state) t = t.clone();
   if (o.profile && rank == 0) std::fputs(profile.format().c_str(), stderr);
   if (!o.comm) {
     result.metrics.ranks.push_back(RankMetrics{0, peak, o.plannedPeakBytes, std::nullopt});

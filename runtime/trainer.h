@@ -23,6 +23,7 @@
 
 #include "ir/graph.h"
 #include "ir/status.h"
+#include "runtime/arena_plan.h"
 #include "runtime/communicator.h"
 #include "runtime/data.h"
 #include "runtime/metrics.h"
@@ -45,6 +46,10 @@ struct TrainerOptions {
   // The memory planner's predicted peak of one step of this graph (passes/memory_plan.h),
   // reported beside the measured peak as peak_bytes_planned; nullopt: not planned.
   std::optional<std::int64_t> plannedPeakBytes;
+  // The memory plan to execute (runtime/executor.h: one arena, every buffer at its planned
+  // offset); nullopt, or GRADC_NO_ARENA=1 in the environment: reference-counted execution.
+  std::optional<ArenaPlan> arenaPlan;
+  bool checkArena = false;  // poison and check free arena ranges (GRADC_ARENA_CHECK=1 also)
   // Data parallelism: this process is rank comm->rank() of comm->worldSize(), and the graph is
   // that rank's partitioned step (passes/data_parallel.h). Each rank feeds its rows of every
   // batch, checks at the start that all ranks hold identical parameters and optimizer state
@@ -58,7 +63,10 @@ struct TrainerOptions {
 
 struct TrainResult {
   RunMetrics metrics;
-  TensorMap state;  // parameters and optimizer state after the last step
+  TensorMap state;  // parameters and optimizer state after the last step (the caller's own)
+  bool arena = false;  // ran the memory plan in one arena
+  // Arena runs: the most bytes each step's kernel allocated outside the arena.
+  std::vector<std::int64_t> outsideArenaBytes;
 };
 
 Expected<TrainResult> train(const ir::Graph& trainingGraph, const TrainerOptions& options);

@@ -175,6 +175,7 @@ int runTrain(const TrainCommandOptions& o) {
   t.comm = comm.get();
   t.profile = o.profile;
   t.plannedPeakBytes = plannedPeak;
+  t.arenaPlan = arenaPlanOf(step->plan);
   nlohmann::json config = {{"spec", o.spec},
                            {"set", o.sets},
                            {"optimizer", o.optimizer},

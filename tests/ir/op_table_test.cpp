@@ -241,11 +241,12 @@ TEST_CASE("FLOP and workspace rules") {
   CHECK(flops("linear", {f32({16, 256}), f32({10, 256}), f32({10})}) == 2 * 16 * 10 * 256 + 16 * 10);
   CHECK(flops("add", {f32({16, 256}), f32({256})}) == 16 * 256);
   CHECK(flops("embedding", {f32({256, 64}), i64({16})}) == 0);
-  // cross_entropy materialises the log-probabilities: a workspace as large as the logits.
+  // cross_entropy materialises the log-probabilities: a workspace as large as the logits (and
+  // nll_loss's 0-dim total weight).
   const OpInfo& ce = *findOp("cross_entropy");
   std::vector<TensorType> in{f32({32, 250, 40000}), i64({32, 250})};
   auto out = inferResultTypes(ce, in, {});
   REQUIRE(out.ok());
-  CHECK(opWorkspaceBytes(ce, in, {}, *out) == 1'280'000'000);
-  CHECK(opBytesAccessed(ce, in, {}, *out) == std::int64_t{1'280'000'000} * 2 + 32 * 250 * 8 + 4);
+  CHECK(opWorkspaceBytes(ce, in, {}, *out) == 1'280'000'004);
+  CHECK(opBytesAccessed(ce, in, {}, *out) == std::int64_t{1'280'000'004} + 1'280'000'000 + 32 * 250 * 8 + 4);
 }

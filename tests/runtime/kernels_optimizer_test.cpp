@@ -117,10 +117,13 @@ TEST_CASE("adamw_step applies the gradient scale") {
   at::Tensor a = p0.clone(), ma = torch::zeros({8}), va = torch::zeros({8});
   at::Tensor b = p0.clone(), mb = torch::zeros({8}), vb = torch::zeros({8});
   ir::AttrMap attrs{{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.0}};
-  call("adamw_step", {a, g, ma, va, f32(0.001), i64(1), f32(0.25)}, attrs);
+  at::Tensor ga = g.clone();
+  call("adamw_step", {a, ga, ma, va, f32(0.001), i64(1), f32(0.25)}, attrs);
   call("adamw_step", {b, g * 0.25, mb, vb, f32(0.001), i64(1), f32(1.0)}, attrs);
   CHECK(torch::equal(a, b));
   CHECK(torch::equal(ma, mb));
+  // As clip_grad_norm_, the scale is applied to the gradient in place (its last use).
+  CHECK(torch::equal(ga, g * 0.25));
 }
 
 TEST_CASE("global_norm and clip_coef") {

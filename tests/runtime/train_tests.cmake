@@ -4,4 +4,5 @@ gradc_add_test(runtime_train_tests
   runtime/trainer_test.cpp
   runtime/planned_vs_measured_test.cpp
   runtime/remat_equivalence_test.cpp
+  runtime/arena_execution_test.cpp
   LIBS gradc_runtime gradc_frontend gradc_passes)

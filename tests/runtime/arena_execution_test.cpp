@@ -1,0 +1,173 @@
+// Arena execution against reference counting, on every bundled model (at test sizes), with and
+// without a budget (recompute), with micro-batches, SGD and AdamW:
+//  - losses and final parameters and optimizer state are bit-identical to GRADC_NO_ARENA's path;
+//  - the measured peak (arena bytes in use + bytes allocated outside the arena) equals the
+//    plan's peak to the byte;
+//  - no buffer is written outside its planned interval (the executor's arena check: free
+//    ranges poisoned and checked);
+//  - no op allocates more outside the arena than its declared workspace.
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "ir/op_table.h"
+#include "ir/printer.h"
+#include "passes/budget.h"
+#include "passes/memory_plan.h"
+#include "passes/micro_batch.h"
+#include "passes/pass_manager.h"
+#include "passes/schedule.h"
+#include "runtime/executor.h"
+#include "runtime/memory_tracker.h"
+#include "runtime/trainer.h"
+#include "tests/bundled_model.h"
+
+#undef CHECK  // c10 brings glog's CHECK; doctest's must win
+#include <doctest/doctest.h>
+
+using namespace gradc;
+
+namespace {
+
+struct Case {
+  std::string model;
+  testing::DimOverrides dims;
+  std::string budget;  // "" = none
+  std::string remat = "none";
+  int microBatches = 1;
+  passes::OptimizerOptions::Kind optimizer = passes::OptimizerOptions::Kind::AdamW;
+  double clipNorm = 0;
+};
+
+std::string nameOf(const Case& c) {
+  std::string s = c.model;
+  for (const auto& [k, v] : c.dims) s += " " + k + "=" + v;
+  if (!c.budget.empty()) s += " budget " + c.budget;
+  s += " remat " + c.remat + " micro " + std::to_string(c.microBatches);
+  s += c.optimizer == passes::OptimizerOptions::Kind::Sgd ? " sgd" : " adamw";
+  if (c.clipNorm > 0) s += " clip";
+  return s;
+}
+
+struct Step {
+  ir::Graph graph;
+  passes::MemoryPlan plan;
+};
+
+// The training step as `gradc train` builds it (tools/training_step.cpp).
+Step buildStep(const Case& c) {
+  ir::setKernelThreads(at::get_num_threads());  // the runtime's threads: per-thread workspace is planned for them
+  ir::Graph forward = testing::compileBundledModel(c.model, c.dims);
+  passes::TrainingPlanOptions o;
+  o.optimizer = passes::OptimizerOptions{};
+  o.optimizer->kind = c.optimizer;
+  o.optimizer->clipNorm = c.clipNorm;
+  if (c.optimizer == passes::OptimizerOptions::Kind::Sgd) o.optimizer->momentum = 0.9;
+  if (!c.budget.empty()) o.remat.budgetBytes = *passes::parseBytes(c.budget);
+  o.remat.strategy = *passes::parseRematStrategy(c.remat);
+  o.microBatches = c.microBatches;
+  Expected<passes::RematChoice> choice = passes::chooseTrainingPlan(forward, o);
+  REQUIRE_MESSAGE(choice.ok(), choice.error().message);
+  Step step{std::move(choice->graph), {}};
+  passes::PassManager pm;
+  pm.add<passes::Schedule>();
+  REQUIRE(pm.run(step.graph).ok());
+  step.plan = passes::planMemory(step.graph);
+  return step;
+}
+
+runtime::ArenaPlan arenaPlanOf(const passes::MemoryPlan& plan) {
+  runtime::ArenaPlan a;
+  a.arenaBytes = plan.arenaBytes;
+  a.peakBytes = plan.peakBytes;
+  a.steps = static_cast<int>(plan.steps.size());
+  for (const passes::PlannedBuffer& b : plan.buffers)
+    a.buffers.push_back({b.name, b.kind, b.size, b.offset, b.firstStep, b.lastStep});
+  return a;
+}
+
+runtime::TrainResult train(const Step& step, bool arena, std::int64_t steps = 3) {
+  runtime::TrainerOptions t;
+  t.model = "test";
+  t.steps = steps;
+  t.progress = false;
+  t.plannedPeakBytes = step.plan.peakBytes;
+  if (arena) {
+    t.arenaPlan = arenaPlanOf(step.plan);
+    t.checkArena = true;
+  }
+  Expected<runtime::TrainResult> r = runtime::train(step.graph, t);
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  CHECK(r->arena == arena);
+  return std::move(*r);
+}
+
+bool sameBits(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
+         std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(), a.nbytes()) == 0;
+}
+
+void checkCase(const Case& c) {
+  INFO(nameOf(c));
+  Step step = buildStep(c);
+  // The arena run first: the tracker's peak is absolute, and the reference run's results would
+  // still be alive during it.
+  runtime::TrainResult arena = train(step, /*arena=*/true);
+  runtime::TrainResult reference = train(step, /*arena=*/false);
+
+  REQUIRE(reference.metrics.steps.size() == arena.metrics.steps.size());
+  for (size_t i = 0; i < arena.metrics.steps.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(arena.metrics.steps[i].loss == reference.metrics.steps[i].loss);  // bit for bit
+  }
+  REQUIRE(arena.state.size() == reference.state.size());
+  for (const auto& [name, t] : reference.state) {
+    INFO(name);
+    CHECK(sameBits(arena.state.at(name), t));
+  }
+  CHECK(arena.metrics.ranks.at(0).peakBytesMeasured == step.plan.peakBytes);
+
+  // Outside-arena bytes of every step within its planned workspace.
+  std::vector<std::int64_t> workspace(step.plan.steps.size(), 0);
+  for (const passes::PlannedBuffer& b : step.plan.buffers)
+    if (b.kind == "workspace") workspace[static_cast<size_t>(b.firstStep)] += b.size;
+  REQUIRE(arena.outsideArenaBytes.size() == workspace.size());
+  std::ostringstream over;
+  for (size_t i = 0; i < workspace.size(); ++i)
+    if (arena.outsideArenaBytes[i] > workspace[i])
+      over << " step " << i << " (" << step.plan.steps[i].op << "): " << arena.outsideArenaBytes[i] << " > "
+           << workspace[i] << ";";
+  CHECK_MESSAGE(over.str().empty(), "ops allocating beyond their declared workspace:" << over.str());
+}
+
+}  // namespace
+
+TEST_CASE("arena execution: mlp, bit-identical to reference counting, measured peak == planned") {
+  runtime::MemoryTracker::install();
+  checkCase({"mlp", {{"batch", "16"}, {"hidden", "64"}}});
+  checkCase({"mlp", {{"batch", "16"}, {"hidden", "64"}}, "", "none", 1, passes::OptimizerOptions::Kind::Sgd, 1.0});
+  checkCase({"mlp", {{"batch", "16"}, {"hidden", "64"}}, "", "none", 4});
+}
+
+TEST_CASE("arena execution: gpt-mini with and without a budget") {
+  runtime::MemoryTracker::install();
+  const testing::DimOverrides dims{{"batch", "2"}, {"seq", "16"}, {"d_model", "32"}, {"layers", "2"}};
+  checkCase({"gpt-mini", dims});
+  checkCase({"gpt-mini", dims, "", "sqrt"});
+  checkCase({"gpt-mini", dims, "", "selective", 1, passes::OptimizerOptions::Kind::Sgd, 0.5});
+  checkCase({"gpt-mini", dims, "", "memory-poor", 2});
+  // A budget 3% under the unconstrained peak: auto picks recompute (and micro-batches) to fit.
+  const std::int64_t peak = buildStep({"gpt-mini", dims}).plan.peakBytes;
+  checkCase({"gpt-mini", dims, std::to_string(peak * 97 / 100), "auto", 0});
+}
+
+TEST_CASE("arena execution: lstm-lm and lm-seed") {
+  runtime::MemoryTracker::install();
+  checkCase({"lstm-lm", {{"batch", "2"}, {"seq", "12"}, {"embed", "16"}, {"hidden", "24"}}});
+  checkCase({"lstm-lm", {{"batch", "2"}, {"seq", "12"}, {"embed", "16"}, {"hidden", "24"}}, "", "chain"});
+  checkCase({"lm-seed",
+             {{"batch", "2"}, {"seq", "8"}, {"vocab", "50"}, {"d_model", "32"}, {"heads", "2"}, {"layers", "2"}}});
+}
