@@ -36,6 +36,9 @@ class SpecCompiler {
   SpecCompiler(std::string_view source, const SpecOptions& options, DiagSink& diags)
       : source_(source), options_(options), diags_(diags) {}
 
+  // Every dim's value after run(), in spec order.
+  const std::vector<std::pair<std::string, std::int64_t>>& dimValues() const { return dimValues_; }
+
   std::optional<ir::Graph> run() {
     if (static_cast<std::int64_t>(source_.size()) > options_.maxSourceBytes) {
       diags_.error({}, "the spec is " + std::to_string(source_.size()) + " bytes, more than the limit of " +
@@ -177,6 +180,7 @@ class SpecCompiler {
         v = r.value;
       }
       dims_.set(name, *v);
+      dimValues_.emplace_back(name, *v);
     }
     return true;
   }
@@ -306,6 +310,7 @@ class SpecCompiler {
   const SpecOptions& options_;
   DiagSink& diags_;
   DimTable dims_;
+  std::vector<std::pair<std::string, std::int64_t>> dimValues_;  // in spec order
   ir::DType dtype_ = ir::DType::f32;
   std::vector<SourcePos> inputPositions_;
 };
@@ -316,8 +321,10 @@ SpecResult compileSpec(std::string_view sourceText, std::string_view fileName, c
   DiagSink diags{std::string(fileName)};
   SpecResult result;
   try {
-    std::optional<ir::Graph> graph = SpecCompiler(sourceText, options, diags).run();
+    SpecCompiler compiler(sourceText, options, diags);
+    std::optional<ir::Graph> graph = compiler.run();
     if (!diags.failed()) result.graph = std::move(graph);
+    result.dims = compiler.dimValues();
   } catch (const std::exception& e) {
     // Nothing above is expected to throw; out-of-memory is the one realistic case.
     diags.error({}, std::string("could not compile the spec: ") + e.what());

@@ -44,6 +44,7 @@ struct SpecOptions {
 struct SpecResult {
   std::optional<ir::Graph> graph;        // set on success
   std::vector<Diagnostic> diagnostics;  // errors (then no graph) and warnings
+  std::vector<std::pair<std::string, std::int64_t>> dims;  // every dim's value, in spec order
   bool ok() const { return graph.has_value(); }
 };
 

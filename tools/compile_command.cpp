@@ -14,6 +14,7 @@
 #include "passes/micro_batch.h"
 #include "passes/dce.h"
 #include "passes/pass_manager.h"
+#include "tools/artifact_build.h"
 #include "tools/commands.h"
 #include "tools/output.h"
 #include "tools/pipeline_options.h"
@@ -31,6 +32,8 @@ struct CompileOptions {
   PipelineOptions pipeline;
   MemoryFlags memory;
   ParallelFlags parallel;
+  OptimizerFlags optimizer;
+  CLI::Option* emitOption = nullptr;
 };
 
 // The training step's plan: the pipeline `gradc train` runs, with the default optimizer (AdamW)
@@ -47,7 +50,7 @@ int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
       return kExitUserError;
     }
     if (rank == 1 && parallel->placement == passes::LossPlacement::Local) break;
-    std::optional<TrainingStep> step = buildTrainingStep(forward, passes::OptimizerOptions{}, o.memory, exitCode, *parallel);
+    std::optional<TrainingStep> step = buildTrainingStep(forward, o.optimizer.options(), o.memory, exitCode, *parallel);
     if (!step) return exitCode;
     steps.push_back(std::move(*step));
   }
@@ -133,6 +136,16 @@ int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
 }
 
 int runCompile(const CompileOptions& o) {
+  // -o DIR without --emit, or --emit artifact: the compiled artifact (runtime/artifact.h).
+  const bool artifact = o.pipeline.emit == "artifact" || (o.emitOption->count() == 0 && o.pipeline.output != "-");
+  if (artifact) {
+    if (o.pipeline.output == "-") {
+      std::cerr << "gradc: error: --emit artifact writes a folder: give it with -o DIR\n";
+      return kExitUserError;
+    }
+    ArtifactRequest request{o.spec, o.sets, o.optimizer, o.memory, o.parallel, /*quiet=*/false};
+    return buildArtifact(request, o.pipeline.output);
+  }
   int exitCode = kExitOk;
   std::optional<ir::Graph> graph = loadSpec(o.spec, o.sets, exitCode);
   if (!graph) return exitCode;
@@ -162,12 +175,15 @@ Runner addCompileCommand(CLI::App& cmd) {
   o->pipeline.addTo(cmd, "summary");
   o->memory.addTo(cmd);
   o->parallel.addTo(cmd);
+  o->optimizer.addTo(cmd);
   // compile alone also emits the training step's memory plan: widen the shared --emit check.
   CLI::Option* emit = cmd.get_option("--emit");
   emit->get_validator()->active(false).description("");
-  emit->check(CLI::IsMember({"ir", "dot", "summary", "plan"}));
-  emit->description("What to print: ir (IR text), dot (Graphviz), summary (sizes and FLOPs) of the forward graph, "
-                    "or plan (the training step's memory plan as JSON, for gradc inspect)");
+  emit->check(CLI::IsMember({"ir", "dot", "summary", "plan", "artifact"}));
+  emit->description("What to write: ir (IR text), dot (Graphviz), summary (sizes and FLOPs) of the forward graph, "
+                    "plan (the training step's memory plan as JSON, for gradc inspect), or artifact (a folder "
+                    "gradc train and gradc-run execute; the default with -o and no --emit)");
+  o->emitOption = emit;
   return [o] { return runCompile(*o); };
 }
 

@@ -2,20 +2,21 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/artifact.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
   using namespace gradc::tools;
   CLI::App app{"gradc: a graph-compiling training framework that fits training into a memory budget"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("gradc 0.1.0"));
+  app.set_version_flag("--version", std::string("gradc ") + gradc::runtime::kGradcVersion);
   std::vector<std::pair<CLI::App*, Runner>> commands;
   CLI::App* compile =
-      app.add_subcommand("compile", "Compile a YAML model spec; emit its IR, Graphviz dot, a summary or the memory plan");
+      app.add_subcommand("compile", "Compile a YAML model spec into an artifact (-o DIR); or emit its IR, Graphviz dot, a summary or the memory plan");
   commands.emplace_back(compile, addCompileCommand(*compile));
   CLI::App* opt = app.add_subcommand("opt", "Parse IR text, optionally run passes over it, and print it again");
   commands.emplace_back(opt, addOptCommand(*opt));
-  CLI::App* train = app.add_subcommand("train", "Train a model on CPU: loss, progress, checkpoints, metrics");
+  CLI::App* train = app.add_subcommand("train", "Train a spec or a compiled artifact on CPU: loss, progress, checkpoints, metrics");
   commands.emplace_back(train, addTrainCommand(*train));
   CLI::App* grad = app.add_subcommand("grad", "Loss and every parameter gradient for given weights and inputs");
   commands.emplace_back(grad, addGradCommand(*grad));

@@ -8,7 +8,8 @@
 
 namespace gradc::tools {
 
-std::optional<ir::Graph> loadSpec(const std::string& path, const std::vector<std::string>& sets, int& exitCode) {
+std::optional<ir::Graph> loadSpec(const std::string& path, const std::vector<std::string>& sets, int& exitCode,
+                                  SpecSource* sourceOut) {
   exitCode = kExitUserError;
   frontend::SpecOptions options;
   for (const std::string& kv : sets) {
@@ -27,6 +28,7 @@ std::optional<ir::Graph> loadSpec(const std::string& path, const std::vector<std
   frontend::SpecResult result = frontend::compileSpec(*source, path, options);
   for (const frontend::Diagnostic& d : result.diagnostics) std::cerr << frontend::formatDiagnostic(d, *source);
   if (!result.ok()) return std::nullopt;
+  if (sourceOut) *sourceOut = {std::move(*source), std::move(result.dims)};
   exitCode = kExitOk;
   return std::move(result.graph);
 }

@@ -3,14 +3,23 @@
 #pragma once
 
 #include <optional>
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
 
 namespace gradc::tools {
 
+// What a compiled artifact records of the spec it came from.
+struct SpecSource {
+  std::string text;                                        // the spec file's bytes
+  std::vector<std::pair<std::string, std::int64_t>> dims;  // every dim after --set, in spec order
+};
+
 // The forward graph, or nullopt after the diagnostics were printed; `exitCode` says why.
-std::optional<ir::Graph> loadSpec(const std::string& path, const std::vector<std::string>& sets, int& exitCode);
+std::optional<ir::Graph> loadSpec(const std::string& path, const std::vector<std::string>& sets, int& exitCode,
+                                  SpecSource* source = nullptr);
 
 }  // namespace gradc::tools

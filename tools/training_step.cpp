@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include "passes/budget.h"
 #include "passes/micro_batch.h"
@@ -23,6 +26,42 @@ void MemoryFlags::addTo(CLI::App& cmd) {
   cmd.add_option("--micro-batches", microBatches,
                  "Split each batch into K micro-batches with gradient accumulation, or auto (with --budget)")
       ->capture_default_str();
+}
+
+void OptimizerFlags::addTo(CLI::App& cmd) {
+  cmd.add_option("--optimizer", optimizer, "sgd or adamw")->check(CLI::IsMember({"sgd", "adamw"}))->capture_default_str();
+  cmd.add_option("--lr", lr, "Peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd.add_option("--min-lr", minLr, "Floor of the cosine decay (default 0.1 x lr)");
+  cmd.add_option("--momentum", momentum, "SGD momentum (0: plain SGD)")->capture_default_str();
+  cmd.add_option("--weight-decay", weightDecay, "Weight decay (default: 0 for SGD, 0.01 for AdamW)");
+  cmd.add_option("--clip-norm", clipNorm, "Clip the global gradient norm to this value (0: off)")->capture_default_str();
+  cmd.add_option("--warmup-steps", warmupSteps, "Linear learning-rate warmup")->capture_default_str();
+  cmd.add_option("--decay-steps", decaySteps, "Cosine decay length after warmup (0: constant lr)")->capture_default_str();
+}
+
+passes::OptimizerOptions OptimizerFlags::options() const {
+  passes::OptimizerOptions opt;
+  opt.kind = optimizer == "sgd" ? passes::OptimizerOptions::Kind::Sgd : passes::OptimizerOptions::Kind::AdamW;
+  opt.lr = lr;
+  opt.momentum = momentum;
+  opt.weightDecay = weightDecay;
+  opt.clipNorm = clipNorm;
+  opt.warmupSteps = warmupSteps;
+  // Without --decay-steps the learning rate stays at --lr after warmup (as in plain PyTorch);
+  // with it, it follows a cosine down to --min-lr over that many steps.
+  opt.totalSteps = warmupSteps + std::max<std::int64_t>(decaySteps, 1);
+  opt.minLr = decaySteps > 0 ? minLr : lr;
+  return opt;
+}
+
+int kernelThreadsFor(int devices) {
+  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
+    char* end = nullptr;
+    long n = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && n >= 1 && n <= 4096) return static_cast<int>(n);
+  }
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::max(1u, cores / static_cast<unsigned>(std::max(1, devices))));
 }
 
 void ParallelFlags::addTo(CLI::App& cmd) {

@@ -39,6 +39,26 @@ struct ParallelFlags {
   Expected<passes::DataParallelOptions> forRank(int rank) const;
 };
 
+// The optimizer: --optimizer, --lr, --min-lr, --momentum, --weight-decay, --clip-norm,
+// --warmup-steps, --decay-steps (compile and train; they become attributes of the step's graph).
+struct OptimizerFlags {
+  std::string optimizer = "adamw";
+  double lr = 1e-3;
+  double minLr = -1;
+  double momentum = 0.9;
+  double weightDecay = -1;
+  double clipNorm = 0;
+  std::int64_t warmupSteps = 0;
+  std::int64_t decaySteps = 0;
+
+  void addTo(CLI::App& cmd);
+  passes::OptimizerOptions options() const;
+};
+
+// Intra-op threads each rank's kernels will run with: OMP_NUM_THREADS when set, else the
+// cores divided among the ranks (what the launcher gives each worker).
+int kernelThreadsFor(int devices);
+
 struct TrainingStep {
   ir::Graph graph;  // scheduled
   passes::RematReport remat;

@@ -1,0 +1,210 @@
+#include "runtime/artifact.h"
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <system_error>
+
+#include "ir/parser.h"
+#include "ir/verifier.h"
+#include "runtime/atomic_file.h"
+#include "runtime/sha256.h"
+
+namespace gradc::runtime {
+namespace {
+
+using Json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+constexpr const char* kManifest = "manifest.json";
+constexpr std::string_view kChecksumKey = "\"checksum\": \"";
+const std::string kZeroDigest(64, '0');
+
+// The position of the checksum's 64 digits in a manifest's text, or npos.
+size_t checksumDigits(const std::string& text) {
+  size_t at = text.rfind(kChecksumKey);
+  if (at == std::string::npos || at + kChecksumKey.size() + 64 > text.size()) return std::string::npos;
+  return at + kChecksumKey.size();
+}
+
+bool plainName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos && name != kManifest;
+}
+
+Json manifestJson(const ArtifactManifest& m, const std::vector<ArtifactFile>& files) {
+  Json j;
+  j["format"] = kArtifactFormat;
+  j["version"] = kArtifactVersion;
+  j["gradc_version"] = m.gradcVersion;
+  j["model"] = m.model;
+  j["spec"] = {{"path", m.specPath}, {"sha256", m.specSha256}};
+  Json dims = Json::object();
+  for (const auto& [name, value] : m.dims) dims[name] = value;
+  j["dims"] = dims;
+  j["flags"] = Json::parse(m.flagsJson);
+  j["config"] = Json::parse(m.configJson);
+  j["seed"] = m.seed;
+  j["kernel_threads"] = m.kernelThreads;
+  Json ranks = Json::array();
+  for (const ArtifactRank& r : m.ranks) ranks.push_back({{"rank", r.rank}, {"graph", r.graphFile}, {"plan", r.planFile}});
+  j["ranks"] = ranks;
+  Json sums = Json::object();
+  for (const ArtifactFile& f : files) sums[f.name] = sha256Hex(f.contents);
+  j["files"] = sums;
+  j["checksum"] = kZeroDigest;
+  return j;
+}
+
+Error corrupted(const fs::path& file, const std::string& what) {
+  return Error{"artifact file " + file.string() + ": " + what};
+}
+
+template <class T>
+Expected<T> field(const Json& j, const char* key, const fs::path& file) {
+  auto it = j.find(key);
+  if (it == j.end()) return corrupted(file, std::string("no \"") + key + "\"");
+  try {
+    return it->get<T>();
+  } catch (const std::exception&) {
+    return corrupted(file, std::string("\"") + key + "\" has the wrong type");
+  }
+}
+
+}  // namespace
+
+bool looksLikeArtifact(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(dir, ec))) return false;
+  Expected<std::string> text = readFile(dir / kManifest);
+  if (!text) return false;
+  Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.value("format", "") == kArtifactFormat;
+}
+
+Status writeArtifact(const fs::path& dir, const ArtifactManifest& manifest, const std::vector<ArtifactFile>& files) {
+  for (const ArtifactFile& f : files)
+    if (!plainName(f.name)) return Error{"artifact file name '" + f.name + "' is not a plain file name"};
+  for (const ArtifactRank& r : manifest.ranks)
+    for (const std::string* name : {&r.graphFile, &r.planFile}) {
+      bool listed = false;
+      for (const ArtifactFile& f : files) listed |= f.name == *name;
+      if (!listed) return Error{"the manifest names '" + *name + "', which is not among the artifact's files"};
+    }
+  std::string text = manifestJson(manifest, files).dump(2) + "\n";
+  const size_t digits = checksumDigits(text);
+  text.replace(digits, 64, sha256Hex(text));
+
+  std::error_code ec;
+  const fs::path target = fs::absolute(dir, ec);
+  const fs::path parent = target.parent_path();
+  fs::create_directories(parent, ec);
+  if (ec) return ioError("cannot create folder", parent, ec.value());
+  const bool replacing = fs::exists(fs::symlink_status(target, ec));
+  if (replacing && !looksLikeArtifact(target))
+    return Error{"'" + dir.string() + "' exists and is not a gradc artifact; not replacing it (choose another "
+                 "output folder or remove it)"};
+  const std::string stem = target.filename().string();
+  const std::string tag = std::to_string(::getpid());
+  const fs::path temp = parent / ("." + stem + ".tmp-" + tag);
+  const fs::path old = parent / ("." + stem + ".old-" + tag);
+  fs::remove_all(temp, ec);  // a stale one of this very name: ours by construction
+  if (!fs::create_directory(temp, ec) || ec) return ioError("cannot create folder", temp, ec.value());
+  auto fail = [&](Error e) {
+    std::error_code ignore;
+    fs::remove_all(temp, ignore);
+    return e;
+  };
+  for (const ArtifactFile& f : files)
+    if (Status s = writeFileAtomic(temp / f.name, f.contents); !s) return fail(Error{s.message()});
+  if (Status s = writeFileAtomic(temp / kManifest, text); !s) return fail(Error{s.message()});
+  if (replacing) {
+    fs::rename(target, old, ec);
+    if (ec) return fail(ioError("cannot move the previous artifact aside", target, ec.value()));
+  }
+  fs::rename(temp, target, ec);
+  if (ec) {
+    Error e = ioError("cannot move the artifact into place", target, ec.value());
+    std::error_code ignore;
+    if (replacing) fs::rename(old, target, ignore);
+    return fail(e);
+  }
+  if (replacing) fs::remove_all(old, ec);
+  return syncDirectory(parent);
+}
+
+Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
+  const fs::path file = dir / kManifest;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return Error{"'" + dir.string() + "' is not a folder (an artifact is a folder)"};
+  Expected<std::string> text = readFile(file);
+  if (!text) return Error{"'" + dir.string() + "' is not a gradc artifact: " + text.error().message};
+  Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return corrupted(file, "not valid JSON (the file was changed or truncated)");
+  if (j.value("format", "") != kArtifactFormat) return corrupted(file, "not a gradc artifact manifest");
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != kArtifactVersion)
+    return corrupted(file, "format version " + (j.contains("version") ? j["version"].dump() : std::string("(none)")) +
+                               ", this gradc reads version " + std::to_string(kArtifactVersion) +
+                               " (recompile the spec with this gradc)");
+  const size_t digits = checksumDigits(*text);
+  if (digits == std::string::npos) return corrupted(file, "no checksum");
+  std::string zeroed = *text;
+  const std::string recorded = zeroed.substr(digits, 64);
+  zeroed.replace(digits, 64, kZeroDigest);
+  if (sha256Hex(zeroed) != recorded)
+    return corrupted(file, "checksum mismatch: the manifest was changed after gradc wrote it");
+
+  ArtifactManifest m;
+  try {
+    m.gradcVersion = j.at("gradc_version").get<std::string>();
+    m.model = j.at("model").get<std::string>();
+    m.specPath = j.at("spec").at("path").get<std::string>();
+    m.specSha256 = j.at("spec").at("sha256").get<std::string>();
+    for (const auto& [name, value] : j.at("dims").items()) m.dims.emplace_back(name, value.get<std::int64_t>());
+    m.flagsJson = j.at("flags").dump();
+    m.configJson = j.at("config").dump();
+    m.seed = j.at("seed").get<std::uint64_t>();
+    m.kernelThreads = j.at("kernel_threads").get<int>();
+    for (const Json& r : j.at("ranks"))
+      m.ranks.push_back({r.at("rank").get<int>(), r.at("graph").get<std::string>(), r.at("plan").get<std::string>()});
+  } catch (const std::exception& e) {
+    return corrupted(file, std::string("malformed: ") + e.what());
+  }
+  if (m.ranks.empty()) return corrupted(file, "no ranks");
+  for (size_t i = 0; i < m.ranks.size(); ++i)
+    if (m.ranks[i].rank != static_cast<int>(i)) return corrupted(file, "ranks are not 0, 1, ... in order");
+  Expected<Json> files = field<Json>(j, "files", file);
+  if (!files || !files->is_object()) return corrupted(file, "\"files\" is not an object");
+  for (const auto& [name, digest] : files->items()) {
+    if (!plainName(name) || !digest.is_string()) return corrupted(file, "\"files\" lists '" + name + "'");
+    Expected<std::string> contents = readFile(dir / name);
+    if (!contents) return corrupted(dir / name, contents.error().message);
+    if (sha256Hex(*contents) != digest.get<std::string>())
+      return corrupted(dir / name, "checksum mismatch: the file was changed after gradc wrote it");
+  }
+  for (const ArtifactRank& r : m.ranks)
+    for (const std::string* name : {&r.graphFile, &r.planFile})
+      if (!files->contains(*name)) return corrupted(file, "rank " + std::to_string(r.rank) + "'s file '" + *name +
+                                                               "' has no checksum");
+  return m;
+}
+
+Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifest& manifest, int rank) {
+  if (rank < 0 || rank >= manifest.world())
+    return Error{"rank " + std::to_string(rank) + " is not among the artifact's " + std::to_string(manifest.world()) +
+                 " ranks"};
+  const ArtifactRank& r = manifest.ranks[static_cast<size_t>(rank)];
+  const fs::path graphFile = dir / r.graphFile, planFile = dir / r.planFile;
+  Expected<std::string> graphText = readFile(graphFile);
+  if (!graphText) return corrupted(graphFile, graphText.error().message);
+  Expected<ir::Graph> graph = ir::parseGraph(*graphText, graphFile.string());
+  if (!graph) return Error{graph.error().message};
+  if (Status s = ir::verify(*graph); !s) return corrupted(graphFile, s.message());
+  Expected<std::string> planText = readFile(planFile);
+  if (!planText) return corrupted(planFile, planText.error().message);
+  Expected<ArenaPlan> plan = arenaPlanFromJson(*planText);
+  if (!plan) return corrupted(planFile, plan.error().message);
+  return RankProgram{std::move(*graph), std::move(*plan)};
+}
+
+}  // namespace gradc::runtime

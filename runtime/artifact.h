@@ -1,0 +1,85 @@
+// The compiled artifact: what `gradc compile SPEC ... -o DIR` writes and `gradc train DIR` /
+// `gradc-run DIR` execute, with no frontend and no passes in between.
+//
+// Layout (docs/artifact.md):
+//   DIR/manifest.json   format + version, gradc version, the spec's name, path and sha256, every
+//                       dim, every flag that shaped the graph, the kernel threads it was planned
+//                       for, the training configuration, the ranks and which files each runs,
+//                       the sha256 of every other file, and its own checksum
+//   DIR/<graph>.gir     one scheduled training-step graph per distinct rank graph, IR text
+//                       (`gradc opt` parses and reprints it byte for byte)
+//   DIR/<graph>.plan.json  its memory plan (the `--emit plan` dump), every buffer's offset
+//
+// Integrity. The manifest's "checksum" is the sha256 of manifest.json with the checksum's own
+// 64 digits written as zeros; every other file's sha256 is in "files". loadArtifact checks all
+// of them, so one changed byte anywhere is an Error naming the file; so is a missing file, an
+// unknown format or a version this runtime does not read.
+//
+// Writing is atomic: the artifact is built in a sibling folder and renamed into place. An
+// existing DIR is replaced only when it is itself a gradc artifact; anything else is left alone
+// and the write fails.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/status.h"
+#include "runtime/arena_plan.h"
+
+namespace gradc::runtime {
+
+inline constexpr const char* kArtifactFormat = "gradc-artifact";
+inline constexpr int kArtifactVersion = 1;
+inline constexpr const char* kGradcVersion = "0.1.0";
+
+struct ArtifactRank {
+  int rank = 0;
+  std::string graphFile;  // relative to the artifact folder
+  std::string planFile;
+};
+
+struct ArtifactManifest {
+  std::string model;
+  std::string specPath;
+  std::string specSha256;
+  std::vector<std::pair<std::string, std::int64_t>> dims;
+  std::string flagsJson = "{}";   // JSON object: every flag that shaped the graph, as given
+  std::string configJson = "{}";  // JSON object stored in checkpoints (optimizer settings, ...)
+  std::uint64_t seed = 0;         // the spec's seed (a run may override it)
+  int kernelThreads = 1;          // intra-op threads the plan's workspace was sized for
+  std::vector<ArtifactRank> ranks;
+  std::string gradcVersion = kGradcVersion;
+
+  int world() const { return static_cast<int>(ranks.size()); }
+};
+
+struct ArtifactFile {
+  std::string name;  // a plain file name: no folders
+  std::string contents;
+};
+
+// Writes `files` and the manifest (which must name only those files) as DIR, atomically.
+Status writeArtifact(const std::filesystem::path& dir, const ArtifactManifest& manifest,
+                     const std::vector<ArtifactFile>& files);
+
+// Reads and verifies DIR's manifest and the checksum of every file it lists.
+Expected<ArtifactManifest> loadArtifact(const std::filesystem::path& dir);
+
+// True when `dir` holds a manifest.json of a gradc artifact (verified or not): what a CLI uses
+// to tell an artifact folder from a spec, and what may be replaced by writeArtifact.
+bool looksLikeArtifact(const std::filesystem::path& dir);
+
+struct RankProgram {
+  ir::Graph graph;  // scheduled
+  ArenaPlan plan;
+};
+
+// The graph and plan of one rank of a loaded artifact, parsed and verified; Errors name the file.
+Expected<RankProgram> loadRankProgram(const std::filesystem::path& dir, const ArtifactManifest& manifest, int rank);
+
+}  // namespace gradc::runtime

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# End-to-end checks of compiled artifacts and arena execution: compile once then train the
+# artifact (same losses as training the spec), gradc-run (no compiler linked), the graph file
+# round trip, corruption and flag errors (exit 2, file or flag named), no folder destroyed,
+# and arena execution against GRADC_NO_ARENA=1 (bit-identical losses and weights, one and two
+# ranks) with the measured peak equal to the plan's.
+# usage: artifact_cli_test.sh PATH/TO/gradc SOURCE_DIR
+source "$(dirname "$0")/lib.sh" "$@"
+run_bin="$(dirname "$gradc")/gradc-run"
+compare() { python3 "$src/tests/cli/compare_runs.py" "$@"; }
+small=(--set batch=4 --set seq=32 --set d_model=64 --set heads=2 --set layers=2)
+train() {  # train NAME TARGET ARGS...: 6 steps on the corpus with a checkpoint and metrics
+  local name=$1 target=$2
+  shift 2
+  timeout 300 "$gradc" train "$target" --data "$src/data/corpus.txt" --steps 6 --save "$work/$name" \
+    --metrics-out "$work/$name.json" "$@" >"$work/$name.out" 2>"$work/$name.err"
+}
+peaks_equal() {  # the metrics' measured peak equals the planned one on every rank
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['ranks']; sys.exit(0 if r and all(x['peak_bytes_measured']==x['peak_bytes_planned'] for x in r) else 1)" "$1"
+}
+
+# Compile once, run the artifact: the losses of training the spec directly.
+"$gradc" compile "$src/models/gpt-mini.yaml" "${small[@]}" --budget 12MiB -o "$work/A" 2>"$work/compile.err" && ok \
+  || bad "compile -o DIR: $(cat "$work/compile.err")"
+for f in manifest.json step.gir step.plan.json; do [ -f "$work/A/$f" ] && ok || bad "artifact has no $f"; done
+train spec "$src/models/gpt-mini.yaml" "${small[@]}" --budget 12MiB && ok || bad "train SPEC: $(tail -3 "$work/spec.err")"
+train art "$work/A" && ok || bad "train ARTIFACT: $(tail -3 "$work/art.err")"
+compare "$work/spec.json" "$work/art.json" "$work/spec" "$work/art" --rtol 0 && ok || bad "artifact run != spec run"
+peaks_equal "$work/art.json" && ok || bad "measured peak != planned peak"
+grep -q "(arena execution)" "$work/art.err" && ok || bad "artifact run not in the arena"
+
+# gradc-run: the same run, without the compiler.
+timeout 300 "$run_bin" "$work/A" --data "$src/data/corpus.txt" --steps 6 --save "$work/run" --metrics-out "$work/run.json" \
+  >"$work/run.out" 2>"$work/run.err" && ok || bad "gradc-run: $(tail -3 "$work/run.err")"
+compare "$work/spec.json" "$work/run.json" "$work/spec" "$work/run" --rtol 0 && ok || bad "gradc-run != gradc train"
+if command -v ldd >/dev/null; then
+  ! ldd "$run_bin" | grep -Eiq 'yaml|llvm' && ok || bad "gradc-run links yaml-cpp or LLVM"
+fi
+
+# The graph file is IR text that round-trips.
+"$gradc" opt "$work/A/step.gir" -o "$work/reprinted.gir" && cmp -s "$work/A/step.gir" "$work/reprinted.gir" && ok \
+  || bad "step.gir does not round-trip through gradc opt"
+
+# Graph-shaping flags are refused with an artifact, naming the flag; run-only flags are not.
+for flag in "--budget 1GiB" "--set batch=8" "--lr 0.1" "--devices 2" "--remat sqrt"; do
+  # shellcheck disable=SC2086
+  "$gradc" train "$work/A" --synthetic --steps 1 $flag >/dev/null 2>"$work/flag.err"
+  code=$?
+  [ "$code" -eq 2 ] && grep -q -- "${flag%% *}" "$work/flag.err" && ok || bad "$flag with an artifact: exit $code, $(cat "$work/flag.err")"
+done
+
+# One byte changed in the graph or the manifest, a missing plan, a truncated manifest: exit 2, file named.
+corrupt() {  # corrupt FILE OFFSET: flips one bit of a copy of the artifact
+  rm -rf "$work/C" && cp -r "$work/A" "$work/C"
+  python3 -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[int(sys.argv[2])]^=1; open(p,'wb').write(b)" "$work/C/$1" "$2"
+}
+for target in step.gir:100 step.gir:-3 manifest.json:40 manifest.json:-10 step.plan.json:500; do
+  corrupt "${target%%:*}" "${target##*:}"
+  "$gradc" train "$work/C" --synthetic --steps 1 >/dev/null 2>"$work/c.err"
+  code=$?
+  [ "$code" -eq 2 ] && grep -q "${target%%:*}" "$work/c.err" && ok || bad "corrupted ${target}: exit $code, $(cat "$work/c.err")"
+done
+rm -rf "$work/C" && cp -r "$work/A" "$work/C" && rm "$work/C/step.plan.json"
+"$gradc" train "$work/C" --synthetic --steps 1 >/dev/null 2>"$work/c.err"
+[ $? -eq 2 ] && grep -q "step.plan.json" "$work/c.err" && ok || bad "missing plan: $(cat "$work/c.err")"
+head -c 100 "$work/A/manifest.json" >"$work/C/manifest.json"
+"$gradc" train "$work/C" --synthetic --steps 1 >/dev/null 2>"$work/c.err"
+[ $? -eq 2 ] && grep -q "manifest.json" "$work/c.err" && ok || bad "truncated manifest: $(cat "$work/c.err")"
+
+# -o onto a folder that is not an artifact leaves it alone; onto an artifact, replaces it.
+mkdir -p "$work/mine" && echo keep >"$work/mine/notes.txt"
+"$gradc" compile "$src/models/mlp.yaml" -o "$work/mine" >/dev/null 2>"$work/mine.err"
+[ $? -eq 2 ] && [ "$(cat "$work/mine/notes.txt")" = keep ] && ok || bad "compile -o over a user folder: $(cat "$work/mine.err")"
+"$gradc" compile "$src/models/mlp.yaml" -o "$work/A" >/dev/null 2>&1 && grep -q '"model": "mlp"' "$work/A/manifest.json" && ok \
+  || bad "compile -o over an artifact does not replace it"
+[ -z "$(ls -a "$work" | grep -E '^\.A\.(tmp|old)')" ] && ok || bad "compile left temporary folders behind"
+
+# Arena execution against reference counting: bit-identical losses and weights, one and two ranks.
+train arena "$src/models/gpt-mini.yaml" "${small[@]}" --optimizer sgd --lr 0.1 && ok || bad "arena run: $(tail -3 "$work/arena.err")"
+GRADC_NO_ARENA=1 train refcount "$src/models/gpt-mini.yaml" "${small[@]}" --optimizer sgd --lr 0.1 && ok \
+  || bad "GRADC_NO_ARENA=1 run: $(tail -3 "$work/refcount.err")"
+grep -q "(reference counting" "$work/refcount.err" && ok || bad "GRADC_NO_ARENA=1 did not take the reference path"
+compare "$work/arena.json" "$work/refcount.json" "$work/arena" "$work/refcount" --rtol 0 && ok || bad "arena != refcount"
+peaks_equal "$work/arena.json" && ok || bad "arena: measured peak != planned"
+GRADC_ARENA_CHECK=1 train checked "$src/models/gpt-mini.yaml" "${small[@]}" --budget 11MiB && ok \
+  || bad "arena check under a budget: $(tail -3 "$work/checked.err")"
+peaks_equal "$work/checked.json" && ok || bad "budgeted arena run: measured peak != planned"
+train arena2 "$src/models/gpt-mini.yaml" "${small[@]}" --optimizer sgd --lr 0.1 --devices 2 && ok \
+  || bad "arena, 2 ranks: $(tail -3 "$work/arena2.err")"
+GRADC_NO_ARENA=1 train refcount2 "$src/models/gpt-mini.yaml" "${small[@]}" --optimizer sgd --lr 0.1 --devices 2 && ok \
+  || bad "GRADC_NO_ARENA=1, 2 ranks: $(tail -3 "$work/refcount2.err")"
+compare "$work/arena2.json" "$work/refcount2.json" "$work/arena2" "$work/refcount2" --rtol 0 && ok \
+  || bad "2 ranks: arena != refcount"
+peaks_equal "$work/arena2.json" && ok || bad "2 ranks: measured peak != planned on some rank"
+
+echo "artifact cli: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,117 @@
+#include "tools/artifact_build.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <iostream>
+
+#include "ir/op_table.h"
+#include "ir/printer.h"
+#include "passes/budget.h"
+#include "runtime/artifact.h"
+#include "runtime/sha256.h"
+#include "tools/commands.h"
+#include "tools/plan_json.h"
+#include "tools/spec_loading.h"
+
+namespace gradc::tools {
+
+int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
+  int exitCode = kExitOk;
+  SpecSource source;
+  std::optional<ir::Graph> forward = loadSpec(r.spec, r.sets, exitCode, &source);
+  if (!forward) return exitCode;
+  const int world = r.parallel.devices;
+  const int threads = kernelThreadsFor(world);
+  ir::setKernelThreads(threads);
+  const passes::OptimizerOptions opt = r.optimizer.options();
+
+  // Every rank's step. Ranks differ in more than the loss placement (dropout draws each rank's
+  // rows of the one-device masks), so each is compiled; identical graphs share their files.
+  std::vector<TrainingStep> steps;
+  for (int rank = 0; rank < world; ++rank) {
+    Expected<passes::DataParallelOptions> parallel = r.parallel.forRank(rank);
+    if (!parallel) {
+      std::cerr << "gradc: error: " << parallel.error().message << "\n";
+      return kExitUserError;
+    }
+    std::optional<TrainingStep> step = buildTrainingStep(*forward, opt, r.memory, exitCode, *parallel);
+    if (!step) return exitCode;
+    if (world > 1)
+      for (const auto& n : step->graph.nodes())
+        if (n->op().issuesCollective && n->numResults() > 0 && n->result(0)->type().dtype == ir::DType::bf16) {
+          std::cerr << "gradc: error: --devices " << world << ": CPU ranks communicate through Gloo, which cannot "
+                    << "sum bf16 tensors (this model's gradients or loss are bf16); train it in f32 or f16, or on one "
+                       "device\n";
+          return kExitUserError;
+        }
+    steps.push_back(std::move(*step));
+  }
+  if (!r.quiet) std::cerr << describeStep(steps.front()) << "\n";
+
+  runtime::ArtifactManifest m;
+  m.model = ir::getString(forward->attrs(), "model").value_or(forward->name());
+  m.specPath = r.spec;
+  m.specSha256 = runtime::sha256Hex(source.text);
+  m.dims = source.dims;
+  m.seed = static_cast<std::uint64_t>(ir::getInt(forward->attrs(), "seed").value_or(0));
+  m.kernelThreads = threads;
+  std::vector<runtime::ArtifactFile> files;
+  std::vector<std::string> texts;  // of the distinct graphs, in file order
+  for (int rank = 0; rank < world; ++rank) {
+    const TrainingStep& step = steps[static_cast<size_t>(rank)];
+    std::string text = ir::printGraph(step.graph);
+    size_t index = std::find(texts.begin(), texts.end(), text) - texts.begin();
+    if (index == texts.size()) {
+      texts.push_back(text);
+      const std::string stem = world == 1 ? "step" : "rank" + std::to_string(rank);
+      files.push_back({stem + ".gir", std::move(text)});
+      files.push_back({stem + ".plan.json", planToJson(step.plan)});
+    }
+    m.ranks.push_back({rank, files[2 * index].name, files[2 * index + 1].name});
+  }
+  const TrainingStep& first = steps.front();
+  const std::string remat(passes::rematStrategyName(first.remat.chosen));
+  nlohmann::json flags = {{"set", r.sets},
+                          {"budget", r.memory.budget},
+                          {"remat", r.memory.remat},
+                          {"micro_batches", r.memory.microBatches},
+                          {"devices", world},
+                          {"loss_placement", r.parallel.lossPlacement},
+                          {"bucket_mib", r.parallel.bucketMiB},
+                          {"optimizer", r.optimizer.optimizer},
+                          {"lr", r.optimizer.lr},
+                          {"min_lr", r.optimizer.minLr},
+                          {"momentum", r.optimizer.momentum},
+                          {"weight_decay", r.optimizer.weightDecay},
+                          {"clip_norm", r.optimizer.clipNorm},
+                          {"warmup_steps", r.optimizer.warmupSteps},
+                          {"decay_steps", r.optimizer.decaySteps},
+                          {"chosen", {{"remat", remat}, {"micro_batches", first.microBatches}}},
+                          {"summary", describeStep(first)}};
+  m.flagsJson = flags.dump();
+  // What checkpoints record of the run's configuration (as before artifacts existed).
+  nlohmann::json config = {{"spec", r.spec},
+                           {"set", r.sets},
+                           {"optimizer", r.optimizer.optimizer},
+                           {"lr", r.optimizer.lr},
+                           {"min_lr", opt.resolvedMinLr()},
+                           {"weight_decay", opt.resolvedWeightDecay()},
+                           {"momentum", r.optimizer.momentum},
+                           {"clip_norm", r.optimizer.clipNorm},
+                           {"warmup_steps", r.optimizer.warmupSteps},
+                           {"decay_steps", r.optimizer.decaySteps},
+                           {"budget", r.memory.budget},
+                           {"remat", remat},
+                           {"micro_batches", first.microBatches},
+                           {"devices", world},
+                           {"loss_placement", r.parallel.lossPlacement}};
+  m.configJson = config.dump();
+  if (Status s = runtime::writeArtifact(out, m, files); !s) {
+    std::cerr << "gradc: error: " << s.message() << "\n";
+    return kExitUserError;
+  }
+  return kExitOk;
+}
+
+}  // namespace gradc::tools

@@ -1,0 +1,179 @@
+#include "tools/run_artifact.h"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+#include "runtime/artifact.h"
+#include "runtime/dist_env.h"
+#include "runtime/gloo_communicator.h"
+#include "runtime/launcher.h"
+#include "runtime/trainer.h"
+#include "tools/commands.h"
+
+namespace gradc::tools {
+
+void RunFlags::addTo(CLI::App& cmd) {
+  cmd.add_option("--data", data, "Text file to train on (byte-level tokens)");
+  cmd.add_flag("--synthetic", synthetic, "Train on deterministic synthetic data instead of a file");
+  cmd.add_option("--vocab", vocab, "Token vocabulary for --data: bytes (256) or chars (the file's distinct bytes)")
+      ->check(CLI::IsMember({"bytes", "chars"}))
+      ->capture_default_str();
+  cmd.add_option("--steps", steps, "Train until this step")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd.add_option("--seed", seed, "Seed of initialisation, data order and dropout (default: the spec's seed)");
+  cmd.add_option("--save", save, "Checkpoint folder, written atomically (weights.safetensors loads in PyTorch)");
+  cmd.add_option("--save-every", saveEvery, "Also checkpoint every N steps (0: only at the end)")->capture_default_str();
+  cmd.add_option("--resume", resume, "Continue from this checkpoint folder, bit for bit");
+  cmd.add_option("--metrics-out", metricsOut, "Write per-step metrics and peak memory as JSON");
+  cmd.add_flag("-q,--quiet", quiet, "No progress output");
+  cmd.add_flag("--profile", profile, "At the end, print the time per op kind (steps after the first)");
+  cmd.add_option("--timeout", timeoutS,
+                 "Seconds a rank waits for the others (rendezvous, each collective) before the run fails")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+std::vector<std::string> RunFlags::toArgs() const {
+  std::vector<std::string> a;
+  if (!data.empty()) a.insert(a.end(), {"--data", data});
+  if (synthetic) a.push_back("--synthetic");
+  a.insert(a.end(), {"--vocab", vocab, "--steps", std::to_string(steps)});
+  if (seed) a.insert(a.end(), {"--seed", std::to_string(*seed)});
+  if (!save.empty()) a.insert(a.end(), {"--save", save});
+  a.insert(a.end(), {"--save-every", std::to_string(saveEvery)});
+  if (!resume.empty()) a.insert(a.end(), {"--resume", resume});
+  if (!metricsOut.empty()) a.insert(a.end(), {"--metrics-out", metricsOut});
+  if (quiet) a.push_back("--quiet");
+  if (profile) a.push_back("--profile");
+  a.insert(a.end(), {"--timeout", fmt::format("{}", timeoutS)});
+  return a;
+}
+
+std::string ownExecutable() {
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("gradc") : exe.string();
+}
+
+namespace {
+
+std::string describeBuckets(const ir::Graph& graph) {
+  std::string sizes;
+  int count = 0;
+  for (const auto& n : graph.nodes())
+    if (n->op().issuesCollective && n->opName() == "all_reduce_start") {
+      ++count;
+      sizes += fmt::format(" {:.1f} MiB", static_cast<double>(n->result(0)->type().bytes()) / (1 << 20));
+    }
+  return fmt::format("{} gradient bucket{} of{}", count, count == 1 ? "" : "s", sizes);
+}
+
+}  // namespace
+
+int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::vector<std::string>& workerCommand) {
+  if (o.data.empty() == !o.synthetic) {
+    std::cerr << "gradc: error: give exactly one of --data FILE and --synthetic\n";
+    return kExitUserError;
+  }
+  Expected<runtime::ArtifactManifest> manifest = runtime::loadArtifact(dir);
+  if (!manifest) {
+    std::cerr << "gradc: error: " << manifest.error().message << "\n";
+    return kExitUserError;
+  }
+  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeoutS * 1000));
+  Expected<std::optional<runtime::DistEnv>> env = runtime::distEnvFromEnvironment();
+  if (!env) {
+    std::cerr << "gradc: error: " << env.error().message << "\n";
+    return kExitUserError;
+  }
+  const int world = manifest->world();
+  if (*env && (*env)->worldSize != world) {
+    std::cerr << "gradc: error: the artifact " << dir.string() << " was compiled for " << world << " rank"
+              << (world == 1 ? "" : "s") << " (--devices " << world << "), but WORLD_SIZE=" << (*env)->worldSize
+              << "\n";
+    return kExitUserError;
+  }
+  const int rank = *env ? (*env)->rank : 0;
+  Expected<runtime::RankProgram> program = runtime::loadRankProgram(dir, *manifest, rank);
+  if (!program) {
+    std::cerr << "gradc: error: " << program.error().message << "\n";
+    return kExitUserError;
+  }
+  if (!*env && world > 1) {
+    // N workers run this artifact, supervised until they all end.
+    runtime::LaunchOptions launch;
+    launch.devices = world;
+    launch.argv = workerCommand;
+    launch.argv.push_back(dir.string());
+    for (std::string& a : o.toArgs()) launch.argv.push_back(std::move(a));
+    launch.timeout = timeout;
+    return runtime::launchWorkers(launch);
+  }
+
+  const bool quiet = o.quiet || rank != 0;
+  nlohmann::json flags = nlohmann::json::parse(manifest->flagsJson, nullptr, false);
+  if (!quiet) {
+    if (flags.is_object() && flags.contains("summary") && flags["summary"].is_string())
+      std::cerr << flags["summary"].get<std::string>() << "\n";
+    if (world > 1)
+      std::cerr << "data parallel: " << world << " ranks (gloo), loss placement "
+                << (flags.is_object() ? flags.value("loss_placement", "local") : "local") << ", "
+                << describeBuckets(program->graph) << "\n";
+  }
+  // The plan's per-thread workspace was sized for this many intra-op threads.
+  at::set_num_threads(manifest->kernelThreads);
+
+  std::unique_ptr<runtime::Communicator> comm;
+  if (world > 1) {
+    Expected<std::unique_ptr<runtime::Communicator>> c = runtime::GlooCommunicator::create(**env, timeout);
+    if (!c) {
+      std::cerr << "gradc: error: rank " << rank << ": " << c.error().message << "\n";
+      return kExitUserError;
+    }
+    comm = std::move(*c);
+  }
+
+  runtime::TrainerOptions t;
+  t.model = manifest->model;
+  t.steps = o.steps;
+  t.seed = o.seed ? *o.seed : manifest->seed;
+  if (!o.data.empty()) t.data = o.data;
+  t.vocabulary = o.vocab == "chars" ? runtime::VocabularyKind::characters : runtime::VocabularyKind::bytes;
+  if (!o.save.empty()) t.saveDir = o.save;
+  t.saveEvery = o.saveEvery;
+  if (!o.resume.empty()) t.resumeDir = o.resume;
+  t.progress = !quiet;
+  t.comm = comm.get();
+  t.profile = o.profile;
+  t.plannedPeakBytes = program->plan.peakBytes;
+  t.arenaPlan = program->plan;
+  t.config = manifest->configJson;
+
+  Expected<runtime::TrainResult> result = runtime::train(program->graph, t);
+  if (!result) {
+    const std::string& message = result.error().message;
+    const bool named = message.rfind("rank ", 0) == 0;
+    std::cerr << "gradc: error: " << (world > 1 && !named ? "rank " + std::to_string(rank) + ": " : "") << message
+              << "\n";
+    return kExitUserError;
+  }
+  if (rank != 0) return kExitOk;  // rank 0 reports and writes the metrics of every rank
+  const runtime::RunMetrics& m = result->metrics;
+  if (!m.steps.empty() && !quiet)
+    std::cerr << "trained " << m.model << " to step " << m.steps.back().step << ": loss " << m.steps.front().loss
+              << " -> " << m.steps.back().loss << "; peak memory " << m.ranks.front().peakBytesMeasured
+              << " bytes measured, " << program->plan.peakBytes << " planned"
+              << (result->arena ? " (arena execution)" : " (reference counting: GRADC_NO_ARENA)") << "\n";
+  if (!o.metricsOut.empty())
+    if (Status s = runtime::writeMetrics(o.metricsOut, m); !s) {
+      std::cerr << "gradc: error: " << s.message() << "\n";
+      return kExitInternal;
+    }
+  return kExitOk;
+}
+
+}  // namespace gradc::tools

@@ -1,0 +1,48 @@
+// Running a compiled artifact: `gradc train DIR` and `gradc-run DIR`. Needs only the runtime
+// and ir/ (no frontend, no passes, no yaml-cpp, no LLVM), so it is also the whole of gradc-run,
+// the binary that goes to machines that only train.
+//
+// A multi-rank artifact started without a rank environment launches one worker per rank (the
+// same program with `workerCommand` + the artifact + the run flags); a worker, or a process
+// started by torchrun or Slurm, loads its rank's graph and plan, joins the others over Gloo and
+// trains. Every rank runs with the intra-op threads the plan was made for.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace gradc::tools {
+
+// The flags that only say how to run a step, never what the step is.
+struct RunFlags {
+  std::string data;
+  bool synthetic = false;
+  std::string vocab = "bytes";
+  std::int64_t steps = 100;
+  std::optional<std::uint64_t> seed;
+  std::string save;
+  std::int64_t saveEvery = 0;
+  std::string resume;
+  std::string metricsOut;
+  bool quiet = false;
+  bool profile = false;
+  double timeoutS = 300;
+
+  void addTo(CLI::App& cmd);
+  // The same flags as arguments, for a worker's command line.
+  std::vector<std::string> toArgs() const;
+};
+
+// Trains the artifact in `dir`. `workerCommand`: the program and subcommand that runs an
+// artifact ({"/path/gradc", "train"}, {"/path/gradc-run"}). Returns the exit code.
+int runArtifact(const std::filesystem::path& dir, const RunFlags& flags, const std::vector<std::string>& workerCommand);
+
+// The running executable's path (for worker command lines).
+std::string ownExecutable();
+
+}  // namespace gradc::tools

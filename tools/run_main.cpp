@@ -1,0 +1,23 @@
+// gradc-run: trains a compiled artifact (gradc compile SPEC ... -o DIR) with nothing of the
+// compiler linked in: the runtime, ir/ and LibTorch only. The binary for machines that train.
+#include <CLI/CLI.hpp>
+
+#include "runtime/artifact.h"
+#include "tools/commands.h"
+#include "tools/run_artifact.h"
+
+int main(int argc, char** argv) {
+  using namespace gradc::tools;
+  CLI::App app{"gradc-run: train a compiled gradc artifact (no compiler needed)"};
+  app.set_version_flag("--version", std::string("gradc-run ") + gradc::runtime::kGradcVersion);
+  std::string artifact;
+  app.add_option("artifact", artifact, "The artifact folder (gradc compile SPEC ... -o DIR)")->required();
+  RunFlags flags;
+  flags.addTo(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUserError;
+  }
+  return runArtifact(artifact, flags, {ownExecutable()});
+}
