@@ -21,6 +21,8 @@ Sections (each writes bench/results/<section>.json and .md; `report.md` collects
             measured run; and judged like PyTorch, by RSS) vs PyTorch eager, checkpoint_sequential
             and per-block checkpoint (a batch fits when its measured peak RSS above the idle
             baseline is <= the budget)
+  arena     arena execution: gradc's peak RSS against --budget 512MiB (arena vs GRADC_NO_ARENA=1)
+            with glibc's defaults, and step time and page faults per step against PyTorch eager
   planner   predicted peak and recompute FLOPs of gradc's plans (chain, auto, sqrt,
             selective, memory-poor) over a sweep of budgets; an SVG plot
 
@@ -88,6 +90,8 @@ FULL = {
     },
     "planner": {"gpt-mini": 14, "lstm-lm": 8},  # budgets per sweep
     "alloc": [("mlp", 4096, 15, 5), ("gpt-mini", 16, 6, 2)],  # model, batch, steps, warm-up
+    "arena": {"budget_mib": 512, "rss_batches": [16, 96, 192],
+              "speed": [("gpt-mini", 16, 6, 2), ("gpt-mini", 32, 6, 2), ("mlp", 4096, 15, 5)]},
 }
 QUICK = {
     "repeats": 2,
@@ -100,6 +104,7 @@ QUICK = {
     "maxbatch": {"gpt-mini": ([128], 4, 128)},
     "planner": {"gpt-mini": 8},
     "alloc": [("gpt-mini", 16, 5, 2)],
+    "arena": {"budget_mib": 512, "rss_batches": [16, 96], "speed": [("gpt-mini", 16, 5, 2), ("mlp", 4096, 12, 4)]},
 }
 
 SYSTEMS = {
@@ -155,6 +160,15 @@ def proc_hwm_kb(pid):
     return None
 
 
+def proc_minflt(pid):
+    """Minor page faults of a process so far (/proc/PID/stat field 10), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[7])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def run_measured(cmd, env, timeout=900, poll_s=0.002):
     """Runs cmd and measures its peak RSS above the RSS it has when it is ready to train.
 
@@ -178,11 +192,13 @@ def run_measured(cmd, env, timeout=900, poll_s=0.002):
     os.close(wfd)
     deadline = t0 + timeout
     baseline = None
+    faults0 = faults = None
     while p.poll() is None and time.monotonic() < deadline:
         if _blocked_on_stderr(p.pid):
             os.kill(p.pid, signal.SIGSTOP)
             try:
                 baseline = proc_rss_kb(p.pid)
+                faults0 = proc_minflt(p.pid)
                 with open(f"/proc/{p.pid}/clear_refs", "w") as f:
                     f.write("5")
             finally:
@@ -206,6 +222,9 @@ def run_measured(cmd, env, timeout=900, poll_s=0.002):
         v = proc_hwm_kb(p.pid)
         if v is not None:
             hwm = v if hwm is None else max(hwm, v)
+        f = proc_minflt(p.pid)
+        if f is not None:
+            faults = f
         if time.monotonic() > deadline:
             p.kill()
         time.sleep(poll_s)
@@ -216,6 +235,8 @@ def run_measured(cmd, env, timeout=900, poll_s=0.002):
            "marker_ok": text.startswith("memory plan:")}
     if baseline is not None and hwm is not None and out["marker_ok"]:
         out["peak_rss_bytes"] = (hwm - baseline) * 1024
+    if faults0 is not None and faults is not None:
+        out["minor_faults"] = faults - faults0  # after the baseline, up to the last poll
     return out
 
 
@@ -523,6 +544,90 @@ def format_alloc(rows, cfg, out_dir):
                         (ratio(a, b) for a, b in zip(r["gradc_runs_s"], r["torch_runs_s"])))
         md.append(f"| {r['model']} | {r['batch']} | {r['allocator']} | {fmt_s(r['gradc_s'])} | {fmt_s(r['torch_s'])} | "
                   f"**{fmt_ratio(ratio(r['gradc_s'], r['torch_s']))}** | {per} |")
+    return "\n".join(md)
+
+
+def section_arena(runner, cfg, log):
+    """Arena execution, with glibc's default malloc settings for every run:
+    rss    gradc's peak RSS above the idle baseline under --budget 512MiB (SGD, no momentum, as
+           the budget's headline case) at several batches, arena vs GRADC_NO_ARENA=1, against the
+           limit budget x 1.05 + 8 MiB;
+    speed  gradc vs PyTorch eager step time, alternated run by run, and minor page faults per
+           step after the first (from a run of 2 steps and one of `steps`: the difference over
+           steps - 2)."""
+    c = cfg["arena"]
+    budget = c["budget_mib"] * MiB
+    flags = ["--budget", f"{c['budget_mib']}MiB", "--optimizer", "sgd", "--momentum", "0"]
+    rss = []
+    for batch in c["rss_batches"]:
+        row = {"model": "gpt-mini", "batch": batch, "budget_bytes": budget, "limit_bytes": budget * 1.05 + 8 * MiB}
+        for label, extra in (("arena", {}), ("refcount", {"GRADC_NO_ARENA": "1"})):
+            saved = runner.env
+            runner.env = dict(saved, **extra)
+            try:
+                r = runner.gradc_train("gpt-mini", batch, 3, flags)
+            finally:
+                runner.env = saved
+            row[label] = {"rc": r["rc"], "peak_rss_bytes": r.get("peak_rss_bytes"), "baseline_kb": r.get("baseline_kb"),
+                          "peak_tracked": r.get("peak_tracked"), "peak_planned": r.get("peak_planned"),
+                          "plan_line": r.get("plan_line")}
+        a = row["arena"]["peak_rss_bytes"]
+        row["within_limit"] = a is not None and a <= row["limit_bytes"]
+        log(f"arena rss gpt-mini b={batch}: arena {fmt_bytes(a)}, refcount {fmt_bytes(row['refcount']['peak_rss_bytes'])},"
+            f" limit {fmt_bytes(row['limit_bytes'])}")
+        rss.append(row)
+    speed = []
+    for model, batch, steps, warmup in c["speed"]:
+        times = {"gradc": [], "torch eager": []}
+        faults = {}
+        for rep in range(cfg["repeats"]):
+            order = ["gradc", "torch eager"] if rep % 2 == 0 else ["torch eager", "gradc"]
+            for sname in order:
+                r = runner.run_system(sname, model, batch, steps)
+                times[sname].append(med(r["step_times"][warmup:]) if r["rc"] == 0 else None)
+                if rep == 0:
+                    faults.setdefault(sname, {})["long"] = r.get("minor_faults")
+        for sname in times:
+            r = runner.run_system(sname, model, batch, 2)
+            faults[sname]["short"] = r.get("minor_faults")
+        per_step = {}
+        for sname, f in faults.items():
+            per_step[sname] = (None if f.get("long") is None or f.get("short") is None
+                               else (f["long"] - f["short"]) / (steps - 2))
+        row = {"model": model, "batch": batch, "steps": steps, "warmup": warmup,
+               "gradc_s": med(times["gradc"]), "torch_s": med(times["torch eager"]),
+               "gradc_runs_s": times["gradc"], "torch_runs_s": times["torch eager"], "faults_per_step": per_step}
+        log(f"arena speed {model} b={batch}: gradc {fmt_s(row['gradc_s'])}, torch {fmt_s(row['torch_s'])}, ratio "
+            f"{fmt_ratio(ratio(row['gradc_s'], row['torch_s']))}, faults/step {per_step}")
+        speed.append(row)
+    return {"rss": rss, "speed": speed}
+
+
+def format_arena(data, cfg, out_dir):
+    md = ["## Arena execution: peak RSS against the budget", "",
+          "gpt-mini, `--budget 512MiB --optimizer sgd --momentum 0`, 3 steps, glibc's default malloc settings. Peak RSS "
+          "above the idle baseline (LibTorch loaded, nothing trained), measured as in the other sections; the limit "
+          "is budget x 1.05 + 8 MiB.", "",
+          "| batch | plan | tracked peak | RSS, arena | RSS, GRADC_NO_ARENA=1 | limit | within |",
+          "|---|---|---|---|---|---|---|"]
+    for r in data["rss"]:
+        a, rc = r["arena"], r["refcount"]
+        md.append(f"| {r['batch']} | {a.get('plan_line') or '—'} | {fmt_bytes(a.get('peak_tracked'))} | "
+                  f"**{fmt_bytes(a.get('peak_rss_bytes'))}** | {fmt_bytes(rc.get('peak_rss_bytes'))} | "
+                  f"{fmt_bytes(r['limit_bytes'])} | {yesno(a.get('peak_rss_bytes'), r['limit_bytes'])} |")
+    md += ["", "## Arena execution: step time and page faults against PyTorch eager", "",
+           "Alternated run by run, glibc defaults for both, medians; minor page faults per step after the first "
+           "(a run of `steps` minus a run of 2, over steps - 2).", "",
+           "| model | batch | gradc | PyTorch eager | time ratio | per-repeat ratios | faults/step gradc | faults/step PyTorch |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in data["speed"]:
+        per = ", ".join("—" if x is None else f"{x:.2f}" for x in
+                        (ratio(a, b) for a, b in zip(r["gradc_runs_s"], r["torch_runs_s"])))
+        f = r["faults_per_step"]
+        fg, ft = f.get("gradc"), f.get("torch eager")
+        md.append(f"| {r['model']} | {r['batch']} | {fmt_s(r['gradc_s'])} | {fmt_s(r['torch_s'])} | "
+                  f"**{fmt_ratio(ratio(r['gradc_s'], r['torch_s']))}** | {per} | "
+                  f"{'—' if fg is None else f'{fg:.0f}'} | {'—' if ft is None else f'{ft:.0f}'} |")
     return "\n".join(md)
 
 
@@ -974,9 +1079,9 @@ def loadavg():
 
 
 FORMATTERS = {"parity": format_parity, "steptime": format_steptime, "alloc": format_alloc, "budget": format_budget,
-              "maxbatch": format_maxbatch, "planner": format_planner}
+              "maxbatch": format_maxbatch, "planner": format_planner, "arena": format_arena}
 SECTIONS = {"parity": section_parity, "steptime": section_steptime, "alloc": section_alloc, "budget": section_budget,
-            "maxbatch": section_maxbatch, "planner": section_planner}
+            "maxbatch": section_maxbatch, "planner": section_planner, "arena": section_arena}
 
 
 def write_report(out_dir):

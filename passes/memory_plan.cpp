@@ -201,6 +201,14 @@ std::vector<size_t> MemoryPlan::liveAt(int step) const {
   return live;
 }
 
+namespace {
+// Placement reserves every buffer rounded up to kBufferAlignment, so every offset is a multiple
+// of it; sizes, liveness and the peak stay exact.
+std::int64_t alignedSize(std::int64_t bytes) {
+  return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+}
+}  // namespace
+
 MemoryPlan planMemory(const ir::Graph& graph) {
   MemoryPlan plan;
   plan.model = ir::getString(graph.attrs(), "model").value_or(graph.name());
@@ -244,7 +252,7 @@ MemoryPlan planMemory(const ir::Graph& graph) {
       pb.producer = std::string(v.producer()->opName());
     }
     plan.buffers.push_back(std::move(pb));
-    intervals.push_back({b.bytes, persistent ? -1 : b.firstStep, b.lastStep});
+    intervals.push_back({alignedSize(b.bytes), persistent ? -1 : b.firstStep, b.lastStep});
   }
   for (size_t i = 0; i < order.size(); ++i) {
     std::int64_t ws = l.workspaceBytes[i];
@@ -259,7 +267,7 @@ MemoryPlan planMemory(const ir::Graph& graph) {
     pb.firstStep = pb.lastStep = static_cast<int>(i);
     pb.producer = std::string(node.opName());
     plan.buffers.push_back(std::move(pb));
-    intervals.push_back({ws, static_cast<int>(i), static_cast<int>(i)});
+    intervals.push_back({alignedSize(ws), static_cast<int>(i), static_cast<int>(i)});
   }
 
   std::vector<std::int64_t> offsets;

@@ -6,7 +6,8 @@
 //      (op-table workspace and hidden copies of strided operands), alive during that step only.
 //      The timeline is the live bytes per step; the predicted peak is its maximum (at least the
 //      persistent bytes: parameters, optimizer state, inputs).
-//   2. Offsets in one arena. Persistent buffers first, from offset 0, in declaration order;
+//   2. Offsets in one arena, each a multiple of kBufferAlignment (64 bytes: a cache line, an
+//      AVX-512 vector, what ATen's allocator and cudaMalloc give). Persistent buffers first, from offset 0, in declaration order;
 //      the others by two placements, the smaller arena kept:
 //      - greedy by size (offline, as TFLite's and XLA's heap planners): buffers by decreasing
 //        size, each in the smallest gap between the already placed buffers that overlap it in
@@ -33,6 +34,8 @@
 #include "ir/status.h"
 
 namespace gradc::passes {
+
+inline constexpr std::int64_t kBufferAlignment = 64;
 
 struct PlannedBuffer {
   std::string name;       // as printed in IR: "%12", "%wte.weight"; workspaces: "workspace(%12)"

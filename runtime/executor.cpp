@@ -146,7 +146,18 @@ Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options
   const int last = static_cast<int>(nodes.size()) - 1;
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const ArenaBuffer& b = plan.buffers[i];
-    if (b.workspace()) continue;
+    if (b.offset % static_cast<std::int64_t>(kArenaAlignment) != 0)
+      return Error{"buffer '" + b.name + "' is at offset " + std::to_string(b.offset) + ", not a multiple of " +
+                   std::to_string(kArenaAlignment) + " (a plan from an older gradc? recompile it)"};
+    if (b.workspace()) {
+      // Reserved rounded up to the alignment, like every buffer.
+      Step& step = steps_[static_cast<size_t>(b.firstStep)];
+      step.workspaceOffset = b.offset;
+      step.workspaceBytes = (b.size + static_cast<std::int64_t>(kArenaAlignment) - 1) /
+                            static_cast<std::int64_t>(kArenaAlignment) * static_cast<std::int64_t>(kArenaAlignment);
+      if (b.offset + step.workspaceBytes > arenaSize_) step.workspaceBytes = arenaSize_ - b.offset;
+      continue;
+    }
     if (!used[i] && !b.persistent())
       return Error{"buffer '" + b.name + "' belongs to no value of the graph (a plan of another graph?)"};
     if (b.persistent()) {
@@ -164,7 +175,12 @@ Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options
   account_->bytes = persistent;
   MemoryTracker::addArenaBytes(persistent);
   outside_.assign(nodes.size(), 0);
+  heap_.assign(nodes.size(), 0);
   return {};
+}
+
+Executor::Placed Executor::workspaceOf(const Step& step) {
+  return {"workspace of step", step.workspaceOffset, step.workspaceBytes, false};
 }
 
 void Executor::poison(const Placed& b) const {
@@ -347,10 +363,18 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
     const KernelArgs args{*step.node, operands, ctx, step.outs};
     if (beforeHook_) beforeHook_(*step.node);
 
-    std::int64_t outsideBefore = 0;
+    std::int64_t outsideBefore = 0, heapBefore = 0;
     if (measureOutside) {
       outsideBefore = MemoryTracker::outsideBytes();
+      heapBefore = MemoryTracker::heapBytesServed();
       MemoryTracker::resetOutsidePeak();
+    }
+    const bool region = measureOutside && step.workspaceBytes > 0;
+    if (region) {
+      if (checkArena_)
+        if (Status s = checkPoison(workspaceOf(step), index, "before"); !s)
+          return Error{atNode(*graph_, *step.node) + s.message()};
+      MemoryTracker::setWorkspaceRegion(arena_.get() + step.workspaceOffset, step.workspaceBytes);
     }
     Expected<std::vector<at::Tensor>> results = [&] {
       if (!hook_) return callKernel(step.kernel, args);
@@ -359,8 +383,17 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
       hook_(*step.node, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start));
       return r;
     }();
-    if (measureOutside)
+    if (measureOutside) {
       outside_[index] = std::max(outside_[index], MemoryTracker::outsidePeakBytes() - outsideBefore);
+      heap_[index] = std::max(heap_[index], MemoryTracker::heapBytesServed() - heapBefore);
+    }
+    if (region) {
+      if (std::int64_t kept = MemoryTracker::clearWorkspaceRegion(); kept > 0)
+        return Error{atNode(*graph_, *step.node) + "kernel '" + std::string(step.node->opName()) + "' kept " +
+                     std::to_string(kept) + " temporary allocation(s) beyond its step; its planned workspace is "
+                     "reused by later buffers"};
+      if (checkArena_) poison(workspaceOf(step));
+    }
     if (!results) return Error{atNode(*graph_, *step.node) + results.error().message};
     if (Status s = checkResults(*step.node, *results, operands); !s)
       return Error{atNode(*graph_, *step.node) + s.message()};

@@ -22,9 +22,11 @@
 //    each non-view result is written by its kernel into its planned buffer (KernelArgs::outs);
 //    views alias their base as before. A buffer is "in use" from its plan's first step to its
 //    last: the executor reports exactly that to the MemoryTracker, so the measured peak is the
-//    arena bytes in use at the high-water mark plus what kernels allocate outside the arena
-//    (their workspace, recorded per step: outsideArenaBytes()). Outputs returned by run() are
-//    views of the arena, valid until the next run.
+//    arena bytes in use at the high-water mark plus what kernels allocate beyond their results
+//    (their workspace, recorded per step: outsideArenaBytes()). That workspace is planned in the
+//    arena too: while a kernel runs, its temporaries are carved from the step's planned
+//    workspace range (MemoryTracker::setWorkspaceRegion), and only what does not fit goes to the
+//    heap. Outputs returned by run() are views of the arena, valid until the next run.
 //  - Without a plan (reference counting, `GRADC_NO_ARENA=1`): every result is a fresh ATen
 //    tensor, freed after its last use -- the path the arena is checked against.
 //
@@ -93,6 +95,9 @@ class Executor {
   // Arena execution: the most bytes each step's kernel allocated outside the arena, over the
   // runs so far (empty without an arena or when the MemoryTracker is not installed).
   const std::vector<std::int64_t>& outsideArenaBytes() const { return outside_; }
+  // Arena execution: the most bytes each step's kernel took from the heap (temporaries that did
+  // not fit, or had no, planned workspace range), over the runs so far.
+  const std::vector<std::int64_t>& heapBytes() const { return heap_; }
 
   // One execution. Every graph input must be in `inputs` and every parameter in `state`, each
   // with exactly its IR type (extra entries are ignored). Returns the graph outputs by name; an
@@ -122,6 +127,8 @@ class Executor {
     std::vector<int> begin;        // arena buffers whose interval starts here
     std::vector<int> end;          // arena buffers whose interval ends here
     std::int64_t beginBytes = 0, endBytes = 0;
+    // The step's planned workspace range (the kernel's temporaries are carved from it).
+    std::int64_t workspaceOffset = 0, workspaceBytes = 0;
   };
   // A planned buffer of the arena (not persistent, not workspace), for accounting and checks.
   struct Placed {
@@ -143,6 +150,7 @@ class Executor {
   Status bindArena(const ArenaPlan& plan, const ExecutorOptions& options);
   Status checkPoison(const Placed& b, size_t step, const char* when) const;
   void poison(const Placed& b) const;
+  static Placed workspaceOf(const Step& step);
 
   const ir::Graph* graph_;
   std::vector<Binding> inputs_;
@@ -165,6 +173,7 @@ class Executor {
   bool checkArena_ = false;
   mutable std::vector<bool> staged_;  // per inputs_ entry: copied in by stageInputs
   mutable std::vector<std::int64_t> outside_;
+  mutable std::vector<std::int64_t> heap_;
 };
 
 // "f32[4, 8]" for a tensor (its ATen dtype name if it has no IR dtype).

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 namespace gradc::runtime {
 namespace {
@@ -51,8 +52,68 @@ Shard& shardOf(void* data) {
 
 c10::Allocator* gPrevious = nullptr;  // set once, before the tracker is registered
 
+// The workspace region: a stack of blocks carved from [base, base + size).
+struct RegionBlock {
+  std::int64_t begin, end;
+  bool freed;
+};
+struct Region {
+  std::mutex mutex;
+  char* base = nullptr;
+  std::int64_t size = 0;
+  bool active = false;
+  std::vector<RegionBlock> blocks;  // in allocation order
+  std::int64_t live = 0;
+};
+Region& region() {
+  static Region* const r = new Region();  // never destroyed, like the shards
+  return *r;
+}
+std::atomic<bool> gRegionInUse{false};  // a region is set or still has live blocks
+std::atomic<std::int64_t> gRegionServed{0};
+std::atomic<std::int64_t> gHeapServed{0};
+
+constexpr std::int64_t kRegionAlignment = 64;
+
+// A block of `n` bytes from the region, or nullptr.
+void* allocateInRegion(std::int64_t n) {
+  Region& r = region();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (!r.active) return nullptr;
+  std::int64_t top = r.blocks.empty() ? 0 : r.blocks.back().end;
+  std::int64_t begin = (top + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
+  if (begin + n > r.size) return nullptr;
+  r.blocks.push_back({begin, begin + n, false});
+  ++r.live;
+  return r.base + begin;
+}
+
+// Frees a region block; false when `data` is not one.
+bool freeInRegion(void* data) {
+  Region& r = region();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto* p = static_cast<char*>(data);
+  for (size_t i = r.blocks.size(); i-- > 0;) {
+    RegionBlock& b = r.blocks[i];
+    if (b.freed || r.base + b.begin != p) continue;
+    b.freed = true;
+    --r.live;
+    gCurrent.fetch_sub(b.end - b.begin, std::memory_order_relaxed);
+    gOutside.fetch_sub(b.end - b.begin, std::memory_order_relaxed);
+    while (!r.blocks.empty() && r.blocks.back().freed) r.blocks.pop_back();
+    if (!r.active && r.blocks.empty()) gRegionInUse.store(false);
+    return true;
+  }
+  return false;
+}
+
+void deleteInRegion(void* data) {
+  [[maybe_unused]] bool found = freeInRegion(data);
+}
+
 void deleteTracked(void* data) {
   if (data == nullptr) return;
+  if (gRegionInUse.load(std::memory_order_relaxed) && freeInRegion(data)) return;  // raw_deallocate of a region block
   Shard& shard = shardOf(data);
   std::optional<Block> block;
   {
@@ -76,6 +137,13 @@ void deleteTracked(void* data) {
 class TrackingAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(std::size_t n) const override {
+    if (n > 0 && gRegionInUse.load(std::memory_order_relaxed))
+      if (void* data = allocateInRegion(static_cast<std::int64_t>(n))) {
+        gCount.fetch_add(1, std::memory_order_relaxed);
+        gRegionServed.fetch_add(static_cast<std::int64_t>(n), std::memory_order_relaxed);
+        addOutside(static_cast<std::int64_t>(n));
+        return {data, data, &deleteInRegion, c10::Device(c10::DeviceType::CPU)};
+      }
     c10::DataPtr inner = gPrevious->allocate(n);
     void* data = inner.get();
     if (n == 0 || data == nullptr) return inner;
@@ -86,6 +154,7 @@ class TrackingAllocator final : public c10::Allocator {
       shard.blocks.emplace(data, Block{static_cast<std::int64_t>(n), std::move(inner)});
     }
     gCount.fetch_add(1, std::memory_order_relaxed);
+    gHeapServed.fetch_add(static_cast<std::int64_t>(n), std::memory_order_relaxed);
     addOutside(static_cast<std::int64_t>(n));
     return {data, data, &deleteTracked, device};
   }
@@ -125,6 +194,28 @@ std::int64_t MemoryTracker::peakBytes() { return gPeak.load(std::memory_order_re
 void MemoryTracker::resetPeak() { gPeak.store(gCurrent.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 
 std::int64_t MemoryTracker::allocationCount() { return gCount.load(std::memory_order_relaxed); }
+
+void MemoryTracker::setWorkspaceRegion(void* base, std::int64_t bytes) {
+  Region& r = region();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (!r.blocks.empty()) return;  // a block outlived an earlier region: never hand out that memory again
+  r.base = static_cast<char*>(base);
+  r.size = bytes;
+  r.active = true;
+  gRegionInUse.store(true);
+}
+
+std::int64_t MemoryTracker::clearWorkspaceRegion() {
+  Region& r = region();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.active = false;
+  if (r.blocks.empty()) gRegionInUse.store(false);
+  return r.live;
+}
+
+std::int64_t MemoryTracker::regionBytesServed() { return gRegionServed.load(std::memory_order_relaxed); }
+
+std::int64_t MemoryTracker::heapBytesServed() { return gHeapServed.load(std::memory_order_relaxed); }
 
 void MemoryTracker::addArenaBytes(std::int64_t delta) {
   gArena.fetch_add(delta, std::memory_order_relaxed);

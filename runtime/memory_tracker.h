@@ -53,6 +53,21 @@ class MemoryTracker {
   static std::int64_t outsideBytes();
   static std::int64_t outsidePeakBytes();
   static void resetOutsidePeak();
+
+  // Workspace planned in the arena. While a region is set, allocations are carved from it
+  // (64-byte aligned; freeing the newest block makes its room reusable, as temporaries die in
+  // reverse order); a request that does not fit goes to the heap as before. Both count as
+  // outside-arena bytes: they are the running kernel's workspace. The executor sets the region
+  // to the step's planned workspace range around each kernel.
+  static void setWorkspaceRegion(void* base, std::int64_t bytes);
+  // Ends the region. Returns how many of its blocks are still alive: a block that outlives its
+  // step would be overwritten by the buffers placed there later, so anything but 0 is an error
+  // for the caller to report.
+  static std::int64_t clearWorkspaceRegion();
+  // Bytes served from regions since install() (how much workspace stayed inside arenas), and
+  // bytes served by the heap (everything else the allocator handed out).
+  static std::int64_t regionBytesServed();
+  static std::int64_t heapBytesServed();
 };
 
 }  // namespace gradc::runtime

@@ -4,6 +4,8 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <nlohmann/json.hpp>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -201,6 +203,10 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   const ir::Value* stepInput = findInput(g, "step");
   // Parameters and optimizer state move into their planned buffers once (arena runs).
   if (Status s = exec->adoptState(result.state); !s) return Error{s.message()};
+#if defined(__GLIBC__)
+  // The initial (or resumed) tensors just moved into the arena: give their pages back.
+  if (exec->usesArena()) malloc_trim(0);
+#endif
   if (o.comm)
     if (Status s = checkIdenticalState(g, result.state, *o.comm); !s) return Error{s.message()};
 
@@ -274,6 +280,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   if (show) progress.finish();
   result.arena = exec->usesArena();
   result.outsideArenaBytes = exec->outsideArenaBytes();
+  result.heapBytes = exec->heapBytes();
   // The state leaves with the caller: out of the arena, which goes with the executor.
   if (exec->usesArena())
     for (auto& [name, t] : result.state) t = t.clone();

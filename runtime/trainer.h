@@ -67,6 +67,8 @@ struct TrainResult {
   bool arena = false;  // ran the memory plan in one arena
   // Arena runs: the most bytes each step's kernel allocated outside the arena.
   std::vector<std::int64_t> outsideArenaBytes;
+  // Arena runs: the most bytes each step's kernel took from the heap instead of the arena.
+  std::vector<std::int64_t> heapBytes;
 };
 
 Expected<TrainResult> train(const ir::Graph& trainingGraph, const TrainerOptions& options);

@@ -5,7 +5,8 @@
 //    plan's peak to the byte;
 //  - no buffer is written outside its planned interval (the executor's arena check: free
 //    ranges poisoned and checked);
-//  - no op allocates more outside the arena than its declared workspace.
+//  - no op allocates more than its declared workspace beyond its results, and that workspace is
+//    served from the step's planned range of the arena.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 
@@ -115,7 +116,10 @@ void checkCase(const Case& c) {
   Step step = buildStep(c);
   // The arena run first: the tracker's peak is absolute, and the reference run's results would
   // still be alive during it.
+  const std::int64_t servedBefore = runtime::MemoryTracker::regionBytesServed();
   runtime::TrainResult arena = train(step, /*arena=*/true);
+  // Kernel temporaries were carved from their steps' planned workspace in the arena.
+  CHECK(runtime::MemoryTracker::regionBytesServed() > servedBefore);
   runtime::TrainResult reference = train(step, /*arena=*/false);
 
   REQUIRE(reference.metrics.steps.size() == arena.metrics.steps.size());
@@ -141,6 +145,15 @@ void checkCase(const Case& c) {
       over << " step " << i << " (" << step.plan.steps[i].op << "): " << arena.outsideArenaBytes[i] << " > "
            << workspace[i] << ";";
   CHECK_MESSAGE(over.str().empty(), "ops allocating beyond their declared workspace:" << over.str());
+
+  // What escaped the arena to the heap, by op (reported; bounded by the workspace above).
+  std::map<std::string, std::int64_t> escaped;
+  for (size_t i = 0; i < arena.heapBytes.size(); ++i)
+    if (arena.heapBytes[i] > 0)
+      escaped[step.plan.steps[i].op] = std::max(escaped[step.plan.steps[i].op], arena.heapBytes[i]);
+  std::ostringstream heap;
+  for (const auto& [op, bytes] : escaped) heap << " " << op << " " << bytes << " B;";
+  if (!escaped.empty()) MESSAGE(nameOf(c) << ": temporaries on the heap, largest per op:" << heap.str());
 }
 
 }  // namespace
