@@ -268,6 +268,7 @@ class Runner:
                 m = json.load(f)
             os.unlink(mfile)
             r["step_times"] = [s["step_time_s"] for s in m["steps"]]
+            r["step_faults"] = [s.get("minor_faults") for s in m["steps"]]
             r["losses"] = [s["loss"] for s in m["steps"]]
             r["peak_tracked"] = m["ranks"][0]["peak_bytes_measured"]
             r["peak_planned"] = m["ranks"][0].get("peak_bytes_planned")
@@ -288,6 +289,7 @@ class Runner:
                 m = json.load(f)
             os.unlink(ofile)
             r["step_times"] = [s["step_time_s"] for s in m["steps"]]
+            r["step_faults"] = [s.get("minor_faults") for s in m["steps"]]
             r["losses"] = [s["loss"] for s in m["steps"]]
             r["threads"] = m["threads"]
             r["vm_hwm_kb_end"] = m["vm_hwm_kb_end"]
@@ -553,8 +555,7 @@ def section_arena(runner, cfg, log):
            the budget's headline case) at several batches, arena vs GRADC_NO_ARENA=1, against the
            limit budget x 1.05 + 8 MiB;
     speed  gradc vs PyTorch eager step time, alternated run by run, and minor page faults per
-           step after the first (from a run of 2 steps and one of `steps`: the difference over
-           steps - 2)."""
+           step after the first (each system counts its own with getrusage around every step)."""
     c = cfg["arena"]
     budget = c["budget_mib"] * MiB
     flags = ["--budget", f"{c['budget_mib']}MiB", "--optimizer", "sgd", "--momentum", "0"]
@@ -579,21 +580,15 @@ def section_arena(runner, cfg, log):
     speed = []
     for model, batch, steps, warmup in c["speed"]:
         times = {"gradc": [], "torch eager": []}
-        faults = {}
+        faults = {"gradc": [], "torch eager": []}  # per run: median minor faults of the steps after the first
         for rep in range(cfg["repeats"]):
             order = ["gradc", "torch eager"] if rep % 2 == 0 else ["torch eager", "gradc"]
             for sname in order:
                 r = runner.run_system(sname, model, batch, steps)
                 times[sname].append(med(r["step_times"][warmup:]) if r["rc"] == 0 else None)
-                if rep == 0:
-                    faults.setdefault(sname, {})["long"] = r.get("minor_faults")
-        for sname in times:
-            r = runner.run_system(sname, model, batch, 2)
-            faults[sname]["short"] = r.get("minor_faults")
-        per_step = {}
-        for sname, f in faults.items():
-            per_step[sname] = (None if f.get("long") is None or f.get("short") is None
-                               else (f["long"] - f["short"]) / (steps - 2))
+                f = [x for x in (r.get("step_faults") or [])[1:] if x is not None]
+                faults[sname].append(med(f) if r["rc"] == 0 and f else None)
+        per_step = {sname: med([x for x in f if x is not None]) for sname, f in faults.items()}
         row = {"model": model, "batch": batch, "steps": steps, "warmup": warmup,
                "gradc_s": med(times["gradc"]), "torch_s": med(times["torch eager"]),
                "gradc_runs_s": times["gradc"], "torch_runs_s": times["torch eager"], "faults_per_step": per_step}
@@ -617,7 +612,7 @@ def format_arena(data, cfg, out_dir):
                   f"{fmt_bytes(r['limit_bytes'])} | {yesno(a.get('peak_rss_bytes'), r['limit_bytes'])} |")
     md += ["", "## Arena execution: step time and page faults against PyTorch eager", "",
            "Alternated run by run, glibc defaults for both, medians; minor page faults per step after the first "
-           "(a run of `steps` minus a run of 2, over steps - 2).", "",
+           "(each system counts its own with getrusage around every step; median over steps and runs).", "",
            "| model | batch | gradc | PyTorch eager | time ratio | per-repeat ratios | faults/step gradc | faults/step PyTorch |",
            "|---|---|---|---|---|---|---|---|"]
     for r in data["speed"]:

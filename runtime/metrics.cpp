@@ -16,6 +16,7 @@ std::string metricsToJson(const RunMetrics& m) {
     e["loss"] = s.loss;
     e["step_time_s"] = s.stepTimeS;
     e["tokens_per_s"] = s.tokensPerS;
+    e["minor_faults"] = s.minorFaults;
     e["lr"] = s.lr;
     if (s.gradNorm) e["grad_norm"] = *s.gradNorm;
     j["steps"].push_back(std::move(e));

@@ -21,6 +21,7 @@ struct StepMetrics {
   double loss = 0;
   double stepTimeS = 0;
   double tokensPerS = 0;
+  std::int64_t minorFaults = 0;  // minor page faults of the process during the step
   double lr = 0;
   std::optional<double> gradNorm;  // when gradient clipping is on
 };

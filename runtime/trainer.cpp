@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -134,6 +135,12 @@ Status checkIdenticalState(const ir::Graph& g, const TensorMap& state, Communica
   return {};
 }
 
+// Minor page faults of this process so far.
+std::int64_t minorFaults() {
+  struct rusage usage {};
+  return getrusage(RUSAGE_SELF, &usage) == 0 ? static_cast<std::int64_t>(usage.ru_minflt) : 0;
+}
+
 // Rows [rank b, (rank + 1) b) of a global batch tensor, in storage of their own.
 at::Tensor shardOf(const at::Tensor& global, int world, int rank) {
   if (world == 1) return global;
@@ -240,6 +247,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     }
     MemoryTracker::resetPeak();
     profiling = o.profile && step > firstStep;
+    const std::int64_t faults0 = minorFaults();
     auto t0 = std::chrono::steady_clock::now();
     Expected<TensorMap> out =
         exec->run(inputs, result.state, RunContext{seed, step, collectives ? &*collectives : nullptr});
@@ -254,6 +262,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     m.step = step;
     m.loss = out->at("loss").item<double>();
     m.stepTimeS = std::chrono::duration<double>(t1 - t0).count();
+    m.minorFaults = minorFaults() - faults0;
     if (profiling) profile.addStep(m.stepTimeS);
     std::int64_t tokens = tokenData ? tokenData->tokensPerStep
                                     : (g.inputs().empty() || g.inputs()[0]->type().rank() == 0

@@ -89,6 +89,14 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
                           {"decay_steps", r.optimizer.decaySteps},
                           {"chosen", {{"remat", remat}, {"micro_batches", first.microBatches}}},
                           {"summary", describeStep(first)}};
+  if (world > 1) {
+    std::vector<passes::GradientBucket> buckets = passes::gradientBuckets(first.graph);
+    std::string line = "data parallel: " + std::to_string(world) + " ranks (gloo), loss placement " +
+                       r.parallel.lossPlacement + ", " + std::to_string(buckets.size()) + " gradient bucket" +
+                       (buckets.size() == 1 ? "" : "s") + " of";
+    for (const passes::GradientBucket& b : buckets) line += " " + passes::formatBytes(b.bytes);
+    flags["parallel_summary"] = line;
+  }
   m.flagsJson = flags.dump();
   // What checkpoints record of the run's configuration (as before artifacts existed).
   nlohmann::json config = {{"spec", r.spec},

@@ -59,21 +59,6 @@ std::string ownExecutable() {
   return ec ? std::string("gradc") : exe.string();
 }
 
-namespace {
-
-std::string describeBuckets(const ir::Graph& graph) {
-  std::string sizes;
-  int count = 0;
-  for (const auto& n : graph.nodes())
-    if (n->op().issuesCollective && n->opName() == "all_reduce_start") {
-      ++count;
-      sizes += fmt::format(" {:.1f} MiB", static_cast<double>(n->result(0)->type().bytes()) / (1 << 20));
-    }
-  return fmt::format("{} gradient bucket{} of{}", count, count == 1 ? "" : "s", sizes);
-}
-
-}  // namespace
-
 int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::vector<std::string>& workerCommand) {
   if (o.data.empty() == !o.synthetic) {
     std::cerr << "gradc: error: give exactly one of --data FILE and --synthetic\n";
@@ -119,10 +104,8 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   if (!quiet) {
     if (flags.is_object() && flags.contains("summary") && flags["summary"].is_string())
       std::cerr << flags["summary"].get<std::string>() << "\n";
-    if (world > 1)
-      std::cerr << "data parallel: " << world << " ranks (gloo), loss placement "
-                << (flags.is_object() ? flags.value("loss_placement", "local") : "local") << ", "
-                << describeBuckets(program->graph) << "\n";
+    if (flags.is_object() && flags.contains("parallel_summary") && flags["parallel_summary"].is_string())
+      std::cerr << flags["parallel_summary"].get<std::string>() << "\n";
   }
   // The plan's per-thread workspace was sized for this many intra-op threads.
   at::set_num_threads(manifest->kernelThreads);

@@ -21,6 +21,7 @@ Modes are those of bench/pytorch/models.py (eager, seq, block, unrolled for lstm
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 
@@ -67,8 +68,9 @@ def main():
     opt = models.adamw(model.parameters())
     model.train()
     names = model.input_names()
-    losses, times = [], []
+    losses, times, faults = [], [], []
     for b in batches:
+        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = model(b[names[0]], b[names[1]], mode=a.mode)
@@ -76,6 +78,7 @@ def main():
         opt.step()
         lv = loss.item()
         t1 = time.perf_counter()
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
         losses.append(lv)
         times.append(t1 - t0)
 
@@ -85,7 +88,8 @@ def main():
         "dims": dims,
         "threads": torch.get_num_threads(),
         "params": sum(p.numel() for p in model.parameters()),
-        "steps": [{"step": i + 1, "loss": l, "step_time_s": t} for i, (l, t) in enumerate(zip(losses, times))],
+        "steps": [{"step": i + 1, "loss": l, "step_time_s": t, "minor_faults": f}
+                  for i, (l, t, f) in enumerate(zip(losses, times, faults))],
         "vm_rss_kb_end": proc_status_kb("VmRSS"),
         "vm_hwm_kb_end": proc_status_kb("VmHWM"),
     }
