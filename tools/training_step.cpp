@@ -177,16 +177,6 @@ std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const pa
   return step;
 }
 
-runtime::ArenaPlan arenaPlanOf(const passes::MemoryPlan& plan) {
-  runtime::ArenaPlan arena;
-  arena.arenaBytes = plan.arenaBytes;
-  arena.peakBytes = plan.peakBytes;
-  arena.steps = static_cast<int>(plan.steps.size());
-  for (const passes::PlannedBuffer& b : plan.buffers)
-    arena.buffers.push_back({b.name, b.kind, b.size, b.offset, b.firstStep, b.lastStep});
-  return arena;
-}
-
 std::string describeStep(const TrainingStep& step) {
   std::string line = fmt::format("memory plan: remat {}, {} micro-batch{}, predicted peak {}",
                                  passes::rematStrategyName(step.remat.chosen), step.microBatches,

@@ -15,7 +15,6 @@
 #include "passes/memory_plan.h"
 #include "passes/optimizer.h"
 #include "passes/remat.h"
-#include "runtime/arena_plan.h"
 
 namespace gradc::tools {
 
@@ -72,9 +71,6 @@ struct TrainingStep {
 std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const passes::OptimizerOptions& optimizer,
                                               const MemoryFlags& flags, int& exitCode,
                                               const passes::DataParallelOptions& parallel = {});
-
-// What the runtime executes of a plan: every buffer's offset and interval.
-runtime::ArenaPlan arenaPlanOf(const passes::MemoryPlan& plan);
 
 // One line for the log: strategy, micro-batches, predicted peak vs budget, recompute overhead.
 std::string describeStep(const TrainingStep& step);
