@@ -39,6 +39,29 @@ using CostFn = std::int64_t (*)(const OpContext& ctx, std::span<const TensorType
 // their values must respect, or nullopt for operands that are not indices.
 using IndexBoundFn = std::optional<std::int64_t> (*)(const OpContext& ctx, size_t operand);
 
+// How a view op's results get their strides from operand 0's (OpInfo::viewLayout; the memory
+// planner's storage model implements each, passes/liveness.cpp).
+enum class ViewLayout {
+  None,         // not a view
+  Transpose,    // two axes swapped (attributes dim0, dim1)
+  SameStrides,  // same strides, another offset (slice, split)
+  DropAxis,     // one axis removed (attribute dim: select, unbind)
+  Reshape,      // a view when ATen's stride rule allows one, else the kernel copies
+  BucketParts,  // contiguous parts of a flat buffer (all_reduce_wait)
+};
+
+// How the op's kernel reads strided operands (OpInfo::stridedReads), for the planner's hidden
+// copies (passes/liveness.h). Mirrors runtime/kernels_*.cpp.
+enum class StridedReads {
+  Copied,   // ATen copies every strided operand to contiguous memory for the call (the default)
+  InPlace,  // reads any strides in place (TensorIterator ops, concatenation, reductions, scatters)
+  Matmul,   // at::matmul's folding: copies only when the strides allow no view, or BLAS cannot read them
+  Rows,     // flattens operands to 2-D rows with a reshape (copies only when no view exists)
+};
+
+// The part an op plays in communication between data-parallel ranks (OpInfo::collective).
+enum class Collective { None, AllReduceStart, AllReduceWait, Gather, GatherSend, Scatter, ScatterRecv };
+
 struct OpInfo {
   std::string_view name;
   int minInputs = 0;
@@ -57,6 +80,11 @@ struct OpInfo {
   // Starts communication between data-parallel ranks (ir/ops_collective.cpp). Every rank must
   // issue these in the order of their `seq` attribute; the scheduler keeps that order.
   bool issuesCollective = false;
+  ViewLayout viewLayout = ViewLayout::None;  // set exactly for view ops
+  StridedReads stridedReads = StridedReads::Copied;
+  Collective collective = Collective::None;
+  // The identity outside training (dropout): evaluation graphs drop it (passes/strip_dropout.h).
+  bool evalIdentity = false;
   std::string_view summary;         // one line for docs and error hints
 };
 

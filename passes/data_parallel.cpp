@@ -208,7 +208,7 @@ Status insertCollectives(ir::Graph& g, const DataParallelOptions& o) {
 std::vector<GradientBucket> gradientBuckets(const ir::Graph& graph) {
   std::vector<GradientBucket> out;
   for (const auto& n : graph.nodes()) {
-    if (n->opName() != "all_reduce_start") continue;
+    if (n->op().collective != ir::Collective::AllReduceStart) continue;
     const std::int64_t bucket = ir::getInt(n->attrs(), "bucket").value_or(-1);
     if (bucket < 0) continue;  // the loss
     out.push_back({bucket, *ir::getInt(n->attrs(), "seq"), static_cast<std::int64_t>(n->numOperands()),

@@ -122,61 +122,20 @@ std::optional<std::vector<Strides>> viewBucketParts(const ir::Node& n, const Str
   return out;
 }
 
-struct ViewEntry {
-  std::string_view op;
-  ViewRule rule;
-};
-constexpr ViewEntry kViewRules[] = {
-    {"all_reduce_wait", viewBucketParts},
-    {"reshape", viewReshape},    {"select", viewDropAxis}, {"slice", viewSameStrides},
-    {"split", viewSameStrides},  {"transpose", viewTranspose}, {"unbind", viewDropAxis},
-};
-
-ViewRule findViewRule(std::string_view op) {
-  for (const ViewEntry& e : kViewRules)
-    if (e.op == op) return e.rule;
+// The rule of each OpInfo::viewLayout; nullptr for ViewLayout::None.
+ViewRule viewRuleOf(ir::ViewLayout layout) {
+  switch (layout) {
+    case ir::ViewLayout::None: return nullptr;
+    case ir::ViewLayout::Transpose: return viewTranspose;
+    case ir::ViewLayout::SameStrides: return viewSameStrides;
+    case ir::ViewLayout::DropAxis: return viewDropAxis;
+    case ir::ViewLayout::Reshape: return viewReshape;
+    case ir::ViewLayout::BucketParts: return viewBucketParts;
+  }
   return nullptr;
 }
 
-// ---- how kernels read strided operands ----------------------------------------------------------
-//
-// Mirrors runtime/kernels_*.cpp. Strided: the kernel reads any strides in place (TensorIterator
-// ops, concatenation, reductions, scatters into zeros, in-place optimizer updates); elementwise
-// kernels return contiguous results regardless of the operands' layout. Contiguous: ATen makes
-// a contiguous copy of every strided operand for the duration of the call (softmax, layer norm,
-// losses, embedding, linear's input, dropout's raw loop). Matmul: at::matmul folds batch dims
-// with a reshape, which copies only when the strides do not allow a view (and BLAS takes
-// row- or column-major matrices as they are). Rows: linear_weight_grad flattens both operands
-// to 2-D with a reshape, same rule.
-enum class Reads { Strided, Contiguous, Matmul, Rows };
-
-struct ReadsEntry {
-  std::string_view op;
-  Reads reads;
-};
-constexpr ReadsEntry kReads[] = {
-    {"add", Reads::Strided},          {"adamw_step", Reads::Strided},
-    {"all_reduce_start", Reads::Strided}, {"scatter_recv", Reads::Strided},
-    {"causal_mask", Reads::Strided},  {"causal_mask_backward", Reads::Strided},
-    {"clip_coef", Reads::Strided},    {"concat", Reads::Strided},
-    {"full", Reads::Strided},         {"gelu", Reads::Strided},
-    {"gelu_backward", Reads::Strided}, {"global_norm", Reads::Strided},
-    {"linear_weight_grad", Reads::Rows}, {"lr_schedule", Reads::Strided},
-    {"matmul", Reads::Matmul},        {"mul", Reads::Strided},
-    {"relu", Reads::Strided},         {"relu_backward", Reads::Strided},
-    {"scale", Reads::Strided},        {"select_backward", Reads::Strided},
-    {"sgd_step", Reads::Strided},     {"sigmoid", Reads::Strided},
-    {"sigmoid_backward", Reads::Strided}, {"slice_backward", Reads::Strided},
-    {"stack", Reads::Strided},        {"sub", Reads::Strided},
-    {"sum_to", Reads::Strided},       {"tanh", Reads::Strided},
-    {"tanh_backward", Reads::Strided}, {"zeros", Reads::Strided},
-};
-
-Reads readsOf(std::string_view op) {
-  for (const ReadsEntry& e : kReads)
-    if (e.op == op) return e.reads;
-  return Reads::Contiguous;
-}
+// ---- how kernels read strided operands: OpInfo::stridedReads (ir/op_table.h) ------------------
 
 // A matrix BLAS takes as it is: row-major or column-major with a valid leading dimension.
 bool blasCompatible(std::int64_t rows, std::int64_t cols, std::int64_t rowStride, std::int64_t colStride) {
@@ -263,8 +222,8 @@ StorageModel analyzeStorage(const ir::Graph& graph) {
     const ir::Node& node = *n;
     std::optional<std::vector<Strides>> views;
     if (node.op().view && node.numOperands() > 0) {
-      ViewRule rule = findViewRule(node.opName());
-      assert(rule && "a view op without a stride rule in liveness.cpp");
+      ViewRule rule = viewRuleOf(node.op().viewLayout);
+      assert(rule && "a view op without a ViewLayout in the op table");
       const ir::Value* src = node.operand(0);
       views = rule ? rule(node, m.info_.at(src).strides) : std::nullopt;
       if (views)
@@ -278,17 +237,17 @@ StorageModel analyzeStorage(const ir::Graph& graph) {
     if (node.op().view) continue;  // a view (or reshape's copy) reads nothing else
 
     std::int64_t copies = 0;
-    switch (readsOf(node.opName())) {
-      case Reads::Strided: break;
-      case Reads::Contiguous:
+    switch (node.op().stridedReads) {
+      case ir::StridedReads::InPlace: break;
+      case ir::StridedReads::Copied:
         for (const ir::Value* v : node.operands())
           if (!m.contiguous(v)) copies += v->type().bytes();
         break;
-      case Reads::Matmul:
+      case ir::StridedReads::Matmul:
         copies = matmulCopies(node.operand(0)->type(), m.strides(node.operand(0)), node.operand(1)->type(),
                               m.strides(node.operand(1)));
         break;
-      case Reads::Rows:
+      case ir::StridedReads::Rows:
         for (const ir::Value* v : node.operands()) {
           const ir::TensorType& t = v->type();
           ir::Shape flat{t.numel() / t.shape.back(), t.shape.back()};

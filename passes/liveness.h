@@ -16,8 +16,9 @@
 //  - Workspace, held during a node's step only: the op table's kernel workspace, plus the
 //    hidden copies kernels make of strided operands they cannot read in place (a transposed
 //    operand of a batched matmul whose batch dims do not fold, a strided input of layer_norm
-//    or softmax, ...). Which kernels read strides in place is one table in liveness.cpp, kept
-//    in step with runtime/kernels_*.cpp.
+//    or softmax, ...). How each kernel reads strided operands, and how each view op
+//    derives its strides, are op-table properties (OpInfo::stridedReads, OpInfo::viewLayout),
+//    kept in step with runtime/kernels_*.cpp.
 //
 // Complexity: O(nodes + uses + rank) time and space; the storage model (order independent) is
 // computed once and can be reused for several orders (the schedule pass compares orders).

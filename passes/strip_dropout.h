@@ -1,4 +1,4 @@
-// Inference mode: removes every dropout node, forwarding its input to its users (dropout is
+// Inference mode: removes every dropout node (the ops marked OpInfo::evalIdentity), forwarding its input to its users (dropout is
 // the identity at evaluation time, as torch.nn.Module.eval() makes it). Used by `gradc eval`.
 //
 // Algorithm: one pass over the nodes; each random-op node whose op is an identity at

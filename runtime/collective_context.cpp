@@ -18,9 +18,10 @@ Status CollectiveContext::wait(const ir::Node* start) {
 
 std::string CollectiveContext::describe(const ir::Node& node, std::int64_t step) {
   std::string what;
-  if (node.opName() == "all_reduce_start" || node.opName() == "all_reduce_wait") {
+  const ir::Collective role = node.op().collective;
+  if (role == ir::Collective::AllReduceStart || role == ir::Collective::AllReduceWait) {
     const std::int64_t bucket = ir::getInt(node.attrs(), "bucket").value_or(-1);
-    const ir::Node& start = node.opName() == "all_reduce_start" ? node : *node.operand(0)->producer();
+    const ir::Node& start = role == ir::Collective::AllReduceStart ? node : *node.operand(0)->producer();
     const double mib = static_cast<double>(start.result(0)->type().bytes()) / (1 << 20);
     char buf[128];
     std::snprintf(buf, sizeof buf, "all_reduce of gradient bucket %lld (%zu tensor%s, %.2f MiB)",
@@ -29,7 +30,7 @@ std::string CollectiveContext::describe(const ir::Node& node, std::int64_t step)
   } else {
     // What travels: the operands, or for a receive (scatter_recv) the result.
     std::string types;
-    if (node.opName() == "scatter_recv")
+    if (role == ir::Collective::ScatterRecv)
       types = ir::toString(node.result(0)->type());
     else
       for (const ir::Value* v : node.operands()) types += (types.empty() ? "" : ", ") + ir::toString(v->type());

@@ -250,3 +250,26 @@ TEST_CASE("FLOP and workspace rules") {
   CHECK(opWorkspaceBytes(ce, in, {}, *out) == 1'280'000'004);
   CHECK(opBytesAccessed(ce, in, {}, *out) == std::int64_t{1'280'000'004} + 1'280'000'000 + 32 * 250 * 8 + 4);
 }
+
+// What the memory planner and the data-parallel runtime read from the table, for every op: a
+// view op must say how its strides derive (else liveness cannot model it), no other op may;
+// an op that starts communication must say its role.
+TEST_CASE("every op carries what the planner and the runtime need") {
+  int views = 0, evalIdentities = 0;
+  for (const OpInfo& op : allOps()) {
+    CAPTURE(op.name);
+    CHECK(op.view == (op.viewLayout != ViewLayout::None));
+    if (op.view) {
+      ++views;
+      CHECK(op.stridedReads == StridedReads::Copied);  // a view reads nothing; the default stands
+    }
+    if (op.issuesCollective) CHECK(op.collective != Collective::None);
+    if (op.collective == Collective::AllReduceWait) CHECK(op.view);
+    evalIdentities += op.evalIdentity;
+  }
+  CHECK(views >= 7);
+  CHECK(evalIdentities == 1);  // dropout
+  CHECK(findOp("matmul")->stridedReads == StridedReads::Matmul);
+  CHECK(findOp("softmax")->stridedReads == StridedReads::Copied);
+  CHECK(findOp("add")->stridedReads == StridedReads::InPlace);
+}
