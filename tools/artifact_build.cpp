@@ -25,6 +25,8 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
   const int threads = kernelThreadsFor(world);
   ir::setKernelThreads(threads);
   const passes::OptimizerOptions opt = r.optimizer.options();
+  std::optional<passes::TrainingPlanOptions> planOptions = parseTrainingPlanOptions(r.memory, opt);
+  if (!planOptions) return kExitUserError;
 
   // Every rank's step. Ranks differ in more than the loss placement (dropout draws each rank's
   // rows of the one-device masks), so each is compiled; identical graphs share their files.
@@ -35,7 +37,9 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
       std::cerr << "gradc: error: " << parallel.error().message << "\n";
       return kExitUserError;
     }
-    std::optional<TrainingStep> step = buildTrainingStep(*forward, opt, r.memory, exitCode, *parallel);
+    passes::PassManagerOptions pm = r.passManager;
+    if (pm.dumpDir && world > 1) *pm.dumpDir /= "rank" + std::to_string(rank);
+    std::optional<TrainingStep> step = buildTrainingStep(*forward, *planOptions, exitCode, *parallel, pm);
     if (!step) return exitCode;
     if (world > 1)
       for (const auto& n : step->graph.nodes())

@@ -23,6 +23,7 @@ struct ArtifactRequest {
   MemoryFlags memory;
   ParallelFlags parallel;
   bool quiet = false;  // no summary line on stderr
+  passes::PassManagerOptions passManager;  // --print-after-all, --dump-dir (per rank: DIR/rankR)
 };
 
 // Writes the artifact to `out`; errors are printed. Returns the exit code.

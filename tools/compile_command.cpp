@@ -42,6 +42,8 @@ struct CompileOptions {
 // buffers at the peak (ranks other than 0 share one graph, so one is compiled for all).
 int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
   int exitCode = kExitOk;
+  std::optional<passes::TrainingPlanOptions> planOptions = parseTrainingPlanOptions(o.memory, o.optimizer.options());
+  if (!planOptions) return kExitUserError;
   std::vector<TrainingStep> steps;  // rank 0, then (when it differs) the other ranks' step
   for (int rank = 0; rank < std::min(o.parallel.devices, 2); ++rank) {
     Expected<passes::DataParallelOptions> parallel = o.parallel.forRank(rank);
@@ -50,7 +52,9 @@ int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
       return kExitUserError;
     }
     if (rank == 1 && parallel->placement == passes::LossPlacement::Local) break;
-    std::optional<TrainingStep> step = buildTrainingStep(forward, o.optimizer.options(), o.memory, exitCode, *parallel);
+    passes::PassManagerOptions pm = o.pipeline.passManagerOptions();
+    if (pm.dumpDir && o.parallel.devices > 1) *pm.dumpDir /= "rank" + std::to_string(rank);
+    std::optional<TrainingStep> step = buildTrainingStep(forward, *planOptions, exitCode, *parallel, pm);
     if (!step) return exitCode;
     steps.push_back(std::move(*step));
   }
@@ -143,7 +147,8 @@ int runCompile(const CompileOptions& o) {
       std::cerr << "gradc: error: --emit artifact writes a folder: give it with -o DIR\n";
       return kExitUserError;
     }
-    ArtifactRequest request{o.spec, o.sets, o.optimizer, o.memory, o.parallel, /*quiet=*/false};
+    ArtifactRequest request{o.spec, o.sets, o.optimizer, o.memory, o.parallel, /*quiet=*/false,
+                            o.pipeline.passManagerOptions()};
     return buildArtifact(request, o.pipeline.output);
   }
   int exitCode = kExitOk;

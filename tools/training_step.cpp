@@ -11,6 +11,7 @@
 #include "passes/micro_batch.h"
 #include "passes/pass_manager.h"
 #include "passes/schedule.h"
+#include "passes/training_pipeline.h"
 #include "tools/commands.h"
 
 namespace gradc::tools {
@@ -94,27 +95,9 @@ Expected<passes::DataParallelOptions> ParallelFlags::forRank(int rank) const {
   return o;
 }
 
-std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const passes::OptimizerOptions& optimizer,
-                                              const MemoryFlags& flags, int& exitCode,
-                                              const passes::DataParallelOptions& parallel) {
-  exitCode = kExitUserError;
-  // Ranks other than 0 may have their own graph (loss placement gather): say whose error it is.
-  const std::string who = parallel.world > 1 && parallel.rank > 0
-                              ? "rank " + std::to_string(parallel.rank) + " (loss placement " +
-                                    std::string(passes::lossPlacementName(parallel.placement)) + "): "
-                              : "";
+std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const MemoryFlags& flags,
+                                                                    const passes::OptimizerOptions& optimizer) {
   passes::TrainingPlanOptions options;
-  std::optional<ir::Graph> partitioned;
-  if (parallel.world > 1) {
-    Expected<ir::Graph> p = passes::partitionForward(forward, parallel);
-    if (!p) {
-      std::cerr << "gradc: error: " << who << "--devices " << parallel.world << ": " << p.error().message << "\n";
-      return std::nullopt;
-    }
-    partitioned = std::move(*p);
-    options.dataParallel = parallel;
-  }
-  const ir::Graph& rankForward = partitioned ? *partitioned : forward;
   options.optimizer = optimizer;
   if (!flags.budget.empty()) {
     Expected<std::int64_t> bytes = passes::parseBytes(flags.budget);
@@ -149,23 +132,36 @@ std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const pa
       return std::nullopt;
     }
   }
+  return options;
+}
 
-  Expected<passes::RematChoice> choice = passes::chooseTrainingPlan(rankForward, options);
-  if (!choice) {
-    std::cerr << "gradc: error: " << who << choice.error().message << "\n";
+std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const passes::TrainingPlanOptions& planOptions,
+                                              int& exitCode, const passes::DataParallelOptions& parallel,
+                                              const passes::PassManagerOptions& pm) {
+  exitCode = kExitUserError;
+  // Ranks other than 0 may have their own graph (loss placement gather): say whose error it is.
+  const std::string who = parallel.world > 1 && parallel.rank > 0
+                              ? "rank " + std::to_string(parallel.rank) + " (loss placement " +
+                                    std::string(passes::lossPlacementName(parallel.placement)) + "): "
+                              : "";
+  passes::TrainingPlanOptions options = planOptions;
+  if (parallel.world > 1) {
+    // A batch that does not split over the ranks is the user's --devices (the pipeline's
+    // partition pass would say the same, without naming the flag).
+    if (Expected<ir::Graph> p = passes::partitionForward(forward, parallel); !p) {
+      std::cerr << "gradc: error: " << who << "--devices " << parallel.world << ": " << p.error().message << "\n";
+      return std::nullopt;
+    }
+    options.dataParallel = parallel;
+  }
+  Expected<passes::TrainingStepResult> built = passes::buildTrainingStepPipeline(forward, options, pm);
+  if (!built) {
+    const std::string& message = built.error().message;
+    std::cerr << "gradc: error: " << who << message << "\n";
+    if (message.rfind("internal", 0) == 0 || message.rfind("verifier failed", 0) == 0) exitCode = kExitInternal;
     return std::nullopt;
   }
-  TrainingStep step{std::move(choice->graph), choice->report, {}, choice->microBatches};
-  passes::PassManager pm;
-  pm.add<passes::Schedule>();
-  if (Expected<bool> ran = pm.run(step.graph); !ran) {
-    std::cerr << "gradc: error: " << who << ran.error().message << "\n";
-    exitCode = kExitInternal;
-    return std::nullopt;
-  }
-  step.plan = passes::planMemory(step.graph);
-  step.plan.strategy = std::string(passes::rematStrategyName(step.remat.chosen));
-  step.plan.budgetBytes = options.remat.budgetBytes;
+  TrainingStep step{std::move(built->graph), built->remat, std::move(built->plan), built->microBatches};
   if (options.remat.budgetBytes && step.plan.peakBytes > *options.remat.budgetBytes) {
     // Remat checks its own prediction; the schedule never raises the peak. A failure here is a bug.
     std::cerr << "gradc: error: internal: the scheduled step needs " << step.plan.peakBytes

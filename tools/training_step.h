@@ -1,7 +1,7 @@
-// The training step as the CLI builds it, shared by `gradc compile` (plans, summaries) and
+// The training step as the CLI builds it, shared by `gradc compile` (plans, artifacts) and
 // `gradc train`: forward graph -> [data-parallel partition] -> micro-batching or autodiff ->
 // [gradient collectives] -> optimizer -> dce -> remat under the byte budget -> schedule ->
-// memory plan. Also the flags both commands take: --budget, --remat, --micro-batches, and
+// memory plan, each a pass of one PassManager run (passes/training_pipeline.h). Also the flags both commands take: --budget, --remat, --micro-batches, and
 // --devices, --loss-placement, --bucket-mib.
 #pragma once
 
@@ -13,7 +13,9 @@
 #include "ir/graph.h"
 #include "passes/data_parallel.h"
 #include "passes/memory_plan.h"
+#include "passes/micro_batch.h"
 #include "passes/optimizer.h"
+#include "passes/pass_manager.h"
 #include "passes/remat.h"
 
 namespace gradc::tools {
@@ -65,12 +67,19 @@ struct TrainingStep {
   int microBatches = 1;
 };
 
-// The step, or nullopt after printing the error (exitCode says which).
+// --budget, --remat and --micro-batches parsed once into the options every rank's step is
+// built with: from here the budget is one std::optional of bytes, down to the plan. nullopt
+// after printing the error (exit code 2).
+std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const MemoryFlags& flags,
+                                                                    const passes::OptimizerOptions& optimizer);
+
+// The step, or nullopt after printing the error (exitCode says which): the training pipeline
+// of passes/training_pipeline.h, under a PassManager with `pm` (--print-after-all, --dump-dir).
 // With `parallel` (world > 1): the step of that rank, partitioned first, so the budget is per
 // device and applies to the rank's shapes.
-std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const passes::OptimizerOptions& optimizer,
-                                              const MemoryFlags& flags, int& exitCode,
-                                              const passes::DataParallelOptions& parallel = {});
+std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const passes::TrainingPlanOptions& options,
+                                              int& exitCode, const passes::DataParallelOptions& parallel = {},
+                                              const passes::PassManagerOptions& pm = {});
 
 // One line for the log: strategy, micro-batches, predicted peak vs budget, recompute overhead.
 std::string describeStep(const TrainingStep& step);

@@ -29,6 +29,20 @@ compare "$work/spec.json" "$work/art.json" "$work/spec" "$work/art" --rtol 0 && 
 peaks_equal "$work/art.json" && ok || bad "measured peak != planned peak"
 grep -q "(arena execution)" "$work/art.err" && ok || bad "artifact run not in the arena"
 
+# The whole pipeline runs under the PassManager: --dump-dir shows every stage of -o DIR and
+# --emit plan, --print-after-all prints them.
+"$gradc" compile "$src/models/gpt-mini.yaml" "${small[@]}" --budget 12MiB --dump-dir "$work/stages" -o "$work/A2" \
+  2>/dev/null && ok || bad "compile -o DIR --dump-dir"
+for stage in input micro-batch optimizer dce remat schedule; do
+  ls "$work/stages" | grep -q -- "-$stage.gir" && ok || bad "--dump-dir has no $stage stage: $(ls "$work/stages" | tr '\n' ' ')"
+done
+cmp -s "$(ls "$work/stages"/*-schedule.gir)" "$work/A2/step.gir" && ok || bad "the scheduled stage is not the artifact's graph"
+"$gradc" compile "$src/models/gpt-mini.yaml" "${small[@]}" --devices 2 --dump-dir "$work/stages2" --emit plan \
+  -o "$work/p2.json" 2>/dev/null && ls "$work/stages2/rank0" | grep -q -- "-partition.gir" && ls "$work/stages2/rank0" \
+  | grep -q -- "-collectives.gir" && ok || bad "--emit plan --devices 2 --dump-dir: no partition/collectives stages"
+"$gradc" compile "$src/models/mlp.yaml" --print-after-all -o "$work/A3" 2>"$work/paa.err" >/dev/null
+grep -q "micro-batch" "$work/paa.err" && grep -q "schedule" "$work/paa.err" && ok || bad "--print-after-all with -o DIR"
+
 # gradc-run: the same run, without the compiler.
 timeout 300 "$run_bin" "$work/A" --data "$src/data/corpus.txt" --steps 6 --save "$work/run" --metrics-out "$work/run.json" \
   >"$work/run.out" 2>"$work/run.err" && ok || bad "gradc-run: $(tail -3 "$work/run.err")"
