@@ -17,6 +17,7 @@
 #include <string_view>
 #include <thread>
 
+#include "runtime/cpu_cores.h"
 #include "runtime/tcp_kv_store.h"
 
 extern char** environ;
@@ -129,8 +130,7 @@ std::vector<std::string> workerEnvironment(int rank, int world, int port, std::c
   // The cores are shared by the workers: each gets its share of intra-op threads (as torchrun
   // does), unless the caller chose a count.
   if (!std::getenv("OMP_NUM_THREADS")) {
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    env.push_back("OMP_NUM_THREADS=" + std::to_string(std::max(1u, cores / static_cast<unsigned>(world))));
+    env.push_back("OMP_NUM_THREADS=" + std::to_string(std::max(1, availableCores() / world)));
   }
   return env;
 }

@@ -9,6 +9,7 @@ namespace gradc::runtime {
 std::string metricsToJson(const RunMetrics& m) {
   nlohmann::ordered_json j;
   j["model"] = m.model;
+  if (m.intraOpThreads > 0) j["intra_op_threads"] = m.intraOpThreads;
   j["steps"] = nlohmann::ordered_json::array();
   for (const StepMetrics& s : m.steps) {
     nlohmann::ordered_json e;

@@ -35,6 +35,7 @@ struct RankMetrics {
 
 struct RunMetrics {
   std::string model;
+  int intraOpThreads = 0;  // ATen's intra-op threads during the run (0: not recorded)
   std::vector<StepMetrics> steps;
   std::vector<RankMetrics> ranks;
 };

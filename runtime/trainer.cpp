@@ -1,5 +1,6 @@
 #include "runtime/trainer.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <nlohmann/json.hpp>
@@ -170,6 +171,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   std::optional<Vocabulary> restoredVocab;
   TrainResult result;
   result.metrics.model = o.model;
+  result.metrics.intraOpThreads = at::get_num_threads();
 
   if (o.resumeDir) {
     Expected<CheckpointData> ck = loadCheckpoint(*o.resumeDir);

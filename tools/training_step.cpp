@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
-#include <thread>
 
 #include "passes/budget.h"
 #include "passes/micro_batch.h"
 #include "passes/pass_manager.h"
 #include "passes/schedule.h"
 #include "passes/training_pipeline.h"
+#include "runtime/cpu_cores.h"
 #include "tools/commands.h"
 
 namespace gradc::tools {
@@ -61,8 +61,7 @@ int kernelThreadsFor(int devices) {
     long n = std::strtol(env, &end, 10);
     if (end != env && *end == '\0' && n >= 1 && n <= 4096) return static_cast<int>(n);
   }
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<int>(std::max(1u, cores / static_cast<unsigned>(std::max(1, devices))));
+  return std::max(1, runtime::availableCores() / std::max(1, devices));
 }
 
 void ParallelFlags::addTo(CLI::App& cmd) {

@@ -56,8 +56,9 @@ struct OptimizerFlags {
   passes::OptimizerOptions options() const;
 };
 
-// Intra-op threads each rank's kernels will run with: OMP_NUM_THREADS when set, else the
-// cores divided among the ranks (what the launcher gives each worker).
+// Intra-op threads each rank's kernels will run with: OMP_NUM_THREADS when set, else the cores
+// available to the process (affinity mask, cgroup quota; runtime/cpu_cores.h) divided among the
+// ranks (what the launcher gives each worker).
 int kernelThreadsFor(int devices);
 
 struct TrainingStep {

@@ -1,6 +1,7 @@
 # Distributed runtime: environment, Gloo communicator across forked ranks, launcher. Each case
 # forks processes and some wait out a (short) timeout, so they run one at a time.
 add_executable(runtime_dist_tests
+  runtime/cpu_cores_test.cpp
   runtime/dist_env_test.cpp
   runtime/gloo_communicator_test.cpp
   runtime/launcher_test.cpp)
