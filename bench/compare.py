@@ -23,6 +23,8 @@ Sections (each writes bench/results/<section>.json and .md; `report.md` collects
             baseline is <= the budget)
   arena     arena execution: gradc's peak RSS against --budget 512MiB (arena vs GRADC_NO_ARENA=1)
             with glibc's defaults, and step time and page faults per step against PyTorch eager
+  blas      gradc (automatic BLAS kernel selection) vs PyTorch eager: as a user gets each, with both
+            forced to the same OpenBLAS core, and with both on Prescott (a misdetected CPU)
   planner   predicted peak and recompute FLOPs of gradc's plans (chain, auto, sqrt,
             selective, memory-poor) over a sweep of budgets; an SVG plot
 
@@ -92,6 +94,7 @@ FULL = {
     "alloc": [("mlp", 4096, 15, 5), ("gpt-mini", 16, 6, 2)],  # model, batch, steps, warm-up
     "arena": {"budget_mib": 512, "rss_batches": [16, 96, 192],
               "speed": [("gpt-mini", 16, 6, 2), ("gpt-mini", 32, 6, 2), ("mlp", 4096, 15, 5)]},
+    "blas": [("gpt-mini", 16, 5, 2), ("mlp", 4096, 12, 4), ("lstm-lm", 8, 4, 2)],
 }
 QUICK = {
     "repeats": 2,
@@ -105,6 +108,7 @@ QUICK = {
     "planner": {"gpt-mini": 8},
     "alloc": [("gpt-mini", 16, 5, 2)],
     "arena": {"budget_mib": 512, "rss_batches": [16, 96], "speed": [("gpt-mini", 16, 5, 2), ("mlp", 4096, 12, 4)]},
+    "blas": [("gpt-mini", 16, 4, 2)],
 }
 
 SYSTEMS = {
@@ -546,6 +550,52 @@ def format_alloc(rows, cfg, out_dir):
                         (ratio(a, b) for a, b in zip(r["gradc_runs_s"], r["torch_runs_s"])))
         md.append(f"| {r['model']} | {r['batch']} | {r['allocator']} | {fmt_s(r['gradc_s'])} | {fmt_s(r['torch_s'])} | "
                   f"**{fmt_ratio(ratio(r['gradc_s'], r['torch_s']))}** | {per} |")
+    return "\n".join(md)
+
+
+def section_blas(runner, cfg, log):
+    """gradc (automatic kernel selection) vs PyTorch eager, twice: as a PyTorch user gets it (no
+    OPENBLAS_CORETYPE) and with both forced to the core gradc runs with; and both with
+    OpenBLAS's oldest x86-64 kernels (Prescott), what a misdetected virtual CPU gives."""
+    rows = []
+    probe = runner.gradc_train("mlp", 8, 1, [])  # the core gradc runs with (its "kernels:" line)
+    core = None
+    for line in probe["stderr"].splitlines():
+        if line.startswith("kernels:") and " core " in line:
+            core = line.split(" core ", 1)[1].split(" ", 1)[0]
+    variants = [("as the user gets it", {}), (f"both forced to {core}", {"OPENBLAS_CORETYPE": core or ""}),
+                ("both forced to Prescott", {"OPENBLAS_CORETYPE": "Prescott"})]
+    for model, batch, steps, warmup in cfg["blas"]:
+        for label, extra in variants:
+            saved = runner.env
+            runner.env = dict(saved, **extra)
+            times = {"gradc": [], "torch eager": []}
+            try:
+                for rep in range(cfg["repeats"]):
+                    order = ["gradc", "torch eager"] if rep % 2 == 0 else ["torch eager", "gradc"]
+                    for sname in order:
+                        r = runner.run_system(sname, model, batch, steps)
+                        times[sname].append(med(r["step_times"][warmup:]) if r["rc"] == 0 else None)
+            finally:
+                runner.env = saved
+            row = {"model": model, "batch": batch, "variant": label, "env": extra, "core": core,
+                   "gradc_s": med(times["gradc"]), "torch_s": med(times["torch eager"]),
+                   "gradc_runs_s": times["gradc"], "torch_runs_s": times["torch eager"]}
+            log(f"blas {model} b={batch} {label}: gradc {fmt_s(row['gradc_s'])}, torch {fmt_s(row['torch_s'])}, "
+                f"ratio {fmt_ratio(ratio(row['gradc_s'], row['torch_s']))}")
+            rows.append(row)
+    return rows
+
+
+def format_blas(rows, cfg, out_dir):
+    md = ["## BLAS kernels: what kernel selection buys and what the compiler buys", "",
+          "Step time, alternated, one thread, glibc defaults. \"As the user gets it\": no OPENBLAS_CORETYPE (gradc "
+          "selects a better core itself when OpenBLAS misdetects the CPU; PyTorch runs OpenBLAS's choice). "
+          "\"Forced\": OPENBLAS_CORETYPE set for both.", "",
+          "| model | batch | kernels | gradc | PyTorch eager | ratio |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        md.append(f"| {r['model']} | {r['batch']} | {r['variant']} | {fmt_s(r['gradc_s'])} | {fmt_s(r['torch_s'])} | "
+                  f"**{fmt_ratio(ratio(r['gradc_s'], r['torch_s']))}** |")
     return "\n".join(md)
 
 
@@ -1074,9 +1124,11 @@ def loadavg():
 
 
 FORMATTERS = {"parity": format_parity, "steptime": format_steptime, "alloc": format_alloc, "budget": format_budget,
-              "maxbatch": format_maxbatch, "planner": format_planner, "arena": format_arena}
+              "maxbatch": format_maxbatch, "planner": format_planner, "arena": format_arena,
+              "blas": format_blas}
 SECTIONS = {"parity": section_parity, "steptime": section_steptime, "alloc": section_alloc, "budget": section_budget,
-            "maxbatch": section_maxbatch, "planner": section_planner, "arena": section_arena}
+            "maxbatch": section_maxbatch, "planner": section_planner, "arena": section_arena,
+            "blas": section_blas}
 
 
 def write_report(out_dir):
@@ -1157,7 +1209,7 @@ def main():
             data = SECTIONS[s](runner, cfg, log)
             elapsed = time.monotonic() - t0
             with open(os.path.join(a.out, f"{s}.json"), "w") as f:
-                json.dump({"machine": info, "config": cfg.get(s) if s not in ("steptime", "alloc") else
+                json.dump({"machine": info, "config": cfg.get(s) if s not in ("steptime", "alloc", "blas") else
                            {"repeats": cfg["repeats"], "models": cfg[s]},
                            "started": started, "elapsed_s": round(elapsed, 1), "loadavg_start": la0,
                            "loadavg_end": loadavg(), "results": data}, f, indent=1, default=str)

@@ -1,5 +1,6 @@
 set(GRADC_RUNTIME_EXEC_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/arena_plan.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/blas_kernels.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/collective_context.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/counter_rng.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/device.cpp

@@ -10,6 +10,8 @@ std::string metricsToJson(const RunMetrics& m) {
   nlohmann::ordered_json j;
   j["model"] = m.model;
   if (m.intraOpThreads > 0) j["intra_op_threads"] = m.intraOpThreads;
+  if (!m.blas.library.empty())
+    j["blas"] = {{"library", m.blas.library}, {"core", m.blas.core}, {"source", m.blas.source}};
   j["steps"] = nlohmann::ordered_json::array();
   for (const StepMetrics& s : m.steps) {
     nlohmann::ordered_json e;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ir/status.h"
+#include "runtime/blas_kernels.h"
 
 namespace gradc::runtime {
 
@@ -36,6 +37,7 @@ struct RankMetrics {
 struct RunMetrics {
   std::string model;
   int intraOpThreads = 0;  // ATen's intra-op threads during the run (0: not recorded)
+  BlasInfo blas;           // the BLAS kernels the run used (runtime/blas_kernels.h)
   std::vector<StepMetrics> steps;
   std::vector<RankMetrics> ranks;
 };

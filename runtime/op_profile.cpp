@@ -1,12 +1,55 @@
 #include "runtime/op_profile.h"
 
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/randn.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "ir/op_table.h"
+
 namespace gradc::runtime {
+
+namespace {
+
+// Bytes one execution reads and writes: operands, results and declared workspace.
+std::int64_t bytesAccessed(const ir::Node& node) {
+  std::vector<ir::TensorType> inputs;
+  for (const ir::Value* v : node.operands()) inputs.push_back(v->type());
+  std::vector<ir::TensorType> results = node.resultTypes();
+  return ir::opBytesAccessed(node.op(), inputs, node.attrs(), results);
+}
+
+template <class F>
+double bestSeconds(F f) {
+  double best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+MachinePeaks measureMachinePeaks() {
+  MachinePeaks p;
+  const std::int64_t n = 1024;
+  at::Tensor a = at::randn({n, n}), b = at::randn({n, n}), c = at::empty({n, n});
+  at::mm_out(c, a, b);  // warm-up: OpenBLAS's buffers, the threads
+  p.gemmGflops = 2.0 * n * n * n / bestSeconds([&] { at::mm_out(c, a, b); }) / 1e9;
+  const std::int64_t elems = (64 << 20) / 4;
+  at::Tensor src = at::ones({elems}), dst = at::empty({elems});
+  dst.copy_(src);
+  p.bandwidthGBs = 2.0 * 4 * static_cast<double>(elems) / bestSeconds([&] { dst.copy_(src); }) / 1e9;
+  return p;
+}
 
 void OpProfile::add(const ir::Node& node, std::chrono::nanoseconds elapsed) {
   Entry& e = byNode_[&node];
@@ -19,12 +62,14 @@ void OpProfile::addStep(double seconds) {
   stepSeconds_ += seconds;
 }
 
-std::string OpProfile::format(int top) const {
+std::string OpProfile::format(int top, const MachinePeaks* peaks) const {
   std::map<std::string, Entry> byOp;  // "matmul (bwd)"
   for (const auto& [node, e] : byNode_) {
     Entry& agg = byOp[std::string(node->opName()) + " (" + std::string(ir::phaseName(node->phase())) + ")"];
     agg.calls += e.calls;
     agg.ns += e.ns;
+    agg.flops += static_cast<double>(node->flops()) * static_cast<double>(e.calls);
+    agg.bytes += static_cast<double>(bytesAccessed(*node)) * static_cast<double>(e.calls);
   }
   std::vector<std::pair<std::string, Entry>> rows(byOp.begin(), byOp.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
@@ -36,13 +81,31 @@ std::string OpProfile::format(int top) const {
   std::snprintf(line, sizeof line, "profile over %lld steps: %.1f ms per step, %.1f ms of it in kernels\n",
                 static_cast<long long>(steps_), stepSeconds_ * 1e3 / steps, kernelNs / 1e6 / steps);
   out += line;
-  std::snprintf(line, sizeof line, "  %-34s %10s %12s %8s\n", "op (phase)", "calls/step", "ms/step", "share");
+  if (peaks) {
+    std::snprintf(line, sizeof line, "machine (probe): f32 GEMM %.1f GFLOP/s, memory %.1f GB/s\n", peaks->gemmGflops,
+                  peaks->bandwidthGBs);
+    out += line;
+    std::snprintf(line, sizeof line, "  %-34s %10s %12s %8s %9s %7s %8s %7s\n", "op (phase)", "calls/step", "ms/step",
+                  "share", "GFLOP/s", "%gemm", "GB/s", "%mem");
+  } else {
+    std::snprintf(line, sizeof line, "  %-34s %10s %12s %8s\n", "op (phase)", "calls/step", "ms/step", "share");
+  }
   out += line;
   int shown = 0;
   for (const auto& [name, e] : rows) {
     if (shown++ == top) break;
-    std::snprintf(line, sizeof line, "  %-34s %10.1f %12.2f %7.1f%%\n", name.c_str(), e.calls / steps,
-                  e.ns / 1e6 / steps, kernelNs > 0 ? 100.0 * static_cast<double>(e.ns) / static_cast<double>(kernelNs) : 0.0);
+    const double share = kernelNs > 0 ? 100.0 * static_cast<double>(e.ns) / static_cast<double>(kernelNs) : 0.0;
+    if (peaks) {
+      const double seconds = static_cast<double>(e.ns) / 1e9;
+      const double gflops = seconds > 0 ? e.flops / seconds / 1e9 : 0, gbs = seconds > 0 ? e.bytes / seconds / 1e9 : 0;
+      std::snprintf(line, sizeof line, "  %-34s %10.1f %12.2f %7.1f%% %9.2f %6.1f%% %8.2f %6.1f%%\n", name.c_str(),
+                    e.calls / steps, e.ns / 1e6 / steps, share, gflops,
+                    peaks->gemmGflops > 0 ? 100 * gflops / peaks->gemmGflops : 0, gbs,
+                    peaks->bandwidthGBs > 0 ? 100 * gbs / peaks->bandwidthGBs : 0);
+    } else {
+      std::snprintf(line, sizeof line, "  %-34s %10.1f %12.2f %7.1f%%\n", name.c_str(), e.calls / steps,
+                    e.ns / 1e6 / steps, share);
+    }
     out += line;
   }
   if (static_cast<int>(rows.size()) > top) {

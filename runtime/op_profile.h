@@ -13,6 +13,15 @@
 
 namespace gradc::runtime {
 
+// What this machine's cores reach, measured by a short probe (about 0.1-0.5 s): f32 GEMM
+// throughput (1024 x 1024 x 1024 at::mm, best of 3) and memory bandwidth (a 64 MiB copy, read
+// plus write, best of 3), with the current intra-op threads. The roofline's ceilings.
+struct MachinePeaks {
+  double gemmGflops = 0;
+  double bandwidthGBs = 0;
+};
+MachinePeaks measureMachinePeaks();
+
 class OpProfile {
  public:
   void add(const ir::Node& node, std::chrono::nanoseconds elapsed);
@@ -20,13 +29,18 @@ class OpProfile {
   void addStep(double seconds);
 
   // A table, slowest op kind first: calls per step, ms per step, share of the kernels' time, and
-  // the share of the step spent outside kernels (the executor, data, metrics).
-  std::string format(int top = 20) const;
+  // the share of the step spent outside kernels (the executor, data, metrics). With `peaks`, a
+  // roofline too: each op kind's achieved GFLOP/s (the op table's FLOP counts) and GB/s (bytes
+  // of operands, results and workspace), and their fractions of the machine's GEMM peak and
+  // memory bandwidth.
+  std::string format(int top = 20, const MachinePeaks* peaks = nullptr) const;
 
  private:
   struct Entry {
     std::int64_t calls = 0;
     std::int64_t ns = 0;
+    double flops = 0;  // filled when aggregated by op kind
+    double bytes = 0;
   };
   std::unordered_map<const ir::Node*, Entry> byNode_;  // aggregated by op kind when formatted
   std::int64_t steps_ = 0;

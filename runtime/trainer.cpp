@@ -172,6 +172,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   TrainResult result;
   result.metrics.model = o.model;
   result.metrics.intraOpThreads = at::get_num_threads();
+  result.metrics.blas = blasInfo();
 
   if (o.resumeDir) {
     Expected<CheckpointData> ck = loadCheckpoint(*o.resumeDir);
@@ -222,6 +223,9 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   const bool show = o.progress && rank == 0;
   Progress progress(firstStep, o.steps);
   OpProfile profile;
+  // The roofline's ceilings, measured before the first step (outside every step's peak).
+  std::optional<MachinePeaks> peaks;
+  if (o.profile && rank == 0) peaks = measureMachinePeaks();
   bool profiling = false;  // from the second step on: the first pays one-time costs
   if (o.profile)
     exec->setNodeHook([&](const ir::Node& node, std::chrono::nanoseconds elapsed) {
@@ -295,7 +299,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   // The state leaves with the caller: out of the arena, which goes with the executor.
   if (exec->usesArena())
     for (auto& [name, t] : result.state) t = t.clone();
-  if (o.profile && rank == 0) std::fputs(profile.format().c_str(), stderr);
+  if (o.profile && rank == 0) std::fputs(profile.format(20, peaks ? &*peaks : nullptr).c_str(), stderr);
   if (!o.comm) {
     result.metrics.ranks.push_back(RankMetrics{0, peak, o.plannedPeakBytes, std::nullopt});
     return result;

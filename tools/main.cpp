@@ -3,10 +3,12 @@
 #include <vector>
 
 #include "runtime/artifact.h"
+#include "runtime/blas_kernels.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
   using namespace gradc::tools;
+  gradc::runtime::selectBlasKernels(argv);  // may re-execute once with better BLAS kernels
   CLI::App app{"gradc: a graph-compiling training framework that fits training into a memory budget"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("gradc ") + gradc::runtime::kGradcVersion);

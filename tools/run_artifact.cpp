@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "runtime/artifact.h"
+#include "runtime/blas_kernels.h"
 #include "runtime/dist_env.h"
 #include "runtime/gloo_communicator.h"
 #include "runtime/launcher.h"
@@ -106,6 +107,10 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
       std::cerr << flags["summary"].get<std::string>() << "\n";
     if (flags.is_object() && flags.contains("parallel_summary") && flags["parallel_summary"].is_string())
       std::cerr << flags["parallel_summary"].get<std::string>() << "\n";
+    const runtime::BlasInfo blas = runtime::blasInfo();
+    std::cerr << "kernels: " << manifest->kernelThreads << " intra-op thread" << (manifest->kernelThreads == 1 ? "" : "s")
+              << ", BLAS " << blas.library << (blas.core.empty() ? "" : " core " + blas.core) << " ("
+              << blas.source << ")\n";
   }
   // The plan's per-thread workspace was sized for this many intra-op threads.
   at::set_num_threads(manifest->kernelThreads);

@@ -3,11 +3,13 @@
 #include <CLI/CLI.hpp>
 
 #include "runtime/artifact.h"
+#include "runtime/blas_kernels.h"
 #include "tools/commands.h"
 #include "tools/run_artifact.h"
 
 int main(int argc, char** argv) {
   using namespace gradc::tools;
+  gradc::runtime::selectBlasKernels(argv);  // may re-execute once with better BLAS kernels
   CLI::App app{"gradc-run: train a compiled gradc artifact (no compiler needed)"};
   app.set_version_flag("--version", std::string("gradc-run ") + gradc::runtime::kGradcVersion);
   std::string artifact;

@@ -99,5 +99,30 @@ expect_error "bad budget" "budget" train "$src/models/gpt-mini.yaml" --data "$sr
 expect_error "missing weights" "cannot|No such|open" grad "$src/models/mlp.yaml" --weights "$work/none.safetensors" \
   --inputs "$work/inputs.safetensors" -o "$work/g2.safetensors"
 
+# BLAS kernels: what runs is reported; a user's OPENBLAS_CORETYPE is never changed (Prescott,
+# OpenBLAS's oldest x86-64 kernels, is exactly what gradc would replace on a misdetected CPU).
+"$gradc" train "$src/models/mlp.yaml" --synthetic --steps 1 --metrics-out "$work/blas.json" 2>"$work/blas.err" && ok \
+  || bad "train for the BLAS report: $(cat "$work/blas.err")"
+grep -q "^kernels: .* BLAS " "$work/blas.err" && ok || bad "no kernels/BLAS line: $(cat "$work/blas.err")"
+python3 -c "import json,sys; b=json.load(open(sys.argv[1]))['blas']; sys.exit(0 if b['library'] and b['source'] else 1)" \
+  "$work/blas.json" && ok || bad "no blas entry in the metrics"
+if python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['blas']['library']=='OpenBLAS' else 1)" "$work/blas.json"; then
+  OPENBLAS_CORETYPE=Prescott "$gradc" train "$src/models/mlp.yaml" --synthetic --steps 1 --metrics-out "$work/blas2.json" \
+    2>"$work/blas2.err" && ok || bad "train with OPENBLAS_CORETYPE: $(cat "$work/blas2.err")"
+  python3 -c "import json,sys; b=json.load(open(sys.argv[1]))['blas']; sys.exit(0 if b['core'].lower()=='prescott' and 'user' in b['source'] else 1)" \
+    "$work/blas2.json" && ok || bad "the user's OPENBLAS_CORETYPE was not respected: $(grep kernels "$work/blas2.err")"
+  # The process gradc re-executes on a misdetected CPU (runtime/blas_kernels.h): its GEMM check
+  # passes and the report says who chose.
+  GRADC_BLAS_SELECTED=Prescott OPENBLAS_CORETYPE=Haswell "$gradc" train "$src/models/mlp.yaml" --synthetic --steps 1 \
+    --metrics-out "$work/blas3.json" 2>"$work/blas3.err" && ok || bad "selected core run: $(cat "$work/blas3.err")"
+  grep -q "core Haswell (selected by gradc (OpenBLAS chose Prescott" "$work/blas3.err" && ok \
+    || bad "selected core not reported: $(grep kernels "$work/blas3.err")"
+fi
+
+# --profile: time per op kind and a roofline against the machine's measured ceilings.
+"$gradc" train "$src/models/mlp.yaml" --synthetic --steps 3 --profile -q 2>"$work/prof.err" && ok || bad "--profile run"
+grep -q "machine (probe): f32 GEMM .* GFLOP/s, memory .* GB/s" "$work/prof.err" && grep -q "linear (fwd)" "$work/prof.err" \
+  && grep -q "%gemm" "$work/prof.err" && ok || bad "no roofline in the profile: $(head -5 "$work/prof.err")"
+
 echo "train cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -6,4 +6,5 @@ gradc_add_test(runtime_exec_tests
   runtime/executor_test.cpp
   runtime/counter_rng_test.cpp
   runtime/memory_tracker_test.cpp
+  runtime/blas_kernels_test.cpp
   LIBS gradc_runtime)
