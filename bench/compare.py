@@ -508,6 +508,23 @@ def format_budget(rows, cfg, out_dir):
     return "\n".join(md)
 
 
+def alternated_step_times(runner, cfg, model, batch, steps, warmup, extra_env=None):
+    """gradc and PyTorch eager alternated run by run (the order flips each repeat) under
+    extra_env; per system, the median step time after the warm-up of each run."""
+    saved = runner.env
+    runner.env = dict(saved, **(extra_env or {}))
+    times = {"gradc": [], "torch eager": []}
+    try:
+        for rep in range(cfg["repeats"]):
+            order = ["gradc", "torch eager"] if rep % 2 == 0 else ["torch eager", "gradc"]
+            for s in order:
+                r = runner.run_system(s, model, batch, steps)
+                times[s].append(med(r["step_times"][warmup:]) if r["rc"] == 0 else None)
+    finally:
+        runner.env = saved
+    return times
+
+
 def section_alloc(runner, cfg, log):
     """Step time of gradc and PyTorch eager with glibc's defaults and with glibc told never to
     return memory to the OS (MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ at 1 GiB, the
@@ -519,17 +536,7 @@ def section_alloc(runner, cfg, log):
                                                                     "MALLOC_TRIM_THRESHOLD_": big}))
     for model, batch, steps, warmup in cfg["alloc"]:
         for label, extra in variants:
-            saved = runner.env
-            runner.env = dict(saved, **extra)
-            times = {"gradc": [], "torch eager": []}
-            try:
-                for rep in range(cfg["repeats"]):
-                    order = ["gradc", "torch eager"] if rep % 2 == 0 else ["torch eager", "gradc"]
-                    for s in order:
-                        r = runner.run_system(s, model, batch, steps)
-                        times[s].append(med(r["step_times"][warmup:]) if r["rc"] == 0 else None)
-            finally:
-                runner.env = saved
+            times = alternated_step_times(runner, cfg, model, batch, steps, warmup, extra)
             row = {"model": model, "batch": batch, "allocator": label, "env": extra,
                    "gradc_s": med(times["gradc"]), "torch_s": med(times["torch eager"]),
                    "gradc_runs_s": times["gradc"], "torch_runs_s": times["torch eager"]}
@@ -567,17 +574,7 @@ def section_blas(runner, cfg, log):
                 ("both forced to Prescott", {"OPENBLAS_CORETYPE": "Prescott"})]
     for model, batch, steps, warmup in cfg["blas"]:
         for label, extra in variants:
-            saved = runner.env
-            runner.env = dict(saved, **extra)
-            times = {"gradc": [], "torch eager": []}
-            try:
-                for rep in range(cfg["repeats"]):
-                    order = ["gradc", "torch eager"] if rep % 2 == 0 else ["torch eager", "gradc"]
-                    for sname in order:
-                        r = runner.run_system(sname, model, batch, steps)
-                        times[sname].append(med(r["step_times"][warmup:]) if r["rc"] == 0 else None)
-            finally:
-                runner.env = saved
+            times = alternated_step_times(runner, cfg, model, batch, steps, warmup, extra)
             row = {"model": model, "batch": batch, "variant": label, "env": extra, "core": core,
                    "gradc_s": med(times["gradc"]), "torch_s": med(times["torch eager"]),
                    "gradc_runs_s": times["gradc"], "torch_runs_s": times["torch eager"]}
