@@ -38,8 +38,41 @@ Status syncDirectory(const std::filesystem::path& dir) {
   return Status::success();
 }
 
-Expected<AtomicFileWriter> AtomicFileWriter::open(const std::filesystem::path& path) {
-  if (path.filename().empty()) return Error{"cannot write '" + path.string() + "': not a file name"};
+namespace {
+
+// Where writing `path` lands: a symlink (chain) is followed to the file it names, which may not
+// exist yet; an Error for a loop.
+Expected<std::filesystem::path> followLinks(std::filesystem::path path) {
+  for (int depth = 0; depth < 40; ++depth) {
+    struct stat info {};
+    if (::lstat(path.c_str(), &info) != 0 || !S_ISLNK(info.st_mode)) return path;
+    std::error_code ec;
+    std::filesystem::path target = std::filesystem::read_symlink(path, ec);
+    if (ec) return ioError("cannot read the link", path, ec.value());
+    path = target.is_absolute() ? target : folderOf(path) / target;
+  }
+  return Error{"cannot write '" + path.string() + "': too many levels of symbolic links"};
+}
+
+}  // namespace
+
+Expected<AtomicFileWriter> AtomicFileWriter::open(const std::filesystem::path& requested) {
+  if (requested.filename().empty()) return Error{"cannot write '" + requested.string() + "': not a file name"};
+  Expected<std::filesystem::path> resolved = followLinks(requested);
+  if (!resolved) return resolved.error();
+  const std::filesystem::path& path = *resolved;
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    // Never replaced: a character device (/dev/null, a terminal) or a FIFO is written directly;
+    // anything else is refused.
+    if (S_ISCHR(info.st_mode) || S_ISFIFO(info.st_mode)) {
+      int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0) return ioError("cannot open", path, errno);
+      return AtomicFileWriter(path, std::filesystem::path(), fd);
+    }
+    const char* what = S_ISDIR(info.st_mode) ? "a folder" : S_ISBLK(info.st_mode) ? "a block device" : "not a regular file";
+    return Error{"cannot write '" + requested.string() + "': it is " + std::string(what) + ", which gradc does not replace"};
+  }
   static std::atomic<unsigned> counter{0};
   const std::filesystem::path dir = folderOf(path);
   const std::string stem = "." + path.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-";
@@ -71,7 +104,7 @@ AtomicFileWriter::~AtomicFileWriter() { abandon(); }
 void AtomicFileWriter::abandon() {
   if (fd_ < 0) return;
   ::close(fd_);
-  ::unlink(temp_.c_str());
+  if (!temp_.empty()) ::unlink(temp_.c_str());
   fd_ = -1;
 }
 
@@ -95,6 +128,10 @@ Status AtomicFileWriter::write(const void* data, std::size_t size) {
 
 Status AtomicFileWriter::commit() {
   if (fd_ < 0) return Error{"commit of '" + path_.string() + "' after the writer finished"};
+  if (temp_.empty()) {  // written directly (a device or FIFO): nothing to rename or sync
+    int err = closeFd(std::exchange(fd_, -1));
+    return err == 0 ? Status::success() : ioError("cannot close", path_, err);
+  }
   if (::fsync(fd_) != 0) {
     int err = errno;
     abandon();

@@ -6,6 +6,10 @@
 // the folder is fsync'ed so the rename itself survives a power cut. On any error the temporary
 // is removed and the target is left untouched.
 //
+// What is never destroyed: a symlink is followed and its target written (the link stays); a
+// character device (/dev/null, a terminal) or a FIFO that exists is written directly, not
+// replaced; a folder, block device or socket is refused.
+//
 // POSIX only (open/fsync/rename). Temporary names are "<dir>/.<name>.tmp-<pid>-<n>"; a crash
 // can leave such a file behind, and it is never read by anything.
 #pragma once

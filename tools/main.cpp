@@ -1,4 +1,5 @@
 // gradc: compile YAML model specs, inspect and transform IR.
+#include <iostream>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,15 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? kExitOk : kExitUserError;
   }
   for (auto& [sub, run] : commands)
-    if (sub->parsed()) return run();
+    if (sub->parsed()) {
+      int code = run();
+      // Whatever a command printed must have reached its reader (a full disk, a closed pipe).
+      std::cout.flush();
+      if (!std::cout && code == kExitOk) {
+        std::cerr << "gradc: error: cannot write to standard output\n";
+        return kExitInternal;
+      }
+      return code;
+    }
   return kExitUserError;
 }

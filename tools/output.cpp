@@ -1,12 +1,10 @@
 #include "tools/output.h"
 
-#include <unistd.h>
-
-#include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+
+#include "runtime/atomic_file.h"
 
 namespace gradc::tools {
 
@@ -14,28 +12,10 @@ gradc::Status writeOutput(const std::string& path, std::string_view text) {
   if (path.empty() || path == "-") {
     std::cout << text;
     std::cout.flush();
+    if (!std::cout) return Error{"cannot write to standard output (disk full, or the reader went away?)"};
     return {};
   }
-  std::string temp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::FILE* f = std::fopen(temp.c_str(), "wb");
-    if (!f) return Error{"cannot write '" + path + "'"};
-    bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    ok = std::fflush(f) == 0 && ok;
-    ok = ::fsync(::fileno(f)) == 0 && ok;
-    ok = std::fclose(f) == 0 && ok;
-    if (!ok) {
-      std::remove(temp.c_str());
-      return Error{"cannot write '" + path + "'"};
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) {
-    std::remove(temp.c_str());
-    return Error{"cannot write '" + path + "': " + ec.message()};
-  }
-  return {};
+  return runtime::writeFileAtomic(path, text);
 }
 
 gradc::Expected<std::string> readInput(const std::string& path, std::size_t maxBytes) {

@@ -109,5 +109,25 @@ expect_user_error "bad IR" "bad.gir:3:13: error: '%y' is not defined" opt "$work
 expect_user_error "unknown pass" "unknown pass 'cse'" opt "$work/bad.gir" --passes cse
 expect_user_error "bad --emit" "emit" compile "$src/models/mlp.yaml" --emit pdf
 
+# Output paths never destroy what they point at: a character device or FIFO is written, not
+# replaced; a symlink's target is written and the link stays; a folder is refused; a failed
+# write to stdout is an error.
+null_before=$(stat -c '%F %t:%T' /dev/null)
+"$gradc" compile "$src/models/mlp.yaml" --emit ir -o /dev/null && [ "$(stat -c '%F %t:%T' /dev/null)" = "$null_before" ] \
+  && ok || bad "-o /dev/null replaced the device: $(stat -c '%F' /dev/null)"
+echo old >"$work/target.gir" && ln -s target.gir "$work/link.gir"
+"$gradc" compile "$src/models/mlp.yaml" --emit ir -o "$work/link.gir" && [ -L "$work/link.gir" ] \
+  && grep -q '^graph mlp' "$work/target.gir" && ok || bad "-o SYMLINK: the link was replaced or the target not written"
+mkfifo "$work/pipe" && (cat "$work/pipe" >"$work/pipe.out" &) && \
+  timeout 20 "$gradc" compile "$src/models/mlp.yaml" --emit ir -o "$work/pipe" && sleep 0.3 && [ -p "$work/pipe" ] \
+  && grep -q '^graph mlp' "$work/pipe.out" && ok || bad "-o FIFO: replaced or not written"
+mkdir "$work/folder.gir"
+"$gradc" compile "$src/models/mlp.yaml" --emit ir -o "$work/folder.gir" 2>"$work/folder.err"
+[ $? -ne 0 ] && [ -d "$work/folder.gir" ] && grep -q "folder" "$work/folder.err" && ok || bad "-o FOLDER not refused"
+if [ -w /dev/full ]; then
+  "$gradc" compile "$src/models/mlp.yaml" --emit ir >/dev/full 2>"$work/full.err"
+  [ $? -eq 1 ] && grep -q "standard output" "$work/full.err" && ok || bad "a failed write to stdout exits 0"
+fi
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
