@@ -46,6 +46,16 @@ std::string atNode(const ir::Graph& graph, const ir::Node& node) {
   return "at '" + ir::printNode(node, ir::ValueNames(graph)) + "': ";
 }
 
+// Copies `given` into the planned buffer `arena` of `value` (nothing when it already is that
+// buffer); an Error naming the value when the types differ.
+Status copyIntoArena(std::string_view what, const ir::Value& value, const at::Tensor& given, const at::Tensor& arena) {
+  if (!hasType(given, value.type()))
+    return Error{std::string(what) + " '" + value.name() + "': expected " + ir::toString(value.type()) + ", got " +
+                 describeTensor(given)};
+  if (given.data_ptr() != arena.data_ptr()) arena.copy_(given);
+  return {};
+}
+
 bool envFlag(const char* name) {
   const char* v = std::getenv(name);
   return v && *v && std::string_view(v) != "0";
@@ -203,10 +213,7 @@ Status Executor::adoptState(TensorMap& state) const {
     if (!paramArena_[i].defined()) continue;
     auto it = state.find(params_[i].value->name());
     if (it == state.end()) return Error{"parameter '" + params_[i].value->name() + "' is missing"};
-    if (!hasType(it->second, params_[i].value->type()))
-      return Error{"parameter '" + params_[i].value->name() + "': expected " + ir::toString(params_[i].value->type()) +
-                   ", got " + describeTensor(it->second)};
-    if (it->second.data_ptr() != paramArena_[i].data_ptr()) paramArena_[i].copy_(it->second);
+    if (Status s = copyIntoArena("parameter", *params_[i].value, it->second, paramArena_[i]); !s) return s;
     it->second = paramArena_[i];
   }
   return {};
@@ -218,10 +225,7 @@ Status Executor::stageInputs(const TensorMap& inputs) const {
     if (!inputArena_[i].defined()) continue;
     auto it = inputs.find(inputs_[i].value->name());
     if (it == inputs.end()) continue;
-    if (!hasType(it->second, inputs_[i].value->type()))
-      return Error{"input '" + inputs_[i].value->name() + "': expected " + ir::toString(inputs_[i].value->type()) +
-                   ", got " + describeTensor(it->second)};
-    if (it->second.data_ptr() != inputArena_[i].data_ptr()) inputArena_[i].copy_(it->second);
+    if (Status s = copyIntoArena("input", *inputs_[i].value, it->second, inputArena_[i]); !s) return s;
     staged_[i] = true;
   }
   return {};
@@ -321,10 +325,7 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
     if (arena_ && inputArena_[i].defined()) {
       auto it = inputs.find(b.value->name());
       if (it != inputs.end()) {
-        if (!hasType(it->second, b.value->type()))
-          return Error{"input '" + b.value->name() + "': expected " + ir::toString(b.value->type()) + ", got " +
-                       describeTensor(it->second)};
-        if (it->second.data_ptr() != inputArena_[i].data_ptr()) inputArena_[i].copy_(it->second);
+        if (Status s = copyIntoArena("input", *b.value, it->second, inputArena_[i]); !s) return Error{s.message()};
       } else if (!staged_[i]) {
         return Error{"input '" + b.value->name() + "' (" + ir::toString(b.value->type()) + ") is missing"};
       }
