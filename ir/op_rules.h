@@ -16,6 +16,7 @@ namespace gradc::ir {
 std::vector<OpInfo> forwardOps();
 std::vector<OpInfo> trainingOps();
 std::vector<OpInfo> collectiveOps();
+std::vector<OpInfo> fusedLossOps();  // ir/ops_fused_loss.cpp
 
 namespace rules {
 

@@ -390,6 +390,7 @@ const std::vector<OpInfo>& table() {
     std::vector<OpInfo> all = forwardOps();
     for (OpInfo& op : trainingOps()) all.push_back(std::move(op));
     for (OpInfo& op : collectiveOps()) all.push_back(std::move(op));
+    for (OpInfo& op : fusedLossOps()) all.push_back(std::move(op));
     return all;
   }();
   return ops;

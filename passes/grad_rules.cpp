@@ -179,6 +179,25 @@ OperandGrads gradLayerNorm(GradBuilder& b) {
   return {n->result(0), n->result(1), n->result(2)};
 }
 
+// linear_cross_entropy(x, w, target[, bias]) -> (loss, lse): one fused backward kernel from the
+// saved log-sum-exp, which computes the logits again chunk by chunk, gives (gx, gw[, gbias]).
+// lse is saved for backward; a loss that depends on it directly is not supported.
+OperandGrads gradLinearCrossEntropy(GradBuilder& b) {
+  if (b.grad(1)) {
+    b.fail("the loss depends on linear_cross_entropy's lse result; only its first result (the loss) is "
+           "differentiable");
+    return {};
+  }
+  std::vector<Value*> operands{b.grad(), b.operand(0), b.operand(1), b.operand(2), b.result(1)};
+  const bool bias = b.numOperands() > 3;
+  if (bias) operands.push_back(b.operand(3));
+  ir::Node* n = b.emit("linear_cross_entropy_backward", std::move(operands), b.node().attrs());
+  if (!n) return {};
+  OperandGrads out{n->result(0), n->result(1), nullptr};
+  if (bias) out.push_back(n->result(2));
+  return out;
+}
+
 // dropout: y = x * mask / (1 - p), so gx = g * mask / (1 - p) = dropout(g) drawn with the same
 // attributes. The mask comes from the counter-based stream keyed by (seed, step, rng), which
 // depends on neither the values nor the phase, so the backward node reproduces the forward
@@ -320,6 +339,7 @@ constexpr RuleEntry kRules[] = {
     {"gelu", gradGelu},
     {"layer_norm", gradLayerNorm},
     {"linear", gradLinear},
+    {"linear_cross_entropy", gradLinearCrossEntropy},
     {"log_softmax", gradSoftmaxLike<kLogSoftmaxBackward>},
     {"matmul", gradMatmul},
     {"mse", gradMse},

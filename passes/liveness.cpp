@@ -250,6 +250,7 @@ StorageModel analyzeStorage(const ir::Graph& graph) {
       case ir::StridedReads::Rows:
         for (const ir::Value* v : node.operands()) {
           const ir::TensorType& t = v->type();
+          if (t.rank() == 0) continue;  // a scalar reads as it is
           ir::Shape flat{t.numel() / t.shape.back(), t.shape.back()};
           if (!viewStrides(t.shape, m.strides(v), flat)) copies += t.bytes();
         }

@@ -243,25 +243,45 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
   else
     ks = {1};
 
-  std::vector<ir::Graph> graphs;
-  graphs.reserve(ks.size());
+  // Fusing the loss (passes/fuse_loss.h): forced, or under auto one more family of graphs to
+  // choose from, when there is a budget to fit.
+  const LossChunking& chunking = options.lossChunks;
+  const bool fusable = countFusableLosses(forward) > 0;
+  if (chunking.mode == LossChunking::Mode::Fixed && !fusable)
+    return Error{"--loss-chunks " + std::to_string(chunking.chunks) +
+                 ": there is no loss to fuse (the fused loss needs cross_entropy of a linear layer's output" +
+                 (gathered ? "; the gather placement computes the loss on gathered logits, use --loss-placement local"
+                           : "") +
+                 ")"};
+  const bool buildUnfused = chunking.mode != LossChunking::Mode::Fixed;
+  const bool buildFused = fusable && (chunking.mode == LossChunking::Mode::Fixed ||
+                                      (chunking.mode == LossChunking::Mode::Auto && options.remat.budgetBytes));
+  std::optional<ir::Graph> fusedForward;
+  if (buildFused) {
+    fusedForward = remat::cloneGraph(forward);
+    const int first = chunking.mode == LossChunking::Mode::Fixed ? chunking.chunks : 1;
+    if (Expected<int> n = fuseLinearCrossEntropy(*fusedForward, first); !n) return n.error();
+  }
+
+  struct Built {
+    ir::Graph graph;
+    int microBatches;
+    std::vector<int> lossChunks;
+    std::int64_t lossFlops;
+  };
+  std::vector<Built> graphs;
+  graphs.reserve(2 * ks.size());
   auto select = [&]() -> Expected<RematChoice> {
     std::vector<RematGraph> views;
-    for (size_t i = 0; i < graphs.size(); ++i) views.push_back(RematGraph{&graphs[i], ks[i]});
+    for (Built& b : graphs) views.push_back(RematGraph{&b.graph, b.microBatches, b.lossChunks, b.lossFlops});
     Expected<RematSelection> s = selectRematPlan(views, options.remat);
     if (!s) return s.error();
-    return RematChoice{std::move(graphs[s->graph]), std::move(s->report), ks[s->graph]};
+    Built& chosen = graphs[s->graph];
+    const int lossChunks = lossChunksOf(chosen.graph);
+    return RematChoice{std::move(chosen.graph), std::move(s->report), chosen.microBatches, lossChunks};
   };
-  // The selection order puts every plan without recompute first, by micro-batch count; with
-  // none, auto and chain one exists for every count (the step as it is). So while counts are
-  // built smallest first, the first whose step fits as it is is the choice, and larger counts
-  // (whose graphs grow with the count) need not be built at all.
-  const RematStrategy strategy = options.remat.strategy;
-  const bool keepFirst =
-      options.remat.budgetBytes && (strategy == RematStrategy::Auto || strategy == RematStrategy::None ||
-                                    strategy == RematStrategy::Chain);
-  for (int k : ks) {
-    Expected<ir::Graph> g = microBatchedGradients(forward, k);
+  auto build = [&](const ir::Graph& from, int k) -> Expected<ir::Graph> {
+    Expected<ir::Graph> g = microBatchedGradients(from, k);
     if (!g) {
       if (options.dataParallel && options.dataParallel->world > 1)  // `forward` is one rank's shard
         return Error{"on each of the " + std::to_string(options.dataParallel->world) +
@@ -275,10 +295,44 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
     if (options.optimizer) pm.add<OptimizerPass>(*options.optimizer);
     pm.add<DeadCodeElimination>();
     if (Expected<bool> r = pm.run(*g); !r) return r.error();
-    graphs.push_back(std::move(*g));
-    if (keepFirst && ks.size() > 1 && analyzeLiveness(graphs.back()).peakBytes <= *options.remat.budgetBytes)
-      return select();
-  }
+    return std::move(*g);
+  };
+  // The selection order puts every plan without recompute first, by micro-batch count; with
+  // none, auto and chain one exists for every count (the step as it is). So while counts are
+  // built smallest first, the first whose step fits as it is is the choice, and larger counts
+  // (whose graphs grow with the count) need not be built at all. A fused loss always
+  // recomputes its logits, so unfused graphs come first; among fused graphs (equal loss
+  // recompute for every count) the first that fits without remat at its finest chunking ends
+  // the search the same way.
+  const RematStrategy strategy = options.remat.strategy;
+  const bool keepFirst =
+      options.remat.budgetBytes && (strategy == RematStrategy::Auto || strategy == RematStrategy::None ||
+                                    strategy == RematStrategy::Chain);
+  if (buildUnfused)
+    for (int k : ks) {
+      Expected<ir::Graph> g = build(forward, k);
+      if (!g) return g.error();
+      graphs.push_back(Built{std::move(*g), k, {}, 0});
+      if (keepFirst && (ks.size() > 1 || buildFused) &&
+          analyzeLiveness(graphs.back().graph).peakBytes <= *options.remat.budgetBytes)
+        return select();
+    }
+  if (buildFused)
+    for (int k : ks) {
+      Expected<ir::Graph> g = build(*fusedForward, k);
+      if (!g) return g.error();
+      std::vector<int> chunks;
+      if (chunking.mode == LossChunking::Mode::Auto) chunks = lossChunkCandidates(*g);
+      const std::int64_t flops = fusedLossRecomputeFlops(*g);
+      graphs.push_back(Built{std::move(*g), k, chunks, flops});
+      if (keepFirst && (ks.size() > 1 || buildUnfused)) {
+        ir::Graph& last = graphs.back().graph;
+        if (!chunks.empty()) setLossChunks(last, chunks.back());
+        const bool fits = analyzeLiveness(last).peakBytes <= *options.remat.budgetBytes;
+        if (!chunks.empty()) setLossChunks(last, chunks.front());
+        if (fits) return select();
+      }
+    }
   return select();
 }
 

@@ -24,11 +24,13 @@
 // ones). k = 1 is exactly autodiff on a copy.
 //
 // chooseTrainingPlan builds micro-batching (or autodiff) -> [data-parallel collectives] ->
-// optimizer -> dce for each
-// candidate k, then selectRematPlan picks the micro-batch count and the remat plan together:
-// least recompute FLOPs first (micro-batching costs none), then the smallest k. Counts are
-// built smallest first, and with none, auto or chain the building stops at the first count
-// whose step fits without recompute (that is the choice the full selection would make).
+// optimizer -> dce for each candidate k, unfused and (under --loss-chunks auto with a budget,
+// or forced) with the fused loss of passes/fuse_loss.h, then selectRematPlan picks the
+// micro-batch count, the loss chunks and the remat plan together: least recompute FLOPs first
+// (micro-batching costs none; the fused loss its recomputed logits), then the smallest k, then
+// the fewest chunks. Counts are built smallest first, and with none, auto or chain the building
+// stops at the first count whose step fits without recompute (that is the choice the full
+// selection would make).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,7 @@
 
 #include "ir/graph.h"
 #include "passes/data_parallel.h"
+#include "passes/fuse_loss.h"
 #include "passes/optimizer.h"
 #include "passes/remat.h"
 
@@ -65,12 +68,14 @@ struct TrainingPlanOptions {
   std::optional<DataParallelOptions> dataParallel;
   RematOptions remat;
   int microBatches = 1;  // 0: auto (with a budget: microBatchCandidates; without: 1)
+  LossChunking lossChunks;  // auto: fused only when that is the cheapest way to fit the budget
 };
 
 struct RematChoice {
   ir::Graph graph;
   RematReport report;
   int microBatches = 1;
+  int lossChunks = 0;  // the fused loss's chunks; 0: not fused
 };
 
 // forward graph -> the planned joint graph of one training step.

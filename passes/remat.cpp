@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <tuple>
 #include <unordered_set>
 
 #include "ir/printer.h"
 #include "passes/budget.h"
+#include "passes/fuse_loss.h"
 #include "passes/liveness.h"
 
 namespace gradc::passes {
@@ -25,42 +27,50 @@ int strategyRank(RematStrategy s) {
   return 6;
 }
 
-// The proposals of one graph, planned and measured on demand.
+// The proposals of one graph, planned and measured on demand. A graph with a fused loss is
+// measured at each of its chunk counts (setLossChunks changes only the fused nodes' workspace).
 struct GraphState {
   ir::Graph* graph = nullptr;
   int microBatches = 1;
+  std::vector<int> lossChunks;  // the counts to measure; {current} when not varied (0: unfused)
+  std::int64_t lossFlops = 0;   // the fused loss's recomputed logits (passes/fuse_loss.h)
   remat::Analysis analysis;
   std::vector<remat::Candidate> candidates;
   std::vector<std::optional<remat::RewritePlan>> plans;
-  std::vector<std::optional<std::int64_t>> peaks;
+  std::vector<std::optional<std::int64_t>> peaks;  // [candidate * lossChunks.size() + chunk index]
 };
 
 struct Entry {
   size_t graph;
   size_t candidate;
-  std::int64_t flops;
+  size_t chunkIndex;
+  std::int64_t flops;  // remat's recompute plus the fused loss's
   int microBatches;
+  int lossChunks;
   int rank;
 };
 
-// Measured peaks by (graph, proposal description): a proposal's description names its plan,
-// so choosers over different strategies of the same graphs share their measurements.
-using PeakCache = std::map<std::pair<size_t, std::string>, std::int64_t>;
+// Measured peaks by (graph, proposal description, loss chunks): a proposal's description names
+// its plan, so choosers over different strategies of the same graphs share their measurements.
+using PeakCache = std::map<std::tuple<size_t, std::string, int>, std::int64_t>;
 
 class Chooser {
  public:
   explicit Chooser(PeakCache* shared = nullptr) : shared_(shared) {}
 
-  Status add(ir::Graph& graph, int microBatches, RematStrategy strategy) {
+  Status add(ir::Graph& graph, int microBatches, RematStrategy strategy, std::vector<int> lossChunks = {},
+             std::int64_t lossFlops = 0) {
     Expected<remat::Analysis> a = remat::analyze(graph);
     if (!a) return a.error();
     GraphState s;
     s.graph = &graph;
     s.microBatches = microBatches;
+    s.lossChunks = lossChunks.empty() ? std::vector<int>{lossChunksOf(graph)} : std::move(lossChunks);
+    s.lossFlops = lossFlops;
     s.analysis = std::move(*a);
     s.candidates = remat::candidates(s.analysis, strategy);
     s.plans.resize(s.candidates.size());
-    s.peaks.resize(s.candidates.size());
+    s.peaks.resize(s.candidates.size() * s.lossChunks.size());
     states_.push_back(std::move(s));
     return {};
   }
@@ -70,11 +80,13 @@ class Chooser {
     std::vector<Entry> out;
     for (size_t g = 0; g < states_.size(); ++g)
       for (size_t c = 0; c < states_[g].candidates.size(); ++c)
-        out.push_back(Entry{g, c, plan(g, c).recomputeFlops, states_[g].microBatches,
-                            strategyRank(states_[g].candidates[c].strategy)});
+        for (size_t k = 0; k < states_[g].lossChunks.size(); ++k)
+          out.push_back(Entry{g, c, k, plan(g, c).recomputeFlops + states_[g].lossFlops, states_[g].microBatches,
+                              states_[g].lossChunks[k], strategyRank(states_[g].candidates[c].strategy)});
     std::stable_sort(out.begin(), out.end(), [](const Entry& x, const Entry& y) {
       if (x.flops != y.flops) return x.flops < y.flops;
       if (x.microBatches != y.microBatches) return x.microBatches < y.microBatches;
+      if (x.lossChunks != y.lossChunks) return x.lossChunks < y.lossChunks;
       return x.rank < y.rank;
     });
     return out;
@@ -88,21 +100,39 @@ class Chooser {
 
   std::int64_t peak(const Entry& e) {
     GraphState& s = states_[e.graph];
-    if (!s.peaks[e.candidate]) {
-      const std::pair<size_t, std::string> key{e.graph, s.candidates[e.candidate].description};
-      if (shared_)
-        if (auto it = shared_->find(key); it != shared_->end()) s.peaks[e.candidate] = it->second;
-    }
-    if (!s.peaks[e.candidate]) {
+    std::optional<std::int64_t>& slot = s.peaks[e.candidate * s.lossChunks.size() + e.chunkIndex];
+    const int chunks = s.lossChunks[e.chunkIndex];
+    const std::tuple<size_t, std::string, int> key{e.graph, s.candidates[e.candidate].description, chunks};
+    if (!slot && shared_)
+      if (auto it = shared_->find(key); it != shared_->end()) slot = it->second;
+    if (!slot) {
       const remat::RewritePlan& p = plan(e.graph, e.candidate);
       remat::AppliedRewrite applied = remat::applyRewrite(*s.graph, p);
-      s.peaks[e.candidate] = analyzeLiveness(*s.graph).peakBytes;
+      if (chunks > 0) setLossChunks(*s.graph, chunks);
+      slot = analyzeLiveness(*s.graph).peakBytes;
       remat::undoRewrite(*s.graph, applied);
       ++evaluated_;
-      if (shared_) shared_->emplace(std::pair<size_t, std::string>{e.graph, s.candidates[e.candidate].description},
-                                    *s.peaks[e.candidate]);
+      if (shared_) shared_->emplace(key, *slot);
     }
-    return *s.peaks[e.candidate];
+    return *slot;
+  }
+
+  // The entry's proposal at the most chunks its graph allows: the least peak the proposal
+  // reaches (more chunks never need more memory).
+  Entry finest(const Entry& e) const {
+    Entry f = e;
+    f.chunkIndex = states_[e.graph].lossChunks.size() - 1;
+    f.lossChunks = states_[e.graph].lossChunks.back();
+    return f;
+  }
+  bool isFinest(const Entry& e) const { return e.chunkIndex + 1 == states_[e.graph].lossChunks.size(); }
+
+  // Applies an entry's plan (rewrite and chunk count) to its graph; the undo handle.
+  remat::AppliedRewrite apply(const Entry& e) {
+    GraphState& s = states_[e.graph];
+    remat::AppliedRewrite applied = remat::applyRewrite(*s.graph, plan(e.graph, e.candidate));
+    if (e.lossChunks > 0) setLossChunks(*s.graph, e.lossChunks);
+    return applied;
   }
 
   GraphState& state(size_t g) { return states_[g]; }
@@ -110,7 +140,7 @@ class Chooser {
   int evaluated() const { return evaluated_; }
   size_t size() const {
     size_t n = 0;
-    for (const GraphState& s : states_) n += s.candidates.size();
+    for (const GraphState& s : states_) n += s.candidates.size() * s.lossChunks.size();
     return n;
   }
 
@@ -120,16 +150,21 @@ class Chooser {
   int evaluated_ = 0;
 };
 
+// A proposal that does not fit at its finest chunking fits at no coarser one: it is skipped
+// without measuring the coarser ones.
 std::optional<Entry> firstFit(Chooser& chooser, const std::vector<Entry>& order, std::int64_t budget) {
-  for (const Entry& e : order)
+  for (const Entry& e : order) {
+    if (!chooser.isFinest(e) && chooser.peak(chooser.finest(e)) > budget) continue;
     if (chooser.peak(e) <= budget) return e;
+  }
   return std::nullopt;
 }
 
+// Over the finest chunking of each proposal (the coarser ones never reach a smaller peak).
 std::optional<Entry> smallestPeak(Chooser& chooser, const std::vector<Entry>& order) {
   std::optional<Entry> best;
   for (const Entry& e : order)
-    if (!best || chooser.peak(e) < chooser.peak(*best)) best = e;
+    if (chooser.isFinest(e) && (!best || chooser.peak(e) < chooser.peak(*best))) best = e;
   return best;
 }
 
@@ -182,9 +217,10 @@ std::string dominance(const ir::Graph& graph, const Liveness& l) {
          " (operands, results and kernel workspace)";
 }
 
-std::string describe(const remat::Candidate& c, int microBatches) {
+std::string describe(const remat::Candidate& c, int microBatches, int lossChunks) {
   std::string d = c.description;
   if (microBatches > 1) d += "; " + std::to_string(microBatches) + " micro-batches";
+  if (lossChunks > 0) d += "; fused loss in " + std::to_string(lossChunks) + " chunk" + (lossChunks == 1 ? "" : "s");
   return d;
 }
 
@@ -197,7 +233,8 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   PeakCache measured;
   Chooser chooser(&measured);
   for (const RematGraph& g : graphs)
-    if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy); !s) return Error{s.message()};
+    if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy, g.lossChunks, g.lossRecomputeFlops); !s)
+      return Error{s.message()};
   std::vector<Entry> order = chooser.entries();
   if (order.empty()) return Error{"remat: internal error: no proposal"};
 
@@ -207,7 +244,7 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
     if (!chosen) {
       const Entry best = *smallestPeak(chooser, order);
       GraphState& s = chooser.state(best.graph);
-      remat::AppliedRewrite applied = remat::applyRewrite(*s.graph, chooser.plan(best.graph, best.candidate));
+      remat::AppliedRewrite applied = chooser.apply(best);
       const Liveness l = analyzeLiveness(*s.graph);
       const std::string why = dominance(*s.graph, l);
       remat::undoRewrite(*s.graph, applied);
@@ -215,15 +252,17 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
       if (options.strategy != RematStrategy::Auto)
         message += " with --remat " + std::string(rematStrategyName(options.strategy));
       message += "; the smallest feasible budget is " + formatBytesExact(l.peakBytes) + ", reached with " +
-                 describe(chooser.candidate(best), best.microBatches) + " (dominated by: " + why + ")";
+                 describe(chooser.candidate(best), best.microBatches, best.lossChunks) + " (dominated by: " + why + ")";
       if (options.strategy != RematStrategy::Auto) {
         // Would another strategy do better? Measured on the same graphs.
         Chooser all(&measured);
         for (const RematGraph& g : graphs)
-          if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto); !st) return Error{st.message()};
+          if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto, g.lossChunks, g.lossRecomputeFlops);
+              !st)
+            return Error{st.message()};
         std::vector<Entry> allOrder = all.entries();
         if (std::optional<Entry> fit = firstFit(all, allOrder, *options.budgetBytes))
-          message += "; --remat auto fits (" + describe(all.candidate(*fit), fit->microBatches) + ", peak " +
+          message += "; --remat auto fits (" + describe(all.candidate(*fit), fit->microBatches, fit->lossChunks) + ", peak " +
                      formatBytes(all.peak(*fit)) + ")";
         else if (std::optional<Entry> low = smallestPeak(all, allOrder); low && all.peak(*low) < l.peakBytes)
           message += "; --remat auto reaches " + formatBytesExact(all.peak(*low));
@@ -238,14 +277,16 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   const remat::RewritePlan& plan = chooser.plan(chosen->graph, chosen->candidate);
   // The applied graph is the one measured (applyRewrite is deterministic), so its peak is known.
   const std::int64_t peak = chooser.peak(*chosen);
-  remat::applyRewrite(*s.graph, plan);
+  chooser.apply(*chosen);
 
   RematSelection out;
   out.graph = chosen->graph;
   RematReport& r = out.report;
   r.requested = options.strategy;
   r.chosen = s.candidates[chosen->candidate].strategy;
-  r.plan = describe(s.candidates[chosen->candidate], s.microBatches);
+  r.plan = describe(s.candidates[chosen->candidate], s.microBatches, chosen->lossChunks);
+  r.lossChunks = chosen->lossChunks;
+  r.lossRecomputeFlops = s.lossFlops;
   r.microBatches = s.microBatches;
   r.budgetBytes = options.budgetBytes.value_or(-1);
   r.predictedPeakBytes = peak;

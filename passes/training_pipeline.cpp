@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "passes/dce.h"
+#include "passes/fuse_loss.h"
 #include "passes/liveness.h"
 #include "passes/optimizer.h"
 #include "passes/remat_strategies.h"
@@ -49,11 +50,12 @@ Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward,
   shard.reset();
 
   // 2. The chosen configuration as one pipeline.
-  TrainingStepResult result{remat::cloneGraph(forward), {}, {}, choice->microBatches};
+  TrainingStepResult result{remat::cloneGraph(forward), {}, {}, choice->microBatches, choice->lossChunks};
   RematOptions remat = options.remat;
   remat.strategy = choice->report.chosen;
   PassManager pm(pmOptions);
   if (parallel) pm.add<PartitionPass>(*options.dataParallel);
+  if (choice->lossChunks > 0) pm.add<FuseLossPass>(choice->lossChunks);
   pm.add<MicroBatchPass>(choice->microBatches);
   if (options.dataParallel) pm.add<CollectivesPass>(*options.dataParallel);
   if (options.optimizer) pm.add<OptimizerPass>(*options.optimizer);
@@ -72,6 +74,9 @@ Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward,
                  std::to_string(ran.recomputeFlops) + " recompute FLOPs) disagrees with the search's choice (" +
                  std::to_string(searched.predictedPeakBytes) + " bytes, " + std::to_string(searched.recomputeFlops) +
                  " FLOPs)"};
+  if (lossChunksOf(result.graph) != choice->lossChunks)
+    return Error{"internal: the training pipeline's fused loss has " + std::to_string(lossChunksOf(result.graph)) +
+                 " chunks, the search chose " + std::to_string(choice->lossChunks)};
   result.remat = searched;
   result.plan.strategy = std::string(rematStrategyName(searched.chosen));
   result.plan.budgetBytes = options.remat.budgetBytes;

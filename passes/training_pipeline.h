@@ -2,6 +2,7 @@
 //
 //   forward graph
 //   -> partition       the rank's shard (data parallelism; passes/data_parallel.h)
+//   -> fuse-loss       the LM head and cross_entropy as one chunked op (passes/fuse_loss.h)
 //   -> micro-batch     k micro-batches with gradient accumulation; k = 1 is autodiff
 //   -> collectives     bucketed gradient all-reduce (data parallelism)
 //   -> optimizer       the parameter updates
@@ -10,7 +11,7 @@
 //   -> schedule        the final order
 //   -> memory-plan     liveness and offsets (passes/memory_plan.h; changes nothing)
 //
-// The micro-batch count and the recompute strategy are chosen first by a search over every
+// The micro-batch count, the loss chunks and the recompute strategy are chosen first by a search over every
 // candidate (chooseTrainingPlan: several counts, every strategy), which needs the graphs of
 // several counts side by side; the chosen configuration then runs as this pipeline, so the
 // verifier checks the graph after every stage and blames the pass that broke it, and
@@ -80,6 +81,7 @@ struct TrainingStepResult {
   RematReport remat;
   MemoryPlan plan;
   int microBatches = 1;
+  int lossChunks = 0;  // 0: the loss is not fused
 };
 
 // Searches the micro-batch count and recompute plan (chooseTrainingPlan), then runs the chosen

@@ -347,8 +347,12 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
       if (b.slot != kNoSlot) slots[static_cast<size_t>(b.slot)] = paramArena_[i];
     }
   }
-  if (arena_ && checkArena_)
+  if (arena_ && checkArena_) {
+    // Every transient byte: buffers, and the workspaces (some bytes belong to nothing else).
     for (const Placed& p : placed_) poison(p);
+    for (const Step& s : steps_)
+      if (s.workspaceBytes > 0) poison(workspaceOf(s));
+  }
   const bool measureOutside = arena_ && MemoryTracker::installed();
 
   std::vector<at::Tensor> operands;

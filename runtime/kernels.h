@@ -5,7 +5,8 @@
 // the node's results in result order. Optimizer ops update their operands in place and
 // return nothing. The table is split like the op table: forward ops
 // (runtime/kernels_forward.cpp), backward ops (kernels_backward.cpp), optimizer ops
-// (kernels_optimizer.cpp), collectives (kernels_collective.cpp); each file returns its entries from a function, so there is no
+// (kernels_optimizer.cpp), collectives (kernels_collective.cpp), the fused LM-head loss
+// (kernels_fused_loss.cpp); each file returns its entries from a function, so there is no
 // static-initialisation registration to lose when linking a static library.
 //
 // Conventions every kernel follows:
@@ -87,6 +88,7 @@ std::span<const KernelEntry> forwardKernels();
 std::span<const KernelEntry> backwardKernels();
 std::span<const KernelEntry> optimizerKernels();
 std::span<const KernelEntry> collectiveKernels();  // kernels_collective.cpp
+std::span<const KernelEntry> fusedLossKernels();   // kernels_fused_loss.cpp
 
 namespace kernel_detail {
 

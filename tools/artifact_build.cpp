@@ -80,6 +80,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
                           {"budget", r.memory.budget},
                           {"remat", r.memory.remat},
                           {"micro_batches", r.memory.microBatches},
+                          {"loss_chunks", r.memory.lossChunks},
                           {"devices", world},
                           {"loss_placement", r.parallel.lossPlacement},
                           {"bucket_mib", r.parallel.bucketMiB},
@@ -91,7 +92,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
                           {"clip_norm", r.optimizer.clipNorm},
                           {"warmup_steps", r.optimizer.warmupSteps},
                           {"decay_steps", r.optimizer.decaySteps},
-                          {"chosen", {{"remat", remat}, {"micro_batches", first.microBatches}}},
+                          {"chosen", {{"remat", remat}, {"micro_batches", first.microBatches}, {"loss_chunks", first.lossChunks}}},
                           {"summary", describeStep(first)}};
   if (world > 1) {
     std::vector<passes::GradientBucket> buckets = passes::gradientBuckets(first.graph);

@@ -1,5 +1,5 @@
 // gradc compile SPEC [--set k=v]... [--emit ir|dot|summary|plan] [-o FILE] [--budget B] [--remat S]
-//   [--micro-batches K|auto] [--devices N] [--loss-placement local|gather] [--bucket-mib M]
+//   [--micro-batches K|auto] [--loss-chunks K|auto|off] [--devices N] [--loss-placement local|gather] [--bucket-mib M]
 //
 // ir and dot describe the forward graph (with --devices N, rank 0's); summary describes it and adds every recompute
 // strategy's peak and overhead for the training step; plan compiles the training step (with

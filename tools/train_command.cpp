@@ -1,6 +1,6 @@
 // gradc train SPEC|ARTIFACT [--set k=v]... [--data FILE | --synthetic] [--steps N] [optimizer flags]
 //   [--seed N] [--save DIR] [--save-every N] [--resume DIR] [--metrics-out FILE.json]
-//   [--budget B] [--remat S] [--micro-batches K] [--devices N [--loss-placement local|gather] [--bucket-mib M]]
+//   [--budget B] [--remat S] [--micro-batches K] [--loss-chunks K|auto|off] [--devices N [--loss-placement local|gather] [--bucket-mib M]]
 //
 // One path: a spec is compiled into a temporary artifact (tools/artifact_build.h), then the
 // artifact runs (tools/run_artifact.h) -- with --devices N, as N worker processes that each

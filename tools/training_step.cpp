@@ -27,6 +27,10 @@ void MemoryFlags::addTo(CLI::App& cmd) {
   cmd.add_option("--micro-batches", microBatches,
                  "Split each batch into K micro-batches with gradient accumulation, or auto (with --budget)")
       ->capture_default_str();
+  cmd.add_option("--loss-chunks", lossChunks,
+                 "Fuse the LM head into cross_entropy and compute it K token chunks at a time, never holding all "
+                 "the logits; auto: only when that is the cheapest way to fit --budget; off: never")
+      ->capture_default_str();
 }
 
 void OptimizerFlags::addTo(CLI::App& cmd) {
@@ -131,6 +135,12 @@ std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const Memory
       return std::nullopt;
     }
   }
+  Expected<passes::LossChunking> chunking = passes::parseLossChunks(flags.lossChunks);
+  if (!chunking) {
+    std::cerr << "gradc: error: " << chunking.error().message << "\n";
+    return std::nullopt;
+  }
+  options.lossChunks = *chunking;
   return options;
 }
 
@@ -160,7 +170,8 @@ std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const pa
     if (message.rfind("internal", 0) == 0 || message.rfind("verifier failed", 0) == 0) exitCode = kExitInternal;
     return std::nullopt;
   }
-  TrainingStep step{std::move(built->graph), built->remat, std::move(built->plan), built->microBatches};
+  TrainingStep step{std::move(built->graph), built->remat, std::move(built->plan), built->microBatches,
+                    built->lossChunks};
   if (options.remat.budgetBytes && step.plan.peakBytes > *options.remat.budgetBytes) {
     // Remat checks its own prediction; the schedule never raises the peak. A failure here is a bug.
     std::cerr << "gradc: error: internal: the scheduled step needs " << step.plan.peakBytes
@@ -179,6 +190,13 @@ std::string describeStep(const TrainingStep& step) {
   if (step.plan.budgetBytes) line += fmt::format(" of {} budget", passes::formatBytes(*step.plan.budgetBytes));
   if (step.remat.recomputeFlops > 0)
     line += fmt::format(", recompute {:.1f}% of a forward", step.remat.recomputePercent());
+  if (step.lossChunks > 0) {
+    line += fmt::format(", fused loss in {} chunk{}", step.lossChunks, step.lossChunks == 1 ? "" : "s");
+    if (step.remat.forwardFlops > 0)
+      line += fmt::format(" (logits recomputed: {:.1f}% of a forward)",
+                          100.0 * static_cast<double>(step.remat.lossRecomputeFlops) /
+                              static_cast<double>(step.remat.forwardFlops));
+  }
   return line;
 }
 

@@ -1,7 +1,7 @@
 // The training step as the CLI builds it, shared by `gradc compile` (plans, artifacts) and
 // `gradc train`: forward graph -> [data-parallel partition] -> micro-batching or autodiff ->
 // [gradient collectives] -> optimizer -> dce -> remat under the byte budget -> schedule ->
-// memory plan, each a pass of one PassManager run (passes/training_pipeline.h). Also the flags both commands take: --budget, --remat, --micro-batches, and
+// memory plan, each a pass of one PassManager run (passes/training_pipeline.h). Also the flags both commands take: --budget, --remat, --micro-batches, --loss-chunks, and
 // --devices, --loss-placement, --bucket-mib.
 #pragma once
 
@@ -24,6 +24,7 @@ struct MemoryFlags {
   std::string budget;              // "" = no budget
   std::string remat;               // "" = auto with a budget, none without
   std::string microBatches = "1";  // a count, or "auto"
+  std::string lossChunks = "auto";  // a count, "auto" or "off" (passes/fuse_loss.h)
 
   void addTo(CLI::App& cmd);
 };
@@ -66,9 +67,10 @@ struct TrainingStep {
   passes::RematReport remat;
   passes::MemoryPlan plan;
   int microBatches = 1;
+  int lossChunks = 0;  // 0: the loss is not fused
 };
 
-// --budget, --remat and --micro-batches parsed once into the options every rank's step is
+// --budget, --remat, --micro-batches and --loss-chunks parsed once into the options every rank's step is
 // built with: from here the budget is one std::optional of bytes, down to the plan. nullopt
 // after printing the error (exit code 2).
 std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const MemoryFlags& flags,

@@ -41,6 +41,7 @@ struct Case {
   int microBatches = 1;
   passes::OptimizerOptions::Kind optimizer = passes::OptimizerOptions::Kind::AdamW;
   double clipNorm = 0;
+  std::string lossChunks = "off";  // --loss-chunks
 };
 
 std::string nameOf(const Case& c) {
@@ -50,6 +51,7 @@ std::string nameOf(const Case& c) {
   s += " remat " + c.remat + " micro " + std::to_string(c.microBatches);
   s += c.optimizer == passes::OptimizerOptions::Kind::Sgd ? " sgd" : " adamw";
   if (c.clipNorm > 0) s += " clip";
+  if (c.lossChunks != "off") s += " loss-chunks " + c.lossChunks;
   return s;
 }
 
@@ -70,6 +72,7 @@ Step buildStep(const Case& c) {
   if (!c.budget.empty()) o.remat.budgetBytes = *passes::parseBytes(c.budget);
   o.remat.strategy = *passes::parseRematStrategy(c.remat);
   o.microBatches = c.microBatches;
+  o.lossChunks = *passes::parseLossChunks(c.lossChunks);
   Expected<passes::RematChoice> choice = passes::chooseTrainingPlan(forward, o);
   REQUIRE_MESSAGE(choice.ok(), choice.error().message);
   Step step{std::move(choice->graph), {}};
@@ -183,4 +186,22 @@ TEST_CASE("arena execution: lstm-lm and lm-seed") {
   checkCase({"lstm-lm", {{"batch", "2"}, {"seq", "12"}, {"embed", "16"}, {"hidden", "24"}}, "", "chain"});
   checkCase({"lm-seed",
              {{"batch", "2"}, {"seq", "8"}, {"vocab", "50"}, {"d_model", "32"}, {"heads", "2"}, {"layers", "2"}}});
+}
+
+TEST_CASE("arena execution: the fused LM-head loss, alone, with micro-batches, remat and a budget") {
+  runtime::MemoryTracker::install();
+  using Kind = passes::OptimizerOptions::Kind;
+  const testing::DimOverrides gpt{{"batch", "2"}, {"seq", "16"}, {"vocab", "300"}, {"d_model", "32"}, {"layers", "2"}};
+  checkCase({"gpt-mini", gpt, "", "none", 1, Kind::AdamW, 0, "1"});
+  checkCase({"gpt-mini", gpt, "", "none", 1, Kind::AdamW, 0, "5"});  // 32 rows: chunks of 7, the last of 4
+  checkCase({"gpt-mini", gpt, "", "sqrt", 2, Kind::Sgd, 0.5, "3"});
+  // Logits dominate (128 rows x 4096 classes): unfused the step needs 6.2 MB, and no remat
+  // plan goes below 5.9 MB; fused it needs 4.4 MB in 1 chunk, 3.3 MB in 2, 2.8 MB in 4. Under
+  // 3 MiB auto picks the fused loss in 4 chunks.
+  const testing::DimOverrides wide{{"batch", "4"},   {"seq", "32"},   {"vocab", "4096"},
+                                   {"d_model", "16"}, {"heads", "2"}, {"layers", "2"}};
+  checkCase({"gpt-mini", wide, "3MiB", "auto", 1, Kind::AdamW, 0, "auto"});
+  CHECK(passes::lossChunksOf(buildStep({"gpt-mini", wide, "3MiB", "auto", 1, Kind::AdamW, 0, "auto"}).graph) == 4);
+  checkCase({"lm-seed", {{"batch", "2"}, {"seq", "8"}, {"vocab", "200"}, {"d_model", "24"}, {"heads", "2"}, {"layers", "2"}},
+             "", "memory-poor", 1, Kind::AdamW, 0, "4"});
 }

@@ -1,0 +1,108 @@
+#include "passes/fuse_loss.h"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <string>
+
+#include "ir/op_table.h"
+
+namespace gradc::passes {
+
+namespace {
+
+constexpr std::string_view kForward = "linear_cross_entropy";
+constexpr std::string_view kBackward = "linear_cross_entropy_backward";
+
+bool isFusedLoss(const ir::Node& n) { return n.opName() == kForward || n.opName() == kBackward; }
+
+// The linear node whose result is `logits`, when fusing may consume it.
+ir::Node* fusableHead(const ir::Node& loss) {
+  if (loss.opName() != "cross_entropy" || loss.phase() != ir::Phase::fwd) return nullptr;
+  ir::Value* logits = loss.operand(0);
+  ir::Node* head = logits->producer();
+  if (!head || head->opName() != "linear" || head->phase() != ir::Phase::fwd) return nullptr;
+  if (logits->isGraphOutput() || logits->uses().size() != 1) return nullptr;
+  return head;
+}
+
+}  // namespace
+
+Expected<LossChunking> parseLossChunks(std::string_view text) {
+  if (text == "auto") return LossChunking{LossChunking::Mode::Auto, 0};
+  if (text == "off") return LossChunking{LossChunking::Mode::Off, 0};
+  int k = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), k);
+  if (ec != std::errc() || end != text.data() + text.size() || k < 1)
+    return Error{"--loss-chunks expects a positive number of token chunks, auto or off, got '" + std::string(text) +
+                 "'"};
+  return LossChunking{LossChunking::Mode::Fixed, k};
+}
+
+int countFusableLosses(const ir::Graph& forward) {
+  int n = 0;
+  for (const auto& node : forward.nodes()) n += fusableHead(*node) != nullptr;
+  return n;
+}
+
+Expected<int> fuseLinearCrossEntropy(ir::Graph& forward, int chunks) {
+  if (chunks < 1) return Error{"fuse-loss: the chunk count must be positive, got " + std::to_string(chunks)};
+  std::vector<ir::Node*> losses;
+  for (const auto& node : forward.nodes())
+    if (fusableHead(*node)) losses.push_back(node.get());
+  for (ir::Node* loss : losses) {
+    ir::Node* head = fusableHead(*loss);
+    std::vector<ir::Value*> operands{head->operand(0), head->operand(1), loss->operand(1)};
+    if (head->numOperands() > 2) operands.push_back(head->operand(2));
+    forward.setInsertionPoint(loss);
+    Expected<ir::Node*> fused =
+        forward.create(kForward, operands, {{"chunks", std::int64_t{chunks}}}, ir::Phase::fwd, head->specName());
+    forward.setInsertionPoint(nullptr);
+    if (!fused) return Error{"fuse-loss: internal error: " + fused.error().message};
+    forward.replaceAllUsesWith(loss->result(0), (*fused)->result(0));
+    forward.erase(loss);
+    forward.erase(head);
+  }
+  return static_cast<int>(losses.size());
+}
+
+void setLossChunks(ir::Graph& graph, int chunks) {
+  for (const auto& node : graph.nodes())
+    if (isFusedLoss(*node)) node->attrs()["chunks"] = std::int64_t{chunks};
+}
+
+int lossChunksOf(const ir::Graph& graph) {
+  for (const auto& node : graph.nodes())
+    if (isFusedLoss(*node))
+      if (std::optional<std::int64_t> k = ir::getInt(node->attrs(), "chunks")) return static_cast<int>(*k);
+  return 0;
+}
+
+std::int64_t fusedLossRecomputeFlops(const ir::Graph& joint) {
+  std::int64_t total = 0;
+  for (const auto& node : joint.nodes())
+    if (node->opName() == kBackward) total += ir::fusedLossRecomputeFlops(node->operandTypes());
+  return total;
+}
+
+std::vector<int> lossChunkCandidates(const ir::Graph& joint) {
+  std::int64_t rows = std::numeric_limits<std::int64_t>::max();
+  bool any = false;
+  for (const auto& node : joint.nodes())
+    if (node->opName() == kForward) {
+      rows = std::min(rows, node->operand(2)->type().numel());
+      any = true;
+    }
+  if (!any) return {};
+  std::vector<int> out;
+  for (int k = 1; k <= kMaxAutoLossChunks && k <= rows; k *= 2) out.push_back(k);
+  return out;
+}
+
+Expected<bool> FuseLossPass::run(ir::Graph& graph) {
+  Expected<int> fused = fuseLinearCrossEntropy(graph, chunks_);
+  if (!fused) return fused.error();
+  return *fused > 0;
+}
+
+}  // namespace gradc::passes
