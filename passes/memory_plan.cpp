@@ -5,6 +5,7 @@
 #include <set>
 
 #include "ir/printer.h"
+#include "passes/fuse_loss.h"
 #include "passes/liveness.h"
 
 namespace gradc::passes {
@@ -222,6 +223,8 @@ MemoryPlan planMemory(const ir::Graph& graph) {
   plan.peakBytes = l.peakBytes;
   plan.peakStep = l.peakStep;
   plan.persistentBytes = l.persistentBytes;
+  plan.lossChunks = lossChunksOf(graph);
+  plan.lossRecomputeFlops = fusedLossRecomputeFlops(graph);
   for (const ir::Node* node : order) {
     plan.steps.push_back({std::string(node->opName()), std::string(ir::phaseName(node->phase())), node->specName()});
     std::int64_t flops = node->flops();

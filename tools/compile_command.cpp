@@ -9,10 +9,15 @@
 #include <iostream>
 #include <memory>
 
+#include <fmt/format.h>
+
+#include "ir/op_table.h"
 #include "passes/budget.h"
 #include "passes/graph_stats.h"
 #include "passes/micro_batch.h"
 #include "passes/dce.h"
+#include "passes/fuse_loss.h"
+#include "passes/liveness.h"
 #include "passes/pass_manager.h"
 #include "tools/artifact_build.h"
 #include "tools/commands.h"
@@ -92,6 +97,36 @@ std::optional<ir::Graph> rankZeroForward(const ir::Graph& forward, const Compile
   return std::move(*local);
 }
 
+// What fusing the LM head into the loss saves (passes/fuse_loss.h): the step without recompute
+// at each chunk count auto may pick, against the unfused step's peak.
+std::optional<std::string> lossChunkTable(const ir::Graph& forward, passes::TrainingPlanOptions options,
+                                          std::int64_t unfusedPeak) {
+  options.lossChunks = passes::LossChunking{passes::LossChunking::Mode::Fixed, 1};
+  Expected<passes::RematChoice> fused = passes::chooseTrainingPlan(forward, options);
+  if (!fused) {
+    std::cerr << "gradc: error: " << fused.error().message << "\n";
+    return std::nullopt;
+  }
+  const std::int64_t lossFlops = passes::fusedLossRecomputeFlops(fused->graph);
+  const std::int64_t forwardFlops = passes::computeGraphStats(forward).forwardFlops;
+  std::string out = fmt::format(
+      "\nfused LM-head loss (--loss-chunks K: linear + cross_entropy as one op over K chunks of tokens; its backward "
+      "recomputes the logits, {} = {:.1f}% of a forward), no other recompute:\n",
+      formatFlops(lossFlops), forwardFlops > 0 ? 100.0 * static_cast<double>(lossFlops) / forwardFlops : 0.0);
+  out += "chunks   rows per chunk   predicted peak   saved\n";
+  out += fmt::format("{:<8} {:<16} {:<16} {}\n", "off", "-", passes::formatBytes(unfusedPeak), "0 B");
+  std::int64_t rows = 0;
+  for (const auto& n : fused->graph.nodes())
+    if (n->opName() == "linear_cross_entropy") rows = n->operand(2)->type().numel();
+  for (int k : passes::lossChunkCandidates(fused->graph)) {
+    passes::setLossChunks(fused->graph, k);
+    const std::int64_t peak = passes::analyzeLiveness(fused->graph).peakBytes;
+    out += fmt::format("{:<8} {:<16} {:<16} {}\n", k, ir::linearCrossEntropyChunkRows(rows, k), passes::formatBytes(peak),
+                       passes::formatBytes(unfusedPeak - peak));
+  }
+  return out;
+}
+
 // The forward graph's summary, then every recompute strategy's predicted peak and overhead on
 // the training step (AdamW), under --budget when given.
 int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
@@ -132,6 +167,11 @@ int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
           "state, activations, workspaces)";
   text += budget ? " under a budget of " + passes::formatBytes(*budget) + ":\n" : ":\n";
   text += passes::formatStrategySummaries(*rows);
+  if (passes::countFusableLosses(forward) > 0) {
+    std::optional<std::string> table = lossChunkTable(forward, options, passes::analyzeLiveness(joint->graph).peakBytes);
+    if (!table) return kExitUserError;
+    text += *table;
+  }
   if (Status s = writeOutput(o.pipeline.output, text); !s) {
     std::cerr << "gradc: error: " << s.message() << "\n";
     return kExitInternal;

@@ -13,6 +13,7 @@ std::string embeddedPlan(const passes::MemoryPlan& plan) {
   Json j;
   j["model"] = plan.model;
   j["strategy"] = plan.strategy;
+  j["lossChunks"] = plan.lossChunks;
   j["budget"] = plan.budgetBytes ? Json(*plan.budgetBytes) : Json(nullptr);
   j["peak"] = plan.peakBytes;
   j["peakStep"] = plan.peakStep;
@@ -108,7 +109,10 @@ constexpr const char* kPageEnd = R"HTML(;
     ['arena', fmt(plan.arena) + ' (fragmentation ' + plan.fragmentation.toFixed(3) + ')'],
     ['persistent', fmt(plan.persistent)],
     ['budget', plan.budget === null ? 'none' : fmt(plan.budget)],
-    ['strategy', plan.strategy], ['steps', String(steps)], ['buffers', String(B.length)]];
+    ['strategy', plan.strategy],
+    ['loss', plan.lossChunks > 0 ? 'fused LM head + cross_entropy, ' + plan.lossChunks + ' chunk' +
+      (plan.lossChunks === 1 ? '' : 's') : 'not fused'],
+    ['steps', String(steps)], ['buffers', String(B.length)]];
   facts.forEach(([k, v], i) => {
     const b = document.createElement('b');
     b.textContent = k + ' ';

@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 namespace gradc::tools {
 
@@ -24,6 +26,8 @@ std::string planToJson(const passes::MemoryPlan& plan) {
   j["backward_flops"] = plan.backwardFlops;
   j["optimizer_flops"] = plan.optimizerFlops;
   j["recompute_flops"] = plan.recomputeFlops;
+  j["loss_chunks"] = plan.lossChunks;
+  j["loss_recompute_flops"] = plan.lossRecomputeFlops;
   j["ranks"] = Json::array();
   for (const passes::RankPlan& r : plan.ranks) {
     Json e = {{"rank", r.rank}, {"peak_bytes", r.peakBytes}, {"arena_bytes", r.arenaBytes}};
@@ -147,6 +151,14 @@ Expected<passes::MemoryPlan> planFromJson(std::string_view text) {
   plan.backwardFlops = bwd;
   plan.optimizerFlops = opt;
   plan.recomputeFlops = rec;
+  // Plans written before the fused loss existed have neither field.
+  if (j.contains("loss_chunks")) {
+    GRADC_TRY(chunks, integer(j, root, "loss_chunks"));
+    GRADC_TRY(lossFlops, integer(j, root, "loss_recompute_flops"));
+    if (chunks < 0 || lossFlops < 0) return Error{"plan: loss_chunks and loss_recompute_flops must not be negative"};
+    plan.lossChunks = static_cast<int>(std::min<std::int64_t>(chunks, INT32_MAX));
+    plan.lossRecomputeFlops = lossFlops;
+  }
   if (peak < 0 || arena < 0 || persistent < 0) return Error{"plan: byte counts must not be negative"};
 
   GRADC_TRY(timeline, array(j, root, "timeline"));

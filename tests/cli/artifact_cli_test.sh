@@ -56,7 +56,7 @@ fi
   || bad "step.gir does not round-trip through gradc opt"
 
 # Graph-shaping flags are refused with an artifact, naming the flag; run-only flags are not.
-for flag in "--budget 1GiB" "--set batch=8" "--lr 0.1" "--devices 2" "--remat sqrt"; do
+for flag in "--budget 1GiB" "--set batch=8" "--lr 0.1" "--devices 2" "--remat sqrt" "--loss-chunks 4"; do
   # shellcheck disable=SC2086
   "$gradc" train "$work/A" --synthetic --steps 1 $flag >/dev/null 2>"$work/flag.err"
   code=$?

@@ -155,5 +155,48 @@ assert isinstance(planned, int) and planned > 0, r
 assert abs(planned - measured) / measured <= 0.05, r
 PY
 
+# The fused LM-head loss: forced chunks show in the plan, inspect, the summary and the training
+# log; the plan's peak drops below the unfused one and is what train measures; bad values and a
+# placement with nothing to fuse are exit 2 naming the flag.
+wide=(--set batch=4 --set seq=32 --set vocab=4096 --set d_model=16 --set heads=2 --set layers=2)
+timeout 120 "$gradc" compile "$src/models/gpt-mini.yaml" "${wide[@]}" --loss-chunks off --emit plan -o "$work/off.json" \
+  && timeout 120 "$gradc" compile "$src/models/gpt-mini.yaml" "${wide[@]}" --loss-chunks 4 --emit plan -o "$work/lc4.json" \
+  && ok || bad "compile --loss-chunks"
+if $py - "$work/off.json" "$work/lc4.json" <<'PY'; then ok; else bad "fused-loss plan fields"; fi
+import json, sys
+off, fused = (json.load(open(f)) for f in sys.argv[1:3])
+assert off["loss_chunks"] == 0 and off["loss_recompute_flops"] == 0, off["loss_chunks"]
+assert fused["loss_chunks"] == 4 and fused["loss_recompute_flops"] == 2 * 128 * 4096 * 16, fused["loss_recompute_flops"]
+assert fused["peak_bytes"] < 0.6 * off["peak_bytes"], (fused["peak_bytes"], off["peak_bytes"])
+assert any(s["op"] == "linear_cross_entropy" for s in fused["steps"])
+assert not any(s["op"] == "cross_entropy" for s in fused["steps"])
+PY
+timeout 60 "$gradc" inspect "$work/lc4.json" >"$work/inspect.txt" 2>&1 && grep -q "fused LM head + cross_entropy in 4 chunks" \
+  "$work/inspect.txt" && ok || bad "inspect shows the fused loss: $(head -8 "$work/inspect.txt")"
+timeout 120 "$gradc" compile "$src/models/gpt-mini.yaml" "${wide[@]}" --emit summary >"$work/summary.txt" 2>&1 \
+  && grep -Eq "^64 +2 +" "$work/summary.txt" && grep -q "fused LM-head loss" "$work/summary.txt" && ok \
+  || bad "summary lists the loss chunks: $(tail -10 "$work/summary.txt")"
+if timeout 300 "$gradc" train "$src/models/gpt-mini.yaml" "${wide[@]}" --synthetic --steps 2 --loss-chunks 4 \
+    --metrics-out "$work/fused.json" >"$work/train.txt" 2>&1; then ok; else bad "train --loss-chunks 4: $(tail -3 "$work/train.txt")"; fi
+grep -q "fused loss in 4 chunks" "$work/train.txt" && ok || bad "train log names the fused loss: $(head -3 "$work/train.txt")"
+if $py - "$work/fused.json" "$work/lc4.json" <<'PY'; then ok; else bad "fused-loss measured peak == planned"; fi
+import json, sys
+r = json.load(open(sys.argv[1]))["ranks"][0]
+plan = json.load(open(sys.argv[2]))
+assert r["peak_bytes_measured"] == r["peak_bytes_planned"] == plan["peak_bytes"], (r, plan["peak_bytes"])
+PY
+# Under a budget only the fused loss meets (3 MiB: the unfused step cannot go below 5.6 MiB), auto fuses.
+timeout 120 "$gradc" compile "$src/models/gpt-mini.yaml" "${wide[@]}" --budget 3MiB --emit plan -o "$work/auto.json" \
+  2>"$work/err" && $py -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p["loss_chunks"] == 4, p["loss_chunks"]' \
+  "$work/auto.json" && ok || bad "auto fuses under a budget: $(tail -2 "$work/err")"
+expect_error "unfused under that budget" "no plan fits" compile "$src/models/gpt-mini.yaml" "${wide[@]}" --budget 3MiB \
+  --loss-chunks off --emit plan -o "$work/x.json"
+expect_error "zero chunks" "loss-chunks expects a positive number" compile "$src/models/gpt-mini.yaml" \
+  --loss-chunks 0 --emit plan -o "$work/x.json"
+expect_error "nothing to fuse" "no loss to fuse" compile "$src/models/mlp.yaml" --loss-chunks 4 --emit plan \
+  -o "$work/x.json"
+expect_error "gather placement" "use --loss-placement local" compile "$src/models/gpt-mini.yaml" "${wide[@]}" \
+  --devices 2 --loss-placement gather --loss-chunks 4 --emit plan -o "$work/x.json"
+
 echo "plan cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
