@@ -102,9 +102,6 @@ std::int64_t scalarOperandBytes(DType dtype);
 // linear_cross_entropy{chunks} (ir/ops_fused_loss.cpp) processes its rows this many at a time:
 // ceil(rows / chunks); the last chunk may be shorter. The kernel and the declared workspace use it.
 std::int64_t linearCrossEntropyChunkRows(std::int64_t rows, std::int64_t chunks);
-// What fusing the loss costs in FLOPs: the logits that linear_cross_entropy_backward computes
-// again (2 N V D, plus N V with a bias), from that node's operand types.
-std::int64_t fusedLossRecomputeFlops(std::span<const TensorType> backwardOperands);
 
 // nullptr when no op has that name.
 const OpInfo* findOp(std::string_view name);

@@ -11,10 +11,9 @@ namespace gradc::passes {
 
 namespace {
 
-constexpr std::string_view kForward = "linear_cross_entropy";
-constexpr std::string_view kBackward = "linear_cross_entropy_backward";
+constexpr std::string_view kFused = "linear_cross_entropy";
 
-bool isFusedLoss(const ir::Node& n) { return n.opName() == kForward || n.opName() == kBackward; }
+bool isFusedLoss(const ir::Node& n) { return n.opName() == kFused; }
 
 // The linear node whose result is `logits`, when fusing may consume it.
 ir::Node* fusableHead(const ir::Node& loss) {
@@ -56,7 +55,7 @@ Expected<int> fuseLinearCrossEntropy(ir::Graph& forward, int chunks) {
     if (head->numOperands() > 2) operands.push_back(head->operand(2));
     forward.setInsertionPoint(loss);
     Expected<ir::Node*> fused =
-        forward.create(kForward, operands, {{"chunks", std::int64_t{chunks}}}, ir::Phase::fwd, head->specName());
+        forward.create(kFused, operands, {{"chunks", std::int64_t{chunks}}}, ir::Phase::fwd, head->specName());
     forward.setInsertionPoint(nullptr);
     if (!fused) return Error{"fuse-loss: internal error: " + fused.error().message};
     forward.replaceAllUsesWith(loss->result(0), (*fused)->result(0));
@@ -78,18 +77,11 @@ int lossChunksOf(const ir::Graph& graph) {
   return 0;
 }
 
-std::int64_t fusedLossRecomputeFlops(const ir::Graph& joint) {
-  std::int64_t total = 0;
-  for (const auto& node : joint.nodes())
-    if (node->opName() == kBackward) total += ir::fusedLossRecomputeFlops(node->operandTypes());
-  return total;
-}
-
 std::vector<int> lossChunkCandidates(const ir::Graph& joint) {
   std::int64_t rows = std::numeric_limits<std::int64_t>::max();
   bool any = false;
   for (const auto& node : joint.nodes())
-    if (node->opName() == kForward) {
+    if (node->opName() == kFused) {
       rows = std::min(rows, node->operand(2)->type().numel());
       any = true;
     }

@@ -179,22 +179,33 @@ OperandGrads gradLayerNorm(GradBuilder& b) {
   return {n->result(0), n->result(1), n->result(2)};
 }
 
-// linear_cross_entropy(x, w, target[, bias]) -> (loss, lse): one fused backward kernel from the
-// saved log-sum-exp, which computes the logits again chunk by chunk, gives (gx, gw[, gbias]).
-// lse is saved for backward; a loss that depends on it directly is not supported.
+// linear_cross_entropy(x, w, target[, bias]) -> (loss, gx, gw[, gbias]): the fused kernel
+// computes the loss's gradients for an upstream gradient of 1 as it goes (ir/ops_fused_loss.cpp),
+// so the rule only scales them by g. When g is the constant 1 (autodiff's seed: the loss is the
+// graph's loss) they are the gradients as they are, and no copy is made. A loss that depends on
+// the gradient results themselves is not supported.
+bool isConstantOne(const Value* v) {
+  const ir::Node* p = v->producer();
+  if (!p || p->opName() != "full" || v->type().rank() != 0) return false;
+  std::optional<double> value = ir::getFloat(p->attrs(), "value");
+  return value && *value == 1.0;
+}
+
 OperandGrads gradLinearCrossEntropy(GradBuilder& b) {
-  if (b.grad(1)) {
-    b.fail("the loss depends on linear_cross_entropy's lse result; only its first result (the loss) is "
-           "differentiable");
-    return {};
-  }
-  std::vector<Value*> operands{b.grad(), b.operand(0), b.operand(1), b.operand(2), b.result(1)};
-  const bool bias = b.numOperands() > 3;
-  if (bias) operands.push_back(b.operand(3));
-  ir::Node* n = b.emit("linear_cross_entropy_backward", std::move(operands), b.node().attrs());
-  if (!n) return {};
-  OperandGrads out{n->result(0), n->result(1), nullptr};
-  if (bias) out.push_back(n->result(2));
+  for (size_t r = 1; r < b.node().numResults(); ++r)
+    if (b.grad(r)) {
+      b.fail("the loss depends on linear_cross_entropy's gradient results; only its first result (the loss) is "
+             "differentiable");
+      return {};
+    }
+  Value* g = b.grad();
+  const bool one = isConstantOne(g);
+  auto scaled = [&](size_t operand, size_t result) -> Value* {
+    if (!b.needs(operand)) return nullptr;
+    return one ? b.result(result) : b.emit1("mul", {g, b.result(result)});
+  };
+  OperandGrads out{scaled(0, 1), scaled(1, 2), nullptr};
+  if (b.numOperands() > 3) out.push_back(scaled(3, 3));
   return out;
 }
 

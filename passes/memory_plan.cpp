@@ -224,7 +224,6 @@ MemoryPlan planMemory(const ir::Graph& graph) {
   plan.peakStep = l.peakStep;
   plan.persistentBytes = l.persistentBytes;
   plan.lossChunks = lossChunksOf(graph);
-  plan.lossRecomputeFlops = fusedLossRecomputeFlops(graph);
   for (const ir::Node* node : order) {
     plan.steps.push_back({std::string(node->opName()), std::string(ir::phaseName(node->phase())), node->specName()});
     std::int64_t flops = node->flops();

@@ -83,10 +83,8 @@ struct MemoryPlan {
   std::int64_t backwardFlops = 0;
   std::int64_t optimizerFlops = 0;
   std::int64_t recomputeFlops = 0;
-  // The fused LM-head loss (passes/fuse_loss.h): its chunk count (0: not fused) and the FLOPs
-  // its backward spends computing the logits again (part of backwardFlops).
+  // The fused LM-head loss's chunk count (passes/fuse_loss.h); 0: not fused.
   int lossChunks = 0;
-  std::int64_t lossRecomputeFlops = 0;
   // Persistent buffers (parameters, optimizer state, inputs) first, then results in schedule
   // order, then workspaces in step order.
   std::vector<PlannedBuffer> buffers;

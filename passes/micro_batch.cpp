@@ -267,13 +267,12 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
     ir::Graph graph;
     int microBatches;
     std::vector<int> lossChunks;
-    std::int64_t lossFlops;
   };
   std::vector<Built> graphs;
   graphs.reserve(2 * ks.size());
   auto select = [&]() -> Expected<RematChoice> {
     std::vector<RematGraph> views;
-    for (Built& b : graphs) views.push_back(RematGraph{&b.graph, b.microBatches, b.lossChunks, b.lossFlops});
+    for (Built& b : graphs) views.push_back(RematGraph{&b.graph, b.microBatches, b.lossChunks});
     Expected<RematSelection> s = selectRematPlan(views, options.remat);
     if (!s) return s.error();
     Built& chosen = graphs[s->graph];
@@ -297,35 +296,31 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
     if (Expected<bool> r = pm.run(*g); !r) return r.error();
     return std::move(*g);
   };
-  // The selection order puts every plan without recompute first, by micro-batch count; with
-  // none, auto and chain one exists for every count (the step as it is). So while counts are
-  // built smallest first, the first whose step fits as it is is the choice, and larger counts
-  // (whose graphs grow with the count) need not be built at all. A fused loss always
-  // recomputes its logits, so unfused graphs come first; among fused graphs (equal loss
-  // recompute for every count) the first that fits without remat at its finest chunking ends
-  // the search the same way.
+  // The selection order puts every plan without recompute first, by micro-batch count (then
+  // unfused before fused); with none, auto and chain one exists for every count (the step as it
+  // is). So while counts are built smallest first (each unfused, then fused), the first graph
+  // whose step fits as it is (a fused one at its finest chunking) is the choice, and larger
+  // counts (whose graphs grow with the count) need not be built at all.
   const RematStrategy strategy = options.remat.strategy;
   const bool keepFirst =
       options.remat.budgetBytes && (strategy == RematStrategy::Auto || strategy == RematStrategy::None ||
                                     strategy == RematStrategy::Chain);
-  if (buildUnfused)
-    for (int k : ks) {
+  const bool several = ks.size() > 1 || (buildUnfused && buildFused);
+  for (int k : ks) {
+    if (buildUnfused) {
       Expected<ir::Graph> g = build(forward, k);
       if (!g) return g.error();
-      graphs.push_back(Built{std::move(*g), k, {}, 0});
-      if (keepFirst && (ks.size() > 1 || buildFused) &&
-          analyzeLiveness(graphs.back().graph).peakBytes <= *options.remat.budgetBytes)
+      graphs.push_back(Built{std::move(*g), k, {}});
+      if (keepFirst && several && analyzeLiveness(graphs.back().graph).peakBytes <= *options.remat.budgetBytes)
         return select();
     }
-  if (buildFused)
-    for (int k : ks) {
+    if (buildFused) {
       Expected<ir::Graph> g = build(*fusedForward, k);
       if (!g) return g.error();
       std::vector<int> chunks;
       if (chunking.mode == LossChunking::Mode::Auto) chunks = lossChunkCandidates(*g);
-      const std::int64_t flops = fusedLossRecomputeFlops(*g);
-      graphs.push_back(Built{std::move(*g), k, chunks, flops});
-      if (keepFirst && (ks.size() > 1 || buildUnfused)) {
+      graphs.push_back(Built{std::move(*g), k, chunks});
+      if (keepFirst && several) {
         ir::Graph& last = graphs.back().graph;
         if (!chunks.empty()) setLossChunks(last, chunks.back());
         const bool fits = analyzeLiveness(last).peakBytes <= *options.remat.budgetBytes;
@@ -333,6 +328,7 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
         if (fits) return select();
       }
     }
+  }
   return select();
 }
 

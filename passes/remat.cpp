@@ -33,7 +33,6 @@ struct GraphState {
   ir::Graph* graph = nullptr;
   int microBatches = 1;
   std::vector<int> lossChunks;  // the counts to measure; {current} when not varied (0: unfused)
-  std::int64_t lossFlops = 0;   // the fused loss's recomputed logits (passes/fuse_loss.h)
   remat::Analysis analysis;
   std::vector<remat::Candidate> candidates;
   std::vector<std::optional<remat::RewritePlan>> plans;
@@ -44,7 +43,7 @@ struct Entry {
   size_t graph;
   size_t candidate;
   size_t chunkIndex;
-  std::int64_t flops;  // remat's recompute plus the fused loss's
+  std::int64_t flops;
   int microBatches;
   int lossChunks;
   int rank;
@@ -58,15 +57,13 @@ class Chooser {
  public:
   explicit Chooser(PeakCache* shared = nullptr) : shared_(shared) {}
 
-  Status add(ir::Graph& graph, int microBatches, RematStrategy strategy, std::vector<int> lossChunks = {},
-             std::int64_t lossFlops = 0) {
+  Status add(ir::Graph& graph, int microBatches, RematStrategy strategy, std::vector<int> lossChunks = {}) {
     Expected<remat::Analysis> a = remat::analyze(graph);
     if (!a) return a.error();
     GraphState s;
     s.graph = &graph;
     s.microBatches = microBatches;
     s.lossChunks = lossChunks.empty() ? std::vector<int>{lossChunksOf(graph)} : std::move(lossChunks);
-    s.lossFlops = lossFlops;
     s.analysis = std::move(*a);
     s.candidates = remat::candidates(s.analysis, strategy);
     s.plans.resize(s.candidates.size());
@@ -81,7 +78,7 @@ class Chooser {
     for (size_t g = 0; g < states_.size(); ++g)
       for (size_t c = 0; c < states_[g].candidates.size(); ++c)
         for (size_t k = 0; k < states_[g].lossChunks.size(); ++k)
-          out.push_back(Entry{g, c, k, plan(g, c).recomputeFlops + states_[g].lossFlops, states_[g].microBatches,
+          out.push_back(Entry{g, c, k, plan(g, c).recomputeFlops, states_[g].microBatches,
                               states_[g].lossChunks[k], strategyRank(states_[g].candidates[c].strategy)});
     std::stable_sort(out.begin(), out.end(), [](const Entry& x, const Entry& y) {
       if (x.flops != y.flops) return x.flops < y.flops;
@@ -233,7 +230,7 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   PeakCache measured;
   Chooser chooser(&measured);
   for (const RematGraph& g : graphs)
-    if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy, g.lossChunks, g.lossRecomputeFlops); !s)
+    if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy, g.lossChunks); !s)
       return Error{s.message()};
   std::vector<Entry> order = chooser.entries();
   if (order.empty()) return Error{"remat: internal error: no proposal"};
@@ -257,8 +254,7 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
         // Would another strategy do better? Measured on the same graphs.
         Chooser all(&measured);
         for (const RematGraph& g : graphs)
-          if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto, g.lossChunks, g.lossRecomputeFlops);
-              !st)
+          if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto, g.lossChunks); !st)
             return Error{st.message()};
         std::vector<Entry> allOrder = all.entries();
         if (std::optional<Entry> fit = firstFit(all, allOrder, *options.budgetBytes))
@@ -286,7 +282,6 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   r.chosen = s.candidates[chosen->candidate].strategy;
   r.plan = describe(s.candidates[chosen->candidate], s.microBatches, chosen->lossChunks);
   r.lossChunks = chosen->lossChunks;
-  r.lossRecomputeFlops = s.lossFlops;
   r.microBatches = s.microBatches;
   r.budgetBytes = options.budgetBytes.value_or(-1);
   r.predictedPeakBytes = peak;

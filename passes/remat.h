@@ -11,10 +11,11 @@
 //      (passes/remat_strategies.h).
 //   2. remat::candidates: the proposals of the requested strategy (auto: of all strategies),
 //      each with its exact recompute FLOPs (remat::planRewrite, no graph change).
-//   3. Order: recompute FLOPs ascending (with a fused loss, its recomputed logits count too),
-//      then micro-batch count, then loss chunks, then a fixed strategy rank (none, selective,
-//      chain, sqrt, memory-poor), then proposal index. Neither the proposals nor this order
-//      depend on the budget. A fused graph's proposals are measured at each chunk count.
+//   3. Order: recompute FLOPs ascending, then micro-batch count, then loss chunks (unfused
+//      first: fusing trades the LM head's large matrix products for memory; then the fewest
+//      chunks), then a fixed strategy rank (none, selective, chain, sqrt, memory-poor), then
+//      proposal index. Neither the proposals nor this order depend on the budget. A fused
+//      graph's proposals are measured at each of its chunk counts.
 //   4. With a budget: the first proposal in that order whose predicted peak (the rewrite
 //      applied, analyzeLiveness, the rewrite undone) is <= the budget. Proposals are measured
 //      lazily, so a generous budget measures one.
@@ -67,8 +68,7 @@ struct RematReport {
   std::int64_t forwardFlops = 0;           // one forward of the whole batch
   std::int64_t recomputeFlops = 0;  // remat's clones
   int recomputeNodes = 0;
-  int lossChunks = 0;                   // the fused loss's chunks; 0: not fused
-  std::int64_t lossRecomputeFlops = 0;  // the logits the fused loss's backward computes again
+  int lossChunks = 0;               // the fused loss's chunks; 0: not fused
   int chainStages = 0;  // stages the chain solver saw (first episode)
   int candidates = 0;   // proposals considered
   int evaluated = 0;    // proposals whose peak was measured
@@ -96,18 +96,16 @@ class RematPass final : public Pass {
 struct RematGraph {
   ir::Graph* graph;
   int microBatches = 1;
-  // A graph with a fused loss: the chunk counts to choose from (empty: as the graph has it),
-  // and the FLOPs its backward spends computing the logits again, ranked as recompute.
+  // A graph with a fused loss: the chunk counts to choose from (empty: as the graph has it).
   std::vector<int> lossChunks;
-  std::int64_t lossRecomputeFlops = 0;
 };
 struct RematSelection {
   size_t graph = 0;  // index of the graph the chosen plan was applied to
   RematReport report;
 };
 // Chooses over the proposals of every graph together and applies the choice to its graph; the
-// other graphs are left unchanged. Order: recompute FLOPs (remat's plus the fused loss's), then
-// micro-batch count, then loss chunks (fewest first), then the strategy rank above.
+// other graphs are left unchanged. Order: recompute FLOPs, then micro-batch count, then loss
+// chunks (unfused first, then the fewest), then the strategy rank above.
 Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, const RematOptions& options);
 
 // One row of `gradc compile --emit summary`: what a strategy does to this step.

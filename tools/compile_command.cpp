@@ -107,12 +107,9 @@ std::optional<std::string> lossChunkTable(const ir::Graph& forward, passes::Trai
     std::cerr << "gradc: error: " << fused.error().message << "\n";
     return std::nullopt;
   }
-  const std::int64_t lossFlops = passes::fusedLossRecomputeFlops(fused->graph);
-  const std::int64_t forwardFlops = passes::computeGraphStats(forward).forwardFlops;
-  std::string out = fmt::format(
-      "\nfused LM-head loss (--loss-chunks K: linear + cross_entropy as one op over K chunks of tokens; its backward "
-      "recomputes the logits, {} = {:.1f}% of a forward), no other recompute:\n",
-      formatFlops(lossFlops), forwardFlops > 0 ? 100.0 * static_cast<double>(lossFlops) / forwardFlops : 0.0);
+  std::string out =
+      "\nfused LM-head loss (--loss-chunks K: linear + cross_entropy and their gradients as one op over K chunks of "
+      "tokens, never holding all the logits), no recompute:\n";
   out += "chunks   rows per chunk   predicted peak   saved\n";
   out += fmt::format("{:<8} {:<16} {:<16} {}\n", "off", "-", passes::formatBytes(unfusedPeak), "0 B");
   std::int64_t rows = 0;

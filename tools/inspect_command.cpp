@@ -113,10 +113,9 @@ std::string report(const passes::MemoryPlan& plan, const InspectOptions& o) {
                      formatFlops(plan.forwardFlops), formatFlops(plan.backwardFlops), formatFlops(plan.optimizerFlops),
                      formatFlops(plan.recomputeFlops), percent(plan.recomputeFlops, plan.forwardFlops));
   if (plan.lossChunks > 0)
-    out += fmt::format("  loss        fused LM head + cross_entropy in {} chunk{} of tokens, logits never held whole; "
-                       "backward recomputes them: {} ({} of forward)\n",
-                       plan.lossChunks, plan.lossChunks == 1 ? "" : "s", formatFlops(plan.lossRecomputeFlops),
-                       percent(plan.lossRecomputeFlops, plan.forwardFlops));
+    out += fmt::format("  loss        fused LM head + cross_entropy in {} chunk{} of tokens: the logits are never "
+                       "held whole\n",
+                       plan.lossChunks, plan.lossChunks == 1 ? "" : "s");
   if (plan.ranks.size() > 1) {
     std::int64_t lo = plan.ranks.front().peakBytes, hi = lo;
     for (const passes::RankPlan& r : plan.ranks) {

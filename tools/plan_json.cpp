@@ -27,7 +27,6 @@ std::string planToJson(const passes::MemoryPlan& plan) {
   j["optimizer_flops"] = plan.optimizerFlops;
   j["recompute_flops"] = plan.recomputeFlops;
   j["loss_chunks"] = plan.lossChunks;
-  j["loss_recompute_flops"] = plan.lossRecomputeFlops;
   j["ranks"] = Json::array();
   for (const passes::RankPlan& r : plan.ranks) {
     Json e = {{"rank", r.rank}, {"peak_bytes", r.peakBytes}, {"arena_bytes", r.arenaBytes}};
@@ -151,13 +150,11 @@ Expected<passes::MemoryPlan> planFromJson(std::string_view text) {
   plan.backwardFlops = bwd;
   plan.optimizerFlops = opt;
   plan.recomputeFlops = rec;
-  // Plans written before the fused loss existed have neither field.
+  // Plans written before the fused loss existed have no loss_chunks.
   if (j.contains("loss_chunks")) {
     GRADC_TRY(chunks, integer(j, root, "loss_chunks"));
-    GRADC_TRY(lossFlops, integer(j, root, "loss_recompute_flops"));
-    if (chunks < 0 || lossFlops < 0) return Error{"plan: loss_chunks and loss_recompute_flops must not be negative"};
+    if (chunks < 0) return Error{"plan.loss_chunks: must not be negative"};
     plan.lossChunks = static_cast<int>(std::min<std::int64_t>(chunks, INT32_MAX));
-    plan.lossRecomputeFlops = lossFlops;
   }
   if (peak < 0 || arena < 0 || persistent < 0) return Error{"plan: byte counts must not be negative"};
 

@@ -190,13 +190,8 @@ std::string describeStep(const TrainingStep& step) {
   if (step.plan.budgetBytes) line += fmt::format(" of {} budget", passes::formatBytes(*step.plan.budgetBytes));
   if (step.remat.recomputeFlops > 0)
     line += fmt::format(", recompute {:.1f}% of a forward", step.remat.recomputePercent());
-  if (step.lossChunks > 0) {
+  if (step.lossChunks > 0)
     line += fmt::format(", fused loss in {} chunk{}", step.lossChunks, step.lossChunks == 1 ? "" : "s");
-    if (step.remat.forwardFlops > 0)
-      line += fmt::format(" (logits recomputed: {:.1f}% of a forward)",
-                          100.0 * static_cast<double>(step.remat.lossRecomputeFlops) /
-                              static_cast<double>(step.remat.forwardFlops));
-  }
   return line;
 }
 

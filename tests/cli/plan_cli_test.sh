@@ -165,8 +165,11 @@ timeout 120 "$gradc" compile "$src/models/gpt-mini.yaml" "${wide[@]}" --loss-chu
 if $py - "$work/off.json" "$work/lc4.json" <<'PY'; then ok; else bad "fused-loss plan fields"; fi
 import json, sys
 off, fused = (json.load(open(f)) for f in sys.argv[1:3])
-assert off["loss_chunks"] == 0 and off["loss_recompute_flops"] == 0, off["loss_chunks"]
-assert fused["loss_chunks"] == 4 and fused["loss_recompute_flops"] == 2 * 128 * 4096 * 16, fused["loss_recompute_flops"]
+assert off["loss_chunks"] == 0 and fused["loss_chunks"] == 4, (off["loss_chunks"], fused["loss_chunks"])
+# No recompute: the fused step does the unfused step's matrix products, and fewer elementwise passes.
+total = lambda p: p["forward_flops"] + p["backward_flops"]
+assert 0.9 * total(off) <= total(fused) <= total(off), (total(fused), total(off))
+assert fused["recompute_flops"] == 0
 assert fused["peak_bytes"] < 0.6 * off["peak_bytes"], (fused["peak_bytes"], off["peak_bytes"])
 assert any(s["op"] == "linear_cross_entropy" for s in fused["steps"])
 assert not any(s["op"] == "cross_entropy" for s in fused["steps"])
