@@ -1,8 +1,10 @@
 #include "runtime/memory_tracker.h"
 
 #include <c10/core/Allocator.h>
+#include <c10/util/Exception.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -134,9 +136,17 @@ void deleteTracked(void* data) {
   gPrevious->raw_deallocate(data);
 }
 
+// Fault injection, for the tests of how gradc reports a failed allocation:
+// GRADC_FAIL_ALLOCATION_AFTER=N makes every tracked allocation after the first N fail, as an
+// exhausted allocator does (a c10::Error). Read once, when the tracker is installed; -1: off.
+std::int64_t gFailAfter = -1;
+
 class TrackingAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(std::size_t n) const override {
+    if (gFailAfter >= 0 && n > 0 && gCount.load(std::memory_order_relaxed) >= gFailAfter)
+      TORCH_CHECK(false, "DefaultCPUAllocator: not enough memory: you tried to allocate ", n,
+                  " bytes (GRADC_FAIL_ALLOCATION_AFTER=", gFailAfter, ")");
     if (n > 0 && gRegionInUse.load(std::memory_order_relaxed))
       if (void* data = allocateInRegion(static_cast<std::int64_t>(n))) {
         gCount.fetch_add(1, std::memory_order_relaxed);
@@ -174,6 +184,11 @@ constexpr std::uint8_t kPriority = 100;
 
 bool MemoryTracker::install() {
   std::call_once(gInstallOnce, [] {
+    if (const char* fail = std::getenv("GRADC_FAIL_ALLOCATION_AFTER")) {
+      char* end = nullptr;
+      const long long n = std::strtoll(fail, &end, 10);
+      if (end != fail && *end == '\0' && n >= 0) gFailAfter = n;
+    }
     gPrevious = c10::GetAllocator(c10::DeviceType::CPU);
     auto* tracker = new TrackingAllocator();
     gTracker.store(tracker);

@@ -12,6 +12,7 @@
 #include "runtime/executor.h"
 #include "runtime/safetensors.h"
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 #include "tools/spec_loading.h"
 
 namespace gradc::tools {
@@ -79,8 +80,8 @@ Runner addGradCommand(CLI::App& cmd) {
   cmd.add_option("--weights", o->weights, "Parameters (safetensors, spec names)")->required();
   cmd.add_option("--inputs", o->inputs, "Graph inputs (safetensors, e.g. tokens and targets)")->required();
   cmd.add_option("-o,--output", o->output, "Where to write the gradients (safetensors)")->required();
-  cmd.add_option("--seed", o->seed, "Seed keying dropout masks (default: the spec's seed)");
-  cmd.add_option("--step", o->step, "Step number keying dropout masks")->capture_default_str();
+  cmd.add_option("--seed", o->seed, "Seed keying dropout masks (default: the spec's seed)")->check(nonNegativeInteger());
+  cmd.add_option("--step", o->step, "Step number keying dropout masks")->check(positiveInteger())->capture_default_str();
   return [o] { return runGrad(*o); };
 }
 

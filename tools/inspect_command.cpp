@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 #include "tools/inspect_html.h"
 #include "tools/output.h"
 #include "tools/plan_json.h"
@@ -224,9 +225,9 @@ Runner addInspectCommand(CLI::App& cmd) {
   cmd.add_option("plan", o->plan, "A memory plan (gradc compile SPEC --emit plan -o plan.json), or - for stdin")
       ->required();
   cmd.add_option("--html", o->html, "Also write an interactive timeline to this HTML file (self-contained)");
-  cmd.add_option("--top", o->top, "Buffers to list at the peak")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd.add_option("--width", o->width, "Chart columns")->check(CLI::Range(8, 400))->capture_default_str();
-  cmd.add_option("--height", o->height, "Chart rows")->check(CLI::Range(3, 100))->capture_default_str();
+  cmd.add_option("--top", o->top, "Buffers to list at the peak")->check(nonNegativeInteger())->capture_default_str();
+  cmd.add_option("--width", o->width, "Chart columns")->check(integerIn(8, 400))->capture_default_str();
+  cmd.add_option("--height", o->height, "Chart rows")->check(integerIn(3, 100))->capture_default_str();
   return [o] { return runInspect(*o); };
 }
 

@@ -6,12 +6,15 @@
 #include "runtime/artifact.h"
 #include "runtime/blas_kernels.h"
 #include "tools/commands.h"
+#include "tools/failure_guard.h"
+#include "tools/flag_checks.h"
 
 int main(int argc, char** argv) {
   using namespace gradc::tools;
   gradc::runtime::selectBlasKernels(argv);  // may re-execute once with better BLAS kernels
   CLI::App app{"gradc: a graph-compiling training framework that fits training into a memory budget"};
   app.require_subcommand(1);
+  useErrorFormat(app, "gradc");
   app.set_version_flag("--version", std::string("gradc ") + gradc::runtime::kGradcVersion);
   std::vector<std::pair<CLI::App*, Runner>> commands;
   CLI::App* compile =
@@ -34,7 +37,7 @@ int main(int argc, char** argv) {
   }
   for (auto& [sub, run] : commands)
     if (sub->parsed()) {
-      int code = run();
+      int code = runGuarded("gradc", run);
       // Whatever a command printed must have reached its reader (a full disk, a closed pipe).
       std::cout.flush();
       if (!std::cout && code == kExitOk) {

@@ -12,9 +12,12 @@
 #include "runtime/blas_kernels.h"
 #include "runtime/dist_env.h"
 #include "runtime/gloo_communicator.h"
+#include "runtime/host_memory.h"
 #include "runtime/launcher.h"
 #include "runtime/trainer.h"
 #include "tools/commands.h"
+#include "tools/failure_guard.h"
+#include "tools/flag_checks.h"
 
 namespace gradc::tools {
 
@@ -24,17 +27,20 @@ void RunFlags::addTo(CLI::App& cmd) {
   cmd.add_option("--vocab", vocab, "Token vocabulary for --data: bytes (256) or chars (the file's distinct bytes)")
       ->check(CLI::IsMember({"bytes", "chars"}))
       ->capture_default_str();
-  cmd.add_option("--steps", steps, "Train until this step")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd.add_option("--seed", seed, "Seed of initialisation, data order and dropout (default: the spec's seed)");
+  cmd.add_option("--steps", steps, "Train until this step")->check(positiveInteger())->capture_default_str();
+  cmd.add_option("--seed", seed, "Seed of initialisation, data order and dropout (default: the spec's seed)")
+      ->check(nonNegativeInteger());
   cmd.add_option("--save", save, "Checkpoint folder, written atomically (weights.safetensors loads in PyTorch)");
-  cmd.add_option("--save-every", saveEvery, "Also checkpoint every N steps (0: only at the end)")->capture_default_str();
+  cmd.add_option("--save-every", saveEvery, "Also checkpoint every N steps (0: only at the end)")
+      ->check(nonNegativeInteger())
+      ->capture_default_str();
   cmd.add_option("--resume", resume, "Continue from this checkpoint folder, bit for bit");
   cmd.add_option("--metrics-out", metricsOut, "Write per-step metrics and peak memory as JSON");
   cmd.add_flag("-q,--quiet", quiet, "No progress output");
   cmd.add_flag("--profile", profile, "At the end, print the time per op kind (steps after the first)");
   cmd.add_option("--timeout", timeoutS,
                  "Seconds a rank waits for the others (rendezvous, each collective) before the run fails")
-      ->check(CLI::PositiveNumber)
+      ->check(positiveNumber())
       ->capture_default_str();
 }
 
@@ -59,6 +65,43 @@ std::string ownExecutable() {
   std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::string("gradc") : exe.string();
 }
+
+namespace {
+
+// A budget a user can type, rounded down: "21GiB", "900MiB".
+std::string budgetText(std::int64_t bytes) {
+  if (bytes >= (std::int64_t{1} << 30)) return std::to_string(bytes >> 30) + "GiB";
+  return std::to_string(std::max<std::int64_t>(1, bytes >> 20)) + "MiB";
+}
+
+// The memory preflight. GRADC_NO_MEMORY_CHECK=1 skips it (a host with swap the user wants used).
+Status checkHostMemory(const std::filesystem::path& dir, const runtime::ArtifactManifest& manifest,
+                       const runtime::RankProgram& own, bool allRanks) {
+  if (const char* skip = std::getenv("GRADC_NO_MEMORY_CHECK"); skip && std::string_view(skip) == "1") return {};
+  std::optional<runtime::HostMemory> host = runtime::availableHostMemory();
+  if (!host) return {};
+  std::int64_t needed = own.plan.arenaBytes, largest = own.plan.arenaBytes;
+  if (allRanks)
+    for (int r = 1; r < manifest.world(); ++r) {
+      Expected<runtime::RankProgram> p = runtime::loadRankProgram(dir, manifest, r);
+      if (!p) return Error{p.error().message};
+      needed += p->plan.arenaBytes;
+      largest = std::max(largest, p->plan.arenaBytes);
+    }
+  if (needed <= host->availableBytes) return {};
+  const int ranks = allRanks ? manifest.world() : 1;
+  std::string message = fmt::format("the training step needs {} per device (its memory plan's arena)",
+                                    runtime::describeBytes(largest));
+  if (ranks > 1) message += fmt::format(", {} for the {} ranks on this host", runtime::describeBytes(needed), ranks);
+  message += fmt::format(", but this host has {} available ({}); compile with a --budget below that (gradc compile "
+                         "SPEC --budget {} -o DIR: recompute and micro-batching fit the step, or the smallest "
+                         "feasible budget is named){}; GRADC_NO_MEMORY_CHECK=1 skips this check",
+                         runtime::describeBytes(host->availableBytes), host->source,
+                         budgetText(host->availableBytes / ranks), ranks > 1 ? ", or use fewer --devices" : "");
+  return Error{message};
+}
+
+}  // namespace
 
 int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::vector<std::string>& workerCommand) {
   if (o.data.empty() == !o.synthetic) {
@@ -87,6 +130,13 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   Expected<runtime::RankProgram> program = runtime::loadRankProgram(dir, *manifest, rank);
   if (!program) {
     std::cerr << "gradc: error: " << program.error().message << "\n";
+    return kExitUserError;
+  }
+  // Nothing is allocated before the plan is known to fit: the arenas of the ranks this process
+  // starts (all of them for a local launch; its own under torchrun or Slurm) against what the
+  // host can still give.
+  if (Status s = checkHostMemory(dir, *manifest, *program, !*env && world > 1); !s) {
+    std::cerr << "gradc: error: " << s.message() << "\n";
     return kExitUserError;
   }
   if (!*env && world > 1) {
@@ -147,7 +197,8 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     const bool named = message.rfind("rank ", 0) == 0;
     std::cerr << "gradc: error: " << (world > 1 && !named ? "rank " + std::to_string(rank) + ": " : "") << message
               << "\n";
-    return kExitUserError;
+    // An allocation that failed is the environment's, not the user's input.
+    return isOutOfMemory(message) ? kExitInternal : kExitUserError;
   }
   if (rank != 0) return kExitOk;  // rank 0 reports and writes the metrics of every rank
   const runtime::RunMetrics& m = result->metrics;

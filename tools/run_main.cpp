@@ -5,6 +5,8 @@
 #include "runtime/artifact.h"
 #include "runtime/blas_kernels.h"
 #include "tools/commands.h"
+#include "tools/failure_guard.h"
+#include "tools/flag_checks.h"
 #include "tools/run_artifact.h"
 
 int main(int argc, char** argv) {
@@ -12,6 +14,7 @@ int main(int argc, char** argv) {
   gradc::runtime::selectBlasKernels(argv);  // may re-execute once with better BLAS kernels
   CLI::App app{"gradc-run: train a compiled gradc artifact (no compiler needed)"};
   app.set_version_flag("--version", std::string("gradc-run ") + gradc::runtime::kGradcVersion);
+  useErrorFormat(app, "gradc-run");
   std::string artifact;
   app.add_option("artifact", artifact, "The artifact folder (gradc compile SPEC ... -o DIR)")->required();
   RunFlags flags;
@@ -21,5 +24,5 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kExitOk : kExitUserError;
   }
-  return runArtifact(artifact, flags, {ownExecutable()});
+  return runGuarded("gradc-run", [&] { return runArtifact(artifact, flags, {ownExecutable()}); });
 }

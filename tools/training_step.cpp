@@ -13,6 +13,7 @@
 #include "passes/training_pipeline.h"
 #include "runtime/cpu_cores.h"
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 
 namespace gradc::tools {
 
@@ -35,13 +36,22 @@ void MemoryFlags::addTo(CLI::App& cmd) {
 
 void OptimizerFlags::addTo(CLI::App& cmd) {
   cmd.add_option("--optimizer", optimizer, "sgd or adamw")->check(CLI::IsMember({"sgd", "adamw"}))->capture_default_str();
-  cmd.add_option("--lr", lr, "Peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd.add_option("--min-lr", minLr, "Floor of the cosine decay (default 0.1 x lr)");
-  cmd.add_option("--momentum", momentum, "SGD momentum (0: plain SGD)")->capture_default_str();
-  cmd.add_option("--weight-decay", weightDecay, "Weight decay (default: 0 for SGD, 0.01 for AdamW)");
-  cmd.add_option("--clip-norm", clipNorm, "Clip the global gradient norm to this value (0: off)")->capture_default_str();
-  cmd.add_option("--warmup-steps", warmupSteps, "Linear learning-rate warmup")->capture_default_str();
-  cmd.add_option("--decay-steps", decaySteps, "Cosine decay length after warmup (0: constant lr)")->capture_default_str();
+  cmd.add_option("--lr", lr, "Peak learning rate")->check(positiveNumber())->capture_default_str();
+  cmd.add_option("--min-lr", minLr, "Floor of the cosine decay (default 0.1 x lr)")->check(nonNegativeNumber());
+  cmd.add_option("--momentum", momentum, "SGD momentum (0: plain SGD)")
+      ->check(numberIn(0, 1, /*closedHigh=*/false))
+      ->capture_default_str();
+  cmd.add_option("--weight-decay", weightDecay, "Weight decay (default: 0 for SGD, 0.01 for AdamW)")
+      ->check(nonNegativeNumber());
+  cmd.add_option("--clip-norm", clipNorm, "Clip the global gradient norm to this value (0: off)")
+      ->check(nonNegativeNumber())
+      ->capture_default_str();
+  cmd.add_option("--warmup-steps", warmupSteps, "Linear learning-rate warmup")
+      ->check(nonNegativeInteger())
+      ->capture_default_str();
+  cmd.add_option("--decay-steps", decaySteps, "Cosine decay length after warmup (0: constant lr)")
+      ->check(nonNegativeInteger())
+      ->capture_default_str();
 }
 
 passes::OptimizerOptions OptimizerFlags::options() const {
@@ -72,7 +82,7 @@ void ParallelFlags::addTo(CLI::App& cmd) {
   cmd.add_option("--devices", devices,
                  "Data-parallel ranks: the batch is split over N processes (CPU ranks over Gloo), each computing "
                  "the loss of its own shard; gradients are all-reduced in buckets")
-      ->check(CLI::PositiveNumber)
+      ->check(integerIn(1, 4096))
       ->capture_default_str();
   cmd.add_option("--loss-placement", lossPlacement,
                  "local: every rank computes its shard's loss (balanced); gather: outputs gathered onto rank 0 for "
@@ -80,7 +90,7 @@ void ParallelFlags::addTo(CLI::App& cmd) {
       ->check(CLI::IsMember({"local", "gather"}))
       ->capture_default_str();
   cmd.add_option("--bucket-mib", bucketMiB, "Gradient all-reduce bucket size in MiB (the first bucket: 1 MiB)")
-      ->check(CLI::PositiveNumber)
+      ->check(numberIn(1.0 / 1024, 1 << 20, /*closedHigh=*/true))
       ->capture_default_str();
 }
 

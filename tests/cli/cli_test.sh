@@ -129,5 +129,42 @@ if [ -w /dev/full ]; then
   [ $? -eq 1 ] && grep -q "standard output" "$work/full.err" && ok || bad "a failed write to stdout exits 0"
 fi
 
+# Numeric flags: one message format, exit 2, nothing wrapped or silently replaced.
+for case in "--steps 0|--steps: must be a positive integer, got '0'" "--steps 1.5|--steps: must be a positive integer" \
+    "--lr 0|--lr: must be a positive number" "--lr inf|--lr: must be a positive number" \
+    "--weight-decay -1|--weight-decay: must be a non-negative number" \
+    "--decay-steps -5|--decay-steps: must be a non-negative integer" \
+    "--save-every -1|--save-every: must be a non-negative integer" "--seed -1|--seed: must be a non-negative integer" \
+    "--momentum 2|--momentum: must be a number in \[0, 1\)" "--devices 0|--devices: must be an integer from 1" \
+    "--timeout 0|--timeout: must be a positive number"; do
+  flag=${case%%|*}
+  expect_user_error "train $flag" "^gradc: error: ${case#*|}.*; see gradc train --help" \
+    train "$src/models/mlp.yaml" --synthetic $flag
+  if grep -q "1797693" "$work/err"; then bad "train $flag prints a 309-digit bound"; else ok; fi
+done
+
+# An allocation that fails (injected: every tracked allocation after the first N) is one line
+# on stderr and exit 1, wherever it happens: never terminate, an abort or a backtrace.
+for n in 0 5 50; do
+  GRADC_FAIL_ALLOCATION_AFTER=$n timeout 60 "$gradc" train "$src/models/mlp.yaml" --synthetic --steps 2 \
+    >"$work/out" 2>"$work/err"
+  rc=$?
+  errors=$(grep -c "^gradc: error: " "$work/err")
+  if [ $rc -eq 1 ] && [ "$errors" -eq 1 ] && grep -q "not enough memory" "$work/err" \
+      && ! grep -Eq "terminate called|Exception raised from|frame #" "$work/err"; then ok
+  else bad "failing allocation after $n: exit $rc, $(head -3 "$work/err")"; fi
+done
+
+# Memory preflight: a step larger than this host can give is refused before anything is
+# allocated, naming both sizes; with the check skipped, the arena allocation fails cleanly.
+expect_user_error "preflight" "needs .* per device .* but this host has .* available .*--budget" \
+  train "$src/models/gpt-mini.yaml" --set vocab=30000000 --synthetic --steps 1
+expect_user_error "preflight, 4 ranks" "for the 4 ranks on this host.*fewer --devices" \
+  train "$src/models/gpt-mini.yaml" --set vocab=3000000 --devices 4 --synthetic --steps 1
+GRADC_NO_MEMORY_CHECK=1 timeout 60 "$gradc" train "$src/models/gpt-mini.yaml" --set vocab=30000000 --synthetic \
+  --steps 1 >"$work/out" 2>"$work/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "cannot allocate the .*arena" "$work/err" && ok || bad "arena too large: exit $rc, $(tail -2 "$work/err")"
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -2,6 +2,7 @@
 # forks processes and some wait out a (short) timeout, so they run one at a time.
 add_executable(runtime_dist_tests
   runtime/cpu_cores_test.cpp
+  runtime/host_memory_test.cpp
   runtime/dist_env_test.cpp
   runtime/gloo_communicator_test.cpp
   runtime/launcher_test.cpp)
