@@ -1,5 +1,10 @@
 #include "runtime/checkpoint.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -8,9 +13,11 @@
 #include <system_error>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "runtime/atomic_file.h"
 #include "runtime/safetensors.h"
+#include "runtime/sha256.h"
 
 namespace gradc::runtime {
 
@@ -23,9 +30,10 @@ constexpr const char* kWeightsFile = "weights.safetensors";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kStateFile = "state.json";
 constexpr const char* kFormatName = "gradc-checkpoint";
+constexpr const char* kMarkerFile = ".gradc-checkpoint";
 
 struct CheckpointPaths {
-  fs::path dir, parent, tmp, old;
+  fs::path dir, parent, tmp, old, lock;
 };
 
 Expected<CheckpointPaths> checkpointPaths(const fs::path& requested) {
@@ -36,14 +44,49 @@ Expected<CheckpointPaths> checkpointPaths(const fs::path& requested) {
     return Error{"checkpoint path '" + requested.string() + "' does not name a directory"};
   fs::path parent = dir.parent_path();
   if (parent.empty()) parent = ".";
-  return CheckpointPaths{dir, parent, parent / (name.string() + ".tmp"), parent / (name.string() + ".old")};
+  const std::string hidden = "." + name.string() + ".gradc-";
+  return CheckpointPaths{dir, parent, parent / (hidden + "save"), parent / (hidden + "previous"), parent / (hidden + "lock")};
 }
 
-Status removeTree(const fs::path& path) {
+// Whether `dir` is a folder gradc wrote: its marker, or (checkpoints from before the marker) a
+// state.json of this format.
+bool ownedByGradc(const fs::path& dir) {
   std::error_code ec;
+  if (fs::exists(dir / kMarkerFile, ec)) return true;
+  Expected<std::string> text = readFile(dir / kStateFile);
+  if (!text) return false;
+  json state = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  return state.is_object() && state.value("format", "") == kFormatName;
+}
+
+// The entries of a checkpoint folder gradc did not write, by name.
+std::vector<std::string> foreignEntries(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name != kWeightsFile && name != kOptimizerFile && name != kStateFile && name != kMarkerFile) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Removes a working folder (T or O) only when it is gradc's own.
+Status removeOwn(const fs::path& path, const std::string& where) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) return Status::success();
+  // An empty folder is what a save stopped right after creating T leaves.
+  if (!fs::is_directory(fs::symlink_status(path, ec)) || (!fs::is_empty(path, ec) && !ownedByGradc(path)))
+    return Error{where + ": '" + path.string() + "' is in the way and was not made by gradc; move it elsewhere"};
   fs::remove_all(path, ec);
   if (ec) return ioError("cannot remove", path, ec.value());
   return Status::success();
+}
+
+Expected<std::string> fileChecksum(const fs::path& path) {
+  Expected<std::string> bytes = readFile(path);
+  if (!bytes) return bytes.error();
+  return sha256Hex(*bytes);
 }
 
 Status renamePath(const fs::path& from, const fs::path& to) {
@@ -64,9 +107,16 @@ Expected<json> parseConfig(const std::string& text) {
 Status writeContents(const fs::path& tmp, const CheckpointData& data, const json& config) {
   std::error_code ec;
   if (!fs::create_directory(tmp, ec)) return ioError("cannot create folder", tmp, ec ? ec.value() : EEXIST);
+  if (Status s = writeFileAtomic(tmp / kMarkerFile, ""); !s) return s;
   // "format": "pt" is what PyTorch-side loaders (transformers) expect in the file metadata.
   if (Status s = saveSafetensors(tmp / kWeightsFile, data.weights, {{"format", "pt"}}); !s) return s;
   if (Status s = saveSafetensors(tmp / kOptimizerFile, data.optimizer); !s) return s;
+  json files = json::object();
+  for (const char* file : {kWeightsFile, kOptimizerFile}) {
+    Expected<std::string> sum = fileChecksum(tmp / file);  // of the bytes on disk
+    if (!sum) return sum.error();
+    files[file] = {{"sha256", *sum}};
+  }
   json state = {
       {"format", kFormatName},
       {"version", kCheckpointVersion},
@@ -74,6 +124,7 @@ Status writeContents(const fs::path& tmp, const CheckpointData& data, const json
       {"seed", data.seed},
       {"data", {{"epoch", data.data.epoch}, {"index", data.data.index}}},
       {"config", config},
+      {"files", files},
   };
   if (Status s = writeFileAtomic(tmp / kStateFile, state.dump(2) + "\n"); !s) return s;
   return syncDirectory(tmp);
@@ -98,7 +149,7 @@ Expected<T> integerField(const json& state, const char* key, const std::string& 
 Status saveCheckpoint(const fs::path& requested, const CheckpointData& data) {
   Expected<CheckpointPaths> paths = checkpointPaths(requested);
   if (!paths) return paths.error();
-  const auto& [dir, parent, tmp, old] = *paths;
+  const auto& [dir, parent, tmp, old, lock] = *paths;
   const std::string where = "cannot save checkpoint '" + dir.string() + "'";
   if (data.step < 0) return Error{where + ": negative step " + std::to_string(data.step)};
   if (data.data.epoch < 0 || data.data.index < 0) return Error{where + ": negative data position"};
@@ -111,29 +162,39 @@ Status saveCheckpoint(const fs::path& requested, const CheckpointData& data) {
   const bool replacing = fs::exists(dir, ec);
   if (replacing) {
     if (!fs::is_directory(dir, ec)) return Error{where + ": it exists and is not a directory"};
-    if (!fs::exists(dir / kStateFile, ec) && !fs::is_empty(dir, ec))
-      return Error{where + ": the directory exists and is not a checkpoint (no " + kStateFile + "); refusing to replace it"};
+    if (!fs::is_empty(dir, ec)) {
+      if (!ownedByGradc(dir))
+        return Error{where + ": the directory exists and is not a checkpoint (gradc did not write it); refusing to "
+                             "replace it"};
+      std::vector<std::string> foreign = foreignEntries(dir);
+      if (!foreign.empty()) {
+        std::string names;
+        for (const std::string& n : foreign) names += (names.empty() ? "'" : ", '") + n + "'";
+        return Error{where + ": it holds " + names + ", which gradc did not write; move " +
+                     (foreign.size() == 1 ? "it" : "them") + " elsewhere first (saving replaces the folder)"};
+      }
+    }
   }
 
-  // 1. Write the new checkpoint beside the old one. A D.tmp left by an interrupted save is stale.
-  if (Status s = removeTree(tmp); !s) return s;
+  // 1. Write the new checkpoint beside the old one. A T left by an interrupted save is stale.
+  if (Status s = removeOwn(tmp, where); !s) return s;
   if (Status s = writeContents(tmp, data, *config); !s) {
-    (void)removeTree(tmp);
+    fs::remove_all(tmp, ec);
     return Error{where + ": " + s.message()};
   }
 
   // 2.-3. Swap it in. When D is missing and D.old exists, an earlier save stopped between
   // steps 2 and 3: D.old is the last good checkpoint and stays until the new one is in place.
   if (replacing) {
-    if (Status s = removeTree(old); !s) return s;  // stale: D itself is complete
+    if (Status s = removeOwn(old, where); !s) return s;  // stale: D itself is complete
     if (Status s = renamePath(dir, old); !s) return s;
   }
   if (Status s = renamePath(tmp, dir); !s) return s;
   if (Status s = syncDirectory(parent); !s) return s;
 
-  // 4. The previous checkpoint is no longer needed. A failure here leaves a stale D.old that the
+  // 4. The previous checkpoint is no longer needed. A failure here leaves a stale O that the
   // next save removes; the new checkpoint is already durable, so it is not an error.
-  (void)removeTree(old);
+  fs::remove_all(old, ec);
   return Status::success();
 }
 
@@ -181,8 +242,20 @@ Expected<CheckpointData> loadFrom(const fs::path& source) {
   if (config == state.end() || !config->is_object()) return Error{state_where + ": missing object \"config\""};
   data.config = config->dump();
 
+  auto files = state.find("files");  // checkpoints from before checksums have none
+  if (files != state.end() && !files->is_object()) return Error{state_where + ": \"files\" must be an object"};
   for (auto [file, target] : {std::pair{kWeightsFile, &data.weights}, std::pair{kOptimizerFile, &data.optimizer}}) {
     if (!fs::exists(source / file, ec)) return Error{where + " is missing " + file};
+    if (files != state.end()) {
+      auto entry = files->find(file);
+      if (entry == files->end() || !entry->is_object() || !entry->contains("sha256") || !(*entry)["sha256"].is_string())
+        return Error{state_where + ": no sha256 for " + file};
+      Expected<std::string> sum = fileChecksum(source / file);
+      if (!sum) return Error{where + ": " + sum.error().message};
+      if (*sum != (*entry)["sha256"].get<std::string>())
+        return Error{where + ": " + file + " does not match its sha256 in " + kStateFile +
+                     " (the file was changed or damaged after it was saved)"};
+    }
     Expected<SafetensorsFile> loaded = loadSafetensors(source / file);
     if (!loaded) return Error{where + ": " + loaded.error().message};
     *target = std::move(loaded->tensors);
@@ -195,7 +268,7 @@ Expected<CheckpointData> loadFrom(const fs::path& source) {
 Expected<CheckpointData> loadCheckpoint(const fs::path& requested) {
   Expected<CheckpointPaths> paths = checkpointPaths(requested);
   if (!paths) return paths.error();
-  const auto& [dir, parent, tmp, old] = *paths;
+  const auto& [dir, parent, tmp, old, lock] = *paths;
 
   std::error_code ec;
   if (fs::exists(dir, ec)) {
@@ -210,6 +283,39 @@ Expected<CheckpointData> loadCheckpoint(const fs::path& requested) {
   std::string message = "no checkpoint at '" + dir.string() + "'";
   if (fs::exists(tmp, ec)) message += " (only the incomplete '" + tmp.string() + "' of an interrupted save)";
   return Error{message};
+}
+
+Expected<CheckpointLock> CheckpointLock::acquire(const fs::path& requested) {
+  Expected<CheckpointPaths> paths = checkpointPaths(requested);
+  if (!paths) return paths.error();
+  const std::string where = "cannot save checkpoints to '" + paths->dir.string() + "'";
+  std::error_code ec;
+  fs::create_directories(paths->parent, ec);
+  if (ec) return Error{where + ": cannot create folder '" + paths->parent.string() + "': " + ec.message()};
+  const int fd = ::open(paths->lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return Error{where + ": cannot create '" + paths->lock.string() + "': " + std::strerror(errno)};
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    ::close(fd);
+    if (err != EWOULDBLOCK) return Error{where + ": cannot lock '" + paths->lock.string() + "': " + std::strerror(err)};
+    std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    return Error{"checkpoint folder '" + paths->dir.string() + "' is in use" + (pid.empty() ? "" : " by pid " + pid) +
+                 " (another run saves there); choose another --save folder or wait for it to end"};
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    const int err = errno;
+    ::close(fd);
+    return Error{where + ": cannot write '" + paths->lock.string() + "': " + std::strerror(err)};
+  }
+  return CheckpointLock(fd);
+}
+
+CheckpointLock::~CheckpointLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the lock
 }
 
 }  // namespace gradc::runtime

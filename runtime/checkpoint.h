@@ -7,17 +7,26 @@
 //   state.json             {"format": "gradc-checkpoint", "version": 1, "step": ..., "seed": ...,
 //                           "data": {"epoch": ..., "index": ...}, "config": {...}}
 //
-// Saving never leaves the directory half-written. For a checkpoint at D:
-//   1. everything is written into D.tmp (each file fsync'ed, then the folder);
-//   2. the previous D, if any, is renamed to D.old;
-//   3. D.tmp is renamed to D, and the parent folder is fsync'ed;
-//   4. D.old is deleted.
-// A crash during 1 leaves D intact (the next save deletes the stale D.tmp); a crash between 2
-// and 3 leaves no D but a complete D.old, which loadCheckpoint then reads; a crash during 4
-// leaves the new D plus a stale D.old, which the next save deletes. So at every instant either
-// D or D.old holds a complete checkpoint, and loading D (or D.old when D is missing) gives the
-// last one that was completely written. The names D.tmp and D.old are reserved for this.
-// One process saves a given checkpoint at a time (rank 0 in a distributed run).
+//   .gradc-checkpoint      an empty marker: this folder was written by gradc
+// and state.json also carries the sha256 of both tensor files ("files"), verified on load.
+//
+// Saving never leaves the directory half-written. For a checkpoint at D (folder name N in its
+// parent P), with the working names T = P/.N.gradc-save and O = P/.N.gradc-previous, which no
+// user picks by accident:
+//   1. everything is written into T, the marker first (each file fsync'ed, then the folder);
+//   2. the previous D, if any, is renamed to O;
+//   3. T is renamed to D, and the parent folder is fsync'ed;
+//   4. O is deleted.
+// A crash during 1 leaves D intact (the next save deletes the stale T); a crash between 2 and 3
+// leaves no D but a complete O, which loadCheckpoint then reads; a crash during 4 leaves the new
+// D plus a stale O, which the next save deletes. So at every instant either D or O holds a
+// complete checkpoint, and loading D (or O when D is missing) gives the last one that was
+// completely written.
+// What gradc removes or replaces is only ever its own: T and O only when they carry the marker,
+// D only when it is a gradc checkpoint (marker, or a state.json of this format) holding nothing
+// but gradc's files; anything else is an Error that names the entry and leaves it alone.
+// One process saves to a given D at a time: a run holds a CheckpointLock on it from before its
+// first step.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +60,24 @@ struct CheckpointData {
 Status saveCheckpoint(const std::filesystem::path& dir, const CheckpointData& data);
 
 // Reads and validates a checkpoint: missing files, a different format version, a corrupt
-// state.json or safetensors file are Errors naming the file.
+// state.json or safetensors file, a tensor file that does not match its checksum are Errors
+// naming the file.
 Expected<CheckpointData> loadCheckpoint(const std::filesystem::path& dir);
+
+// An exclusive flock(2) on P/.N.gradc-lock beside the checkpoint folder D, for as long as the
+// object lives; the lock file holds the owner's pid and is left in place. Acquiring it also
+// creates D's parent folders, so an unwritable --save location fails before training starts.
+class CheckpointLock {
+ public:
+  // Error "... is in use by pid N" when another process holds it.
+  static Expected<CheckpointLock> acquire(const std::filesystem::path& dir);
+  CheckpointLock(CheckpointLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  CheckpointLock& operator=(CheckpointLock&&) = delete;
+  ~CheckpointLock();
+
+ private:
+  explicit CheckpointLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
 
 }  // namespace gradc::runtime

@@ -174,6 +174,14 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   result.metrics.intraOpThreads = at::get_num_threads();
   result.metrics.blas = blasInfo();
 
+  // The checkpoint folder is this run's from before its first step: a second run saving there
+  // fails now, and so does an unwritable location, not after the last step.
+  std::optional<CheckpointLock> saveLock;
+  if (o.saveDir && rank == 0) {
+    Expected<CheckpointLock> lock = CheckpointLock::acquire(*o.saveDir);
+    if (!lock) return Error{lock.error().message};
+    saveLock.emplace(std::move(*lock));
+  }
   if (o.resumeDir) {
     Expected<CheckpointData> ck = loadCheckpoint(*o.resumeDir);
     if (!ck) return Error{ck.error().message};

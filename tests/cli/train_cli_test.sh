@@ -124,5 +124,24 @@ fi
 grep -q "machine (probe): f32 GEMM .* GFLOP/s, memory .* GB/s" "$work/prof.err" && grep -q "linear (fwd)" "$work/prof.err" \
   && grep -q "%gemm" "$work/prof.err" && ok || bad "no roofline in the profile: $(head -5 "$work/prof.err")"
 
+# A checkpoint folder belongs to one run at a time: a second run saving there fails at once,
+# naming the first one's pid; an unusable --save location fails before step 1.
+"$gradc" train "$src/models/gpt-mini.yaml" --set batch=2 --set seq=32 --synthetic --steps 100000 --save "$work/shared" \
+  -q 2>/dev/null &
+first=$!
+for _ in $(seq 100); do [ -s "$work/.shared.gradc-lock" ] && break; sleep 0.1; done
+timeout 60 "$gradc" train "$src/models/mlp.yaml" --synthetic --steps 1 --save "$work/shared" >/dev/null 2>"$work/lock.err"
+rc=$?
+kill "$first" 2>/dev/null
+wait "$first" 2>/dev/null
+[ $rc -eq 2 ] && grep -q "checkpoint folder '.*shared' is in use by pid $first" "$work/lock.err" && ok \
+  || bad "second saver: exit $rc, $(cat "$work/lock.err")"
+touch "$work/plainfile"
+timeout 60 "$gradc" train "$src/models/mlp.yaml" --synthetic --steps 3 --save "$work/plainfile/ckpt" >"$work/early.out" \
+  2>"$work/early.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "cannot save checkpoints to" "$work/early.err" && ! grep -q "^step 1" "$work/early.err" && ok \
+  || bad "unwritable --save not refused before training: exit $rc, $(tail -2 "$work/early.err")"
+
 echo "train cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

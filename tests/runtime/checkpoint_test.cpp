@@ -98,8 +98,9 @@ TEST_CASE("checkpoint: save and load round trip") {
   const CheckpointData data = sampleCheckpoint(0.0, 120);
   Status saved = saveCheckpoint(dir, data);
   REQUIRE_MESSAGE(saved.ok(), saved.message());
-  CHECK(entries(dir) == std::set<std::string>{"weights.safetensors", "optimizer.safetensors", "state.json"});
-  CHECK(entries(dir.parent_path()) == std::set<std::string>{"ckpt"});  // no .tmp or .old left behind
+  CHECK(entries(dir) ==
+        std::set<std::string>{"weights.safetensors", "optimizer.safetensors", "state.json", ".gradc-checkpoint"});
+  CHECK(entries(dir.parent_path()) == std::set<std::string>{"ckpt"});  // no working folders left behind
 
   Expected<CheckpointData> loaded = loadOk(dir);
   checkSame(*loaded, data);
@@ -147,14 +148,15 @@ TEST_CASE("checkpoint: saving over an existing checkpoint replaces it") {
 TEST_CASE("checkpoint: interrupted saves never lose the last good checkpoint") {
   TempDir tmp("crash");
   const fs::path dir = tmp.path / "ckpt";
-  const fs::path tmp_dir = tmp.path / "ckpt.tmp";
-  const fs::path old_dir = tmp.path / "ckpt.old";
+  const fs::path tmp_dir = tmp.path / ".ckpt.gradc-save";
+  const fs::path old_dir = tmp.path / ".ckpt.gradc-previous";
   const CheckpointData good = sampleCheckpoint(0.0, 50);
   const CheckpointData newer = sampleCheckpoint(3.0, 60);
   REQUIRE(saveCheckpoint(dir, good).ok());
 
-  SUBCASE("crash while writing: a partial ckpt.tmp is ignored, then cleaned up") {
+  SUBCASE("crash while writing: a partial working folder is ignored, then cleaned up") {
     fs::create_directories(tmp_dir);
+    std::ofstream(tmp_dir / ".gradc-checkpoint");  // the first file a save writes
     std::ofstream(tmp_dir / "weights.safetensors") << "partial";
     checkSame(*loadOk(dir), good);
     REQUIRE(saveCheckpoint(dir, newer).ok());
@@ -164,6 +166,7 @@ TEST_CASE("checkpoint: interrupted saves never lose the last good checkpoint") {
   SUBCASE("crash between moving the old checkpoint aside and moving the new one in") {
     fs::rename(dir, old_dir);
     fs::create_directories(tmp_dir);
+    std::ofstream(tmp_dir / ".gradc-checkpoint");
     std::ofstream(tmp_dir / "state.json") << "{";
     Expected<CheckpointData> recovered = loadOk(dir);
     checkSame(*recovered, good);
@@ -296,6 +299,76 @@ TEST_CASE("checkpoint: save refuses foreign directories and invalid inputs") {
   fs::create_directories(tmp.path / "empty");
   CHECK(saveCheckpoint(tmp.path / "empty", sampleCheckpoint(0.0, 1)).ok());
   CHECK(!saveCheckpoint(tmp.path / ".", sampleCheckpoint(0.0, 1)).ok());
+}
+
+TEST_CASE("checkpoint: only gradc's own folders and files are removed; a second saver is refused") {
+  TempDir tmp("neighbours");
+  const fs::path dir = tmp.path / "ckpt";
+  // The user's own ckpt.tmp/ and ckpt.old (names earlier versions used) are never touched.
+  fs::create_directories(tmp.path / "ckpt.tmp");
+  std::ofstream(tmp.path / "ckpt.tmp" / "mine.txt") << "keep";
+  std::ofstream(tmp.path / "ckpt.old") << "keep too";
+  REQUIRE(saveCheckpoint(dir, sampleCheckpoint(0.0, 1)).ok());
+  REQUIRE(saveCheckpoint(dir, sampleCheckpoint(1.0, 2)).ok());
+  CHECK(readText(tmp.path / "ckpt.tmp" / "mine.txt") == "keep");
+  CHECK(readText(tmp.path / "ckpt.old") == "keep too");
+  CHECK(entries(tmp.path) == std::set<std::string>{"ckpt", "ckpt.tmp", "ckpt.old"});
+
+  // A working name taken by something gradc did not make: refused, left alone.
+  fs::create_directories(tmp.path / ".ckpt.gradc-save");
+  std::ofstream(tmp.path / ".ckpt.gradc-save" / "notes") << "x";
+  Status blocked = saveCheckpoint(dir, sampleCheckpoint(2.0, 3));
+  REQUIRE(!blocked.ok());
+  CHECK(blocked.message().find("not made by gradc") != std::string::npos);
+  CHECK(readText(tmp.path / ".ckpt.gradc-save" / "notes") == "x");
+  CHECK(loadOk(dir)->step == 2);
+  fs::remove_all(tmp.path / ".ckpt.gradc-save");
+
+  // A file the user put inside the checkpoint folder: saving would drop it, so it is refused.
+  std::ofstream(dir / "README") << "my notes";
+  Status inside = saveCheckpoint(dir, sampleCheckpoint(2.0, 3));
+  REQUIRE(!inside.ok());
+  CHECK(inside.message().find("'README', which gradc did not write") != std::string::npos);
+  CHECK(readText(dir / "README") == "my notes");
+  fs::remove(dir / "README");
+  CHECK(saveCheckpoint(dir, sampleCheckpoint(2.0, 3)).ok());
+
+  // One saver at a time: the lock names its holder; released when it is dropped.
+  {
+    Expected<CheckpointLock> first = CheckpointLock::acquire(dir);
+    REQUIRE_MESSAGE(first.ok(), first.error().message);
+    Expected<CheckpointLock> second = CheckpointLock::acquire(dir);
+    REQUIRE(!second.ok());
+    CHECK(second.error().message.find("is in use by pid " + std::to_string(::getpid())) != std::string::npos);
+  }
+  CHECK(CheckpointLock::acquire(dir).ok());
+  // Acquiring creates the parent folders; an impossible location fails at once.
+  CHECK(CheckpointLock::acquire(tmp.path / "new" / "deep" / "ckpt").ok());
+  CHECK(fs::is_directory(tmp.path / "new" / "deep"));
+  std::ofstream(tmp.path / "afile") << "x";
+  Expected<CheckpointLock> under = CheckpointLock::acquire(tmp.path / "afile" / "ckpt");
+  REQUIRE(!under.ok());
+  CHECK(under.error().message.find("cannot save checkpoints to") != std::string::npos);
+}
+
+TEST_CASE("checkpoint: a tensor file changed after saving does not resume") {
+  TempDir tmp("checksum");
+  const fs::path dir = tmp.path / "ckpt";
+  REQUIRE(saveCheckpoint(dir, sampleCheckpoint(0.0, 4)).ok());
+  nlohmann::json state = nlohmann::json::parse(readText(dir / "state.json"));
+  CHECK(state["files"]["weights.safetensors"]["sha256"].get<std::string>().size() == 64);
+  // One bit flipped in the last byte of tensor data: still a valid safetensors file.
+  std::string bytes = readText(dir / "weights.safetensors");
+  bytes.back() = static_cast<char>(bytes.back() ^ 1);
+  std::ofstream(dir / "weights.safetensors", std::ios::binary | std::ios::trunc) << bytes;
+  REQUIRE(loadSafetensors(dir / "weights.safetensors").ok());
+  Expected<CheckpointData> loaded = loadCheckpoint(dir);
+  REQUIRE(!loaded.ok());
+  CHECK(loaded.error().message.find("weights.safetensors does not match its sha256") != std::string::npos);
+  // A checkpoint from before checksums (no "files") still loads.
+  state.erase("files");
+  std::ofstream(dir / "state.json", std::ios::trunc) << state.dump();
+  CHECK(loadCheckpoint(dir).ok());
 }
 
 TEST_CASE("atomic file: replaces content whole, cleans up, and names the path in errors") {
