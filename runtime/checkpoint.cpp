@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <system_error>
 #include <type_traits>
@@ -108,8 +109,14 @@ Status writeContents(const fs::path& tmp, const CheckpointData& data, const json
   std::error_code ec;
   if (!fs::create_directory(tmp, ec)) return ioError("cannot create folder", tmp, ec ? ec.value() : EEXIST);
   if (Status s = writeFileAtomic(tmp / kMarkerFile, ""); !s) return s;
-  // "format": "pt" is what PyTorch-side loaders (transformers) expect in the file metadata.
-  if (Status s = saveSafetensors(tmp / kWeightsFile, data.weights, {{"format", "pt"}}); !s) return s;
+  // "format": "pt" is what PyTorch-side loaders (transformers) expect in the file metadata. The
+  // weights file also describes itself (kWeightsModelKey, kWeightsVocabularyKey), so that it can
+  // be evaluated on its own, away from state.json.
+  std::map<std::string, std::string> metadata{{"format", "pt"}};
+  if (config.contains("model") && config["model"].is_string()) metadata[kWeightsModelKey] = config["model"];
+  if (config.contains("vocabulary") && config["vocabulary"].is_string())
+    metadata[kWeightsVocabularyKey] = config["vocabulary"];
+  if (Status s = saveSafetensors(tmp / kWeightsFile, data.weights, metadata); !s) return s;
   if (Status s = saveSafetensors(tmp / kOptimizerFile, data.optimizer); !s) return s;
   json files = json::object();
   for (const char* file : {kWeightsFile, kOptimizerFile}) {
@@ -283,6 +290,25 @@ Expected<CheckpointData> loadCheckpoint(const fs::path& requested) {
   std::string message = "no checkpoint at '" + dir.string() + "'";
   if (fs::exists(tmp, ec)) message += " (only the incomplete '" + tmp.string() + "' of an interrupted save)";
   return Error{message};
+}
+
+Status verifyCheckpointFile(const fs::path& dir, const std::string& file) {
+  const std::string where = "checkpoint '" + dir.string() + "'";
+  Expected<std::string> text = readFile(dir / kStateFile);
+  if (!text) return Error{where + ": " + text.error().message};
+  json state = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!state.is_object()) return Error{where + ": " + kStateFile + " is not a valid JSON object"};
+  auto files = state.find("files");
+  if (files == state.end()) return Status::success();  // from before checksums
+  if (!files->is_object() || !files->contains(file) || !(*files)[file].is_object() ||
+      !(*files)[file].contains("sha256") || !(*files)[file]["sha256"].is_string())
+    return Error{where + ": " + kStateFile + ": no sha256 for " + file};
+  Expected<std::string> sum = fileChecksum(dir / file);
+  if (!sum) return Error{where + ": " + sum.error().message};
+  if (*sum != (*files)[file]["sha256"].get<std::string>())
+    return Error{where + ": " + file + " does not match its sha256 in " + kStateFile +
+                 " (the file was changed or damaged after it was saved)"};
+  return Status::success();
 }
 
 Expected<CheckpointLock> CheckpointLock::acquire(const fs::path& requested) {

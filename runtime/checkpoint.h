@@ -41,6 +41,11 @@ namespace gradc::runtime {
 
 inline constexpr std::int64_t kCheckpointVersion = 1;
 
+// Keys of weights.safetensors' __metadata__ that make it self-describing: the model's name and
+// the vocabulary its tokens came from (Vocabulary::serialize), from the checkpoint's config.
+inline constexpr const char* kWeightsModelKey = "gradc.model";
+inline constexpr const char* kWeightsVocabularyKey = "gradc.vocabulary";
+
 struct CheckpointData {
   TensorMap weights;
   TensorMap optimizer;
@@ -63,6 +68,10 @@ Status saveCheckpoint(const std::filesystem::path& dir, const CheckpointData& da
 // state.json or safetensors file, a tensor file that does not match its checksum are Errors
 // naming the file.
 Expected<CheckpointData> loadCheckpoint(const std::filesystem::path& dir);
+
+// Checks one tensor file of a checkpoint folder against the sha256 in its state.json (ok for a
+// checkpoint from before checksums).
+Status verifyCheckpointFile(const std::filesystem::path& dir, const std::string& file);
 
 // An exclusive flock(2) on P/.N.gradc-lock beside the checkpoint folder D, for as long as the
 // object lives; the lock file holds the owner's pid and is left in place. Acquiring it also

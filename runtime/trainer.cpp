@@ -165,6 +165,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
 
   nlohmann::json config = nlohmann::json::parse(o.config, nullptr, /*allow_exceptions=*/false);
   if (!config.is_object()) config = nlohmann::json::object();
+  if (!o.model.empty() && !config.contains("model")) config["model"] = o.model;  // named in the weights file
   std::uint64_t seed = o.seed;
   std::int64_t firstStep = 1;
   DataPosition position;

@@ -11,6 +11,7 @@
 #include "passes/dce.h"
 #include "passes/pass_manager.h"
 #include "passes/strip_dropout.h"
+#include "runtime/checkpoint.h"
 #include "runtime/data.h"
 #include "runtime/executor.h"
 #include "runtime/safetensors.h"
@@ -40,19 +41,33 @@ int runEval(const EvalOptions& o) {
   pm.add<passes::StripDropout>().add<passes::DeadCodeElimination>();
   if (Expected<bool> r = pm.run(*graph); !r) return fail(r.error().message);
 
+  // The vocabulary comes with the weights: weights.safetensors records it (and the model) in
+  // its metadata; a checkpoint folder's state.json too (checkpoints from before the metadata).
+  // A file without either (written by another tool) is read with the byte vocabulary.
   std::filesystem::path weightsPath = o.weights;
-  runtime::Vocabulary vocab = runtime::Vocabulary::bytes();
+  std::optional<std::string> vocabText;
   if (std::filesystem::is_directory(weightsPath)) {
+    if (Status s = runtime::verifyCheckpointFile(weightsPath, "weights.safetensors"); !s) return fail(s.message());
     std::ifstream state(weightsPath / "state.json");
     nlohmann::json j = nlohmann::json::parse(state, nullptr, false);
-    if (j.is_object() && j["config"].is_object() && j["config"]["vocabulary"].is_string()) {
-      Expected<runtime::Vocabulary> v = runtime::Vocabulary::parse(j["config"]["vocabulary"].get<std::string>());
-      if (v) vocab = *v;
-    }
+    if (j.is_object() && j["config"].is_object() && j["config"]["vocabulary"].is_string())
+      vocabText = j["config"]["vocabulary"].get<std::string>();
     weightsPath /= "weights.safetensors";
   }
   Expected<runtime::SafetensorsFile> weights = runtime::loadSafetensors(weightsPath);
   if (!weights) return fail(weights.error().message);
+  const std::string model = ir::getString(graph->attrs(), "model").value_or(graph->name());
+  if (auto it = weights->metadata.find(runtime::kWeightsModelKey); it != weights->metadata.end() && it->second != model)
+    return fail("'" + weightsPath.string() + "' holds weights of model '" + it->second + "', but the spec is model '" +
+                model + "'");
+  if (auto it = weights->metadata.find(runtime::kWeightsVocabularyKey); it != weights->metadata.end())
+    vocabText = it->second;
+  runtime::Vocabulary vocab = runtime::Vocabulary::bytes();
+  if (vocabText && vocabText->rfind("synthetic:", 0) != 0) {
+    Expected<runtime::Vocabulary> v = runtime::Vocabulary::parse(*vocabText);
+    if (!v) return fail("'" + weightsPath.string() + "': its vocabulary cannot be read: " + v.error().message);
+    vocab = *v;
+  }
 
   const ir::Value* tokens = graph->findNamed("tokens");
   if (!tokens || !graph->findNamed("targets") || tokens->type().rank() != 2)

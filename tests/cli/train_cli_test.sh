@@ -32,6 +32,28 @@ if timeout 120 "$gradc" eval "$src/models/gpt-mini.yaml" "${small[@]}" --weights
     >"$work/out" 2>"$work/err" && grep -Eq '^loss [0-9.]+ over [0-9]+ windows' "$work/out"; then ok
 else bad "gradc eval: $(cat "$work/out" "$work/err" | tail -3)"; fi
 
+# The weights file describes itself: a --vocab chars model evaluated from weights.safetensors
+# alone uses the characters vocabulary (the same loss as from its folder); weights of another
+# model are refused; a flipped bit in the folder's weights is named.
+timeout 300 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --data "$src/data/corpus.txt" --vocab chars \
+  --set vocab=128 --steps 2 --save "$work/chars" -q 2>"$work/err" && ok || bad "train --vocab chars: $(tail -2 "$work/err")"
+timeout 120 "$gradc" eval "$src/models/gpt-mini.yaml" "${small[@]}" --set vocab=128 --weights "$work/chars" \
+  --data "$src/data/corpus.txt" >"$work/eval_dir.out" 2>&1
+timeout 120 "$gradc" eval "$src/models/gpt-mini.yaml" "${small[@]}" --set vocab=128 \
+  --weights "$work/chars/weights.safetensors" --data "$src/data/corpus.txt" >"$work/eval_file.out" 2>&1
+grep -q '^loss ' "$work/eval_dir.out" && cmp -s "$work/eval_dir.out" "$work/eval_file.out" && ok \
+  || bad "eval of the weights file != eval of its folder: $(cat "$work/eval_dir.out" "$work/eval_file.out")"
+timeout 120 "$gradc" eval "$src/models/lm-seed.yaml" --weights "$work/chars/weights.safetensors" \
+  --data "$src/data/corpus.txt" >/dev/null 2>"$work/err"
+[ $? -eq 2 ] && grep -q "holds weights of model 'gpt-mini', but the spec is model 'lm-seed'" "$work/err" && ok \
+  || bad "weights of another model: $(cat "$work/err")"
+/usr/bin/python3 -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[-1]^=1; open(p,'wb').write(b)" \
+  "$work/chars/weights.safetensors"
+timeout 120 "$gradc" eval "$src/models/gpt-mini.yaml" "${small[@]}" --set vocab=128 --weights "$work/chars" \
+  --data "$src/data/corpus.txt" >/dev/null 2>"$work/err"
+[ $? -eq 2 ] && grep -q "weights.safetensors does not match its sha256" "$work/err" && ok \
+  || bad "flipped bit in a checkpoint's weights: $(cat "$work/err")"
+
 # Gradients for given weights and inputs (the inputs file written by hand in the safetensors format).
 /usr/bin/python3 - "$work/inputs.safetensors" <<'PY'
 import json, struct, sys
