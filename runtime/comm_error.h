@@ -64,10 +64,19 @@ inline std::string stripSourceLocation(std::string_view message) {
   return std::string(message);
 }
 
-// The plain-words cause for a transport's exception text: a timeout, a closed connection, or
-// the text itself (without a source location).
+inline constexpr std::string_view kGarbageCause =
+    "the peer answered with bytes that are not gradc's rendezvous protocol (is MASTER_ADDR:MASTER_PORT another "
+    "program's address, or another job's store?)";
+
+// The plain-words cause for a transport's exception text: a timeout, a closed connection, a
+// peer speaking something else, or the text itself (without a source location).
 inline std::string causeFromMessage(std::string_view message, std::chrono::milliseconds timeout) {
   if (containsNoCase(message, "timed out") || containsNoCase(message, "timeout")) return timeoutCause(timeout);
+  // What c10d's TCPStore client and std::string say when a peer's bytes are not the protocol.
+  if (containsNoCase(message, "response is expected") || containsNoCase(message, "basic_string") ||
+      containsNoCase(message, "length_error") || containsNoCase(message, "bad_alloc") ||
+      containsNoCase(message, "invalid response"))
+    return std::string(kGarbageCause);
   if (containsNoCase(message, "connection closed") || containsNoCase(message, "reset by peer") ||
       containsNoCase(message, "broken pipe") || containsNoCase(message, "connection refused") ||
       containsNoCase(message, "socket closed")) {

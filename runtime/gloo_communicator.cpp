@@ -164,7 +164,7 @@ Expected<std::unique_ptr<Communicator>> GlooCommunicator::create(const DistEnv& 
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gradc/gloo", impl->store);
     impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, env.rank, env.worldSize, options);
   } catch (const std::exception& e) {
-    std::string message = e.what();
+    std::string message = exceptionMessage(e);
     std::string cause = comm::containsNoCase(message, "timed out") || comm::containsNoCase(message, "timeout")
                             ? "not every rank joined within the " + comm::formatSeconds(timeout.count() / 1000.0) +
                                   " s timeout (are all " + std::to_string(env.worldSize) +

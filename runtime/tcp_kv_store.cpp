@@ -31,7 +31,7 @@ Expected<c10::intrusive_ptr<c10d::TCPStore>> connectTcpStore(const DistEnv& env,
     std::string what = options.isServer ? "starting the rendezvous store on port " + std::to_string(env.masterPort)
                                         : "connecting to the rendezvous store at " +
                                               storeAddress(env.masterAddr, env.masterPort);
-    std::string message = e.what();
+    std::string message = exceptionMessage(e);
     std::string cause = comm::containsNoCase(message, "timed out")
                             ? "nothing answered within the " + comm::formatSeconds(timeout.count() / 1000.0) +
                                   " s timeout (is rank 0 or the launcher running, and MASTER_ADDR:MASTER_PORT right?)"
@@ -50,7 +50,7 @@ Expected<c10::intrusive_ptr<c10d::TCPStore>> hostTcpStore(int port, std::chrono:
     return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
   } catch (const std::exception& e) {
     return Error{"starting the rendezvous store on port " + std::to_string(port) + " failed: " +
-                 comm::stripSourceLocation(e.what())};
+                 comm::stripSourceLocation(exceptionMessage(e))};
   }
 }
 

@@ -169,7 +169,9 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   if (world > 1) {
     Expected<std::unique_ptr<runtime::Communicator>> c = runtime::GlooCommunicator::create(**env, timeout);
     if (!c) {
-      std::cerr << "gradc: error: rank " << rank << ": " << c.error().message << "\n";
+      const std::string& message = c.error().message;
+      std::cerr << "gradc: error: " << (message.rfind("rank ", 0) == 0 ? "" : "rank " + std::to_string(rank) + ": ")
+                << message << "\n";
       return kExitUserError;
     }
     comm = std::move(*c);

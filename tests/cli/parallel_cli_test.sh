@@ -184,5 +184,43 @@ sed 's/^dtype: f32/dtype: bf16/' "$src/models/gpt-mini.yaml" >"$work/gpt-bf16.ya
 [ $? -eq 2 ] && grep -q 'rank 1 (loss placement gather): no plan fits' "$work/err" && ! grep -q 'exited with code' "$work/err" \
   && ok || bad "rank 1's budget under gather: $(cat "$work/err")"
 
+# A worker whose MASTER_ADDR:MASTER_PORT answers with garbage (another program's port): one
+# clear line naming the rank and the rendezvous, exit 2, never an abort or a backtrace.
+gport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 - "$gport" <<'PY' &
+import os, socket, sys, threading, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(8)
+s.settimeout(40)
+def serve(c):
+    try:
+        c.settimeout(5)
+        try:
+            c.recv(65536)
+        except OSError:
+            pass
+        c.sendall(b"\xff" * 64 + os.urandom(4096))
+        time.sleep(3)
+    finally:
+        c.close()
+try:
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+except OSError:
+    pass
+PY
+garbage=$!
+sleep 0.5
+"$gradc" compile "$src/models/mlp.yaml" --devices 2 -o "$work/g2" 2>/dev/null
+RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$gport timeout 60 "$gradc" train "$work/g2" \
+  --synthetic --steps 1 --timeout 5 >/dev/null 2>"$work/err"
+rc=$?
+kill "$garbage" 2>/dev/null
+[ $rc -eq 2 ] && [ "$(wc -l <"$work/err")" -eq 1 ] && grep -q "^gradc: error: rank 1: rendezvous of 2 ranks at" "$work/err" \
+  && grep -q "not gradc's rendezvous protocol" "$work/err" && ok || bad "garbage from the rendezvous peer: exit $rc, $(head -3 "$work/err")"
+
 echo "parallel_cli_test: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
