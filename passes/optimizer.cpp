@@ -58,9 +58,16 @@ Expected<bool> OptimizerPass::run(ir::Graph& graph) {
   std::vector<ir::Value*> params;
   for (const auto& p : graph.params()) params.push_back(p.get());
   if (params.empty()) return Error{"optimizer: the graph has no parameters to update"};
+  // Outputs and names by name, once: a lookup per parameter must not scan them all.
+  std::unordered_map<std::string_view, ir::Value*> outputs;
+  for (const ir::GraphOutput& out : graph.outputs()) outputs.emplace(out.name, out.value);
+  std::unordered_set<std::string_view> names;
+  for (const auto& v : graph.inputs()) names.insert(v->name());
+  for (ir::Value* p : params) names.insert(p->name());
   std::vector<ir::Value*> grads;
   for (ir::Value* p : params) {
-    ir::Value* g = graph.findOutput("grad." + p->name());
+    auto found = outputs.find("grad." + p->name());
+    ir::Value* g = found == outputs.end() ? nullptr : found->second;
     if (!g)
       return Error{"optimizer: parameter '" + p->name() + "' has no gradient output 'grad." + p->name() +
                    "'; run autodiff before optimizer"};
@@ -75,7 +82,7 @@ Expected<bool> OptimizerPass::run(ir::Graph& graph) {
   if (!sgd) statePrefixes = {"opt.adam_m.", "opt.adam_v."};
   for (ir::Value* p : params)
     for (const std::string& prefix : statePrefixes)
-      if (graph.findNamed(prefix + p->name()))
+      if (names.count(prefix + p->name()))
         return Error{"optimizer: the optimizer state name '" + prefix + p->name() + "' is already taken"};
 
   graph.setInsertionPoint(nullptr);
