@@ -4,5 +4,6 @@ set(GRADC_RUNTIME_TRAIN_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/op_profile.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/progress.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/synthetic_inputs.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/trace.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/trainer.cpp
 )

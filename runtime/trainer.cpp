@@ -2,6 +2,8 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <nlohmann/json.hpp>
 
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "ir/index_bounds.h"
 #include "runtime/checkpoint.h"
@@ -20,6 +23,7 @@
 #include "runtime/init.h"
 #include "runtime/memory_tracker.h"
 #include "runtime/op_profile.h"
+#include "runtime/trace.h"
 #include "runtime/progress.h"
 #include "runtime/synthetic_inputs.h"
 
@@ -111,6 +115,25 @@ Status save(const std::filesystem::path& dir, const ir::Graph& g, const TensorMa
   ck.data = position;
   ck.config = config.dump();
   return saveCheckpoint(dir, ck);
+}
+
+// Every rank's `text`, in rank order: the lengths first, then the bytes padded to the longest.
+Expected<std::vector<std::string>> gatherText(Communicator& comm, const std::string& text, const std::string& what) {
+  const int world = comm.worldSize();
+  at::Tensor length = at::full({1}, static_cast<std::int64_t>(text.size()), at::kLong);
+  at::Tensor lengths = at::empty({world}, at::kLong);
+  if (Status s = comm.allGather(length, lengths, what + " (lengths)"); !s) return Error{s.message()};
+  std::int64_t longest = 1;
+  for (int r = 0; r < world; ++r) longest = std::max(longest, lengths[r].item<std::int64_t>());
+  at::Tensor mine = at::zeros({longest}, at::kByte);
+  std::memcpy(mine.data_ptr(), text.data(), text.size());
+  at::Tensor all = at::empty({world * longest}, at::kByte);
+  if (Status s = comm.allGather(mine, all, what); !s) return Error{s.message()};
+  std::vector<std::string> out;
+  const char* bytes = static_cast<const char*>(all.data_ptr());
+  for (int r = 0; r < world; ++r)
+    out.emplace_back(bytes + r * longest, static_cast<size_t>(lengths[r].item<std::int64_t>()));
+  return out;
 }
 
 // FNV-1a over the bytes of every parameter and optimizer-state tensor, in graph order.
@@ -236,9 +259,12 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   std::optional<MachinePeaks> peaks;
   if (o.profile && rank == 0) peaks = measureMachinePeaks();
   bool profiling = false;  // from the second step on: the first pays one-time costs
-  if (o.profile)
+  std::optional<TraceRecorder> trace;
+  if (o.trace) trace.emplace(g, rank);
+  if (o.profile || trace)
     exec->setNodeHook([&](const ir::Node& node, std::chrono::nanoseconds elapsed) {
       if (profiling) profile.add(node, elapsed);
+      if (trace) trace->node(node, elapsed);
     });
   std::int64_t peak = 0;
   for (std::int64_t step = firstStep; step <= o.steps; ++step) {
@@ -263,10 +289,12 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     MemoryTracker::resetPeak();
     profiling = o.profile && step > firstStep;
     const std::int64_t faults0 = minorFaults();
+    if (trace) trace->beginStep(step);
     auto t0 = std::chrono::steady_clock::now();
     Expected<TensorMap> out =
         exec->run(inputs, result.state, RunContext{seed, step, collectives ? &*collectives : nullptr});
     auto t1 = std::chrono::steady_clock::now();
+    if (trace) trace->endStep();
     if (!out) {
       if (collectives && !collectives->failure().empty()) return Error{collectives->failure()};
       return Error{"step " + std::to_string(step) + ": " + out.error().message};
@@ -311,7 +339,13 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   if (o.profile && rank == 0) std::fputs(profile.format(20, peaks ? &*peaks : nullptr).c_str(), stderr);
   if (!o.comm) {
     result.metrics.ranks.push_back(RankMetrics{0, peak, o.plannedPeakBytes, std::nullopt});
+    if (trace) result.trace = traceDocument({trace->events()});
     return result;
+  }
+  if (trace) {
+    Expected<std::vector<std::string>> all = gatherText(*o.comm, trace->events(), "all_gather of the ranks' traces");
+    if (!all) return all.error();
+    if (rank == 0) result.trace = traceDocument(*all);
   }
   // Every rank's peak (measured, planned) and communication wait, for rank 0's metrics.
   at::Tensor mine = at::empty({3}, at::kLong);

@@ -43,6 +43,7 @@ struct TrainerOptions {
   std::string config = "{}";          // JSON object stored in checkpoints (optimizer settings, ...)
   bool progress = true;               // progress bar / log lines on stderr
   bool profile = false;               // time per op kind over the steps after the first, printed at the end
+  bool trace = false;                 // record a trace-event file of the run (runtime/trace.h) into TrainResult
   // The memory planner's predicted peak of one step of this graph (passes/memory_plan.h),
   // reported beside the measured peak as peak_bytes_planned; nullopt: not planned.
   std::optional<std::int64_t> plannedPeakBytes;
@@ -69,6 +70,8 @@ struct TrainResult {
   std::vector<std::int64_t> outsideArenaBytes;
   // Arena runs: the most bytes each step's kernel took from the heap instead of the arena.
   std::vector<std::int64_t> heapBytes;
+  // With TrainerOptions::trace, on rank 0: the trace-event file of every rank (runtime/trace.h).
+  std::string trace;
 };
 
 Expected<TrainResult> train(const ir::Graph& trainingGraph, const TrainerOptions& options);

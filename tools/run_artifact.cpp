@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "runtime/artifact.h"
+#include "runtime/atomic_file.h"
 #include "runtime/blas_kernels.h"
 #include "runtime/dist_env.h"
 #include "runtime/gloo_communicator.h"
@@ -36,6 +37,9 @@ void RunFlags::addTo(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--resume", resume, "Continue from this checkpoint folder, bit for bit");
   cmd.add_option("--metrics-out", metricsOut, "Write per-step metrics and peak memory as JSON");
+  cmd.add_option("--trace-out", traceOut,
+                 "Write a Chrome trace-event file (Perfetto, chrome://tracing): every node of every step of every "
+                 "rank, communication on its own track, live bytes as a counter");
   cmd.add_flag("-q,--quiet", quiet, "No progress output");
   cmd.add_flag("--profile", profile, "At the end, print the time per op kind (steps after the first)");
   cmd.add_option("--timeout", timeoutS,
@@ -54,6 +58,7 @@ std::vector<std::string> RunFlags::toArgs() const {
   a.insert(a.end(), {"--save-every", std::to_string(saveEvery)});
   if (!resume.empty()) a.insert(a.end(), {"--resume", resume});
   if (!metricsOut.empty()) a.insert(a.end(), {"--metrics-out", metricsOut});
+  if (!traceOut.empty()) a.insert(a.end(), {"--trace-out", traceOut});
   if (quiet) a.push_back("--quiet");
   if (profile) a.push_back("--profile");
   a.insert(a.end(), {"--timeout", fmt::format("{}", timeoutS)});
@@ -189,6 +194,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   t.progress = !quiet;
   t.comm = comm.get();
   t.profile = o.profile;
+  t.trace = !o.traceOut.empty();
   t.plannedPeakBytes = program->plan.peakBytes;
   t.arenaPlan = program->plan;
   t.config = manifest->configJson;
@@ -211,6 +217,11 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
               << (result->arena ? " (arena execution)" : " (reference counting: GRADC_NO_ARENA)") << "\n";
   if (!o.metricsOut.empty())
     if (Status s = runtime::writeMetrics(o.metricsOut, m); !s) {
+      std::cerr << "gradc: error: " << s.message() << "\n";
+      return kExitInternal;
+    }
+  if (!o.traceOut.empty())
+    if (Status s = runtime::writeFileAtomic(o.traceOut, result->trace); !s) {
       std::cerr << "gradc: error: " << s.message() << "\n";
       return kExitInternal;
     }

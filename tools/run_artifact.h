@@ -29,6 +29,7 @@ struct RunFlags {
   std::int64_t saveEvery = 0;
   std::string resume;
   std::string metricsOut;
+  std::string traceOut;  // Chrome trace-event file of the run (runtime/trace.h)
   bool quiet = false;
   bool profile = false;
   double timeoutS = 300;

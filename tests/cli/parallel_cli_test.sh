@@ -184,6 +184,42 @@ sed 's/^dtype: f32/dtype: bf16/' "$src/models/gpt-mini.yaml" >"$work/gpt-bf16.ya
 [ $? -eq 2 ] && grep -q 'rank 1 (loss placement gather): no plan fits' "$work/err" && ! grep -q 'exited with code' "$work/err" \
   && ok || bad "rank 1's budget under gather: $(cat "$work/err")"
 
+# --trace-out: one Chrome trace-event file for both ranks, valid against the format: metadata
+# naming each rank and track, complete events with durations inside their step, the gradient
+# all-reduce on the communication track, live bytes as a counter.
+timeout 300 "$gradc" train "$src/models/gpt-mini.yaml" --set batch=4 --set seq=32 --set d_model=64 --set layers=2 \
+  --devices 2 --synthetic --steps 2 --trace-out "$work/trace.json" -q 2>"$work/err" && ok || bad "--trace-out run: $(tail -2 "$work/err")"
+if python3 - "$work/trace.json" <<'PY'; then ok; else bad "trace file does not follow the trace-event format"; fi
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert isinstance(doc, dict) and isinstance(doc["traceEvents"], list), "not the JSON object format"
+events = doc["traceEvents"]
+for e in events:
+    assert e["ph"] in ("X", "C", "M", "i"), e
+    assert isinstance(e["name"], str) and isinstance(e["pid"], int), e
+    if e["ph"] == "X":
+        assert isinstance(e["ts"], (int, float)) and e["dur"] >= 0 and isinstance(e["tid"], int), e
+        assert isinstance(e["cat"], str) and isinstance(e["args"], dict), e
+    if e["ph"] == "C":
+        assert all(isinstance(v, (int, float)) for v in e["args"].values()), e
+    if e["ph"] == "M":
+        assert isinstance(e["args"]["name" if e["name"] != "process_sort_index" else "sort_index"], (str, int)), e
+assert {e["pid"] for e in events} == {0, 1}
+for pid in (0, 1):
+    mine = [e for e in events if e["pid"] == pid]
+    names = {e["args"]["name"] for e in mine if e["name"] == "process_name"}
+    assert names == {"rank %d" % pid}, names
+    steps = {e["name"]: e for e in mine if e["ph"] == "X" and e["cat"] == "step"}
+    assert set(steps) == {"step 1", "step 2"}, steps.keys()
+    nodes = [e for e in mine if e["ph"] == "X" and e["cat"] != "step"]
+    assert any(e["name"] == "all_reduce_start" and e["tid"] == 1 for e in nodes)
+    assert any(e["name"] == "linear" and e["tid"] == 0 and e["args"]["spec"].startswith("blocks.") for e in nodes)
+    for e in nodes:
+        s = steps["step %d" % e["args"]["step"]]
+        assert s["ts"] - 1 <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"] + 1, (e, s)
+    assert sum(e["ph"] == "C" and e["name"] == "live bytes" for e in mine) == len(nodes)
+PY
+
 # A worker whose MASTER_ADDR:MASTER_PORT answers with garbage (another program's port): one
 # clear line naming the rank and the rendezvous, exit 2, never an abort or a backtrace.
 gport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
