@@ -29,16 +29,34 @@ std::optional<std::string_view> sourceLine(std::string_view text, int line) {
   return s;
 }
 
+// Control characters of the input (an ESC sequence in a spec) are shown as \xNN, never sent
+// to the terminal raw; tabs stay (the caret line keeps them).
+bool isControl(unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7f; }
+
+std::string printable(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (isControl(c)) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string formatDiagnostic(const Diagnostic& diag, std::string_view sourceText) {
-  std::string out = diag.file.empty() ? std::string("<spec>") : diag.file;
+  std::string out = diag.file.empty() ? std::string("<spec>") : printable(diag.file);
   if (diag.line > 0) {
     out += ":" + std::to_string(diag.line);
     if (diag.column > 0) out += ":" + std::to_string(diag.column);
   }
   out += diag.severity == Severity::Error ? ": error: " : ": warning: ";
-  out += diag.message;
+  out += printable(diag.message);
   out += "\n";
 
   if (std::optional<std::string_view> line = sourceLine(sourceText, diag.line)) {
@@ -48,17 +66,19 @@ std::string formatDiagnostic(const Diagnostic& diag, std::string_view sourceText
     char number[32];
     std::snprintf(number, sizeof number, "%5d | ", diag.line);
     out += number;
-    out += shown;
+    out += printable(shown);
     out += "\n";
     if (diag.column > 0) {
       out += "      | ";
-      // Keep tabs so that the caret lines up under the same character.
+      // Keep tabs, and the width of escaped characters, so that the caret lines up under the
+      // same character.
       size_t col = std::min(static_cast<size_t>(diag.column - 1), shown.size());
-      for (size_t i = 0; i < col; ++i) out += shown[i] == '\t' ? '\t' : ' ';
+      for (size_t i = 0; i < col; ++i)
+        out += shown[i] == '\t' ? "\t" : isControl(static_cast<unsigned char>(shown[i])) ? "    " : " ";
       out += "^\n";
     }
   }
-  if (!diag.hint.empty()) out += "  hint: " + diag.hint + "\n";
+  if (!diag.hint.empty()) out += "  hint: " + printable(diag.hint) + "\n";
   return out;
 }
 

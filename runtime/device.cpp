@@ -32,6 +32,13 @@ Expected<DeviceMemory> CpuDevice::allocate(std::int64_t bytes) const {
   return DeviceMemory(static_cast<std::byte*>(data), DeviceMemoryDeleter{&releaseHost, rounded});
 }
 
+Status CpuDevice::canTrain(ir::DType dtype) const {
+  if (dtype == ir::DType::f16)
+    return Error{"the CPU device cannot train f16 models: LibTorch's CPU kernels have no f16 layer_norm or matrix "
+                 "product; use dtype: f32 or bf16 in the spec"};
+  return Status::success();
+}
+
 const Device& cpuDevice() {
   static const CpuDevice device;
   return device;

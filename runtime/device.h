@@ -40,6 +40,9 @@ class Device {
   // `bytes` of memory aligned to at least kArenaAlignment; an Error (never an abort) when the
   // device cannot provide it. Zero bytes gives an empty block.
   virtual Expected<DeviceMemory> allocate(std::int64_t bytes) const = 0;
+  // Whether this device's kernels can run a training step in `dtype`: an Error that says why
+  // not and what to use instead, checked before anything is allocated.
+  virtual Status canTrain(ir::DType dtype) const = 0;
 };
 
 // Every planned offset is a multiple of the plan's alignment; the arena's base is aligned to
@@ -53,6 +56,8 @@ class CpuDevice final : public Device {
   std::string name() const override { return "cpu"; }
   at::TensorOptions options(ir::DType dtype) const override;
   Expected<DeviceMemory> allocate(std::int64_t bytes) const override;
+  // f16: LibTorch's CPU kernels have no f16 layer_norm or matrix product.
+  Status canTrain(ir::DType dtype) const override;
 };
 
 // The process's CPU device (the default of executors and kernels).

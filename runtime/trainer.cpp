@@ -19,6 +19,7 @@
 #include "ir/index_bounds.h"
 #include "runtime/checkpoint.h"
 #include "runtime/collective_context.h"
+#include "runtime/dtype_map.h"
 #include "runtime/executor.h"
 #include "runtime/init.h"
 #include "runtime/memory_tracker.h"
@@ -41,8 +42,9 @@ const ir::Value* findInput(const ir::Graph& g, std::string_view name) {
   return nullptr;
 }
 
+// [batch, seq] of i64 or i32 class indices.
 bool isTokenInput(const ir::Value* v) {
-  return v && v->type().dtype == ir::DType::i64 && v->type().rank() == 2;
+  return v && (v->type().dtype == ir::DType::i64 || v->type().dtype == ir::DType::i32) && v->type().rank() == 2;
 }
 
 // Checks that a restored state holds exactly the graph's parameters, with their types.
@@ -271,8 +273,10 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     TensorMap inputs;
     if (tokenData) {
       Batch b = tokenData->batcher.next();
-      inputs.emplace("tokens", shardOf(b.tokens, world, rank));
-      inputs.emplace("targets", shardOf(b.targets, world, rank));
+      // The batcher's i64 indices in the inputs' own integer type.
+      inputs.emplace("tokens", shardOf(b.tokens, world, rank).to(toScalarType(findInput(g, "tokens")->type().dtype)));
+      inputs.emplace("targets",
+                     shardOf(b.targets, world, rank).to(toScalarType(findInput(g, "targets")->type().dtype)));
     }
     for (const auto& in : g.inputs()) {
       if (inputs.count(in->name())) continue;

@@ -96,6 +96,20 @@ std::string chart(const passes::MemoryPlan& plan, int width, int height) {
   return out;
 }
 
+// Names in a plan file are arbitrary text: its control characters (an ESC sequence) are shown
+// as \xNN, not sent to the terminal; the report's own line breaks stay.
+std::string terminalSafe(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += static_cast<char>(c);
+  }
+  return out;
+}
+
 std::string report(const passes::MemoryPlan& plan, const InspectOptions& o) {
   std::string out;
   out += fmt::format("memory plan of {} (strategy {}, {})\n", plan.model, plan.strategy,
@@ -214,7 +228,7 @@ int runInspect(const InspectOptions& o) {
       std::cerr << "gradc: error: " << s.message() << "\n";
       return kExitInternal;
     }
-  std::cout << report(*plan, o);
+  std::cout << terminalSafe(report(*plan, o));
   return kExitOk;
 }
 

@@ -11,6 +11,7 @@
 #include "runtime/artifact.h"
 #include "runtime/atomic_file.h"
 #include "runtime/blas_kernels.h"
+#include "runtime/device.h"
 #include "runtime/dist_env.h"
 #include "runtime/gloo_communicator.h"
 #include "runtime/host_memory.h"
@@ -137,6 +138,13 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     std::cerr << "gradc: error: " << program.error().message << "\n";
     return kExitUserError;
   }
+  // Element types the device cannot train are refused before anything runs.
+  for (const auto& p : program->graph.params())
+    if (Status s = runtime::cpuDevice().canTrain(p->type().dtype); !s) {
+      std::cerr << "gradc: error: " << s.message() << " (parameter '" << p->name() << "' is "
+                << ir::toString(p->type()) << ")\n";
+      return kExitUserError;
+    }
   // Nothing is allocated before the plan is known to fit: the arenas of the ranks this process
   // starts (all of them for a local launch; its own under torchrun or Slurm) against what the
   // host can still give.
@@ -205,8 +213,10 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     const bool named = message.rfind("rank ", 0) == 0;
     std::cerr << "gradc: error: " << (world > 1 && !named ? "rank " + std::to_string(rank) + ": " : "") << message
               << "\n";
-    // An allocation that failed is the environment's, not the user's input.
-    return isOutOfMemory(message) ? kExitInternal : kExitUserError;
+    // An allocation or a checkpoint write that failed mid-run is the environment's, not the
+    // user's input (a --save location that cannot work is refused before step 1, exit 2).
+    const bool environment = isOutOfMemory(message) || message.rfind("cannot save checkpoint '", 0) == 0;
+    return environment ? kExitInternal : kExitUserError;
   }
   if (rank != 0) return kExitOk;  // rank 0 reports and writes the metrics of every rank
   const runtime::RunMetrics& m = result->metrics;

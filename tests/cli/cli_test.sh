@@ -166,5 +166,24 @@ GRADC_NO_MEMORY_CHECK=1 timeout 60 "$gradc" train "$src/models/gpt-mini.yaml" --
 rc=$?
 [ $rc -eq 1 ] && grep -q "cannot allocate the .*arena" "$work/err" && ok || bad "arena too large: exit $rc, $(tail -2 "$work/err")"
 
+# Control characters from the input never reach the terminal raw: an ESC sequence in a spec
+# (error message and source excerpt) or in a plan's names is shown as \x1b.
+printf 'model: m\ninputs:\n  x: {shape: [4, 8], dtype: f32}\nlayers:\n  - {op: "lin\033[31mear", input: x, out: 2}\n' \
+  >"$work/esc.yaml"
+expect_user_error "ESC in a spec" 'unknown op .lin\\x1b\[31mear' compile "$work/esc.yaml"
+if grep -q $'\033' "$work/err"; then bad "a raw ESC reached the terminal from a spec"; else ok; fi
+timeout 60 "$gradc" compile "$src/models/mlp.yaml" --emit plan -o "$work/esc_plan.json" 2>/dev/null
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["model"]="m\x1b[2J"; json.dump(p, open(sys.argv[1], "w"))' \
+  "$work/esc_plan.json"
+timeout 60 "$gradc" inspect "$work/esc_plan.json" >"$work/out" 2>&1
+grep -q 'memory plan of m\\x1b\[2J' "$work/out" && ! grep -q $'\033' "$work/out" && ok \
+  || bad "a raw ESC reached the terminal from a plan: $(head -1 "$work/out" | cat -v)"
+
+# dtype f16 cannot train on CPU: refused before anything runs, naming what to use instead.
+sed 's/^dtype: f32/dtype: f16/' "$src/models/gpt-mini.yaml" >"$work/f16.yaml"
+expect_user_error "f16 on CPU" "cannot train f16 models.*use dtype: f32 or bf16" train "$work/f16.yaml" --set batch=2 \
+  --set seq=16 --set d_model=32 --set layers=1 --synthetic --steps 1
+if grep -q "^step 1" "$work/err"; then bad "f16 refused only after step 1"; else ok; fi
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -146,6 +146,11 @@ fi
 grep -q "machine (probe): f32 GEMM .* GFLOP/s, memory .* GB/s" "$work/prof.err" && grep -q "linear (fwd)" "$work/prof.err" \
   && grep -q "%gemm" "$work/prof.err" && ok || bad "no roofline in the profile: $(head -5 "$work/prof.err")"
 
+# Token inputs declared i32 read text as i64 ones do.
+sed 's/dtype: i64/dtype: i32/g' "$src/models/gpt-mini.yaml" >"$work/i32.yaml"
+timeout 300 "$gradc" train "$work/i32.yaml" "${small[@]}" --data "$src/data/corpus.txt" --steps 2 -q 2>"$work/err" \
+  && ok || bad "i32 tokens with --data: $(tail -2 "$work/err")"
+
 # A checkpoint folder belongs to one run at a time: a second run saving there fails at once,
 # naming the first one's pid; an unusable --save location fails before step 1.
 "$gradc" train "$src/models/gpt-mini.yaml" --set batch=2 --set seq=32 --synthetic --steps 100000 --save "$work/shared" \
