@@ -320,9 +320,13 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     if (auto it = out->find("grad_norm"); it != out->end()) m.gradNorm = it->second.item<double>();
     result.metrics.steps.push_back(m);
     if (show) progress.update(m);
-    if (!std::isfinite(m.loss))
-      return Error{"the loss is " + std::to_string(m.loss) + " at step " + std::to_string(step) +
-                   " (diverged: try a lower --lr or --clip-norm)"};
+    if (!std::isfinite(m.loss)) {
+      // Every rank sees the same (all-reduced) loss, so all stop here, and the run still ends
+      // as one: metrics of the steps so far, no checkpoint of the diverged state.
+      result.failure = "the loss is " + std::to_string(m.loss) + " at step " + std::to_string(step) +
+                       " (diverged: try a lower --lr or --clip-norm)";
+      break;
+    }
 
     bool stop = o.onStep && !o.onStep(m);
     bool due = rank == 0 && o.saveDir && ((o.saveEvery > 0 && step % o.saveEvery == 0) || step == o.steps || stop);

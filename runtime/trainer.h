@@ -72,6 +72,9 @@ struct TrainResult {
   std::vector<std::int64_t> heapBytes;
   // With TrainerOptions::trace, on rank 0: the trace-event file of every rank (runtime/trace.h).
   std::string trace;
+  // Non-empty when the run stopped early for a reason the caller must report as an error (the
+  // loss diverged); metrics hold the steps that ran.
+  std::string failure;
 };
 
 Expected<TrainResult> train(const ir::Graph& trainingGraph, const TrainerOptions& options);

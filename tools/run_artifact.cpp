@@ -218,9 +218,12 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     const bool environment = isOutOfMemory(message) || message.rfind("cannot save checkpoint '", 0) == 0;
     return environment ? kExitInternal : kExitUserError;
   }
-  if (rank != 0) return kExitOk;  // rank 0 reports and writes the metrics of every rank
+  if (!result->failure.empty() && rank == 0)
+    std::cerr << "gradc: error: " << (world > 1 ? "rank 0: " : "") << result->failure << "\n";
+  const int code = result->failure.empty() ? kExitOk : kExitUserError;
+  if (rank != 0) return code;  // rank 0 reports and writes the metrics of every rank
   const runtime::RunMetrics& m = result->metrics;
-  if (!m.steps.empty() && !quiet)
+  if (!m.steps.empty() && !quiet && code == kExitOk)
     std::cerr << "trained " << m.model << " to step " << m.steps.back().step << ": loss " << m.steps.front().loss
               << " -> " << m.steps.back().loss << "; peak memory " << m.ranks.front().peakBytesMeasured
               << " bytes measured, " << program->plan.peakBytes << " planned"
@@ -235,7 +238,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
       std::cerr << "gradc: error: " << s.message() << "\n";
       return kExitInternal;
     }
-  return kExitOk;
+  return code;
 }
 
 }  // namespace gradc::tools

@@ -151,6 +151,18 @@ sed 's/dtype: i64/dtype: i32/g' "$src/models/gpt-mini.yaml" >"$work/i32.yaml"
 timeout 300 "$gradc" train "$work/i32.yaml" "${small[@]}" --data "$src/data/corpus.txt" --steps 2 -q 2>"$work/err" \
   && ok || bad "i32 tokens with --data: $(tail -2 "$work/err")"
 
+# A diverged run is exit 2 with the reason, and its metrics file holds the steps that ran (not a
+# stale file from an earlier run).
+printf '{"stale": true}\n' >"$work/div.json"
+timeout 60 "$gradc" train "$src/models/mlp.yaml" --synthetic --steps 20 --optimizer sgd --lr 1e10 \
+  --metrics-out "$work/div.json" >/dev/null 2>"$work/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "diverged" "$work/err" && ! grep -q "^trained" "$work/err" && python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert "stale" not in m and 1 <= len(m["steps"]) < 20, m
+' "$work/div.json" && ok || bad "diverged run: exit $rc, $(tail -2 "$work/err"), metrics $(head -c 200 "$work/div.json")"
+
 # A checkpoint folder belongs to one run at a time: a second run saving there fails at once,
 # naming the first one's pid; an unusable --save location fails before step 1.
 "$gradc" train "$src/models/gpt-mini.yaml" --set batch=2 --set seq=32 --synthetic --steps 100000 --save "$work/shared" \
