@@ -321,11 +321,10 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
       if (chunking.mode == LossChunking::Mode::Auto) chunks = lossChunkCandidates(*g);
       graphs.push_back(Built{std::move(*g), k, chunks});
       if (keepFirst && several) {
+        // At its finest chunking (the selection sets the count of every proposal it measures).
         ir::Graph& last = graphs.back().graph;
         if (!chunks.empty()) setLossChunks(last, chunks.back());
-        const bool fits = analyzeLiveness(last).peakBytes <= *options.remat.budgetBytes;
-        if (!chunks.empty()) setLossChunks(last, chunks.front());
-        if (fits) return select();
+        if (analyzeLiveness(last).peakBytes <= *options.remat.budgetBytes) return select();
       }
     }
   }

@@ -189,21 +189,35 @@ Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
   return m;
 }
 
-Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifest& manifest, int rank) {
+namespace {
+Status checkRank(const ArtifactManifest& manifest, int rank) {
   if (rank < 0 || rank >= manifest.world())
     return Error{"rank " + std::to_string(rank) + " is not among the artifact's " + std::to_string(manifest.world()) +
                  " ranks"};
-  const ArtifactRank& r = manifest.ranks[static_cast<size_t>(rank)];
-  const fs::path graphFile = dir / r.graphFile, planFile = dir / r.planFile;
+  return Status::success();
+}
+}  // namespace
+
+Expected<ArenaPlan> loadRankPlan(const fs::path& dir, const ArtifactManifest& manifest, int rank) {
+  if (Status s = checkRank(manifest, rank); !s) return Error{s.message()};
+  const fs::path planFile = dir / manifest.ranks[static_cast<size_t>(rank)].planFile;
+  Expected<std::string> planText = readFile(planFile);
+  if (!planText) return corrupted(planFile, planText.error().message);
+  Expected<ArenaPlan> plan = arenaPlanFromJson(*planText);
+  if (!plan) return corrupted(planFile, plan.error().message);
+  return plan;
+}
+
+Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifest& manifest, int rank) {
+  if (Status s = checkRank(manifest, rank); !s) return Error{s.message()};
+  const fs::path graphFile = dir / manifest.ranks[static_cast<size_t>(rank)].graphFile;
   Expected<std::string> graphText = readFile(graphFile);
   if (!graphText) return corrupted(graphFile, graphText.error().message);
   Expected<ir::Graph> graph = ir::parseGraph(*graphText, graphFile.string());
   if (!graph) return Error{graph.error().message};
   if (Status s = ir::verify(*graph); !s) return corrupted(graphFile, s.message());
-  Expected<std::string> planText = readFile(planFile);
-  if (!planText) return corrupted(planFile, planText.error().message);
-  Expected<ArenaPlan> plan = arenaPlanFromJson(*planText);
-  if (!plan) return corrupted(planFile, plan.error().message);
+  Expected<ArenaPlan> plan = loadRankPlan(dir, manifest, rank);
+  if (!plan) return plan.error();
   return RankProgram{std::move(*graph), std::move(*plan)};
 }
 

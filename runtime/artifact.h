@@ -81,5 +81,7 @@ struct RankProgram {
 
 // The graph and plan of one rank of a loaded artifact, parsed and verified; Errors name the file.
 Expected<RankProgram> loadRankProgram(const std::filesystem::path& dir, const ArtifactManifest& manifest, int rank);
+// The memory plan of one rank alone (no graph parsed), e.g. to size a launch.
+Expected<ArenaPlan> loadRankPlan(const std::filesystem::path& dir, const ArtifactManifest& manifest, int rank);
 
 }  // namespace gradc::runtime

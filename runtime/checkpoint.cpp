@@ -90,6 +90,22 @@ Expected<std::string> fileChecksum(const fs::path& path) {
   return sha256Hex(*bytes);
 }
 
+// `bytes` of `file` against the sha256 state.json records for it; ok for a checkpoint from
+// before checksums (no "files").
+Status checkChecksum(const json& state, const std::string& file, std::string_view bytes, const std::string& where) {
+  auto files = state.find("files");
+  if (files == state.end()) return Status::success();
+  const std::string stateWhere = where + ": " + kStateFile;
+  if (!files->is_object()) return Error{stateWhere + ": \"files\" must be an object"};
+  auto entry = files->find(file);
+  if (entry == files->end() || !entry->is_object() || !entry->contains("sha256") || !(*entry)["sha256"].is_string())
+    return Error{stateWhere + ": no sha256 for " + file};
+  if (sha256Hex(bytes) != (*entry)["sha256"].get<std::string>())
+    return Error{where + ": " + file + " does not match its sha256 in " + kStateFile +
+                 " (the file was changed or damaged after it was saved)"};
+  return Status::success();
+}
+
 Status renamePath(const fs::path& from, const fs::path& to) {
   if (std::rename(from.c_str(), to.c_str()) != 0)
     return Error{"cannot rename '" + from.string() + "' to '" + to.string() + "': " + std::strerror(errno)};
@@ -249,21 +265,12 @@ Expected<CheckpointData> loadFrom(const fs::path& source) {
   if (config == state.end() || !config->is_object()) return Error{state_where + ": missing object \"config\""};
   data.config = config->dump();
 
-  auto files = state.find("files");  // checkpoints from before checksums have none
-  if (files != state.end() && !files->is_object()) return Error{state_where + ": \"files\" must be an object"};
   for (auto [file, target] : {std::pair{kWeightsFile, &data.weights}, std::pair{kOptimizerFile, &data.optimizer}}) {
     if (!fs::exists(source / file, ec)) return Error{where + " is missing " + file};
-    if (files != state.end()) {
-      auto entry = files->find(file);
-      if (entry == files->end() || !entry->is_object() || !entry->contains("sha256") || !(*entry)["sha256"].is_string())
-        return Error{state_where + ": no sha256 for " + file};
-      Expected<std::string> sum = fileChecksum(source / file);
-      if (!sum) return Error{where + ": " + sum.error().message};
-      if (*sum != (*entry)["sha256"].get<std::string>())
-        return Error{where + ": " + file + " does not match its sha256 in " + kStateFile +
-                     " (the file was changed or damaged after it was saved)"};
-    }
-    Expected<SafetensorsFile> loaded = loadSafetensors(source / file);
+    Expected<std::string> bytes = readFile(source / file);  // read once: checked, then parsed
+    if (!bytes) return Error{where + ": " + bytes.error().message};
+    if (Status s = checkChecksum(state, file, *bytes, where); !s) return Error{s.message()};
+    Expected<SafetensorsFile> loaded = parseSafetensors(*bytes, (source / file).string());
     if (!loaded) return Error{where + ": " + loaded.error().message};
     *target = std::move(loaded->tensors);
   }
@@ -292,23 +299,18 @@ Expected<CheckpointData> loadCheckpoint(const fs::path& requested) {
   return Error{message};
 }
 
-Status verifyCheckpointFile(const fs::path& dir, const std::string& file) {
+Expected<SafetensorsFile> loadCheckpointFile(const fs::path& dir, const std::string& file) {
   const std::string where = "checkpoint '" + dir.string() + "'";
   Expected<std::string> text = readFile(dir / kStateFile);
   if (!text) return Error{where + ": " + text.error().message};
   json state = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!state.is_object()) return Error{where + ": " + kStateFile + " is not a valid JSON object"};
-  auto files = state.find("files");
-  if (files == state.end()) return Status::success();  // from before checksums
-  if (!files->is_object() || !files->contains(file) || !(*files)[file].is_object() ||
-      !(*files)[file].contains("sha256") || !(*files)[file]["sha256"].is_string())
-    return Error{where + ": " + kStateFile + ": no sha256 for " + file};
-  Expected<std::string> sum = fileChecksum(dir / file);
-  if (!sum) return Error{where + ": " + sum.error().message};
-  if (*sum != (*files)[file]["sha256"].get<std::string>())
-    return Error{where + ": " + file + " does not match its sha256 in " + kStateFile +
-                 " (the file was changed or damaged after it was saved)"};
-  return Status::success();
+  Expected<std::string> bytes = readFile(dir / file);
+  if (!bytes) return Error{where + ": " + bytes.error().message};
+  if (Status s = checkChecksum(state, file, *bytes, where); !s) return Error{s.message()};
+  Expected<SafetensorsFile> loaded = parseSafetensors(*bytes, (dir / file).string());
+  if (!loaded) return Error{where + ": " + loaded.error().message};
+  return loaded;
 }
 
 Expected<CheckpointLock> CheckpointLock::acquire(const fs::path& requested) {

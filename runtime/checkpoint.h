@@ -35,6 +35,7 @@
 
 #include "ir/status.h"
 #include "runtime/data.h"
+#include "runtime/safetensors.h"
 #include "runtime/tensor_map.h"
 
 namespace gradc::runtime {
@@ -69,9 +70,9 @@ Status saveCheckpoint(const std::filesystem::path& dir, const CheckpointData& da
 // naming the file.
 Expected<CheckpointData> loadCheckpoint(const std::filesystem::path& dir);
 
-// Checks one tensor file of a checkpoint folder against the sha256 in its state.json (ok for a
-// checkpoint from before checksums).
-Status verifyCheckpointFile(const std::filesystem::path& dir, const std::string& file);
+// One tensor file of a checkpoint folder, checked against the sha256 in its state.json (none
+// to check for a checkpoint from before checksums), then parsed.
+Expected<SafetensorsFile> loadCheckpointFile(const std::filesystem::path& dir, const std::string& file);
 
 // An exclusive flock(2) on P/.N.gradc-lock beside the checkpoint folder D, for as long as the
 // object lives; the lock file holds the owner's pid and is left in place. Acquiring it also

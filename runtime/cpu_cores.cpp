@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <thread>
+
+#include "runtime/small_file.h"
 
 namespace gradc::runtime {
 namespace {
@@ -20,13 +20,6 @@ std::optional<long long> number(std::string_view text) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return v;
-}
-
-std::optional<std::string> readSmallFile(const char* path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return text;
 }
 
 // The quota of this process's cgroup: v2 at the unified mount, else v1's cpu controller.

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
+
+#include "runtime/small_file.h"
 
 namespace gradc::runtime {
 namespace {
@@ -21,12 +21,6 @@ std::optional<std::int64_t> integer(std::string_view t) {
   auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (ec != std::errc() || end != t.data() + t.size() || v < 0) return std::nullopt;
   return v;
-}
-
-std::optional<std::string> readSmallFile(const char* path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // What the cgroup still allows: limit - usage, or nullopt without a limit.

@@ -68,6 +68,7 @@ Status checkState(const ir::Graph& g, const TensorMap& state, const std::filesys
 struct TokenData {
   Batcher batcher;
   std::int64_t tokensPerStep;
+  at::ScalarType tokenType, targetType;  // of the graph's inputs (i64 or i32)
 };
 
 Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, std::uint64_t seed,
@@ -105,7 +106,8 @@ Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, s
     config["vocabulary"] = "synthetic:" + std::to_string(limit);
   }
   if (Status s = batcher->setPosition(position); !s) return Error{s.message()};
-  return TokenData{std::move(*batcher), bo.batch * bo.seq};
+  return TokenData{std::move(*batcher), bo.batch * bo.seq, toScalarType(tokens->type().dtype),
+                   toScalarType(targets->type().dtype)};
 }
 
 Status save(const std::filesystem::path& dir, const ir::Graph& g, const TensorMap& state, std::int64_t step,
@@ -274,9 +276,8 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     if (tokenData) {
       Batch b = tokenData->batcher.next();
       // The batcher's i64 indices in the inputs' own integer type.
-      inputs.emplace("tokens", shardOf(b.tokens, world, rank).to(toScalarType(findInput(g, "tokens")->type().dtype)));
-      inputs.emplace("targets",
-                     shardOf(b.targets, world, rank).to(toScalarType(findInput(g, "targets")->type().dtype)));
+      inputs.emplace("tokens", shardOf(b.tokens, world, rank).to(tokenData->tokenType));
+      inputs.emplace("targets", shardOf(b.targets, world, rank).to(tokenData->targetType));
     }
     for (const auto& in : g.inputs()) {
       if (inputs.count(in->name())) continue;

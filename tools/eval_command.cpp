@@ -46,15 +46,16 @@ int runEval(const EvalOptions& o) {
   // A file without either (written by another tool) is read with the byte vocabulary.
   std::filesystem::path weightsPath = o.weights;
   std::optional<std::string> vocabText;
-  if (std::filesystem::is_directory(weightsPath)) {
-    if (Status s = runtime::verifyCheckpointFile(weightsPath, "weights.safetensors"); !s) return fail(s.message());
+  const bool folder = std::filesystem::is_directory(weightsPath);
+  Expected<runtime::SafetensorsFile> weights =
+      folder ? runtime::loadCheckpointFile(weightsPath, "weights.safetensors") : runtime::loadSafetensors(weightsPath);
+  if (folder) {
     std::ifstream state(weightsPath / "state.json");
     nlohmann::json j = nlohmann::json::parse(state, nullptr, false);
     if (j.is_object() && j["config"].is_object() && j["config"]["vocabulary"].is_string())
       vocabText = j["config"]["vocabulary"].get<std::string>();
     weightsPath /= "weights.safetensors";
   }
-  Expected<runtime::SafetensorsFile> weights = runtime::loadSafetensors(weightsPath);
   if (!weights) return fail(weights.error().message);
   const std::string model = ir::getString(graph->attrs(), "model").value_or(graph->name());
   if (auto it = weights->metadata.find(runtime::kWeightsModelKey); it != weights->metadata.end() && it->second != model)

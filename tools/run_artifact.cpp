@@ -89,10 +89,10 @@ Status checkHostMemory(const std::filesystem::path& dir, const runtime::Artifact
   std::int64_t needed = own.plan.arenaBytes, largest = own.plan.arenaBytes;
   if (allRanks)
     for (int r = 1; r < manifest.world(); ++r) {
-      Expected<runtime::RankProgram> p = runtime::loadRankProgram(dir, manifest, r);
-      if (!p) return Error{p.error().message};
-      needed += p->plan.arenaBytes;
-      largest = std::max(largest, p->plan.arenaBytes);
+      Expected<runtime::ArenaPlan> plan = runtime::loadRankPlan(dir, manifest, r);
+      if (!plan) return Error{plan.error().message};
+      needed += plan->arenaBytes;
+      largest = std::max(largest, plan->arenaBytes);
     }
   if (needed <= host->availableBytes) return {};
   const int ranks = allRanks ? manifest.world() : 1;

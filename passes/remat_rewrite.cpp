@@ -1,0 +1,377 @@
+// The rewrite that makes a remat proposal real (stage 4 of passes/remat_strategies.h):
+// planRewrite (pure), applyRewrite, undoRewrite, and cloneGraph.
+#include "passes/remat_strategies.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <span>
+
+namespace gradc::passes {
+namespace remat {
+
+// ---- the rewrite planner -------------------------------------------------------------------------
+
+namespace {
+
+// Copies of droppable values, by dense value id: which copy backward readers get now.
+class CopyTable {
+ public:
+  void resize(size_t n) {
+    source_.assign(n, Source{});
+    held_.assign(n, 0);
+  }
+  const Source* find(int id) const { return held_[static_cast<size_t>(id)] ? &source_[static_cast<size_t>(id)] : nullptr; }
+  void set(int id, Source s) {
+    source_[static_cast<size_t>(id)] = s;
+    held_[static_cast<size_t>(id)] = 1;
+  }
+  void erase(int id) { held_[static_cast<size_t>(id)] = 0; }
+
+ private:
+  std::vector<Source> source_;
+  std::vector<std::uint8_t> held_;
+};
+
+class Planner {
+ public:
+  Planner(const Analysis& a, RewritePlan& plan) : a_(a), plan_(plan) {
+    full_.resize(a.values.size());
+    bound_.resize(a.values.size());
+    cache_.resize(a.values.size());
+    local_.resize(a.values.size());
+    localStamp_.assign(a.values.size(), 0);
+  }
+
+  void run(int episode, const EpisodePlan& p) {
+    const Episode& ep = a_.episodes[static_cast<size_t>(episode)];
+    if (p.kind == EpisodePlan::Kind::Keep || ep.uses.empty()) return;
+    episode_ = episode;
+    ep_ = &ep;
+    selective_ = p.kind == EpisodePlan::Kind::Selective;
+    transient_.assign(ep.stages.size(), false);
+    clearCache();
+    ops_ = selective_ ? nullptr : &p.schedule;
+    op_ = 0;
+    if (ops_) firstPass();
+    for (const BackwardUse& use : ep.uses) {
+      before_ = use.position;
+      if (ops_) advance(use.label);
+      for (unsigned i : use.operands) {
+        const ir::Value* v = use.node->operand(i);
+        Source s = resolve(v);
+        if (s.clone >= 0 || s.value != v) plan_.rewires.push_back(Rewire{use.node, i, s});
+      }
+    }
+    // Leave the tables empty for the next episode.
+    for (size_t s = 0; s < ep.stages.size(); ++s) {
+      clearFull(static_cast<int>(s));
+      clearBound(static_cast<int>(s));
+    }
+    clearCache();
+  }
+
+ private:
+  int idOf(const ir::Value* v) const { return a_.values.at(v).id; }
+
+  void clearFull(int stage) {
+    for (const ir::Value* v : ep_->stages[static_cast<size_t>(stage)].stored)
+      if (auto it = a_.values.find(v); it != a_.values.end()) full_.erase(it->second.id);
+  }
+  void clearBound(int stage) {
+    for (const ir::Value* v : ep_->stages[static_cast<size_t>(stage)].boundary)
+      if (auto it = a_.values.find(v); it != a_.values.end()) bound_.erase(it->second.id);
+    transient_[static_cast<size_t>(stage)] = false;
+  }
+  void clearCache() {
+    for (int id : cached_) cache_.erase(id);
+    cached_.clear();
+  }
+
+  // The first pass is the original forward: record which originals the schedule keeps.
+  void firstPass() {
+    const chain::Schedule& ops = *ops_;
+    for (; op_ < ops.size() && ops[op_].kind != chain::OpKind::Backward; ++op_) {
+      const chain::Op& op = ops[op_];
+      const GraphStage& st = ep_->stages[static_cast<size_t>(op.stage)];
+      if (op.kind == chain::OpKind::ForwardAll) {
+        for (const ir::Value* v : st.stored)
+          if (auto it = a_.values.find(v); it != a_.values.end()) full_.set(it->second.id, Source{v});
+      } else {
+        clearBound(op.stage);
+        for (const ir::Value* v : st.boundary)
+          if (auto it = a_.values.find(v); it != a_.values.end()) bound_.set(it->second.id, Source{v});
+        transient_[static_cast<size_t>(op.stage)] = op.kind == chain::OpKind::ForwardTransient;
+      }
+      consumeTransientInput(op.stage);
+    }
+  }
+
+  void consumeTransientInput(int stage) {
+    if (stage > 0 && transient_[static_cast<size_t>(stage) - 1]) clearBound(stage - 1);
+  }
+
+  // Runs the schedule up to (not including) Backward(t).
+  void advance(int t) {
+    const chain::Schedule& ops = *ops_;
+    for (; op_ < ops.size(); ++op_) {
+      const chain::Op& op = ops[op_];
+      if (op.kind == chain::OpKind::Backward) {
+        if (op.stage <= t) return;  // at Backward(t), or t is already back-propagated
+        // Backward(op.stage) is over: its copies die.
+        clearFull(op.stage);
+        if (op.stage > 0) clearBound(op.stage - 1);
+        clearCache();
+        continue;
+      }
+      forward(op);
+    }
+  }
+
+  void forward(const chain::Op& op) {
+    const auto i = static_cast<size_t>(op.stage);
+    const GraphStage& st = ep_->stages[i];
+    const bool all = op.kind == chain::OpKind::ForwardAll;
+    ++stamp_;  // this forward's own results: local_[id] where localStamp_[id] == stamp_
+    for (const ir::Node* n : all ? st.storedNodes : st.boundaryNodes) {
+      const auto first = static_cast<std::uint32_t>(plan_.operands.size());
+      for (const ir::Value* u : n->operands()) {
+        auto it = a_.values.find(u);
+        if (it != a_.values.end() && localStamp_[static_cast<size_t>(it->second.id)] == stamp_)
+          plan_.operands.push_back(local_[static_cast<size_t>(it->second.id)]);
+        else
+          plan_.operands.push_back(resolve(u));
+      }
+      const int id = emit(n, first);
+      for (unsigned r = 0; r < n->numResults(); ++r)
+        if (auto it = a_.values.find(n->result(r)); it != a_.values.end()) {
+          local_[static_cast<size_t>(it->second.id)] = Source{nullptr, id, r};
+          localStamp_[static_cast<size_t>(it->second.id)] = stamp_;
+        }
+    }
+    auto localOf = [&](const ir::Value* v) -> const Source* {
+      auto it = a_.values.find(v);
+      if (it == a_.values.end() || localStamp_[static_cast<size_t>(it->second.id)] != stamp_) return nullptr;
+      return &local_[static_cast<size_t>(it->second.id)];
+    };
+    if (all) {
+      clearFull(op.stage);
+      for (const ir::Value* v : st.stored)
+        if (const Source* s = localOf(v)) full_.set(idOf(v), *s);
+    } else {
+      clearBound(op.stage);
+      for (const ir::Value* v : st.boundary)
+        if (const Source* s = localOf(v)) bound_.set(idOf(v), *s);
+      transient_[i] = op.kind == chain::OpKind::ForwardTransient;
+    }
+    consumeTransientInput(op.stage);
+  }
+
+  // A clone of `of` whose operands were just appended to plan_.operands from `first`.
+  int emit(const ir::Node* of, std::uint32_t first) {
+    plan_.clones.push_back(CloneOp{of, before_, first});
+    return static_cast<int>(plan_.clones.size()) - 1;
+  }
+
+  // The copy of v that readers should use now, or nullopt when v must be recomputed.
+  std::optional<Source> lookup(const ir::Value* v) const {
+    auto info = a_.values.find(v);
+    if (info == a_.values.end() || info->second.episode != episode_) return Source{v};
+    const int id = info->second.id;
+    if (selective_ && !ep_->selectiveDrop.count(v)) return Source{v};
+    if (!selective_) {
+      // The schedule's copies first: a full forward replaces older on-demand ones.
+      if (const Source* s = full_.find(id)) return *s;
+      if (const Source* s = bound_.find(id)) return *s;
+    }
+    if (const Source* s = cache_.find(id)) return *s;
+    return std::nullopt;
+  }
+
+  // Whether an on-demand clone of n exists (all its results are cached together).
+  bool cloned(const ir::Node& n) const {
+    for (size_t r = 0; r < n.numResults(); ++r)
+      if (auto it = a_.values.find(n.result(r)); it != a_.values.end()) return cache_.find(it->second.id) != nullptr;
+    return false;
+  }
+
+  // lookup(), recomputing v (and what it needs) on demand; iterative, so long chains of
+  // dropped values cannot exhaust the stack.
+  Source resolve(const ir::Value* v) {
+    if (std::optional<Source> s = lookup(v)) return *s;
+    std::vector<const ir::Node*> work = {v->producer()};
+    while (!work.empty()) {
+      const ir::Node* n = work.back();
+      if (cloned(*n)) {  // meanwhile, as a producer of another missing value
+        work.pop_back();
+        continue;
+      }
+      const ir::Value* missing = nullptr;
+      for (const ir::Value* u : n->operands())
+        if (!lookup(u)) {
+          missing = u;
+          break;
+        }
+      if (missing) {
+        work.push_back(missing->producer());
+        continue;
+      }
+      const auto first = static_cast<std::uint32_t>(plan_.operands.size());
+      for (const ir::Value* u : n->operands()) plan_.operands.push_back(*lookup(u));
+      const int id = emit(n, first);
+      if (!selective_) ++plan_.onDemandClones;
+      for (unsigned r = 0; r < n->numResults(); ++r)
+        if (auto it = a_.values.find(n->result(r)); it != a_.values.end()) {
+          cache_.set(it->second.id, Source{nullptr, id, r});
+          cached_.push_back(it->second.id);
+        }
+      work.pop_back();
+    }
+    return *lookup(v);
+  }
+
+  const Analysis& a_;
+  RewritePlan& plan_;
+  int episode_ = -1;
+  const Episode* ep_ = nullptr;
+  bool selective_ = false;
+  const chain::Schedule* ops_ = nullptr;
+  size_t op_ = 0;
+  size_t before_ = 0;
+  CopyTable full_, bound_, cache_;
+  std::vector<int> cached_;
+  std::vector<bool> transient_;
+  std::vector<Source> local_;
+  std::vector<std::uint32_t> localStamp_;
+  std::uint32_t stamp_ = 0;
+};
+
+// Drops clones nobody reads (a full forward computes all of abar_i, a backward node may read
+// only part of it) and renumbers the rest.
+void pruneUnused(RewritePlan& plan) {
+  const size_t n = plan.clones.size();
+  auto operandsOf = [&](const CloneOp& c) {
+    return std::span<Source>(plan.operands).subspan(c.first, c.of->numOperands());
+  };
+  std::vector<int> uses(n, 0);
+  for (const Rewire& r : plan.rewires)
+    if (r.to.clone >= 0) ++uses[static_cast<size_t>(r.to.clone)];
+  for (const CloneOp& c : plan.clones)
+    for (const Source& s : operandsOf(c))
+      if (s.clone >= 0) ++uses[static_cast<size_t>(s.clone)];
+  std::vector<bool> keep(n, true);
+  for (size_t i = n; i-- > 0;) {
+    if (uses[i] > 0) continue;
+    keep[i] = false;
+    for (const Source& s : operandsOf(plan.clones[i]))
+      if (s.clone >= 0) --uses[static_cast<size_t>(s.clone)];
+  }
+  std::vector<int> renumber(n, -1);
+  std::vector<CloneOp> kept;
+  std::vector<Source> operands;
+  for (size_t i = 0; i < n; ++i) {
+    if (!keep[i]) continue;
+    renumber[i] = static_cast<int>(kept.size());
+    CloneOp c = plan.clones[i];
+    const auto first = static_cast<std::uint32_t>(operands.size());
+    for (Source s : operandsOf(c)) {
+      if (s.clone >= 0) s.clone = renumber[static_cast<size_t>(s.clone)];  // earlier, so renumbered
+      operands.push_back(s);
+    }
+    c.first = first;
+    kept.push_back(c);
+  }
+  for (Rewire& r : plan.rewires)
+    if (r.to.clone >= 0) r.to.clone = renumber[static_cast<size_t>(r.to.clone)];
+  plan.clones = std::move(kept);
+  plan.operands = std::move(operands);
+}
+
+}  // namespace
+
+RewritePlan planRewrite(const Analysis& a, const Candidate& candidate) {
+  RewritePlan plan;
+  Planner planner(a, plan);
+  for (size_t e = 0; e < a.episodes.size() && e < candidate.episodes.size(); ++e)
+    planner.run(static_cast<int>(e), candidate.episodes[e]);
+  pruneUnused(plan);
+  for (const CloneOp& c : plan.clones) plan.recomputeFlops += a.flops.at(c.of);
+  return plan;
+}
+
+// ---- applying and undoing ------------------------------------------------------------------------
+
+AppliedRewrite applyRewrite(ir::Graph& graph, const RewritePlan& plan) {
+  AppliedRewrite applied;
+  if (plan.clones.empty() && plan.rewires.empty()) return applied;
+  const size_t original = graph.numNodes();
+  graph.setInsertionPoint(nullptr);
+  std::vector<ir::Node*> created;
+  created.reserve(plan.clones.size());
+  auto value = [&](const Source& s) -> ir::Value* {
+    if (s.clone >= 0) return created[static_cast<size_t>(s.clone)]->result(s.result);
+    return const_cast<ir::Value*>(s.value);
+  };
+  std::vector<ir::Value*> operands;
+  for (const CloneOp& c : plan.clones) {
+    operands.clear();
+    for (size_t i = 0; i < c.of->numOperands(); ++i) operands.push_back(value(plan.operands[c.first + i]));
+    created.push_back(graph.createUnchecked(c.of->op(), operands, c.of->attrs(), c.of->resultTypes(),
+                                            ir::Phase::recompute, c.of->specName()));
+  }
+  applied.clones = created.size();
+  for (const Rewire& r : plan.rewires) {
+    ir::Value* old = r.node->operand(r.operand);
+    r.node->setOperand(r.operand, value(r.to));
+    applied.rewired.push_back({r, old});
+  }
+  if (!created.empty()) {
+    std::vector<size_t> byPosition(plan.clones.size());
+    for (size_t i = 0; i < byPosition.size(); ++i) byPosition[i] = i;
+    std::stable_sort(byPosition.begin(), byPosition.end(),
+                     [&](size_t x, size_t y) { return plan.clones[x].before < plan.clones[y].before; });
+    std::vector<ir::Node*> order;
+    order.reserve(graph.numNodes());
+    const auto nodes = graph.nodes();
+    size_t next = 0;
+    for (size_t p = 0; p < original; ++p) {
+      while (next < byPosition.size() && plan.clones[byPosition[next]].before == p)
+        order.push_back(created[byPosition[next++]]);
+      order.push_back(nodes[p].get());
+    }
+    while (next < byPosition.size()) order.push_back(created[byPosition[next++]]);
+    graph.reorder(order);
+  }
+  return applied;
+}
+
+void undoRewrite(ir::Graph& graph, const AppliedRewrite& applied) {
+  for (auto it = applied.rewired.rbegin(); it != applied.rewired.rend(); ++it)
+    it->first.node->setOperand(it->first.operand, it->second);
+  if (applied.clones > 0) graph.eraseIf([](const ir::Node& n) { return n.phase() == ir::Phase::recompute; });
+}
+
+ir::Graph cloneGraph(const ir::Graph& graph) {
+  ir::Graph copy(graph.name());
+  copy.attrs() = graph.attrs();
+  std::unordered_map<const ir::Value*, ir::Value*> map;
+  for (const auto& in : graph.inputs()) {
+    ir::Value* v = copy.addInput(in->name(), in->type());
+    v->attrs() = in->attrs();
+    map.emplace(in.get(), v);
+  }
+  for (const auto& p : graph.params()) map.emplace(p.get(), copy.addParam(p->name(), p->type(), p->attrs()));
+  std::vector<ir::Value*> operands;
+  for (const auto& n : graph.nodes()) {
+    operands.clear();
+    for (const ir::Value* v : n->operands()) operands.push_back(map.at(v));
+    ir::Node* c = copy.createUnchecked(n->op(), operands, n->attrs(), n->resultTypes(), n->phase(), n->specName());
+    for (size_t r = 0; r < n->numResults(); ++r) map.emplace(n->result(r), c->result(r));
+  }
+  for (const ir::GraphOutput& out : graph.outputs()) copy.setOutput(out.name, map.at(out.value));
+  return copy;
+}
+
+}  // namespace remat
+}  // namespace gradc::passes
