@@ -34,6 +34,7 @@
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 #include "passes/remat.h"
+#include "passes/schedule.h"
 
 using namespace gradc;
 using Clock = std::chrono::steady_clock;
@@ -73,7 +74,7 @@ int run(const Scenario& s) {
     return 1;
   }
   const auto t1 = Clock::now();
-  const passes::Liveness none = passes::analyzeLiveness(joint);
+  const passes::Liveness none = passes::scheduleAndAnalyze(joint).liveness;
   const std::int64_t budget =
       s.budget.value_or(none.persistentBytes +
                         static_cast<std::int64_t>(s.fraction * static_cast<double>(none.peakBytes - none.persistentBytes)));
@@ -141,11 +142,11 @@ int run(const Scenario& s) {
       continue;
     }
     std::printf("  %-12s %.3f s (median of %zu)  chose %s: peak %s, recompute %.1f%% of a forward, "
-                "%d recompute nodes (%zu total), %d chain stages, %d/%d proposals measured\n",
+                "%d recompute nodes (%zu total), %d chain stages, %d/%d proposals measured, %d scheduled\n",
                 std::string(passes::rematStrategyName(strategy)).c_str(), median, times.size(),
                 std::string(passes::rematStrategyName(report.chosen)).c_str(),
                 passes::formatBytes(report.predictedPeakBytes).c_str(), report.recomputePercent(), report.recomputeNodes,
-                nodes, report.chainStages, report.evaluated, report.candidates);
+                nodes, report.chainStages, report.evaluated, report.candidates, report.scheduled);
   }
   return 0;
 }

@@ -202,21 +202,21 @@ std::int64_t matmulCopies(const ir::TensorType& ta, const Strides& sa, const ir:
 bool StorageModel::contiguous(const ir::Value* v) const { return isContiguous(v->type().shape, strides(v)); }
 
 std::int64_t StorageModel::workspaceBytes(const ir::Node* node) const {
-  auto it = nodes_.find(node);
-  return it == nodes_.end() ? 0 : it->second.workspace;
+  const int i = nodeIndex_.get(node);
+  return i < 0 ? 0 : nodes_[static_cast<size_t>(i)].workspace;
 }
 
 std::int64_t StorageModel::copyBytes(const ir::Node* node) const {
-  auto it = nodes_.find(node);
-  return it == nodes_.end() ? 0 : it->second.copies;
+  const int i = nodeIndex_.get(node);
+  return i < 0 ? 0 : nodes_[static_cast<size_t>(i)].copies;
 }
 
 StorageModel analyzeStorage(const ir::Graph& graph) {
   StorageModel m;
   for (const auto& p : graph.params())
-    m.info_.emplace(p.get(), StorageModel::Info{p.get(), contiguousStrides(p->type().shape)});
+    m.add(p.get(), StorageModel::Info{p.get(), contiguousStrides(p->type().shape)});
   for (const auto& in : graph.inputs())
-    m.info_.emplace(in.get(), StorageModel::Info{in.get(), contiguousStrides(in->type().shape)});
+    m.add(in.get(), StorageModel::Info{in.get(), contiguousStrides(in->type().shape)});
 
   for (const auto& n : graph.nodes()) {
     const ir::Node& node = *n;
@@ -225,14 +225,14 @@ StorageModel analyzeStorage(const ir::Graph& graph) {
       ViewRule rule = viewRuleOf(node.op().viewLayout);
       assert(rule && "a view op without a ViewLayout in the op table");
       const ir::Value* src = node.operand(0);
-      views = rule ? rule(node, m.info_.at(src).strides) : std::nullopt;
+      views = rule ? rule(node, m.info(src).strides) : std::nullopt;
       if (views)
         for (size_t r = 0; r < node.numResults(); ++r)
-          m.info_.emplace(node.result(r), StorageModel::Info{m.info_.at(src).owner, (*views)[r]});
+          m.add(node.result(r), StorageModel::Info{m.info(src).owner, (*views)[r]});
     }
     if (!views)
       for (size_t r = 0; r < node.numResults(); ++r)
-        m.info_.emplace(node.result(r),
+        m.add(node.result(r),
                         StorageModel::Info{node.result(r), contiguousStrides(node.result(r)->type().shape)});
     if (node.op().view) continue;  // a view (or reshape's copy) reads nothing else
 
@@ -257,7 +257,8 @@ StorageModel analyzeStorage(const ir::Graph& graph) {
         break;
     }
     std::int64_t workspace = node.workspaceBytes() + copies;
-    if (workspace > 0) m.nodes_.emplace(&node, StorageModel::NodeCost{workspace, copies});
+    if (workspace > 0 && m.nodeIndex_.insert(&node, static_cast<int>(m.nodes_.size())))
+      m.nodes_.push_back(StorageModel::NodeCost{workspace, copies});
   }
   return m;
 }
@@ -286,10 +287,11 @@ Liveness analyzeLiveness(const ir::Graph& graph) {
 
 Liveness analyzeLiveness(const ir::Graph& graph, const StorageModel& storage, std::span<const ir::Node* const> order) {
   Liveness l;
+  l.bufferOf = PointerIndex(graph.params().size() + graph.inputs().size() + 2 * order.size());
   const int steps = static_cast<int>(order.size());
   const int last = std::max(steps - 1, 0);
   auto persistent = [&](const ir::Value* v, BufferKind kind) {
-    l.bufferOf.emplace(v, l.buffers.size());
+    l.bufferOf.insert(v, static_cast<int>(l.buffers.size()));
     l.buffers.push_back(Buffer{kind, v->type().bytes(), 0, last, v, {}});
     l.persistentBytes += v->type().bytes();
   };
@@ -307,20 +309,21 @@ Liveness analyzeLiveness(const ir::Graph& graph, const StorageModel& storage, st
     for (size_t r = 0; r < node.numResults(); ++r) {
       const ir::Value* v = node.result(r);
       if (storage.isView(v)) {
-        size_t source = l.bufferOf.at(storage.owner(v));
-        l.bufferOf.emplace(v, source);
+        const auto source = static_cast<size_t>(l.bufferOf.get(storage.owner(v)));
+        l.bufferOf.insert(v, static_cast<int>(source));
         l.buffers[source].aliases.push_back(v);
         continue;
       }
-      l.bufferOf.emplace(v, l.buffers.size());
+      l.bufferOf.insert(v, static_cast<int>(l.buffers.size()));
       l.buffers.push_back(Buffer{kindOfResult(node), v->type().bytes(), i, i, v, {}});
     }
     for (const ir::Value* operand : node.operands()) {
-      Buffer& b = l.buffers[l.bufferOf.at(operand)];
+      Buffer& b = l.buffers[static_cast<size_t>(l.bufferOf.get(operand))];
       b.lastStep = std::max(b.lastStep, i);
     }
   }
-  for (const ir::GraphOutput& out : graph.outputs()) l.buffers[l.bufferOf.at(out.value)].lastStep = last;
+  for (const ir::GraphOutput& out : graph.outputs())
+    l.buffers[static_cast<size_t>(l.bufferOf.get(out.value))].lastStep = last;
 
   // Difference array over steps: +bytes at firstStep, -bytes after lastStep.
   std::vector<std::int64_t> delta(static_cast<size_t>(last) + 2, 0);

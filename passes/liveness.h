@@ -26,12 +26,14 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "ir/graph.h"
+#include "passes/pointer_index.h"
 
 namespace gradc::passes {
 
@@ -52,10 +54,10 @@ struct Buffer {
 class StorageModel {
  public:
   // The value whose buffer `v` lives in: v itself unless v is a view.
-  const ir::Value* owner(const ir::Value* v) const { return info_.at(v).owner; }
+  const ir::Value* owner(const ir::Value* v) const { return info(v).owner; }
   bool isView(const ir::Value* v) const { return owner(v) != v; }
   // Strides in elements, as the runtime's tensor will have them.
-  const std::vector<std::int64_t>& strides(const ir::Value* v) const { return info_.at(v).strides; }
+  const std::vector<std::int64_t>& strides(const ir::Value* v) const { return info(v).strides; }
   bool contiguous(const ir::Value* v) const;
   // Op-table workspace plus hidden copies of strided operands, in bytes.
   std::int64_t workspaceBytes(const ir::Node* node) const;
@@ -72,8 +74,18 @@ class StorageModel {
     std::int64_t workspace = 0;
     std::int64_t copies = 0;
   };
-  std::unordered_map<const ir::Value*, Info> info_;  // lookups only, never iterated
-  std::unordered_map<const ir::Node*, NodeCost> nodes_;
+  const Info& info(const ir::Value* v) const {
+    const int i = valueIndex_.get(v);
+    if (i < 0) throw std::out_of_range("storage model: a value of another graph");
+    return info_[static_cast<size_t>(i)];
+  }
+  void add(const ir::Value* v, Info info) {
+    if (valueIndex_.insert(v, static_cast<int>(info_.size()))) info_.push_back(std::move(info));
+  }
+  PointerIndex valueIndex_;  // value -> info_ index
+  std::vector<Info> info_;
+  PointerIndex nodeIndex_;  // node -> nodes_ index (nodes with workspace only)
+  std::vector<NodeCost> nodes_;
 };
 
 StorageModel analyzeStorage(const ir::Graph& graph);
@@ -86,8 +98,8 @@ struct Liveness {
   std::int64_t peakBytes = 0;
   int peakStep = 0;
   std::int64_t persistentBytes = 0;  // params + optimizer state + inputs (alive throughout)
-  // Buffer index of every value that has storage (views map to their owner's buffer).
-  std::unordered_map<const ir::Value*, size_t> bufferOf;
+  // Buffer index of every value that has storage (views map to their owner's buffer); -1: none.
+  PointerIndex bufferOf;
 };
 
 // Liveness over the graph's program order.

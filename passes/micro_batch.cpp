@@ -8,6 +8,7 @@
 #include "passes/autodiff.h"
 #include "passes/dce.h"
 #include "passes/liveness.h"
+#include "passes/schedule.h"
 #include "passes/pass_manager.h"
 
 namespace gradc::passes {
@@ -311,7 +312,7 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
       Expected<ir::Graph> g = build(forward, k);
       if (!g) return g.error();
       graphs.push_back(Built{std::move(*g), k, {}});
-      if (keepFirst && several && analyzeLiveness(graphs.back().graph).peakBytes <= *options.remat.budgetBytes)
+      if (keepFirst && several && scheduledPeakBytes(graphs.back().graph) <= *options.remat.budgetBytes)
         return select();
     }
     if (buildFused) {
@@ -324,7 +325,7 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
         // At its finest chunking (the selection sets the count of every proposal it measures).
         ir::Graph& last = graphs.back().graph;
         if (!chunks.empty()) setLossChunks(last, chunks.back());
-        if (analyzeLiveness(last).peakBytes <= *options.remat.budgetBytes) return select();
+        if (scheduledPeakBytes(last) <= *options.remat.budgetBytes) return select();
       }
     }
   }

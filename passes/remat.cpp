@@ -10,6 +10,8 @@
 #include "passes/budget.h"
 #include "passes/fuse_loss.h"
 #include "passes/liveness.h"
+#include "passes/peak_bound.h"
+#include "passes/schedule.h"
 
 namespace gradc::passes {
 
@@ -29,6 +31,15 @@ int strategyRank(RematStrategy s) {
 
 // The proposals of one graph, planned and measured on demand. A graph with a fused loss is
 // measured at each of its chunk counts (setLossChunks changes only the fused nodes' workspace).
+// What is known of one proposal's peak: the program order's (an upper bound: the schedule
+// pass never does worse than the input order), a lower bound that no order can beat
+// (passes/peak_bound.h), and, once needed, the scheduled peak itself, the one decisions use.
+struct PeakFacts {
+  std::int64_t programOrder = 0;
+  std::int64_t lowerBound = 0;
+  std::optional<std::int64_t> scheduled;
+};
+
 struct GraphState {
   ir::Graph* graph = nullptr;
   int microBatches = 1;
@@ -36,7 +47,7 @@ struct GraphState {
   remat::Analysis analysis;
   std::vector<remat::Candidate> candidates;
   std::vector<std::optional<remat::RewritePlan>> plans;
-  std::vector<std::optional<std::int64_t>> peaks;  // [candidate * lossChunks.size() + chunk index]
+  std::vector<std::optional<PeakFacts>> facts;  // [candidate * lossChunks.size() + chunk index]
 };
 
 struct Entry {
@@ -49,9 +60,9 @@ struct Entry {
   int rank;
 };
 
-// Measured peaks by (graph, proposal description, loss chunks): a proposal's description names
+// Measurements by (graph, proposal description, loss chunks): a proposal's description names
 // its plan, so choosers over different strategies of the same graphs share their measurements.
-using PeakCache = std::map<std::tuple<size_t, std::string, int>, std::int64_t>;
+using PeakCache = std::map<std::tuple<size_t, std::string, int>, PeakFacts>;
 
 class Chooser {
  public:
@@ -67,7 +78,7 @@ class Chooser {
     s.analysis = std::move(*a);
     s.candidates = remat::candidates(s.analysis, strategy);
     s.plans.resize(s.candidates.size());
-    s.peaks.resize(s.candidates.size() * s.lossChunks.size());
+    s.facts.resize(s.candidates.size() * s.lossChunks.size());
     states_.push_back(std::move(s));
     return {};
   }
@@ -95,23 +106,60 @@ class Chooser {
     return *s.plans[c];
   }
 
-  std::int64_t peak(const Entry& e) {
+  // The program-order peak and the lower bound (one liveness analysis and one bound), and the
+  // scheduled peak too when `schedule` says so for the facts found (one apply and undo for all).
+  template <typename ScheduleWhen>
+  PeakFacts& measure(const Entry& e, ScheduleWhen schedule) {
     GraphState& s = states_[e.graph];
-    std::optional<std::int64_t>& slot = s.peaks[e.candidate * s.lossChunks.size() + e.chunkIndex];
-    const int chunks = s.lossChunks[e.chunkIndex];
-    const std::tuple<size_t, std::string, int> key{e.graph, s.candidates[e.candidate].description, chunks};
+    std::optional<PeakFacts>& slot = s.facts[e.candidate * s.lossChunks.size() + e.chunkIndex];
+    const std::tuple<size_t, std::string, int> key{e.graph, s.candidates[e.candidate].description,
+                                                   s.lossChunks[e.chunkIndex]};
     if (!slot && shared_)
       if (auto it = shared_->find(key); it != shared_->end()) slot = it->second;
+    if (slot && (slot->scheduled || !schedule(*slot))) return *slot;
+
+    remat::AppliedRewrite applied = apply(e);
+    const StorageModel storage = analyzeStorage(*s.graph);
+    std::optional<Liveness> programOrder;
     if (!slot) {
-      const remat::RewritePlan& p = plan(e.graph, e.candidate);
-      remat::AppliedRewrite applied = remat::applyRewrite(*s.graph, p);
-      if (chunks > 0) setLossChunks(*s.graph, chunks);
-      slot = analyzeLiveness(*s.graph).peakBytes;
-      remat::undoRewrite(*s.graph, applied);
+      std::vector<const ir::Node*> order;
+      order.reserve(s.graph->numNodes());
+      for (const auto& n : s.graph->nodes()) order.push_back(n.get());
+      programOrder = analyzeLiveness(*s.graph, storage, order);
+      PeakFacts facts;
+      facts.programOrder = programOrder->peakBytes;
+      facts.lowerBound = order.empty() ? programOrder->persistentBytes
+                                       : peakLowerBound(*s.graph, storage, *order[static_cast<size_t>(programOrder->peakStep)]);
+      slot = facts;
       ++evaluated_;
-      if (shared_) shared_->emplace(key, *slot);
     }
+    if (schedule(*slot)) {
+      slot->scheduled = scheduleAndAnalyze(*s.graph, storage, programOrder ? &*programOrder : nullptr).liveness.peakBytes;
+      ++scheduled_;
+    }
+    remat::undoRewrite(*s.graph, applied);
+    if (shared_) shared_->insert_or_assign(key, *slot);
     return *slot;
+  }
+
+  PeakFacts& bounds(const Entry& e) {
+    return measure(e, [](const PeakFacts&) { return false; });
+  }
+
+  // The scheduled peak: what the emitted plan will hold.
+  std::int64_t peak(const Entry& e) {
+    return *measure(e, [](const PeakFacts&) { return true; }).scheduled;
+  }
+
+  // peak(e) <= budget. The bounds decide when they can: the schedule pass's order is never
+  // worse than the input order's (passes/schedule.h), and no order beats the lower bound.
+  // The caller confirms a fit on the scheduled peak (firstFit) before relying on it.
+  bool fits(const Entry& e, std::int64_t budget) {
+    const PeakFacts& facts = measure(e, [budget](const PeakFacts& f) {
+      return f.programOrder > budget && f.lowerBound <= budget;
+    });
+    if (facts.scheduled) return *facts.scheduled <= budget;
+    return facts.programOrder <= budget;
   }
 
   // The entry's proposal at the most chunks its graph allows: the least peak the proposal
@@ -135,6 +183,7 @@ class Chooser {
   GraphState& state(size_t g) { return states_[g]; }
   const remat::Candidate& candidate(const Entry& e) const { return states_[e.graph].candidates[e.candidate]; }
   int evaluated() const { return evaluated_; }
+  int scheduled() const { return scheduled_; }
   size_t size() const {
     size_t n = 0;
     for (const GraphState& s : states_) n += s.candidates.size() * s.lossChunks.size();
@@ -145,24 +194,38 @@ class Chooser {
   PeakCache* shared_;
   std::vector<GraphState> states_;
   int evaluated_ = 0;
+  int scheduled_ = 0;
 };
 
-// A proposal that does not fit at its finest chunking fits at no coarser one: it is skipped
-// without measuring the coarser ones.
+// The first entry in selection order whose scheduled peak fits. A proposal that does not fit
+// at its finest chunking fits at no coarser one: it is skipped without measuring the coarser.
 std::optional<Entry> firstFit(Chooser& chooser, const std::vector<Entry>& order, std::int64_t budget) {
   for (const Entry& e : order) {
-    if (!chooser.isFinest(e) && chooser.peak(chooser.finest(e)) > budget) continue;
-    if (chooser.peak(e) <= budget) return e;
+    if (!chooser.isFinest(e) && !chooser.fits(chooser.finest(e), budget)) continue;
+    if (chooser.fits(e, budget) && chooser.peak(e) <= budget) return e;
   }
   return std::nullopt;
 }
 
-// Over the finest chunking of each proposal (the coarser ones never reach a smaller peak).
+// The least scheduled peak over the finest chunking of each proposal (the coarser ones never
+// reach a smaller one). Proposals are scheduled in order of their lower bounds, and the search
+// stops at the first bound no smaller than the best peak found: none after it can beat it.
+// Ties keep the earliest entry in selection order.
 std::optional<Entry> smallestPeak(Chooser& chooser, const std::vector<Entry>& order) {
-  std::optional<Entry> best;
-  for (const Entry& e : order)
-    if (chooser.isFinest(e) && (!best || chooser.peak(e) < chooser.peak(*best))) best = e;
-  return best;
+  std::vector<size_t> byBound;
+  for (size_t i = 0; i < order.size(); ++i)
+    if (chooser.isFinest(order[i])) byBound.push_back(i);
+  std::stable_sort(byBound.begin(), byBound.end(), [&](size_t a, size_t b) {
+    return chooser.bounds(order[a]).lowerBound < chooser.bounds(order[b]).lowerBound;
+  });
+  std::optional<size_t> best;
+  for (size_t i : byBound) {
+    if (best && chooser.bounds(order[i]).lowerBound > chooser.peak(order[*best])) break;
+    const std::int64_t p = chooser.peak(order[i]);
+    if (!best || p < chooser.peak(order[*best]) || (p == chooser.peak(order[*best]) && i < *best)) best = i;
+  }
+  if (!best) return std::nullopt;
+  return order[*best];
 }
 
 // The plan a strategy applies without a budget: chain takes the least recompute that comes
@@ -179,7 +242,8 @@ std::optional<Entry> withoutBudget(Chooser& chooser, const std::vector<Entry>& o
 // "parameters + optimizer state 38.0 MiB, activations 30.1 MiB, gradients 12.0 MiB; the working
 // set of op 'gelu_backward' at node '%138 = ...' is 24.0 MiB (operands, results and kernel
 // workspace)".
-std::string dominance(const ir::Graph& graph, const Liveness& l) {
+std::string dominance(const ir::Graph& graph, const ScheduledLiveness& scheduled) {
+  const Liveness& l = scheduled.liveness;
   std::map<std::string, std::int64_t> parts;
   for (const Buffer& b : l.buffers) {
     if (b.firstStep > l.peakStep || b.lastStep < l.peakStep) continue;
@@ -202,8 +266,8 @@ std::string dominance(const ir::Graph& graph, const Liveness& l) {
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::string out;
   for (const auto& [bytes, name] : sorted) out += (out.empty() ? "" : ", ") + name + " " + formatBytes(bytes);
-  if (graph.numNodes() == 0) return out;
-  const ir::Node& node = *graph.nodes()[static_cast<size_t>(l.peakStep)];
+  if (l.peakStep < 0 || l.peakStep >= static_cast<int>(scheduled.order.size())) return out;
+  const ir::Node& node = *scheduled.order[static_cast<size_t>(l.peakStep)];
   std::unordered_set<const ir::Value*> seen;
   std::int64_t working = node.workspaceBytes();
   for (const ir::Value* v : node.operands())
@@ -226,7 +290,7 @@ std::string describe(const remat::Candidate& c, int microBatches, int lossChunks
 Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, const RematOptions& options) {
   if (graphs.empty()) return Error{"remat: no graph to plan"};
   if (options.budgetBytes && *options.budgetBytes <= 0) return Error{"remat: the budget must be positive"};
-  const std::int64_t baseline = analyzeLiveness(*graphs[0].graph).peakBytes;
+  const std::int64_t baseline = scheduledPeakBytes(*graphs[0].graph);
   PeakCache measured;
   Chooser chooser(&measured);
   for (const RematGraph& g : graphs)
@@ -242,8 +306,9 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
       const Entry best = *smallestPeak(chooser, order);
       GraphState& s = chooser.state(best.graph);
       remat::AppliedRewrite applied = chooser.apply(best);
-      const Liveness l = analyzeLiveness(*s.graph);
-      const std::string why = dominance(*s.graph, l);
+      const ScheduledLiveness scheduled = scheduleAndAnalyze(*s.graph);
+      const Liveness& l = scheduled.liveness;
+      const std::string why = dominance(*s.graph, scheduled);
       remat::undoRewrite(*s.graph, applied);
       std::string message = "no plan fits " + formatBytesExact(*options.budgetBytes);
       if (options.strategy != RematStrategy::Auto)
@@ -293,6 +358,7 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   r.chainStages = s.analysis.episodes.empty() ? 0 : static_cast<int>(s.analysis.episodes[0].model.size());
   r.candidates = static_cast<int>(chooser.size());
   r.evaluated = chooser.evaluated();
+  r.scheduled = chooser.scheduled();
   return out;
 }
 
@@ -306,7 +372,7 @@ Expected<bool> RematPass::run(ir::Graph& graph) {
 
 Expected<std::vector<StrategySummary>> summarizeStrategies(const ir::Graph& joint, std::optional<std::int64_t> budget) {
   ir::Graph copy = remat::cloneGraph(joint);
-  const std::int64_t nonePeak = analyzeLiveness(copy).peakBytes;
+  const std::int64_t nonePeak = scheduledPeakBytes(copy);
   std::vector<StrategySummary> rows;
   std::vector<RematStrategy> strategies = concreteRematStrategies();
   strategies.push_back(RematStrategy::Auto);

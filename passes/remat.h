@@ -16,15 +16,27 @@
 //      chunks), then a fixed strategy rank (none, selective, chain, sqrt, memory-poor), then
 //      proposal index. Neither the proposals nor this order depend on the budget. A fused
 //      graph's proposals are measured at each of its chunk counts.
-//   4. With a budget: the first proposal in that order whose predicted peak (the rewrite
-//      applied, analyzeLiveness, the rewrite undone) is <= the budget. Proposals are measured
-//      lazily, so a generous budget measures one.
+//   4. With a budget: the first proposal in that order whose scheduled peak (the rewrite
+//      applied, the schedule pass's order, its liveness, the rewrite undone) is <= the budget:
+//      the peak the emitted memory plan will have, not the input order's (which the schedule
+//      pass can lower by a sixth). Scheduling is the costly part, so each proposal first gets
+//      two cheap facts: its program-order peak (an upper bound: the schedule never does worse
+//      than its input order) and a lower bound no order can beat (passes/peak_bound.h, at the
+//      program-order peak's node). A proposal whose lower bound exceeds the budget is skipped
+//      unscheduled; one whose bounds straddle the budget is scheduled; a fit is confirmed on
+//      its scheduled peak before it is chosen. Proposals are measured lazily, so a generous
+//      budget measures one.
 //      Without a budget: none and auto keep everything; sqrt, memory-poor and selective apply
 //      their one plan; chain takes the least recompute within 5% of its smallest peak.
 //   5. The chosen rewrite is applied for good, and reported.
 //
 // Guarantees:
-//   - The predicted peak never exceeds the budget (it is measured, not estimated).
+//   - The contract, on scheduled peaks: (1) a budget >= the peak of any proposal is accepted;
+//     (2) when nothing fits, the smallest feasible budget named is the least scheduled peak
+//     over all proposals (searched in lower-bound order, stopping at the first bound above the
+//     best peak found), and that many bytes are accepted; (3) recompute FLOPs never grow with
+//     the budget (the order does not depend on it); (4) the predicted peak never exceeds the
+//     budget and is the memory plan's peak (the training pipeline checks it).
 //   - Monotone: a smaller budget never gives a larger peak. Proof: with a fixed proposal set
 //     P and a fixed order, choice(B) = the first p in P with peak(p) <= B. For B1 < B2, if
 //     choice(B2) has peak <= B1 it is also choice(B1); otherwise peak(choice(B2)) > B1 >=
@@ -71,7 +83,8 @@ struct RematReport {
   int lossChunks = 0;               // the fused loss's chunks; 0: not fused
   int chainStages = 0;  // stages the chain solver saw (first episode)
   int candidates = 0;   // proposals considered
-  int evaluated = 0;    // proposals whose peak was measured
+  int evaluated = 0;    // proposals whose program-order peak and lower bound were measured
+  int scheduled = 0;    // proposals also scheduled (the bounds decided the others)
 
   // Recompute FLOPs as a percentage of one forward.
   double recomputePercent() const {

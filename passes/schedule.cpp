@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "passes/liveness.h"
+#include "passes/pointer_index.h"
 
 namespace gradc::passes {
 
@@ -42,10 +43,10 @@ struct Problem {
 Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
   Problem p;
   const size_t n = graph.numNodes();
-  std::unordered_map<const ir::Node*, int> index;  // lookups only
+  PointerIndex index(n);  // node -> input index
   for (size_t i = 0; i < n; ++i) {
     p.nodes.push_back(graph.nodes()[i].get());
-    index.emplace(p.nodes.back(), static_cast<int>(i));
+    index.insert(p.nodes.back(), static_cast<int>(i));
   }
   p.dataUsers.resize(n);
   p.orderSuccs.resize(n);
@@ -58,7 +59,7 @@ Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
   p.tiny.assign(n, 0);
   p.lazy.assign(n, 0);
 
-  std::unordered_map<const ir::Value*, int> groupOf;  // owner value -> group; lookups only
+  PointerIndex groupOf(n);  // owner value -> group
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = *p.nodes[i];
     p.recompute[i] = node.phase() == ir::Phase::recompute;
@@ -70,7 +71,7 @@ Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
         allFresh = false;
         continue;
       }
-      groupOf.emplace(v, static_cast<int>(p.groupBytes.size()));
+      groupOf.insert(v, static_cast<int>(p.groupBytes.size()));
       p.groupBytes.push_back(v->type().bytes());
       p.groupPinned.push_back(0);
       p.groupUsers.emplace_back();
@@ -82,8 +83,7 @@ Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
     p.lazy[i] = p.recompute[i] || p.tiny[i];
   }
   for (const ir::GraphOutput& out : graph.outputs())
-    if (auto it = groupOf.find(storage.owner(out.value)); it != groupOf.end())
-      p.groupPinned[static_cast<size_t>(it->second)] = 1;
+    if (int g = groupOf.get(storage.owner(out.value)); g >= 0) p.groupPinned[static_cast<size_t>(g)] = 1;
 
   // Data edges and storage reads, deduplicated with a per-node stamp.
   std::vector<int> stampNode(n, -1), stampGroup(p.groupBytes.size(), -1);
@@ -91,7 +91,7 @@ Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
     const ir::Node& node = *p.nodes[i];
     for (const ir::Value* v : node.operands()) {
       if (const ir::Node* prod = v->producer()) {
-        int j = index.at(prod);
+        int j = index.get(prod);
         if (stampNode[static_cast<size_t>(j)] != static_cast<int>(i)) {
           stampNode[static_cast<size_t>(j)] = static_cast<int>(i);
           p.dataUsers[static_cast<size_t>(j)].push_back(static_cast<int>(i));
@@ -99,12 +99,12 @@ Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
           ++p.dataPreds[i];
         }
       }
-      auto g = groupOf.find(storage.owner(v));
-      if (g == groupOf.end()) continue;  // a parameter or an input: alive throughout
-      auto gi = static_cast<size_t>(g->second);
+      const int g = groupOf.get(storage.owner(v));
+      if (g < 0) continue;  // a parameter or an input: alive throughout
+      auto gi = static_cast<size_t>(g);
       if (stampGroup[gi] == static_cast<int>(i)) continue;
       stampGroup[gi] = static_cast<int>(i);
-      p.groupsRead[i].push_back(g->second);
+      p.groupsRead[i].push_back(g);
       p.groupUsers[gi].push_back(static_cast<int>(i));
     }
   }
@@ -286,8 +286,9 @@ std::vector<int> scheduleRound(const Problem& p, bool eager) {
 
 }  // namespace
 
-std::vector<const ir::Node*> computeSchedule(const ir::Graph& graph) {
-  StorageModel storage = analyzeStorage(graph);
+ScheduledLiveness scheduleAndAnalyze(const ir::Graph& graph) { return scheduleAndAnalyze(graph, analyzeStorage(graph)); }
+
+ScheduledLiveness scheduleAndAnalyze(const ir::Graph& graph, const StorageModel& storage, const Liveness* programOrder) {
   Problem problem = buildProblem(graph, storage);
   auto toNodes = [&](const std::vector<int>& order) {
     std::vector<const ir::Node*> nodes;
@@ -295,13 +296,24 @@ std::vector<const ir::Node*> computeSchedule(const ir::Graph& graph) {
     for (int i : order) nodes.push_back(problem.nodes[static_cast<size_t>(i)]);
     return nodes;
   };
-  std::vector<const ir::Node*> eager = toNodes(scheduleRound(problem, true));
-  std::vector<const ir::Node*> inputOrder = toNodes(scheduleRound(problem, false));
-  if (eager == inputOrder) return eager;
-  std::int64_t eagerPeak = analyzeLiveness(graph, storage, eager).peakBytes;
-  std::int64_t inputPeak = analyzeLiveness(graph, storage, inputOrder).peakBytes;
-  return eagerPeak <= inputPeak ? eager : inputOrder;
+  ScheduledLiveness eager{toNodes(scheduleRound(problem, true)), {}};
+  eager.liveness = analyzeLiveness(graph, storage, eager.order);
+  const std::vector<int> inputRound = scheduleRound(problem, false);
+  bool identity = true;
+  for (size_t i = 0; i < inputRound.size() && identity; ++i) identity = inputRound[i] == static_cast<int>(i);
+  if (identity && programOrder && programOrder->liveBytes.size() == inputRound.size()) {
+    if (eager.liveness.peakBytes <= programOrder->peakBytes) return eager;
+    return ScheduledLiveness{problem.nodes, *programOrder};
+  }
+  ScheduledLiveness inputOrder{toNodes(inputRound), {}};
+  if (inputOrder.order == eager.order) return eager;
+  inputOrder.liveness = analyzeLiveness(graph, storage, inputOrder.order);
+  return eager.liveness.peakBytes <= inputOrder.liveness.peakBytes ? std::move(eager) : std::move(inputOrder);
 }
+
+std::vector<const ir::Node*> computeSchedule(const ir::Graph& graph) { return scheduleAndAnalyze(graph).order; }
+
+std::int64_t scheduledPeakBytes(const ir::Graph& graph) { return scheduleAndAnalyze(graph).liveness.peakBytes; }
 
 Expected<bool> Schedule::run(ir::Graph& graph) {
   // Every rank issues its collectives in seq order, one per number: a repeated number (a

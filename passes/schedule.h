@@ -35,8 +35,10 @@
 // choice depends on input indices and byte counts, never on pointers.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
+#include "passes/liveness.h"
 #include "passes/pass.h"
 
 namespace gradc::passes {
@@ -49,5 +51,20 @@ class Schedule final : public Pass {
 
 // The order the pass would choose, without changing the graph (tests, planners).
 std::vector<const ir::Node*> computeSchedule(const ir::Graph& graph);
+
+// The order the pass would choose and the liveness over it: what the memory plan of this graph
+// will hold at each step once scheduled. Every budget decision is taken on this peak (the
+// scheduled one), never on the input order's, which can be higher.
+struct ScheduledLiveness {
+  std::vector<const ir::Node*> order;
+  Liveness liveness;
+};
+ScheduledLiveness scheduleAndAnalyze(const ir::Graph& graph);
+// With the storage model, and optionally the liveness of the graph's own order (reused when the
+// input-order round reproduces it, as it does when recompute nodes sit at their first use).
+ScheduledLiveness scheduleAndAnalyze(const ir::Graph& graph, const StorageModel& storage,
+                                     const Liveness* programOrder = nullptr);
+// scheduleAndAnalyze(graph).liveness.peakBytes.
+std::int64_t scheduledPeakBytes(const ir::Graph& graph);
 
 }  // namespace gradc::passes

@@ -77,6 +77,11 @@ Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward,
   if (lossChunksOf(result.graph) != choice->lossChunks)
     return Error{"internal: the training pipeline's fused loss has " + std::to_string(lossChunksOf(result.graph)) +
                  " chunks, the search chose " + std::to_string(choice->lossChunks)};
+  // The search judged every proposal on its scheduled peak: the plan emitted must be that peak.
+  if (result.plan.peakBytes != searched.predictedPeakBytes)
+    return Error{"internal: the memory plan's peak (" + std::to_string(result.plan.peakBytes) +
+                 " bytes) differs from the scheduled peak the search chose on (" +
+                 std::to_string(searched.predictedPeakBytes) + " bytes)"};
   result.remat = searched;
   result.plan.strategy = std::string(rematStrategyName(searched.chosen));
   result.plan.budgetBytes = options.remat.budgetBytes;

@@ -19,6 +19,7 @@
 #include "passes/fuse_loss.h"
 #include "passes/liveness.h"
 #include "passes/pass_manager.h"
+#include "passes/schedule.h"
 #include "tools/artifact_build.h"
 #include "tools/commands.h"
 #include "tools/output.h"
@@ -117,7 +118,7 @@ std::optional<std::string> lossChunkTable(const ir::Graph& forward, passes::Trai
     if (n->opName() == "linear_cross_entropy") rows = n->operand(2)->type().numel();
   for (int k : passes::lossChunkCandidates(fused->graph)) {
     passes::setLossChunks(fused->graph, k);
-    const std::int64_t peak = passes::analyzeLiveness(fused->graph).peakBytes;
+    const std::int64_t peak = passes::scheduledPeakBytes(fused->graph);
     out += fmt::format("{:<8} {:<16} {:<16} {}\n", k, ir::linearCrossEntropyChunkRows(rows, k), passes::formatBytes(peak),
                        passes::formatBytes(unfusedPeak - peak));
   }
@@ -165,7 +166,7 @@ int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
   text += budget ? " under a budget of " + passes::formatBytes(*budget) + ":\n" : ":\n";
   text += passes::formatStrategySummaries(*rows);
   if (passes::countFusableLosses(forward) > 0) {
-    std::optional<std::string> table = lossChunkTable(forward, options, passes::analyzeLiveness(joint->graph).peakBytes);
+    std::optional<std::string> table = lossChunkTable(forward, options, passes::scheduledPeakBytes(joint->graph));
     if (!table) return kExitUserError;
     text += *table;
   }

@@ -10,6 +10,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/schedule.h"
 #include "passes/autodiff.h"
 #include "passes/data_parallel.h"
 #include "passes/fuse_loss.h"
@@ -130,7 +131,7 @@ TEST_CASE("fuse-loss: more chunks never need more memory; logits-dominated steps
   ir::Graph forward = testing::compileBundledModel("gpt-mini", kWideVocab);
   Expected<passes::RematChoice> unfused = passes::chooseTrainingPlan(forward, planOptions(std::nullopt, kOff));
   REQUIRE(unfused.ok());
-  const std::int64_t unfusedPeak = passes::analyzeLiveness(unfused->graph).peakBytes;
+  const std::int64_t unfusedPeak = passes::scheduledPeakBytes(unfused->graph);
   Expected<passes::RematChoice> fused = passes::chooseTrainingPlan(forward, planOptions(std::nullopt, fixed(1)));
   REQUIRE(fused.ok());
   CHECK(fused->lossChunks == 1);
@@ -140,7 +141,7 @@ TEST_CASE("fuse-loss: more chunks never need more memory; logits-dominated steps
   for (int k : chunks) {
     CAPTURE(k);
     passes::setLossChunks(fused->graph, k);
-    const std::int64_t peak = passes::analyzeLiveness(fused->graph).peakBytes;
+    const std::int64_t peak = passes::scheduledPeakBytes(fused->graph);
     CHECK(peak <= previous);
     if (k <= 2) CHECK(peak < previous);  // while the chunk of logits is the peak's largest part
     previous = peak;
@@ -167,7 +168,7 @@ TEST_CASE("--loss-chunks auto: fused only under a budget, only when cheapest, wi
   // The fused step at 64 chunks without remat, as a budget: no unfused plan reaches it.
   Expected<passes::RematChoice> finest = passes::chooseTrainingPlan(forward, planOptions(std::nullopt, fixed(64)));
   REQUIRE(finest.ok());
-  const std::int64_t budget = passes::analyzeLiveness(finest->graph).peakBytes;
+  const std::int64_t budget = passes::scheduledPeakBytes(finest->graph);
   Expected<passes::RematChoice> off = passes::chooseTrainingPlan(forward, planOptions(budget, kOff));
   REQUIRE_FALSE(off.ok());
   CHECK(off.error().message.find("no plan fits") != std::string::npos);
@@ -176,14 +177,14 @@ TEST_CASE("--loss-chunks auto: fused only under a budget, only when cheapest, wi
   CHECK(chosen->lossChunks > 0);
   CHECK(chosen->report.recomputeFlops == 0);
   CHECK(chosen->report.predictedPeakBytes <= budget);
-  CHECK(passes::analyzeLiveness(chosen->graph).peakBytes == chosen->report.predictedPeakBytes);
+  CHECK(passes::scheduledPeakBytes(chosen->graph) == chosen->report.predictedPeakBytes);
   CHECK(chosen->report.plan.find("fused loss in") != std::string::npos);
   // The fewest chunks that fit: half as many do not.
   if (chosen->lossChunks > 1) {
     Expected<passes::RematChoice> coarser =
         passes::chooseTrainingPlan(forward, planOptions(std::nullopt, fixed(chosen->lossChunks / 2)));
     REQUIRE(coarser.ok());
-    CHECK(passes::analyzeLiveness(coarser->graph).peakBytes > budget);
+    CHECK(passes::scheduledPeakBytes(coarser->graph) > budget);
   }
 
   // A sweep from that budget to the full step: auto always fits, never recomputes more than the

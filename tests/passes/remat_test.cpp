@@ -1,7 +1,7 @@
 // The remat pass on every bundled model (reduced sizes), with every strategy:
 //   - the rewritten graph verifies, its recompute nodes come after the forward and before
 //     their first reader, clones keep their attributes (dropout's rng key);
-//   - with a budget, the predicted peak (analyzeLiveness) is <= the budget;
+//   - with a budget, the predicted peak (scheduled: passes::scheduledPeakBytes) is <= the budget;
 //   - over a sweep of budgets the chosen peak is monotone (a smaller budget never gives a
 //     larger peak), and a budget below the smallest feasible one is an Error that names it,
 //     while that smallest feasible budget itself succeeds;
@@ -18,6 +18,7 @@
 #include "tests/bundled_model.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/schedule.h"
 #include "passes/autodiff.h"
 #include "passes/budget.h"
 #include "passes/dce.h"
@@ -63,7 +64,7 @@ ir::Graph jointGraph(const Model& m) {
   return g;
 }
 
-std::int64_t peakOf(const ir::Graph& g) { return passes::analyzeLiveness(g).peakBytes; }
+std::int64_t peakOf(const ir::Graph& g) { return passes::scheduledPeakBytes(g); }
 
 // Structural checks of a rewritten graph.
 void checkRewritten(const ir::Graph& g) {
