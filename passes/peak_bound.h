@@ -11,14 +11,16 @@
 // (in-place updates, collectives) only remove orders, so the bound stays a bound.
 //
 // Algorithm: one backward walk from v (ancestors) and one forward walk (descendants), then one
-// pass over the nodes. O(nodes + uses) per node bounded.
+// pass over the nodes. O(nodes + uses) per node bounded; peakLowerBoundNear adds one pass for
+// the longest paths.
 //
 // Invariant: peakLowerBound(g, s, v) <= analyzeLiveness(g, s, order).peakBytes for every valid
-// topological order (tests/passes/schedule_test.cpp checks it against the scheduled and the
-// input orders).
+// topological order (tests/passes/budget_contract_test.cpp checks it at every node, against
+// the live bytes of the scheduled and the input orders).
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "ir/graph.h"
 #include "passes/liveness.h"
@@ -26,5 +28,13 @@
 namespace gradc::passes {
 
 std::int64_t peakLowerBound(const ir::Graph& graph, const StorageModel& storage, const ir::Node& at);
+
+// The largest bound over the node at `step` of `order` and the `spineNodes` nodes nearest it
+// in that order that lie on a longest dependence path (the spine of a training step: the
+// forward chain, then the backward chain of hidden-state gradients). A node off the spine
+// (a weight-gradient accumulation, say) has few descendants, so its bound is weak: the spine
+// nodes around it give the bound its strength.
+std::int64_t peakLowerBoundNear(const ir::Graph& graph, const StorageModel& storage,
+                                std::span<const ir::Node* const> order, int step, int spineNodes = 2);
 
 }  // namespace gradc::passes

@@ -23,18 +23,17 @@ class PointerIndex {
 
   // Inserts key -> value unless key is present; true when inserted.
   bool insert(const void* key, int value) {
-    if (2 * (size_ + 1) > keys_.size()) grow();
-    size_t slot = find(key);
-    if (keys_[slot] == key) return false;
-    keys_[slot] = key;
-    values_[slot] = value;
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    Slot& slot = slots_[find(key)];
+    if (slot.key == key) return false;
+    slot = Slot{key, value};
     ++size_;
     return true;
   }
   // The value of key, or -1.
   int get(const void* key) const {
-    size_t slot = find(key);
-    return keys_[slot] == key ? values_[slot] : -1;
+    const Slot& slot = slots_[find(key)];
+    return slot.key == key ? slot.value : -1;
   }
   size_t size() const { return size_; }
 
@@ -42,26 +41,27 @@ class PointerIndex {
   size_t find(const void* key) const {
     const auto bits = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(key));
     size_t slot = static_cast<size_t>((bits * 0x9E3779B97F4A7C15ull) >> shift_);
-    while (keys_[slot] != nullptr && keys_[slot] != key) slot = (slot + 1) & (keys_.size() - 1);
+    while (slots_[slot].key != nullptr && slots_[slot].key != key) slot = (slot + 1) & (slots_.size() - 1);
     return slot;
   }
   void reset(size_t capacity) {
-    keys_.assign(capacity, nullptr);
-    values_.assign(capacity, -1);
+    slots_.assign(capacity, Slot{});
     shift_ = 64;
     for (size_t c = capacity; c > 1; c /= 2) --shift_;
     size_ = 0;
   }
   void grow() {
-    std::vector<const void*> keys = std::move(keys_);
-    std::vector<int> values = std::move(values_);
-    reset(keys.size() * 2);
-    for (size_t i = 0; i < keys.size(); ++i)
-      if (keys[i] != nullptr) insert(keys[i], values[i]);
+    std::vector<Slot> old = std::move(slots_);
+    reset(old.size() * 2);
+    for (const Slot& s : old)
+      if (s.key != nullptr) insert(s.key, s.value);
   }
 
-  std::vector<const void*> keys_;
-  std::vector<int> values_;
+  struct Slot {
+    const void* key = nullptr;
+    int value = -1;
+  };
+  std::vector<Slot> slots_;  // key and value side by side: one cache line per probe
   int shift_ = 60;
   size_t size_ = 0;
 };

@@ -128,8 +128,7 @@ class Chooser {
       programOrder = analyzeLiveness(*s.graph, storage, order);
       PeakFacts facts;
       facts.programOrder = programOrder->peakBytes;
-      facts.lowerBound = order.empty() ? programOrder->persistentBytes
-                                       : peakLowerBound(*s.graph, storage, *order[static_cast<size_t>(programOrder->peakStep)]);
+      facts.lowerBound = peakLowerBoundNear(*s.graph, storage, order, programOrder->peakStep);
       slot = facts;
       ++evaluated_;
     }
