@@ -1,15 +1,20 @@
 // plan_bench: how long remat planning takes on long chains (a benchmark, not a test).
 //
 // For each scenario it compiles a bundled model, builds the training step (autodiff, AdamW,
-// dce), then times RematPass (analysis, chain solver, proposals, measuring them with
-// analyzeLiveness, applying the choice) under a byte budget, per strategy. It prints the
-// graph size, the budget, the chosen plan, its predicted peak and recompute, and the wall time.
+// dce), then times RematPass (analysis, chain solver, proposals, measuring their scheduled
+// peaks, applying the choice) under a byte budget, per strategy. It prints the graph size,
+// the budget, the chosen plan, its predicted peak and recompute, the proposals measured and
+// scheduled, and the wall time.
 //
 //   plan_bench                       the default scenarios: mlp depth=1000 batch=1024 (budget
 //                                    fraction 0.3) and lstm-lm seq=1000 (fraction 0.9),
-//                                    strategies chain and auto
+//                                    strategies chain and auto; both at fraction 0 (nothing
+//                                    fits: the smallest feasible budget is searched); a
+//                                    sweep of 30 budgets on gpt-mini
 //   plan_bench MODEL.yaml [--set name=value]... [--strategy S]... [--budget B | --fraction F]
-//              [--repeat N] [--table] [--micro-batches K|auto]
+//              [--repeat N] [--table] [--micro-batches K|auto] [--sweep N]
+//   --sweep N runs passes::chooseTrainingPlan (auto) at N budgets spread evenly from the
+//   persistent bytes to the step without recompute, and times the whole sweep.
 //   --table prints every strategy's predicted peak and recompute (what `gradc compile --emit
 //   summary` shows): without --budget, each strategy's plan without a budget.
 //   --micro-batches times passes::chooseTrainingPlan (micro-batching, AdamW, dce, remat) for
@@ -50,6 +55,7 @@ struct Scenario {
   int repeat = 3;
   bool table = false;  // print every strategy's row (passes::summarizeStrategies) instead
   int microBatches = 1;  // != 1: time passes::chooseTrainingPlan instead (0: auto)
+  int sweep = 0;  // > 0: that many budgets from the persistent bytes to the full step, one run each
 };
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
@@ -82,6 +88,30 @@ int run(const Scenario& s) {
               label.c_str(), joint.numNodes(), seconds(t0, t1), passes::formatBytes(none.peakBytes).c_str(),
               passes::formatBytes(none.persistentBytes).c_str(),
               s.table && !s.budget ? "none" : passes::formatBytesExact(budget).c_str());
+  if (s.sweep > 0) {
+    // The whole planner (auto) at budgets spread evenly above the persistent bytes up to the
+    // step without recompute: the time of the whole sweep, and how many budgets fit.
+    int fits = 0;
+    std::int64_t previousRecompute = -1;
+    bool monotone = true;
+    const auto a = Clock::now();
+    for (int i = 1; i <= s.sweep; ++i) {
+      passes::TrainingPlanOptions options;
+      options.microBatches = s.microBatches;
+      options.remat = passes::RematOptions{
+          passes::RematStrategy::Auto, none.persistentBytes + (none.peakBytes - none.persistentBytes) * i / s.sweep};
+      Expected<passes::RematChoice> c = passes::chooseTrainingPlan(*spec.graph, options);
+      if (!c) continue;
+      ++fits;
+      if (previousRecompute >= 0 && c->report.recomputeFlops > previousRecompute) monotone = false;
+      previousRecompute = c->report.recomputeFlops;
+    }
+    const auto b = Clock::now();
+    std::printf("  sweep of %d budgets (auto, micro-batches %s): %.3f s, %d fit, recompute %s as the budget grows\n",
+                s.sweep, s.microBatches == 0 ? "auto" : std::to_string(s.microBatches).c_str(), seconds(a, b), fits,
+                monotone ? "never grows" : "GROWS");
+    return 0;
+  }
   if (s.microBatches != 1) {
     // The whole planner: micro-batched gradients, AdamW and dce for each count, then remat.
     for (passes::RematStrategy strategy : s.strategies) {
@@ -169,6 +199,15 @@ int main(int argc, char** argv) {
     // A 1,000-step LSTM: its floor is high (the input projection and the per-step input
     // gradients stay alive whatever is recomputed), so the budget sits near the top.
     scenarios.push_back({modelPath("lstm-lm"), {{"seq", "1000"}}, both, std::nullopt, 0.9, 3});
+    // Infeasible: a budget of the persistent bytes alone, so every proposal is refused and the
+    // smallest feasible budget is searched.
+    scenarios.push_back({modelPath("mlp"), {{"depth", "1000"}, {"batch", "1024"}}, {RematStrategy::Auto}, std::nullopt,
+                         0.0, 1});
+    scenarios.push_back({modelPath("lstm-lm"), {{"seq", "1000"}}, {RematStrategy::Auto}, std::nullopt, 0.0, 1});
+    // Thirty budgets on gpt-mini, each through the whole planner.
+    Scenario sweep{modelPath("gpt-mini"), {}, {RematStrategy::Auto}, std::nullopt, 0.3, 1};
+    sweep.sweep = 30;
+    scenarios.push_back(sweep);
   } else {
     Scenario s;
     s.spec = argv[1];
@@ -208,6 +247,8 @@ int main(int argc, char** argv) {
       } else if (arg == "--micro-batches") {
         std::string k = next();
         s.microBatches = k == "auto" ? 0 : std::max(1, std::atoi(k.c_str()));
+      } else if (arg == "--sweep") {
+        s.sweep = std::max(1, std::atoi(next().c_str()));
       } else if (arg == "--table") {
         s.table = true;
       } else if (arg == "--repeat") {
