@@ -12,9 +12,10 @@
 //                                    fits: the smallest feasible budget is searched); a
 //                                    sweep of 30 budgets on gpt-mini
 //   plan_bench MODEL.yaml [--set name=value]... [--strategy S]... [--budget B | --fraction F]
-//              [--repeat N] [--table] [--micro-batches K|auto] [--sweep N]
+//              [--repeat N] [--table] [--micro-batches K|auto] [--sweep N] [--no-optimizer]
 //   --sweep N runs passes::chooseTrainingPlan (auto) at N budgets spread evenly from the
 //   persistent bytes to the step without recompute, and times the whole sweep.
+//   --no-optimizer plans the step without AdamW (gradients as outputs), as bench/remat_ilp.py.
 //   --table prints every strategy's predicted peak and recompute (what `gradc compile --emit
 //   summary` shows): without --budget, each strategy's plan without a budget.
 //   --micro-batches times passes::chooseTrainingPlan (micro-batching, AdamW, dce, remat) for
@@ -56,6 +57,7 @@ struct Scenario {
   bool table = false;  // print every strategy's row (passes::summarizeStrategies) instead
   int microBatches = 1;  // != 1: time passes::chooseTrainingPlan instead (0: auto)
   int sweep = 0;  // > 0: that many budgets from the persistent bytes to the full step, one run each
+  bool optimizer = true;  // false: gradients as outputs (the step bench/remat_ilp.py models)
 };
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
@@ -74,7 +76,9 @@ int run(const Scenario& s) {
   }
   ir::Graph joint = passes::remat::cloneGraph(*spec.graph);
   passes::PassManager pm(passes::PassManagerOptions{.verifyAfterChange = false});
-  pm.add<passes::Autodiff>().add<passes::OptimizerPass>().add<passes::DeadCodeElimination>();
+  pm.add<passes::Autodiff>();
+  if (s.optimizer) pm.add<passes::OptimizerPass>();
+  pm.add<passes::DeadCodeElimination>();
   if (Expected<bool> r = pm.run(joint); !r) {
     std::fprintf(stderr, "plan_bench: %s\n", r.error().message.c_str());
     return 1;
@@ -97,6 +101,7 @@ int run(const Scenario& s) {
     const auto a = Clock::now();
     for (int i = 1; i <= s.sweep; ++i) {
       passes::TrainingPlanOptions options;
+      if (!s.optimizer) options.optimizer = std::nullopt;
       options.microBatches = s.microBatches;
       options.remat = passes::RematOptions{
           passes::RematStrategy::Auto, none.persistentBytes + (none.peakBytes - none.persistentBytes) * i / s.sweep};
@@ -116,6 +121,7 @@ int run(const Scenario& s) {
     // The whole planner: micro-batched gradients, AdamW and dce for each count, then remat.
     for (passes::RematStrategy strategy : s.strategies) {
       passes::TrainingPlanOptions options;
+      if (!s.optimizer) options.optimizer = std::nullopt;
       options.microBatches = s.microBatches;
       options.remat = passes::RematOptions{strategy, budget};
       const auto a = Clock::now();
@@ -247,6 +253,8 @@ int main(int argc, char** argv) {
       } else if (arg == "--micro-batches") {
         std::string k = next();
         s.microBatches = k == "auto" ? 0 : std::max(1, std::atoi(k.c_str()));
+      } else if (arg == "--no-optimizer") {
+        s.optimizer = false;
       } else if (arg == "--sweep") {
         s.sweep = std::max(1, std::atoi(next().c_str()));
       } else if (arg == "--table") {

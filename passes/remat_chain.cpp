@@ -135,20 +135,35 @@ Schedule sqrtSchedule(std::span<const Stage> stages, int segments) {
   segments = std::min(segments, n);
   if (segments <= 1 || n < 3) return storeAllSchedule(n);
   std::vector<int> ends = groupStages(stages, segments);
+  std::vector<char> recomputed(ends.size(), 1);
+  recomputed.back() = 0;
+  return segmentSchedule(ends, recomputed);
+}
+
+Schedule segmentSchedule(std::span<const int> ends, std::span<const char> recomputed, std::span<const char> keepEnd) {
+  auto keeps = [&](size_t g) { return keepEnd.empty() || keepEnd[g]; };
   Schedule s;
-  // First pass: every segment but the last keeps only its end boundary.
   int begin = 0;
   for (size_t g = 0; g < ends.size(); ++g) {
-    const bool last = g + 1 == ends.size();
     for (int i = begin; i < ends[g]; ++i)
-      s.push_back({last ? OpKind::ForwardAll : i + 1 == ends[g] ? OpKind::ForwardCheckpoint : OpKind::ForwardTransient, i});
+      s.push_back({!recomputed[g]                   ? OpKind::ForwardAll
+                   : i + 1 == ends[g] && keeps(g) ? OpKind::ForwardCheckpoint
+                                                   : OpKind::ForwardTransient,
+                   i});
     begin = ends[g];
   }
   for (size_t g = ends.size(); g-- > 0;) {
     const int lo = g == 0 ? 0 : ends[g - 1];
-    if (g + 1 != ends.size())
+    // A recomputed segment before this one that kept no end boundary runs again just before
+    // this segment's first backward needs that boundary.
+    const bool before = g > 0 && recomputed[g - 1] && !keeps(g - 1) && !recomputed[g];
+    if (recomputed[g] && keeps(g))
       for (int i = lo; i < ends[g]; ++i) s.push_back({OpKind::ForwardAll, i});
-    for (int i = ends[g] - 1; i >= lo; --i) s.push_back({OpKind::Backward, i});
+    for (int i = ends[g] - 1; i >= lo; --i) {
+      if (i == lo && before)
+        for (int j = g >= 2 ? ends[g - 2] : 0; j < lo; ++j) s.push_back({OpKind::ForwardAll, j});
+      s.push_back({OpKind::Backward, i});
+    }
   }
   return s;
 }

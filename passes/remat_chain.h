@@ -119,6 +119,15 @@ Schedule storeAllSchedule(int n);
 // last segment; memory ~ sum of segment inputs + one segment.
 // `segments` <= 0: round(sqrt(n)).
 Schedule sqrtSchedule(std::span<const Stage> stages, int segments = 0);
+// Segments [ends[g-1], ends[g]) (ends ascending, the last one n), each either recomputed or
+// stored: the first pass keeps a recomputed segment's end boundary only and a stored segment's
+// every abar; before the backward of a recomputed segment its stages run again in full from
+// the boundary before it (a checkpoint, or the stored segment's). sqrtSchedule is the case
+// "every segment recomputed but the last". keepEnd (empty: all kept) may say a recomputed
+// segment followed by a stored one keeps not even its end boundary: it then runs again in
+// full just before the stored segment's first backward, which reads that boundary.
+Schedule segmentSchedule(std::span<const int> ends, std::span<const char> recomputed,
+                         std::span<const char> keepEnd = {});
 // Keep nothing but the chain input: before the backward of stage t, run stages 0..t-1 again
 // keeping only the latest boundary, then stage t in full. Memory O(1) stages; cost O(n^2).
 Schedule memoryPoorSchedule(int n);

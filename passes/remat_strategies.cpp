@@ -124,6 +124,64 @@ void chainCandidates(const Analysis& a, bool skipNoRecompute, std::vector<Candid
   }
 }
 
+// Short chains: every segment schedule (chain::segmentSchedule), where adjacent stored segments
+// count as one. The solver is exact for its model of memory, and the model only approximates
+// the scheduled liveness the choice is made on; on a chain this short, measuring every
+// segmentation costs little and finds what the model misses. Every episode takes the same
+// segmentation (micro-batches repeat one chain).
+void exhaustiveCandidates(const Analysis& a, std::vector<Candidate>& out) {
+  if (a.episodes.empty()) return;
+  const int n = static_cast<int>(a.episodes[0].model.size());
+  if (n < 2 || n > kExhaustiveStages || a.numNodes > kExhaustiveMaxNodes) return;
+  for (const Episode& ep : a.episodes)
+    if (static_cast<int>(ep.model.size()) != n) return;
+  for (std::uint32_t cuts = 0; cuts < (1u << (n - 1)); ++cuts) {
+    std::vector<int> ends;
+    for (int i = 1; i < n; ++i)
+      if (cuts & (1u << (i - 1))) ends.push_back(i);
+    ends.push_back(n);
+    const size_t k = ends.size();
+    // The last segment is stored (recomputing it right after the first pass saves nothing).
+    for (std::uint32_t flags = 1; flags < (1u << (k - 1)); ++flags) {
+      std::vector<char> recomputed(k, 0);
+      bool canonical = true;
+      for (size_t g = 0; g + 1 < k; ++g) recomputed[g] = (flags >> g) & 1u;
+      for (size_t g = 0; g + 1 < k; ++g) canonical = canonical && (recomputed[g] || recomputed[g + 1]);
+      if (!canonical) continue;
+      // Which recomputed segments followed by a stored one drop their end boundary too.
+      std::vector<size_t> optional;
+      for (size_t g = 0; g + 1 < k; ++g)
+        if (recomputed[g] && !recomputed[g + 1]) optional.push_back(g);
+      for (std::uint32_t drops = 0; drops < (1u << optional.size()); ++drops) {
+        std::vector<char> keepEnd(k, 1);
+        for (size_t o = 0; o < optional.size(); ++o)
+          if (drops & (1u << o)) keepEnd[optional[o]] = 0;
+        std::string what;
+        int lo = 0;
+        for (size_t g = 0; g < k; ++g) {
+          if (recomputed[g])
+            what += (what.empty() ? "" : ", ") +
+                    (ends[g] - lo == 1 ? std::to_string(lo) : std::to_string(lo) + "-" + std::to_string(ends[g] - 1)) +
+                    (keepEnd[g] ? "" : " (no checkpoint)");
+          lo = ends[g];
+        }
+        Candidate c{RematStrategy::Chain,
+                    "chain: recompute stage" + std::string(what.find_first_of(",-") == std::string::npos ? " " : "s ") +
+                        what + " of " + std::to_string(n) + " (each group once)",
+                    {}};
+        const chain::Schedule schedule = chain::segmentSchedule(ends, recomputed, keepEnd);
+        // The chain model cannot express a boundary dropped after the stored stage that reads
+        // it and recomputed for that stage's backward (its simulator refuses the schedule); the
+        // rewrite can, so those schedules go to measurement unsimulated.
+        if (drops == 0 && !chain::simulate(a.episodes[0].model, schedule, a.episodes[0].external).ok) continue;
+        for (size_t e = 0; e < a.episodes.size(); ++e)
+          c.episodes.push_back(EpisodePlan{EpisodePlan::Kind::Schedule, schedule});
+        out.push_back(std::move(c));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<Candidate> candidates(const Analysis& a, RematStrategy strategy) {
@@ -149,7 +207,10 @@ std::vector<Candidate> candidates(const Analysis& a, RematStrategy strategy) {
                           "selective: keep matmul/linear outputs and stage boundaries, recompute cheap ops",
                           EpisodePlan::Kind::Selective));
   if (strategy == RematStrategy::Sqrt || all) out.push_back(sqrtPlan(RematStrategy::Sqrt));
-  if (strategy == RematStrategy::Chain || all) chainCandidates(a, all, out);
+  if (strategy == RematStrategy::Chain || all) {
+    chainCandidates(a, all, out);
+    exhaustiveCandidates(a, out);
+  }
   if (strategy == RematStrategy::Chain) {
     // The solver is exact for the chain model, which only approximates the graph's liveness;
     // the classic schedules of the same chain are measured beside its frontier, so chain is

@@ -32,6 +32,12 @@
 //                  and memory-poor schedules of the same chain (the solver is exact for the
 //                  model; measuring the classic schedules beside it keeps chain from ever
 //                  doing worse than them where the model and the graph's liveness differ);
+//                  on chains of at most kExhaustiveStages stages (graphs of at most
+//                  kExhaustiveMaxNodes nodes), also every segment
+//                  schedule (chain::segmentSchedule: each group of stages either stored or
+//                  recomputed once from the boundary before it; at most 3^(n-1) of them),
+//                  since the solver's model of memory misses what the scheduled liveness
+//                  finds (bench/remat_ilp.py showed 1.34x the optimum on a 4-layer MLP);
 //      memory-poor chain::memoryPoorSchedule over at most kMemoryPoorSegments segments of the
 //                  (grouped) stages: O(1) segments of activations, about k^2/2 segment
 //                  forwards of recompute for k segments;
@@ -85,6 +91,8 @@ namespace remat {
 inline constexpr int kMaxSolverStages = 64;
 inline constexpr int kSolverLevels = 1024;
 inline constexpr int kMaxChainCandidates = 40;
+inline constexpr int kExhaustiveStages = 7;  // chains up to this long: every segmentation too
+inline constexpr size_t kExhaustiveMaxNodes = 4000;  // ... in graphs up to this size (measuring ~10^3 of them)
 inline constexpr int kMemoryPoorSegments = 32;
 inline constexpr std::int64_t kCheapFlopsPerElement = 10;
 

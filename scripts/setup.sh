@@ -2,6 +2,8 @@
 # Installs the Debian packages gradc needs to build, test and benchmark.
 # Idempotent: packages already present are skipped, and when nothing is missing the script
 # prints nothing and touches nothing (no apt-get update, no network).
+#   scripts/setup.sh                    what building and testing need
+#   scripts/setup.sh --with-ilp-solver  also CBC (coinor-cbc), for bench/remat_ilp.py only
 set -euo pipefail
 
 packages=(
@@ -10,6 +12,12 @@ packages=(
   libtorch-dev libgloo-dev libopenblas0-openmp llvm-16-dev
   python3-torch procps
 )
+for arg in "$@"; do
+  case "$arg" in
+    --with-ilp-solver) packages+=(coinor-cbc) ;;
+    *) echo "setup: unknown option $arg (known: --with-ilp-solver)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

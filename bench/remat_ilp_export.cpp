@@ -1,0 +1,170 @@
+// remat_ilp_export: a training step's graph and gradc's recompute plans, as JSON, for the
+// exact reference of bench/remat_ilp.py (Checkmate's MILP, solved by CBC).
+//
+//   remat_ilp_export MODEL.yaml [--set name=value]... [--budgets F1,F2,...]
+//
+// The step is the one gradc plans: autodiff and dce over the forward, gradients as graph
+// outputs (no optimizer, so both sides keep every gradient to the end), one micro-batch, the
+// loss unfused. Printed (stdout):
+//   nodes: in program order, each with its FLOPs (the cost model gradc's remat uses), the
+//     bytes of the storage it allocates, its kernel workspace (held while it runs), the nodes
+//     whose storage it reads (deps) and whether its storage is a graph output. View nodes
+//     (reshape that aliases, transpose, select, ...) allocate nothing: they are folded into
+//     the node owning the storage they alias, so deps name storage owners.
+//   persistent_bytes: parameters and inputs.
+//   gradc: for each budget, gradc's choice under --remat auto: peak, recompute FLOPs and plan.
+//     A budget is smallest + F x (no-remat peak - smallest) for each fraction F, where
+//     smallest is gradc's smallest feasible budget; also sqrt's plan without a budget.
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "frontend/spec.h"
+#include "passes/budget.h"
+#include "passes/liveness.h"
+#include "passes/micro_batch.h"
+#include "passes/pointer_index.h"
+#include "passes/schedule.h"
+
+using namespace gradc;
+
+namespace {
+
+std::string jsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out + "\"";
+}
+
+passes::TrainingPlanOptions stepOptions(passes::RematStrategy strategy, std::optional<std::int64_t> budget) {
+  passes::TrainingPlanOptions o;
+  o.optimizer = std::nullopt;
+  o.microBatches = 1;
+  o.lossChunks.mode = passes::LossChunking::Mode::Off;
+  o.remat = passes::RematOptions{strategy, budget};
+  return o;
+}
+
+std::int64_t smallestFeasible(const std::string& error) {
+  const std::string key = "the smallest feasible budget is ";
+  size_t at = error.find(key);
+  if (at == std::string::npos) return -1;
+  size_t open = error.find('(', at);
+  std::string digits;
+  for (size_t i = open + 1; i < error.size() && error[i] != ' '; ++i)
+    if (error[i] >= '0' && error[i] <= '9') digits += error[i];
+  return digits.empty() ? -1 : std::stoll(digits);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: remat_ilp_export MODEL.yaml [--set name=value]... [--budgets F1,F2,...]\n");
+    return 2;
+  }
+  frontend::SpecOptions specOptions;
+  std::vector<double> fractions{0.0, 0.25, 0.5, 0.75};
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--set" && i + 1 < argc) {
+      std::string kv = argv[++i];
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos) return 2;
+      specOptions.overrides.push_back({kv.substr(0, eq), kv.substr(eq + 1)});
+    } else if (arg == "--budgets" && i + 1 < argc) {
+      fractions.clear();
+      std::stringstream list(argv[++i]);
+      for (std::string f; std::getline(list, f, ',');) fractions.push_back(std::atof(f.c_str()));
+    } else {
+      std::fprintf(stderr, "remat_ilp_export: unknown argument '%s'\n", arg.c_str());
+      return 2;
+    }
+  }
+  frontend::SpecResult spec = frontend::compileSpecFile(argv[1], specOptions);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "remat_ilp_export: %s\n", spec.diagnostics.empty() ? "?" : spec.diagnostics.front().message.c_str());
+    return 1;
+  }
+  const ir::Graph& forward = *spec.graph;
+  Expected<passes::RematChoice> joint = passes::chooseTrainingPlan(forward, stepOptions(passes::RematStrategy::None, {}));
+  if (!joint) {
+    std::fprintf(stderr, "remat_ilp_export: %s\n", joint.error().message.c_str());
+    return 1;
+  }
+  const ir::Graph& g = joint->graph;
+  const passes::StorageModel storage = passes::analyzeStorage(g);
+
+  // ILP nodes: the nodes that own storage (or own none and are not views: side effects).
+  passes::PointerIndex ilpIndex(g.numNodes());  // graph node -> ILP node
+  std::vector<const ir::Node*> kept;
+  for (const auto& n : g.nodes()) {
+    if (n->op().view) continue;
+    ilpIndex.insert(n.get(), static_cast<int>(kept.size()));
+    kept.push_back(n.get());
+  }
+  std::vector<char> isOutput(kept.size(), 0);
+  for (const ir::GraphOutput& out : g.outputs()) {
+    const ir::Value* owner = storage.owner(out.value);
+    if (owner->kind() == ir::ValueKind::Result) isOutput[static_cast<size_t>(ilpIndex.get(owner->producer()))] = 1;
+  }
+
+  std::string out = "{\n  \"model\": " + jsonString(g.name()) + ",\n  \"nodes\": [\n";
+  for (size_t i = 0; i < kept.size(); ++i) {
+    const ir::Node& n = *kept[i];
+    std::int64_t bytes = 0;
+    for (size_t r = 0; r < n.numResults(); ++r)
+      if (!storage.isView(n.result(r))) bytes += n.result(r)->type().bytes();
+    std::vector<int> deps;
+    for (const ir::Value* v : n.operands()) {
+      const ir::Value* owner = storage.owner(v);
+      if (owner->kind() != ir::ValueKind::Result) continue;
+      const int d = ilpIndex.get(owner->producer());
+      bool seen = false;
+      for (int x : deps) seen = seen || x == d;
+      if (!seen) deps.push_back(d);
+    }
+    out += "    {\"op\": " + jsonString(std::string(n.opName())) + ", \"phase\": " +
+           jsonString(std::string(ir::phaseName(n.phase()))) + ", \"spec\": " + jsonString(n.specName()) +
+           ", \"flops\": " + std::to_string(n.flops()) + ", \"bytes\": " + std::to_string(bytes) +
+           ", \"workspace\": " + std::to_string(storage.workspaceBytes(&n)) + ", \"output\": " +
+           (isOutput[i] ? "true" : "false") + ", \"deps\": [";
+    for (size_t d = 0; d < deps.size(); ++d) out += (d ? ", " : "") + std::to_string(deps[d]);
+    out += std::string("]}") + (i + 1 < kept.size() ? "," : "") + "\n";
+  }
+  const passes::ScheduledLiveness none = passes::scheduleAndAnalyze(g, storage);
+  out += "  ],\n  \"persistent_bytes\": " + std::to_string(none.liveness.persistentBytes) +
+         ",\n  \"none_peak\": " + std::to_string(none.liveness.peakBytes) +
+         ",\n  \"forward_flops\": " + std::to_string(joint->report.forwardFlops);
+
+  // gradc's side.
+  Expected<passes::RematChoice> floor =
+      passes::chooseTrainingPlan(forward, stepOptions(passes::RematStrategy::Auto, none.liveness.persistentBytes / 2));
+  const std::int64_t smallest = floor ? -1 : smallestFeasible(floor.error().message);
+  out += ",\n  \"smallest_feasible\": " + std::to_string(smallest);
+  auto planJson = [&](passes::RematStrategy s, std::optional<std::int64_t> budget) {
+    Expected<passes::RematChoice> c = passes::chooseTrainingPlan(forward, stepOptions(s, budget));
+    std::string j = "{\"budget\": " + std::to_string(budget.value_or(-1));
+    if (!c) return j + ", \"fits\": false}";
+    return j + ", \"fits\": true, \"peak\": " + std::to_string(c->report.predictedPeakBytes) +
+           ", \"recompute_flops\": " + std::to_string(c->report.recomputeFlops) + ", \"plan\": " +
+           jsonString(c->report.plan) + "}";
+  };
+  out += ",\n  \"sqrt\": " + planJson(passes::RematStrategy::Sqrt, std::nullopt);
+  out += ",\n  \"gradc\": [\n";
+  for (size_t f = 0; f < fractions.size(); ++f) {
+    const std::int64_t budget =
+        smallest + static_cast<std::int64_t>(fractions[f] * static_cast<double>(none.liveness.peakBytes - smallest));
+    out += "    " + planJson(passes::RematStrategy::Auto, budget) + (f + 1 < fractions.size() ? ",\n" : "\n");
+  }
+  out += "  ]\n}\n";
+  std::fputs(out.c_str(), stdout);
+  return 0;
+}
