@@ -15,7 +15,8 @@ namespace gradc::passes {
 
 class PointerIndex {
  public:
-  explicit PointerIndex(size_t expected = 16) {
+  PointerIndex() : PointerIndex(16) {}
+  explicit PointerIndex(size_t expected) {
     size_t capacity = 16;
     while (capacity < 2 * expected) capacity *= 2;
     reset(capacity);

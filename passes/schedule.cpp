@@ -284,6 +284,40 @@ std::vector<int> scheduleRound(const Problem& p, bool eager) {
   return order;
 }
 
+// The eager order with every run of recompute nodes (consecutive in the order, right before
+// the node they feed) moved up to `distance` places earlier, past nodes it does not depend on
+// that are pure (no side effects, no collective): recomputing before an independent node that
+// allocates can lower the peak (the run's temporaries are freed before that node's results
+// exist). Returns the order unchanged when no run moves.
+std::vector<int> hoistRecompute(const Problem& p, const std::vector<int>& order, int distance) {
+  std::vector<int> out = order;
+  size_t i = 0;
+  while (i < out.size()) {
+    if (!p.recompute[static_cast<size_t>(out[i])]) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < out.size() && p.recompute[static_cast<size_t>(out[end])]) ++end;
+    // Move [i, end) past up to `distance` predecessors.
+    for (int step = 0; step < distance && i > 0; ++step) {
+      const int before = out[i - 1];
+      const ir::Node& node = *p.nodes[static_cast<size_t>(before)];
+      if (p.recompute[static_cast<size_t>(before)] || node.op().sideEffects || node.op().issuesCollective) break;
+      bool depends = false;
+      for (size_t r = i; r < end && !depends; ++r)
+        for (int producer : p.producers[static_cast<size_t>(out[r])]) depends = depends || producer == before;
+      if (depends) break;
+      std::rotate(out.begin() + static_cast<std::ptrdiff_t>(i) - 1, out.begin() + static_cast<std::ptrdiff_t>(i),
+                  out.begin() + static_cast<std::ptrdiff_t>(end));
+      --i;
+      --end;
+    }
+    i = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 ScheduledLiveness scheduleAndAnalyze(const ir::Graph& graph) { return scheduleAndAnalyze(graph, analyzeStorage(graph)); }
@@ -296,8 +330,17 @@ ScheduledLiveness scheduleAndAnalyze(const ir::Graph& graph, const StorageModel&
     for (int i : order) nodes.push_back(problem.nodes[static_cast<size_t>(i)]);
     return nodes;
   };
-  ScheduledLiveness eager{toNodes(scheduleRound(problem, true)), {}};
+  const std::vector<int> eagerRound = scheduleRound(problem, true);
+  ScheduledLiveness eager{toNodes(eagerRound), {}};
   eager.liveness = analyzeLiveness(graph, storage, eager.order);
+  // Recompute hoisted one and two places earlier than the eager order's lazy placement.
+  for (int distance : {1, 2}) {
+    const std::vector<int> hoisted = hoistRecompute(problem, eagerRound, distance);
+    if (hoisted == eagerRound) break;
+    ScheduledLiveness h{toNodes(hoisted), {}};
+    h.liveness = analyzeLiveness(graph, storage, h.order);
+    if (h.liveness.peakBytes < eager.liveness.peakBytes) eager = std::move(h);
+  }
   const std::vector<int> inputRound = scheduleRound(problem, false);
   bool identity = true;
   for (size_t i = 0; i < inputRound.size() && identity; ++i) identity = inputRound[i] == static_cast<int>(i);

@@ -20,11 +20,17 @@
 //   on its own turn; a recompute node never does. So recomputation is never hoisted earlier
 //   than its first use, and an optimizer update can run -- freeing its gradient -- as soon as
 //   its gradient exists, pulling the learning-rate node along.
-//   Each round's order is measured with the liveness model (passes/liveness.h); the eager
-//   order is kept unless its predicted peak is higher than the input order's.
+//   Variants of the eager order: every run of recompute nodes (right before the node it
+//     feeds) moved one, then two places earlier, past pure nodes it does not depend on (no
+//     side effects, no collectives): recomputing before an independent node that allocates
+//     frees the run's temporaries before that node's results exist (on a 4-layer MLP this
+//     lowers the smallest feasible step by 12%, matching the exact MILP's placement).
+//   Each round's order is measured with the liveness model (passes/liveness.h); the best
+//   eager variant is kept unless its predicted peak is higher than the input order's.
 //
 // Complexity: O((nodes + uses) log nodes) per round (binary heaps keyed by input index; each
-// buffer's remaining-user count drops to one at most once), plus two liveness analyses.
+// buffer's remaining-user count drops to one at most once), plus up to four liveness
+// analyses.
 //
 // Invariants of the result: a topological order of the data edges; collectives issued in seq
 // order; every optimizer update
