@@ -182,6 +182,29 @@ Schedule memoryPoorSchedule(std::span<const Stage> stages, int segments) {
   return s;
 }
 
+Schedule prefixMemoryPoorSchedule(int n, int prefix, bool keepEnd) {
+  Schedule s;
+  // Stages 0..upTo-1 again, keeping only the latest boundary.
+  auto rerun = [&](int upTo) {
+    for (int i = 0; i < upTo; ++i) s.push_back({i + 1 == upTo ? OpKind::ForwardCheckpoint : OpKind::ForwardTransient, i});
+  };
+  for (int i = 0; i < n; ++i)
+    s.push_back({i >= prefix                          ? OpKind::ForwardAll
+                 : i + 1 == prefix && keepEnd ? OpKind::ForwardCheckpoint
+                                              : OpKind::ForwardTransient,
+                 i});
+  for (int t = n - 1; t >= prefix; --t) {
+    if (t == prefix && !keepEnd) rerun(prefix);
+    s.push_back({OpKind::Backward, t});
+  }
+  for (int t = prefix - 1; t >= 0; --t) {
+    rerun(t);
+    s.push_back({OpKind::ForwardAll, t});
+    s.push_back({OpKind::Backward, t});
+  }
+  return s;
+}
+
 Schedule memoryPoorSchedule(int n) {
   Schedule s;
   for (int t = n - 1; t >= 0; --t) {

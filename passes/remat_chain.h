@@ -135,6 +135,12 @@ Schedule memoryPoorSchedule(int n);
 // a segment, run every stage before it again keeping only the latest boundary, then the
 // segment in full. Memory one segment; cost O(segments^2) segment forwards.
 Schedule memoryPoorSchedule(std::span<const Stage> stages, int segments);
+// Stages prefix..n-1 stored from the first pass; the first `prefix` stages memory-poor (before
+// the backward of stage t < prefix, stages 0..t-1 run again keeping only the latest boundary,
+// then stage t in full). keepEnd: the first pass keeps the prefix's end boundary (which the
+// first stored stage's backward reads); otherwise it is recomputed the same way just before
+// that backward.
+Schedule prefixMemoryPoorSchedule(int n, int prefix, bool keepEnd);
 
 // The optimal schedules for every memory level (see the header comment).
 class Solver {

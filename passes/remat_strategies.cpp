@@ -180,6 +180,19 @@ void exhaustiveCandidates(const Analysis& a, std::vector<Candidate>& out) {
       }
     }
   }
+  // Memory-poor over a prefix, the rest stored (recompute many times where memory is scarcest,
+  // keep the late stages the backward needs first).
+  for (int prefix = 1; prefix < n; ++prefix)
+    for (bool keepEnd : {true, false}) {
+      const chain::Schedule schedule = chain::prefixMemoryPoorSchedule(n, prefix, keepEnd);
+      if (keepEnd && !chain::simulate(a.episodes[0].model, schedule, a.episodes[0].external).ok) continue;
+      Candidate c{RematStrategy::Chain,
+                  "chain: stages 0-" + std::to_string(prefix - 1) + " of " + std::to_string(n) +
+                      " memory-poor, the rest stored" + (keepEnd ? "" : " (no checkpoint)"),
+                  {}};
+      for (size_t e = 0; e < a.episodes.size(); ++e) c.episodes.push_back(EpisodePlan{EpisodePlan::Kind::Schedule, schedule});
+      out.push_back(std::move(c));
+    }
 }
 
 }  // namespace

@@ -36,8 +36,10 @@
 //                  kExhaustiveMaxNodes nodes), also every segment
 //                  schedule (chain::segmentSchedule: each group of stages either stored or
 //                  recomputed once from the boundary before it; at most 3^(n-1) of them),
-//                  since the solver's model of memory misses what the scheduled liveness
-//                  finds (bench/remat_ilp.py showed 1.34x the optimum on a 4-layer MLP);
+//                  and every memory-poor prefix with the rest stored
+//                  (chain::prefixMemoryPoorSchedule), since the solver's model of memory
+//                  misses what the scheduled liveness finds (bench/remat_ilp.py: 1.34x and
+//                  1.78x the exact optimum on a 4-layer MLP before, equal after);
 //      memory-poor chain::memoryPoorSchedule over at most kMemoryPoorSegments segments of the
 //                  (grouped) stages: O(1) segments of activations, about k^2/2 segment
 //                  forwards of recompute for k segments;
