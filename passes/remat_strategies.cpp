@@ -180,8 +180,16 @@ void exhaustiveCandidates(const Analysis& a, std::vector<Candidate>& out) {
       }
     }
   }
-  // Memory-poor over a prefix, the rest stored (recompute many times where memory is scarcest,
-  // keep the late stages the backward needs first).
+}
+
+// Memory-poor over a prefix, the rest stored (recompute many times where memory is scarcest,
+// keep the late stages the backward needs first): two proposals per prefix length.
+void prefixMemoryPoorCandidates(const Analysis& a, std::vector<Candidate>& out) {
+  if (a.episodes.empty()) return;
+  const int n = static_cast<int>(a.episodes[0].model.size());
+  if (n < 2 || n > kPrefixMemoryPoorStages || a.numNodes > kExhaustiveMaxNodes) return;
+  for (const Episode& ep : a.episodes)
+    if (static_cast<int>(ep.model.size()) != n) return;
   for (int prefix = 1; prefix < n; ++prefix)
     for (bool keepEnd : {true, false}) {
       const chain::Schedule schedule = chain::prefixMemoryPoorSchedule(n, prefix, keepEnd);
@@ -223,6 +231,7 @@ std::vector<Candidate> candidates(const Analysis& a, RematStrategy strategy) {
   if (strategy == RematStrategy::Chain || all) {
     chainCandidates(a, all, out);
     exhaustiveCandidates(a, out);
+    prefixMemoryPoorCandidates(a, out);
   }
   if (strategy == RematStrategy::Chain) {
     // The solver is exact for the chain model, which only approximates the graph's liveness;

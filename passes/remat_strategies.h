@@ -36,8 +36,8 @@
 //                  kExhaustiveMaxNodes nodes), also every segment
 //                  schedule (chain::segmentSchedule: each group of stages either stored or
 //                  recomputed once from the boundary before it; at most 3^(n-1) of them),
-//                  and every memory-poor prefix with the rest stored
-//                  (chain::prefixMemoryPoorSchedule), since the solver's model of memory
+//                  and (up to kPrefixMemoryPoorStages stages) every memory-poor prefix with
+//                  the rest stored (chain::prefixMemoryPoorSchedule), since the solver's model of memory
 //                  misses what the scheduled liveness finds (bench/remat_ilp.py: 1.34x and
 //                  1.78x the exact optimum on a 4-layer MLP before, equal after);
 //      memory-poor chain::memoryPoorSchedule over at most kMemoryPoorSegments segments of the
@@ -94,6 +94,7 @@ inline constexpr int kMaxSolverStages = 64;
 inline constexpr int kSolverLevels = 1024;
 inline constexpr int kMaxChainCandidates = 40;
 inline constexpr int kExhaustiveStages = 7;  // chains up to this long: every segmentation too
+inline constexpr int kPrefixMemoryPoorStages = 16;  // ... and memory-poor prefixes up to this long
 inline constexpr size_t kExhaustiveMaxNodes = 4000;  // ... in graphs up to this size (measuring ~10^3 of them)
 inline constexpr int kMemoryPoorSegments = 32;
 inline constexpr std::int64_t kCheapFlopsPerElement = 10;
