@@ -12,7 +12,8 @@ writes Checkmate's MILP (Jain et al., "Checkmate: Breaking the Memory Wall with 
 Tensor Rematerialization", MLSys 2020) for the same graph, cost model and budgets, and solves
 it with CBC (Debian's coinor-cbc; `scripts/setup.sh --with-ilp-solver` installs it).
 
-The MILP, over the program order 0..n-1 (forward, then backward) as Checkmate's stages:
+The MILP, over the exported order 0..n-1 (the schedule pass's order of the step without
+recompute, a topological order) as Checkmate's stages:
   R[t][i]  node i is computed in stage t (i <= t; R[t][t] = 1: stage t computes node t)
   S[t][i]  node i's storage is kept entering stage t (i < t)
   F[t][i][k]  i's storage is freed right after node k runs in stage t (i a dependence of k,
@@ -24,8 +25,8 @@ The MILP, over the program order 0..n-1 (forward, then backward) as Checkmate's 
   R[t][k] <= R[t][i] + S[t][i] for every dependence i of k; S[t+1][i] <= R[t][i] + S[t][i];
   graph outputs (the loss and the gradients) are kept from their stage to the end.
   Objective: min sum_t sum_i flops(i) R[t][i]; recompute = objective - sum_i flops(i).
-Differences from gradc's own model, which the table's notes account for: the MILP fixes the
-program order within a stage (gradc's schedule pass reorders), may recompute backward nodes
+Differences from gradc's own model, which the table's notes account for: the MILP fixes that
+order within a stage (gradc's schedule pass reorders each plan), may recompute backward nodes
 (gradc recomputes forward nodes only), counts a multi-result node's results as one storage,
 and folds views into their owners (as gradc's liveness does).
 """

@@ -6,7 +6,7 @@
 // The step is the one gradc plans: autodiff and dce over the forward, gradients as graph
 // outputs (no optimizer, so both sides keep every gradient to the end), one micro-batch, the
 // loss unfused. Printed (stdout):
-//   nodes: in program order, each with its FLOPs (the cost model gradc's remat uses), the
+//   nodes: in the schedule pass's order of the step without recompute, each with its FLOPs (the cost model gradc's remat uses), the
 //     bytes of the storage it allocates, its kernel workspace (held while it runs), the nodes
 //     whose storage it reads (deps) and whether its storage is a graph output. View nodes
 //     (reshape that aliases, transpose, select, ...) allocate nothing: they are folded into
@@ -102,13 +102,16 @@ int main(int argc, char** argv) {
   const ir::Graph& g = joint->graph;
   const passes::StorageModel storage = passes::analyzeStorage(g);
 
-  // ILP nodes: the nodes that own storage (or own none and are not views: side effects).
+  // ILP nodes: the nodes that are not views, in the schedule pass's order of the step without
+  // recompute (a topological order; Checkmate takes one as its stages, and the scheduled one
+  // is the better start: in program order the MILP cannot reach budgets gradc's schedule fits).
+  const passes::ScheduledLiveness scheduled = passes::scheduleAndAnalyze(g, storage);
   passes::PointerIndex ilpIndex(g.numNodes());  // graph node -> ILP node
   std::vector<const ir::Node*> kept;
-  for (const auto& n : g.nodes()) {
+  for (const ir::Node* n : scheduled.order) {
     if (n->op().view) continue;
-    ilpIndex.insert(n.get(), static_cast<int>(kept.size()));
-    kept.push_back(n.get());
+    ilpIndex.insert(n, static_cast<int>(kept.size()));
+    kept.push_back(n);
   }
   std::vector<char> isOutput(kept.size(), 0);
   for (const ir::GraphOutput& out : g.outputs()) {
@@ -139,7 +142,7 @@ int main(int argc, char** argv) {
     for (size_t d = 0; d < deps.size(); ++d) out += (d ? ", " : "") + std::to_string(deps[d]);
     out += std::string("]}") + (i + 1 < kept.size() ? "," : "") + "\n";
   }
-  const passes::ScheduledLiveness none = passes::scheduleAndAnalyze(g, storage);
+  const passes::ScheduledLiveness& none = scheduled;
   out += "  ],\n  \"persistent_bytes\": " + std::to_string(none.liveness.persistentBytes) +
          ",\n  \"none_peak\": " + std::to_string(none.liveness.peakBytes) +
          ",\n  \"forward_flops\": " + std::to_string(joint->report.forwardFlops);

@@ -124,17 +124,31 @@ void chainCandidates(const Analysis& a, bool skipNoRecompute, std::vector<Candid
   }
 }
 
+// The chain length every episode shares (micro-batches repeat one chain), or 0; only for
+// graphs small enough to measure many proposals of.
+int sharedChainLength(const Analysis& a) {
+  if (a.episodes.empty() || a.numNodes > kExhaustiveMaxNodes) return 0;
+  const size_t n = a.episodes[0].model.size();
+  for (const Episode& ep : a.episodes)
+    if (ep.model.size() != n) return 0;
+  return static_cast<int>(n);
+}
+
+// A chain proposal running one schedule in every episode.
+Candidate everyEpisode(const Analysis& a, std::string description, const chain::Schedule& schedule) {
+  Candidate c{RematStrategy::Chain, std::move(description), {}};
+  for (size_t e = 0; e < a.episodes.size(); ++e) c.episodes.push_back(EpisodePlan{EpisodePlan::Kind::Schedule, schedule});
+  return c;
+}
+
 // Short chains: every segment schedule (chain::segmentSchedule), where adjacent stored segments
 // count as one. The solver is exact for its model of memory, and the model only approximates
 // the scheduled liveness the choice is made on; on a chain this short, measuring every
 // segmentation costs little and finds what the model misses. Every episode takes the same
 // segmentation (micro-batches repeat one chain).
 void exhaustiveCandidates(const Analysis& a, std::vector<Candidate>& out) {
-  if (a.episodes.empty()) return;
-  const int n = static_cast<int>(a.episodes[0].model.size());
-  if (n < 2 || n > kExhaustiveStages || a.numNodes > kExhaustiveMaxNodes) return;
-  for (const Episode& ep : a.episodes)
-    if (static_cast<int>(ep.model.size()) != n) return;
+  const int n = sharedChainLength(a);
+  if (n < 2 || n > kExhaustiveStages) return;
   for (std::uint32_t cuts = 0; cuts < (1u << (n - 1)); ++cuts) {
     std::vector<int> ends;
     for (int i = 1; i < n; ++i)
@@ -165,18 +179,16 @@ void exhaustiveCandidates(const Analysis& a, std::vector<Candidate>& out) {
                     (keepEnd[g] ? "" : " (no checkpoint)");
           lo = ends[g];
         }
-        Candidate c{RematStrategy::Chain,
-                    "chain: recompute stage" + std::string(what.find_first_of(",-") == std::string::npos ? " " : "s ") +
-                        what + " of " + std::to_string(n) + " (each group once)",
-                    {}};
         const chain::Schedule schedule = chain::segmentSchedule(ends, recomputed, keepEnd);
         // The chain model cannot express a boundary dropped after the stored stage that reads
         // it and recomputed for that stage's backward (its simulator refuses the schedule); the
         // rewrite can, so those schedules go to measurement unsimulated.
         if (drops == 0 && !chain::simulate(a.episodes[0].model, schedule, a.episodes[0].external).ok) continue;
-        for (size_t e = 0; e < a.episodes.size(); ++e)
-          c.episodes.push_back(EpisodePlan{EpisodePlan::Kind::Schedule, schedule});
-        out.push_back(std::move(c));
+        out.push_back(everyEpisode(a,
+                                   "chain: recompute stage" +
+                                       std::string(what.find_first_of(",-") == std::string::npos ? " " : "s ") + what +
+                                       " of " + std::to_string(n) + " (each group once)",
+                                   schedule));
       }
     }
   }
@@ -185,21 +197,16 @@ void exhaustiveCandidates(const Analysis& a, std::vector<Candidate>& out) {
 // Memory-poor over a prefix, the rest stored (recompute many times where memory is scarcest,
 // keep the late stages the backward needs first): two proposals per prefix length.
 void prefixMemoryPoorCandidates(const Analysis& a, std::vector<Candidate>& out) {
-  if (a.episodes.empty()) return;
-  const int n = static_cast<int>(a.episodes[0].model.size());
-  if (n < 2 || n > kPrefixMemoryPoorStages || a.numNodes > kExhaustiveMaxNodes) return;
-  for (const Episode& ep : a.episodes)
-    if (static_cast<int>(ep.model.size()) != n) return;
+  const int n = sharedChainLength(a);
+  if (n < 2 || n > kPrefixMemoryPoorStages) return;
   for (int prefix = 1; prefix < n; ++prefix)
     for (bool keepEnd : {true, false}) {
       const chain::Schedule schedule = chain::prefixMemoryPoorSchedule(n, prefix, keepEnd);
       if (keepEnd && !chain::simulate(a.episodes[0].model, schedule, a.episodes[0].external).ok) continue;
-      Candidate c{RematStrategy::Chain,
-                  "chain: stages 0-" + std::to_string(prefix - 1) + " of " + std::to_string(n) +
-                      " memory-poor, the rest stored" + (keepEnd ? "" : " (no checkpoint)"),
-                  {}};
-      for (size_t e = 0; e < a.episodes.size(); ++e) c.episodes.push_back(EpisodePlan{EpisodePlan::Kind::Schedule, schedule});
-      out.push_back(std::move(c));
+      out.push_back(everyEpisode(a,
+                                 "chain: stages 0-" + std::to_string(prefix - 1) + " of " + std::to_string(n) +
+                                     " memory-poor, the rest stored" + (keepEnd ? "" : " (no checkpoint)"),
+                                 schedule));
     }
 }
 

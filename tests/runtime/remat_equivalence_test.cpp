@@ -128,16 +128,31 @@ double relDiff(const at::Tensor& ours, const at::Tensor& ref) {
   return scale > 0 ? diff / scale : diff;
 }
 
+// A model's joint graph, its initial weights and inputs, and its outputs without remat.
+struct Baseline {
+  ir::Graph joint;
+  runtime::TensorMap initial, inputs;
+  Run reference;
+};
+Baseline baseline(const Model& m, bool optimizer) {
+  Baseline b{forwardGraph(m), {}, {}, {}};
+  runPasses(b.joint, optimizer);
+  b.initial = initialState(b.joint);
+  b.inputs = inputsFor(b.joint);
+  b.reference = execute(b.joint, b.initial, b.inputs);
+  return b;
+}
+
 }  // namespace
 
 TEST_CASE("remat on vs off: bit-identical losses and gradients on every bundled model") {
   for (const Model& m : models()) {
     CAPTURE(m.name);
-    ir::Graph joint = forwardGraph(m);
-    runPasses(joint, /*optimizer=*/false);
-    const runtime::TensorMap initial = initialState(joint);
-    const runtime::TensorMap inputs = inputsFor(joint);
-    const Run reference = execute(joint, initial, inputs);
+    const Baseline base = baseline(m, /*optimizer=*/false);
+    const ir::Graph& joint = base.joint;
+    const runtime::TensorMap& initial = base.initial;
+    const runtime::TensorMap& inputs = base.inputs;
+    const Run& reference = base.reference;
     for (RematStrategy s : {RematStrategy::Sqrt, RematStrategy::Chain, RematStrategy::MemoryPoor,
                             RematStrategy::Selective, RematStrategy::Auto}) {
       CAPTURE(passes::rematStrategyName(s));
@@ -163,11 +178,11 @@ TEST_CASE("remat on vs off: bit-identical losses and gradients on every bundled 
 TEST_CASE("remat on vs off: one AdamW step leaves bit-identical parameters and optimizer state") {
   for (const Model& m : {models()[1], models()[2]}) {  // gpt-mini (dropout), lstm-lm
     CAPTURE(m.name);
-    ir::Graph joint = forwardGraph(m);
-    runPasses(joint, /*optimizer=*/true);
-    const runtime::TensorMap initial = initialState(joint);
-    const runtime::TensorMap inputs = inputsFor(joint);
-    const Run reference = execute(joint, initial, inputs);
+    const Baseline base = baseline(m, /*optimizer=*/true);
+    const ir::Graph& joint = base.joint;
+    const runtime::TensorMap& initial = base.initial;
+    const runtime::TensorMap& inputs = base.inputs;
+    const Run& reference = base.reference;
     ir::Graph g = passes::remat::cloneGraph(joint);
     passes::RematPass pass(passes::RematOptions{RematStrategy::Chain, forcingBudget(joint, RematStrategy::Chain)});
     REQUIRE(pass.run(g).ok());
@@ -253,12 +268,8 @@ TEST_CASE("remat on vs off: every segment schedule and memory-poor prefix of a s
   for (const Model& m : {Model{"mlp", {{"batch", "16"}, {"features", "6"}, {"hidden", "12"}, {"outputs", "3"}, {"depth", "4"}}},
                          Model{"lstm-lm", {{"batch", "4"}, {"seq", "3"}, {"vocab", "8"}, {"embed", "4"}, {"hidden", "4"}}}}) {
     CAPTURE(m.name);
-    ir::Graph joint = forwardGraph(m);
-    runPasses(joint, /*optimizer=*/false);
-    const runtime::TensorMap initial = initialState(joint);
-    const runtime::TensorMap inputs = inputsFor(joint);
-    const Run reference = execute(joint, initial, inputs);
-    ir::Graph g = passes::remat::cloneGraph(joint);
+    const Baseline base = baseline(m, /*optimizer=*/false);
+    ir::Graph g = passes::remat::cloneGraph(base.joint);
     Expected<passes::remat::Analysis> analysis = passes::remat::analyze(g);
     REQUIRE(analysis.ok());
     CAPTURE(analysis->episodes.at(0).model.size());
@@ -270,8 +281,8 @@ TEST_CASE("remat on vs off: every segment schedule and memory-poor prefix of a s
       withoutCheckpoint += c.description.find("no checkpoint") != std::string::npos ? 1 : 0;
       const passes::remat::RewritePlan plan = passes::remat::planRewrite(*analysis, c);
       const passes::remat::AppliedRewrite applied = passes::remat::applyRewrite(g, plan);
-      const Run run = execute(g, initial, inputs);
-      for (const auto& [name, tensor] : reference.outputs) {
+      const Run run = execute(g, base.initial, base.inputs);
+      for (const auto& [name, tensor] : base.reference.outputs) {
         CAPTURE(name);
         CHECK(at::equal(run.outputs.at(name), tensor));
       }
