@@ -334,12 +334,14 @@ ScheduledLiveness scheduleAndAnalyze(const ir::Graph& graph, const StorageModel&
   ScheduledLiveness eager{toNodes(eagerRound), {}};
   eager.liveness = analyzeLiveness(graph, storage, eager.order);
   // Recompute hoisted one and two places earlier than the eager order's lazy placement.
+  // (Two places only when one place helped.)
   for (int distance : {1, 2}) {
     const std::vector<int> hoisted = hoistRecompute(problem, eagerRound, distance);
     if (hoisted == eagerRound) break;
     ScheduledLiveness h{toNodes(hoisted), {}};
     h.liveness = analyzeLiveness(graph, storage, h.order);
-    if (h.liveness.peakBytes < eager.liveness.peakBytes) eager = std::move(h);
+    if (h.liveness.peakBytes >= eager.liveness.peakBytes) break;
+    eager = std::move(h);
   }
   const std::vector<int> inputRound = scheduleRound(problem, false);
   bool identity = true;

@@ -22,7 +22,7 @@
 //   its gradient exists, pulling the learning-rate node along.
 //   Variants of the eager order: every run of recompute nodes (right before the node it
 //     feeds) moved one, then two places earlier, past pure nodes it does not depend on (no
-//     side effects, no collectives): recomputing before an independent node that allocates
+//     side effects, no collectives; two places only when one lowered the peak): recomputing before an independent node that allocates
 //     frees the run's temporaries before that node's results exist (on a 4-layer MLP this
 //     lowers the smallest feasible step by 12%, matching the exact MILP's placement).
 //   Each round's order is measured with the liveness model (passes/liveness.h); the best
