@@ -15,6 +15,7 @@
 //   gradc: for each budget, gradc's choice under --remat auto: peak, recompute FLOPs and plan.
 //     A budget is smallest + F x (no-remat peak - smallest) for each fraction F, where
 //     smallest is gradc's smallest feasible budget; also sqrt's plan without a budget.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -22,26 +23,19 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "frontend/spec.h"
 #include "passes/budget.h"
 #include "passes/liveness.h"
 #include "passes/micro_batch.h"
 #include "passes/pointer_index.h"
+#include "passes/remat.h"
 #include "passes/schedule.h"
 
 using namespace gradc;
 
 namespace {
-
-std::string jsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
-  }
-  return out + "\"";
-}
 
 passes::TrainingPlanOptions stepOptions(passes::RematStrategy strategy, std::optional<std::int64_t> budget) {
   passes::TrainingPlanOptions o;
@@ -50,17 +44,6 @@ passes::TrainingPlanOptions stepOptions(passes::RematStrategy strategy, std::opt
   o.lossChunks.mode = passes::LossChunking::Mode::Off;
   o.remat = passes::RematOptions{strategy, budget};
   return o;
-}
-
-std::int64_t smallestFeasible(const std::string& error) {
-  const std::string key = "the smallest feasible budget is ";
-  size_t at = error.find(key);
-  if (at == std::string::npos) return -1;
-  size_t open = error.find('(', at);
-  std::string digits;
-  for (size_t i = open + 1; i < error.size() && error[i] != ' '; ++i)
-    if (error[i] >= '0' && error[i] <= '9') digits += error[i];
-  return digits.empty() ? -1 : std::stoll(digits);
 }
 
 }  // namespace
@@ -119,7 +102,9 @@ int main(int argc, char** argv) {
     if (owner->kind() == ir::ValueKind::Result) isOutput[static_cast<size_t>(ilpIndex.get(owner->producer()))] = 1;
   }
 
-  std::string out = "{\n  \"model\": " + jsonString(g.name()) + ",\n  \"nodes\": [\n";
+  nlohmann::json out;
+  out["model"] = g.name();
+  out["nodes"] = nlohmann::json::array();
   for (size_t i = 0; i < kept.size(); ++i) {
     const ir::Node& n = *kept[i];
     std::int64_t bytes = 0;
@@ -130,44 +115,42 @@ int main(int argc, char** argv) {
       const ir::Value* owner = storage.owner(v);
       if (owner->kind() != ir::ValueKind::Result) continue;
       const int d = ilpIndex.get(owner->producer());
-      bool seen = false;
-      for (int x : deps) seen = seen || x == d;
-      if (!seen) deps.push_back(d);
+      if (std::find(deps.begin(), deps.end(), d) == deps.end()) deps.push_back(d);
     }
-    out += "    {\"op\": " + jsonString(std::string(n.opName())) + ", \"phase\": " +
-           jsonString(std::string(ir::phaseName(n.phase()))) + ", \"spec\": " + jsonString(n.specName()) +
-           ", \"flops\": " + std::to_string(n.flops()) + ", \"bytes\": " + std::to_string(bytes) +
-           ", \"workspace\": " + std::to_string(storage.workspaceBytes(&n)) + ", \"output\": " +
-           (isOutput[i] ? "true" : "false") + ", \"deps\": [";
-    for (size_t d = 0; d < deps.size(); ++d) out += (d ? ", " : "") + std::to_string(deps[d]);
-    out += std::string("]}") + (i + 1 < kept.size() ? "," : "") + "\n";
+    out["nodes"].push_back({{"op", n.opName()},
+                            {"phase", ir::phaseName(n.phase())},
+                            {"spec", n.specName()},
+                            {"flops", n.flops()},
+                            {"bytes", bytes},
+                            {"workspace", storage.workspaceBytes(&n)},
+                            {"output", isOutput[i] != 0},
+                            {"deps", deps}});
   }
-  const passes::ScheduledLiveness& none = scheduled;
-  out += "  ],\n  \"persistent_bytes\": " + std::to_string(none.liveness.persistentBytes) +
-         ",\n  \"none_peak\": " + std::to_string(none.liveness.peakBytes) +
-         ",\n  \"forward_flops\": " + std::to_string(joint->report.forwardFlops);
+  const passes::Liveness& none = scheduled.liveness;
+  out["persistent_bytes"] = none.persistentBytes;
+  out["none_peak"] = none.peakBytes;
+  out["forward_flops"] = joint->report.forwardFlops;
 
   // gradc's side.
   Expected<passes::RematChoice> floor =
-      passes::chooseTrainingPlan(forward, stepOptions(passes::RematStrategy::Auto, none.liveness.persistentBytes / 2));
-  const std::int64_t smallest = floor ? -1 : smallestFeasible(floor.error().message);
-  out += ",\n  \"smallest_feasible\": " + std::to_string(smallest);
-  auto planJson = [&](passes::RematStrategy s, std::optional<std::int64_t> budget) {
+      passes::chooseTrainingPlan(forward, stepOptions(passes::RematStrategy::Auto, none.persistentBytes / 2));
+  const std::int64_t smallest = floor ? -1 : passes::smallestFeasibleBudget(floor.error().message).value_or(-1);
+  out["smallest_feasible"] = smallest;
+  auto plan = [&](passes::RematStrategy s, std::optional<std::int64_t> budget) {
     Expected<passes::RematChoice> c = passes::chooseTrainingPlan(forward, stepOptions(s, budget));
-    std::string j = "{\"budget\": " + std::to_string(budget.value_or(-1));
-    if (!c) return j + ", \"fits\": false}";
-    return j + ", \"fits\": true, \"peak\": " + std::to_string(c->report.predictedPeakBytes) +
-           ", \"recompute_flops\": " + std::to_string(c->report.recomputeFlops) + ", \"plan\": " +
-           jsonString(c->report.plan) + "}";
+    nlohmann::json j{{"budget", budget.value_or(-1)}, {"fits", c.ok()}};
+    if (c) {
+      j["peak"] = c->report.predictedPeakBytes;
+      j["recompute_flops"] = c->report.recomputeFlops;
+      j["plan"] = c->report.plan;
+    }
+    return j;
   };
-  out += ",\n  \"sqrt\": " + planJson(passes::RematStrategy::Sqrt, std::nullopt);
-  out += ",\n  \"gradc\": [\n";
-  for (size_t f = 0; f < fractions.size(); ++f) {
-    const std::int64_t budget =
-        smallest + static_cast<std::int64_t>(fractions[f] * static_cast<double>(none.liveness.peakBytes - smallest));
-    out += "    " + planJson(passes::RematStrategy::Auto, budget) + (f + 1 < fractions.size() ? ",\n" : "\n");
-  }
-  out += "  ]\n}\n";
-  std::fputs(out.c_str(), stdout);
+  out["sqrt"] = plan(passes::RematStrategy::Sqrt, std::nullopt);
+  out["gradc"] = nlohmann::json::array();
+  for (double f : fractions)
+    out["gradc"].push_back(plan(passes::RematStrategy::Auto,
+                                smallest + static_cast<std::int64_t>(f * static_cast<double>(none.peakBytes - smallest))));
+  std::fputs((out.dump(1) + "\n").c_str(), stdout);
   return 0;
 }

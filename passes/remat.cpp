@@ -312,7 +312,7 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
       std::string message = "no plan fits " + formatBytesExact(*options.budgetBytes);
       if (options.strategy != RematStrategy::Auto)
         message += " with --remat " + std::string(rematStrategyName(options.strategy));
-      message += "; the smallest feasible budget is " + formatBytesExact(l.peakBytes) + ", reached with " +
+      message += "; " + std::string(kSmallestFeasiblePhrase) + formatBytesExact(l.peakBytes) + ", reached with " +
                  describe(chooser.candidate(best), best.microBatches, best.lossChunks) + " (dominated by: " + why + ")";
       if (options.strategy != RematStrategy::Auto) {
         // Would another strategy do better? Measured on the same graphs.
@@ -359,6 +359,25 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   r.evaluated = chooser.evaluated();
   r.scheduled = chooser.scheduled();
   return out;
+}
+
+std::optional<std::int64_t> smallestFeasibleBudget(std::string_view error) {
+  const size_t at = error.find(kSmallestFeasiblePhrase);
+  if (at == std::string_view::npos) return std::nullopt;
+  // "12.0 MiB (12,582,912 bytes)", or "512 B" below a KiB (formatBytesExact).
+  std::string_view rest = error.substr(at + kSmallestFeasiblePhrase.size());
+  rest = rest.substr(0, rest.find(", reached"));
+  if (const size_t open = rest.find('('); open != std::string_view::npos) rest = rest.substr(open + 1);
+  std::int64_t bytes = 0;
+  bool any = false;
+  for (char c : rest) {
+    if (c == ',') continue;
+    if (c < '0' || c > '9') break;
+    bytes = bytes * 10 + (c - '0');
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return bytes;
 }
 
 Expected<bool> RematPass::run(ir::Graph& graph) {

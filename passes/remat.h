@@ -56,6 +56,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "passes/pass.h"
@@ -120,6 +121,13 @@ struct RematSelection {
 // other graphs are left unchanged. Order: recompute FLOPs, then micro-batch count, then loss
 // chunks (unfused first, then the fewest), then the strategy rank above.
 Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, const RematOptions& options);
+
+// A refusal ("no plan fits ...") names the smallest feasible budget after this phrase, in
+// formatBytesExact's form.
+inline constexpr std::string_view kSmallestFeasiblePhrase = "the smallest feasible budget is ";
+// The byte count a refusal names as the smallest feasible budget; nullopt when the message
+// names none.
+std::optional<std::int64_t> smallestFeasibleBudget(std::string_view error);
 
 // One row of `gradc compile --emit summary`: what a strategy does to this step.
 struct StrategySummary {

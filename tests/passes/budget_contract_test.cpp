@@ -64,16 +64,9 @@ Planned plan(const ir::Graph& forward, RematStrategy strategy, int microBatches,
 }
 
 std::int64_t smallestFeasible(const std::string& error) {
-  const std::string key = "the smallest feasible budget is ";
-  const size_t at = error.find(key);
-  REQUIRE_MESSAGE(at != std::string::npos, error);
-  const size_t open = error.find('(', at + key.size());
-  REQUIRE(open != std::string::npos);
-  std::string digits;
-  for (size_t i = open + 1; i < error.size() && error[i] != ' '; ++i)
-    if (error[i] >= '0' && error[i] <= '9') digits += error[i];
-  REQUIRE(!digits.empty());
-  return std::stoll(digits);
+  const std::optional<std::int64_t> bytes = passes::smallestFeasibleBudget(error);
+  REQUIRE_MESSAGE(bytes.has_value(), error);
+  return *bytes;
 }
 
 // Checks (1)-(4) on one forward graph; returns the smallest feasible budget.

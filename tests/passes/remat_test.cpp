@@ -100,16 +100,9 @@ Outcome runRemat(const ir::Graph& joint, RematStrategy s, std::optional<std::int
 }
 
 std::int64_t smallestFeasible(const std::string& error) {
-  const std::string key = "the smallest feasible budget is ";
-  size_t at = error.find(key);
-  REQUIRE_MESSAGE(at != std::string::npos, error);
-  size_t open = error.find('(', at + key.size());
-  REQUIRE(open != std::string::npos);
-  std::string digits;
-  for (size_t i = open + 1; i < error.size() && error[i] != ' '; ++i)
-    if (std::isdigit(static_cast<unsigned char>(error[i]))) digits += error[i];
-  REQUIRE(!digits.empty());
-  return std::stoll(digits);
+  const std::optional<std::int64_t> bytes = passes::smallestFeasibleBudget(error);
+  REQUIRE_MESSAGE(bytes.has_value(), error);
+  return *bytes;
 }
 
 }  // namespace
