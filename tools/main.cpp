@@ -5,6 +5,7 @@
 
 #include "runtime/artifact.h"
 #include "runtime/blas_kernels.h"
+#include "runtime/library_logging.h"
 #include "tools/commands.h"
 #include "tools/failure_guard.h"
 #include "tools/flag_checks.h"
@@ -12,6 +13,7 @@
 int main(int argc, char** argv) {
   using namespace gradc::tools;
   gradc::runtime::selectBlasKernels(argv);  // may re-execute once with better BLAS kernels
+  gradc::runtime::setLibraryLogging(/*verbose=*/false);  // train --verbose turns them back on
   CLI::App app{"gradc: a graph-compiling training framework that fits training into a memory budget"};
   app.require_subcommand(1);
   useErrorFormat(app, "gradc");

@@ -16,6 +16,7 @@
 #include "runtime/gloo_communicator.h"
 #include "runtime/host_memory.h"
 #include "runtime/launcher.h"
+#include "runtime/library_logging.h"
 #include "runtime/trainer.h"
 #include "tools/commands.h"
 #include "tools/failure_guard.h"
@@ -43,6 +44,9 @@ void RunFlags::addTo(CLI::App& cmd) {
                  "rank, communication on its own track, live bytes as a counter");
   cmd.add_flag("-q,--quiet", quiet, "No progress output");
   cmd.add_flag("--profile", profile, "At the end, print the time per op kind (steps after the first)");
+  cmd.add_flag("--verbose", verbose,
+               "Also print the log lines of the libraries underneath (c10d, Gloo, ATen warnings); gradc's own "
+               "messages say what happened either way");
   cmd.add_option("--timeout", timeoutS,
                  "Seconds a rank waits for the others (rendezvous, each collective) before the run fails")
       ->check(positiveNumber())
@@ -62,6 +66,7 @@ std::vector<std::string> RunFlags::toArgs() const {
   if (!traceOut.empty()) a.insert(a.end(), {"--trace-out", traceOut});
   if (quiet) a.push_back("--quiet");
   if (profile) a.push_back("--profile");
+  if (verbose) a.push_back("--verbose");
   a.insert(a.end(), {"--timeout", fmt::format("{}", timeoutS)});
   return a;
 }
@@ -110,6 +115,7 @@ Status checkHostMemory(const std::filesystem::path& dir, const runtime::Artifact
 }  // namespace
 
 int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::vector<std::string>& workerCommand) {
+  runtime::setLibraryLogging(o.verbose);
   if (o.data.empty() == !o.synthetic) {
     std::cerr << "gradc: error: give exactly one of --data FILE and --synthetic\n";
     return kExitUserError;

@@ -32,6 +32,7 @@ struct RunFlags {
   std::string traceOut;  // Chrome trace-event file of the run (runtime/trace.h)
   bool quiet = false;
   bool profile = false;
+  bool verbose = false;  // the libraries' own log lines too (runtime/library_logging.h)
   double timeoutS = 300;
 
   void addTo(CLI::App& cmd);

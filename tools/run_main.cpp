@@ -4,6 +4,7 @@
 
 #include "runtime/artifact.h"
 #include "runtime/blas_kernels.h"
+#include "runtime/library_logging.h"
 #include "tools/commands.h"
 #include "tools/failure_guard.h"
 #include "tools/flag_checks.h"
@@ -12,6 +13,7 @@
 int main(int argc, char** argv) {
   using namespace gradc::tools;
   gradc::runtime::selectBlasKernels(argv);  // may re-execute once with better BLAS kernels
+  gradc::runtime::setLibraryLogging(/*verbose=*/false);  // train --verbose turns them back on
   CLI::App app{"gradc-run: train a compiled gradc artifact (no compiler needed)"};
   app.set_version_flag("--version", std::string("gradc-run ") + gradc::runtime::kGradcVersion);
   useErrorFormat(app, "gradc-run");

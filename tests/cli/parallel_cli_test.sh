@@ -258,5 +258,19 @@ kill "$garbage" 2>/dev/null
 [ $rc -eq 2 ] && [ "$(wc -l <"$work/err")" -eq 1 ] && grep -q "^gradc: error: rank 1: rendezvous of 2 ranks at" "$work/err" \
   && grep -q "not gradc's rendezvous protocol" "$work/err" && ok || bad "garbage from the rendezvous peer: exit $rc, $(head -3 "$work/err")"
 
+# A rank whose rendezvous store never answers: gradc's one line names the rank and the store;
+# c10d's own log lines (and glog's banner) appear only with --verbose.
+qport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$qport timeout 60 "$gradc" train "$work/g2" \
+  --synthetic --steps 1 --timeout 2 >/dev/null 2>"$work/err"
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$work/err")" -eq 1 ] && grep -q "^gradc: error: rank 1: connecting to the rendezvous store" "$work/err" \
+  && ok || bad "unanswered rendezvous without --verbose: exit $rc, $(head -3 "$work/err")"
+RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$qport timeout 60 "$gradc" train "$work/g2" \
+  --synthetic --steps 1 --timeout 2 --verbose >/dev/null 2>"$work/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "\[c10d\]" "$work/err" && grep -q "^gradc: error: rank 1: connecting to the rendezvous store" "$work/err" \
+  && ok || bad "unanswered rendezvous with --verbose: exit $rc, $(head -3 "$work/err")"
+
 echo "parallel_cli_test: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
