@@ -86,7 +86,7 @@ bool Layer::parseOne(const SpecAttr& spec, const YamlNode& value) {
       break;
     }
     case SpecAttrType::Float: {
-      std::optional<double> r = readFloat(value, diags, what);
+      std::optional<double> r = readFloat(value, state_.dims, diags, what);
       if (!r) return false;
       v = *r;
       break;

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "frontend/float_expr.h"
 #include "frontend/suggest.h"
 
 namespace gradc::frontend {
@@ -97,12 +98,16 @@ std::optional<std::vector<std::int64_t>> readIntList(const YamlNode& node, const
   return out;
 }
 
-std::optional<double> readFloat(const YamlNode& node, DiagSink& diags, std::string_view what) {
+std::optional<double> readFloat(const YamlNode& node, const DimTable& dims, DiagSink& diags, std::string_view what) {
   std::optional<std::string_view> text = scalarOr(node, diags, what, "a number");
   if (!text) return std::nullopt;
-  std::optional<double> v = parseFloat(*text);
-  if (!v) diags.error(node.pos, std::string(what) + " must be a number such as 0.1 or 1e-5, got " + describeNode(node));
-  return v;
+  if (std::optional<double> v = parseFloat(*text)) return v;
+  FloatExprResult r = evalFloatExpr(*text, dims);
+  if (r.ok()) return r.value;
+  diags.error(node.textPos(r.error.offset),
+              std::string(what) + " must be a number or an expression such as 1 / sqrt(d_model): " + r.error.message,
+              r.error.hint);
+  return std::nullopt;
 }
 
 std::optional<bool> readBool(const YamlNode& node, DiagSink& diags, std::string_view what) {

@@ -29,8 +29,9 @@ std::optional<std::int64_t> readSize(const YamlNode& node, const DimTable& dims,
 // A list of integer expressions, at most maxItems long.
 std::optional<std::vector<std::int64_t>> readIntList(const YamlNode& node, const DimTable& dims, DiagSink& diags,
                                                      std::string_view what, size_t maxItems);
-// A finite decimal number: 0.1, 1e-5, 3.
-std::optional<double> readFloat(const YamlNode& node, DiagSink& diags, std::string_view what);
+// A finite real: a decimal number (0.1, 1e-5, 3) or an expression over the dims
+// (1 / sqrt(d_model / heads); float_expr.h).
+std::optional<double> readFloat(const YamlNode& node, const DimTable& dims, DiagSink& diags, std::string_view what);
 // true or false.
 std::optional<bool> readBool(const YamlNode& node, DiagSink& diags, std::string_view what);
 // A name: [A-Za-z_][A-Za-z0-9_]*.

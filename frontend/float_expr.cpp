@@ -1,0 +1,289 @@
+// Evaluator for real-valued attribute expressions; the grammar is in float_expr.h.
+//
+// A recursive-descent parser that evaluates while it parses, like the integer one
+// (dim_expr.cpp): recursion only through '(', function calls and unary signs, each counted
+// against kMaxExprDepth.
+#include "frontend/float_expr.h"
+
+#include <charconv>
+#include <cmath>
+#include <string>
+
+#include "frontend/suggest.h"
+
+namespace gradc::frontend {
+
+namespace {
+
+bool isDigit(char c) { return c >= '0' && c <= '9'; }
+bool isNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool isNameChar(char c) { return isNameStart(c) || isDigit(c); }
+bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+struct Operand {
+  double value = 0;
+  size_t begin = 0, end = 0;
+  bool literal = false;
+};
+
+// The shortest text that reads back as v: 0.125, 16, 1e-05.
+std::string shortest(double v) {
+  char buffer[32];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, v);
+  return ec == std::errc() ? std::string(buffer, end) : std::to_string(v);
+}
+
+class Parser {
+ public:
+  Parser(std::string_view text, const DimTable& dims) : text_(text), dims_(dims) {}
+
+  FloatExprResult run() {
+    FloatExprResult result;
+    skipSpace();
+    if (pos_ == text_.size()) {
+      fail(0, "empty expression", "write a number or an expression over dims, e.g. '1 / sqrt(d_model / heads)'");
+    } else if (std::optional<Operand> v = parseExpr(); v && !failed_) {
+      skipSpace();
+      if (pos_ < text_.size()) {
+        if (text_[pos_] == ')')
+          fail(pos_, "unmatched ')'");
+        else
+          fail(pos_, "expected an operator (+ - * /) but found " + describeTokenAt(pos_));
+      } else {
+        result.value = v->value;
+      }
+    }
+    if (failed_) result.error = std::move(error_);
+    return result;
+  }
+
+ private:
+  void fail(size_t offset, std::string message, std::string hint = {}) {
+    if (failed_) return;
+    failed_ = true;
+    error_.offset = offset;
+    error_.message = std::move(message);
+    error_.hint = std::move(hint);
+  }
+  void skipSpace() {
+    while (pos_ < text_.size() && isSpace(text_[pos_])) ++pos_;
+  }
+  std::string_view span(size_t begin, size_t end) const { return text_.substr(begin, end - begin); }
+
+  std::string describeTokenAt(size_t at) const {
+    if (at >= text_.size()) return "the end";
+    char c = text_[at];
+    if (isNameStart(c) || isDigit(c)) {
+      size_t end = at;
+      while (end < text_.size() && (isNameChar(text_[end]) || text_[end] == '.')) ++end;
+      return "'" + std::string(span(at, end)) + "'";
+    }
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      return std::string("byte 0x") + hex[(c >> 4) & 0xf] + hex[c & 0xf];
+    }
+    return std::string("'") + c + "'";
+  }
+
+  // " (d_model=256, 'd_model / heads' is 64)": the values of the non-literal operands.
+  std::string operandValues(const Operand& a, const Operand* b) const {
+    std::string out;
+    for (const Operand* o : {&a, b}) {
+      if (!o || o->literal) continue;
+      if (!out.empty()) out += ", ";
+      std::string_view text = span(o->begin, o->end);
+      if (isIdentifier(text))
+        out += std::string(text) + "=" + shortest(o->value);
+      else
+        out += "'" + std::string(text) + "' is " + shortest(o->value);
+    }
+    return out.empty() ? out : " (" + out + ")";
+  }
+
+  // Every intermediate must stay finite: a huge dim product is an error, not inf.
+  std::optional<Operand> finite(Operand o, size_t at, const Operand& a, const Operand* b) {
+    if (std::isfinite(o.value)) return o;
+    fail(at, "'" + std::string(span(o.begin, o.end)) + "' is not a finite number" + operandValues(a, b));
+    return std::nullopt;
+  }
+
+  bool enter(size_t at) {
+    if (++depth_ <= kMaxExprDepth) return true;
+    fail(at, "expression nests deeper than " + std::to_string(kMaxExprDepth) + " levels");
+    return false;
+  }
+
+  std::optional<Operand> parseExpr() {
+    std::optional<Operand> lhs = parseTerm();
+    while (lhs) {
+      skipSpace();
+      if (pos_ >= text_.size() || (text_[pos_] != '+' && text_[pos_] != '-')) break;
+      char op = text_[pos_];
+      size_t opPos = pos_++;
+      std::optional<Operand> rhs = parseTerm();
+      if (!rhs) return std::nullopt;
+      Operand r{op == '+' ? lhs->value + rhs->value : lhs->value - rhs->value, lhs->begin, rhs->end, false};
+      lhs = finite(r, opPos, *lhs, &*rhs);
+    }
+    return lhs;
+  }
+
+  std::optional<Operand> parseTerm() {
+    std::optional<Operand> lhs = parseUnary();
+    while (lhs) {
+      skipSpace();
+      if (pos_ >= text_.size() || (text_[pos_] != '*' && text_[pos_] != '/')) break;
+      char op = text_[pos_];
+      size_t opPos = pos_++;
+      std::optional<Operand> rhs = parseUnary();
+      if (!rhs) return std::nullopt;
+      if (op == '/' && rhs->value == 0) {
+        fail(opPos, "division by zero in '" + std::string(span(lhs->begin, rhs->end)) + "'" +
+                        operandValues(*lhs, &*rhs));
+        return std::nullopt;
+      }
+      Operand r{op == '*' ? lhs->value * rhs->value : lhs->value / rhs->value, lhs->begin, rhs->end, false};
+      lhs = finite(r, opPos, *lhs, &*rhs);
+    }
+    return lhs;
+  }
+
+  std::optional<Operand> parseUnary() {
+    skipSpace();
+    if (pos_ < text_.size() && (text_[pos_] == '-' || text_[pos_] == '+')) {
+      char sign = text_[pos_];
+      size_t signPos = pos_++;
+      if (!enter(signPos)) return std::nullopt;
+      std::optional<Operand> v = parseUnary();
+      --depth_;
+      if (!v) return std::nullopt;
+      return Operand{sign == '-' ? -v->value : v->value, signPos, v->end, v->literal};
+    }
+    return parsePrimary();
+  }
+
+  std::optional<Operand> parseParenthesised(size_t open) {
+    if (!enter(open)) return std::nullopt;
+    std::optional<Operand> inner = parseExpr();
+    --depth_;
+    if (!inner) return std::nullopt;
+    skipSpace();
+    if (pos_ >= text_.size()) {
+      fail(open, "this '(' is never closed");
+      return std::nullopt;
+    }
+    if (text_[pos_] != ')') {
+      fail(pos_, "expected ')' or an operator but found " + describeTokenAt(pos_));
+      return std::nullopt;
+    }
+    ++pos_;
+    return inner;
+  }
+
+  std::optional<Operand> parsePrimary() {
+    skipSpace();
+    if (pos_ >= text_.size()) {
+      fail(text_.size(), "incomplete expression: expected a number, a dim name, a function or '(' at the end");
+      return std::nullopt;
+    }
+    char c = text_[pos_];
+    if (c == '(') {
+      size_t open = pos_++;
+      std::optional<Operand> inner = parseParenthesised(open);
+      if (!inner) return std::nullopt;
+      return Operand{inner->value, open, pos_, inner->literal};
+    }
+    if (isDigit(c) || c == '.') return parseNumber();
+    if (isNameStart(c)) return parseName();
+    fail(pos_, "expected a number, a dim name, a function or '(' but found " + describeTokenAt(pos_));
+    return std::nullopt;
+  }
+
+  std::optional<Operand> parseNumber() {
+    size_t begin = pos_;
+    while (pos_ < text_.size() && (isDigit(text_[pos_]) || text_[pos_] == '.')) ++pos_;
+    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+      size_t e = pos_ + 1;
+      if (e < text_.size() && (text_[e] == '+' || text_[e] == '-')) ++e;
+      if (e < text_.size() && isDigit(text_[e])) {
+        pos_ = e;
+        while (pos_ < text_.size() && isDigit(text_[pos_])) ++pos_;
+      }
+    }
+    if (pos_ < text_.size() && isNameChar(text_[pos_])) {
+      size_t end = pos_;
+      while (end < text_.size() && isNameChar(text_[end])) ++end;
+      fail(begin, "'" + std::string(span(begin, end)) + "' is neither a number nor a name",
+           "write '" + std::string(span(begin, pos_)) + " * " + std::string(span(pos_, end)) + "' for a product");
+      return std::nullopt;
+    }
+    double value = 0;
+    std::string_view digits = span(begin, pos_);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, std::chars_format::general);
+    if (ec != std::errc() || end != digits.data() + digits.size() || !std::isfinite(value)) {
+      fail(begin, "malformed number '" + std::string(digits) + "'", "write numbers as 3, 0.1 or 1e-5");
+      return std::nullopt;
+    }
+    return Operand{value, begin, pos_, true};
+  }
+
+  std::optional<Operand> parseName() {
+    size_t begin = pos_;
+    while (pos_ < text_.size() && isNameChar(text_[pos_])) ++pos_;
+    std::string_view name = span(begin, pos_);
+    skipSpace();
+    if (pos_ < text_.size() && text_[pos_] == '(') return parseCall(name, begin);
+    std::optional<std::int64_t> value = dims_.find(name);
+    if (!value) {
+      std::vector<std::string> names = dims_.names();
+      std::string hint = didYouMean(name, names);
+      if (hint.empty())
+        hint = names.empty() ? "no dims are defined here; add them under 'dims:'"
+                             : "defined dims: " + quotedList(names);
+      fail(begin, "'" + clip(name) + "' is not a defined dim", std::move(hint));
+      error_.undefinedName = std::string(name);
+      return std::nullopt;
+    }
+    return Operand{static_cast<double>(*value), begin, begin + name.size(), false};
+  }
+
+  std::optional<Operand> parseCall(std::string_view name, size_t begin) {
+    static const std::vector<std::string> functions = {"sqrt", "exp", "log"};
+    if (name != "sqrt" && name != "exp" && name != "log") {
+      std::string hint = didYouMean(name, functions);
+      fail(begin, "'" + clip(name) + "' is not a function", hint.empty() ? "functions: sqrt, exp, log" : hint);
+      return std::nullopt;
+    }
+    size_t open = pos_++;
+    std::optional<Operand> arg = parseParenthesised(open);
+    if (!arg) return std::nullopt;
+    Operand call{0, begin, pos_, false};
+    const double x = arg->value;
+    if ((name == "sqrt" && x < 0) || (name == "log" && x <= 0)) {
+      fail(begin, std::string(name) + " of " + shortest(x) + " is not a real number" + operandValues(*arg, nullptr));
+      return std::nullopt;
+    }
+    call.value = name == "sqrt" ? std::sqrt(x) : name == "exp" ? std::exp(x) : std::log(x);
+    return finite(call, begin, *arg, nullptr);
+  }
+
+  std::string_view text_;
+  const DimTable& dims_;
+  size_t pos_ = 0;
+  int depth_ = 0;
+  bool failed_ = false;
+  ExprError error_;
+};
+
+}  // namespace
+
+FloatExprResult evalFloatExpr(std::string_view text, const DimTable& dims) {
+  if (text.size() > kMaxExprLength) {
+    FloatExprResult result;
+    result.error.message = "expression is longer than " + std::to_string(kMaxExprLength) + " characters";
+    return result;
+  }
+  return Parser(text, dims).run();
+}
+
+}  // namespace gradc::frontend
