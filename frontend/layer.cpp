@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cctype>
 
 #include "frontend/spec_values.h"
 #include "frontend/suggest.h"
@@ -56,6 +57,7 @@ bool Layer::parseAttrs() {
       case SpecAttrType::Bool: v = spec.defaultValue == "true"; break;
       case SpecAttrType::Choice: v = std::string(spec.defaultValue); break;
       case SpecAttrType::IntList: v = std::vector<std::int64_t>{}; break;
+      case SpecAttrType::LayerRef: v = std::string(spec.defaultValue); break;
     }
     attrs_.emplace(std::string(spec.name), AttrValue{std::move(v), pos_});
   }
@@ -110,6 +112,19 @@ bool Layer::parseOne(const SpecAttr& spec, const YamlNode& value) {
       v = std::string(*r);
       break;
     }
+    case SpecAttrType::LayerRef: {
+      std::optional<std::string_view> r = readScalar(value, diags, what);
+      if (!r) return false;
+      bool wellFormed = !r->empty() && r->front() != '.' && r->back() != '.' && r->find("..") == std::string_view::npos;
+      for (char c : *r) wellFormed = wellFormed && (c == '.' || c == '_' || std::isalnum(static_cast<unsigned char>(c)));
+      if (!wellFormed) {
+        error(value.pos, what + " must name an earlier layer by its dotted spec name (wte, blocks.0.fc), got " +
+                             describeNode(value));
+        return false;
+      }
+      v = std::string(*r);
+      break;
+    }
   }
   attrs_.emplace(std::string(spec.name), AttrValue{std::move(v), value.pos});
   return true;
@@ -151,6 +166,30 @@ ir::Value* Layer::param(std::string_view suffix, const ir::Shape& shape, ir::Att
                      " already defines it",
                  "give this layer a different 'name:'");
   return state_.graph.addParam(std::move(name), ir::TensorType{state_.dtype, shape}, std::move(init));
+}
+
+ir::Value* Layer::tiedParam(std::string_view attr, std::string_view suffix, const ir::Shape* expected) {
+  const std::string& owner = word(attr);
+  const std::string name = owner + "." + std::string(suffix);
+  ir::Value* p = state_.graph.findNamed(name);
+  if (!p || p->kind() != ir::ValueKind::Param) {
+    std::vector<std::string> candidates;
+    const std::string dotSuffix = "." + std::string(suffix);
+    for (const auto& q : state_.graph.params())
+      if (q->name().size() > dotSuffix.size() && q->name().ends_with(dotSuffix))
+        candidates.push_back(q->name().substr(0, q->name().size() - dotSuffix.size()));
+    std::string hint = didYouMean(owner, candidates);
+    if (hint.empty())
+      hint = candidates.empty() ? "no earlier layer has a '" + std::string(suffix) + "' parameter"
+                                : "layers with a " + std::string(suffix) + " so far: " + quotedList(candidates);
+    return error(attrPos(attr),
+                 describe() + " ties '" + name + "', but no earlier layer defines that parameter", std::move(hint));
+  }
+  if (expected && p->type().shape != *expected)
+    return error(attrPos(attr), describe() + " needs a " + std::string(suffix) + " of shape " +
+                                    ir::shapeToString(*expected) + ", but the tied '" + name + "' is " +
+                                    ir::toString(p->type()));
+  return p;
 }
 
 ir::Node* Layer::emit(std::string_view irOp, std::vector<ir::Value*> operands, ir::AttrMap attrs,

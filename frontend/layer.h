@@ -50,7 +50,7 @@ class Layer {
   const std::vector<std::int64_t>& intList(std::string_view attr) const;
   double real(std::string_view attr) const;
   bool flag(std::string_view attr) const;
-  const std::string& word(std::string_view attr) const;
+  const std::string& word(std::string_view attr) const;  // Choice and LayerRef
   // Where the attribute's value is written; the op name when it was defaulted.
   SourcePos attrPos(std::string_view attr) const;
 
@@ -59,6 +59,9 @@ class Layer {
 
   // Adds the parameter "<specName>.<suffix>"; nullptr after an error (too large, duplicate).
   ir::Value* param(std::string_view suffix, const ir::Shape& shape, ir::AttrMap init);
+  // The parameter "<word(attr)>.<suffix>" an earlier layer made, shared by this one (weight
+  // tying); nullptr after an error (no such parameter, or not of shape `expected` when given).
+  ir::Value* tiedParam(std::string_view attr, std::string_view suffix, const ir::Shape* expected = nullptr);
   // Creates an IR node in this layer (spec name: this layer's unless given).
   ir::Node* emit(std::string_view irOp, std::vector<ir::Value*> operands, ir::AttrMap attrs = {},
                  std::string specName = {});

@@ -36,8 +36,14 @@ ir::Value* lowerAttention(Layer& layer) {
     return layer.error(layer.attrPos("dropout"), "dropout of " + layer.describe() + " must be in [0, 1), got " +
                                                      std::to_string(p));
   const bool bias = layer.flag("bias");
+  bool ok = true;
+  const std::optional<double> initStd = initStdAttr(layer, "init_std", ok);
+  if (!ok) return nullptr;
+  std::optional<double> projStd = initStdAttr(layer, "proj_init_std", ok);
+  if (!ok) return nullptr;
+  if (!projStd) projStd = initStd;
 
-  ir::Value* qkv = linearWithParams(layer, in.value, "qkv", 3 * D, bias);
+  ir::Value* qkv = linearWithParams(layer, in.value, "qkv", 3 * D, bias, initStd);
   if (!qkv) return nullptr;
   ir::Node* split = layer.emit("split", {qkv}, {{"dim", std::int64_t{2}}, {"sections", std::int64_t{3}}});
   if (!split) return nullptr;
@@ -77,7 +83,7 @@ ir::Value* lowerAttention(Layer& layer) {
   if (!out) return nullptr;
   out = layer.emit1("reshape", {out}, {{"shape", std::vector<std::int64_t>{B, S, D}}});
   if (!out) return nullptr;
-  return linearWithParams(layer, out, "proj", D, bias);
+  return linearWithParams(layer, out, "proj", D, bias, projStd);
 }
 
 }  // namespace gradc::frontend

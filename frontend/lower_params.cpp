@@ -2,6 +2,7 @@
 // Parameter layouts and initialisers follow PyTorch (torch.nn.Linear, nn.Embedding,
 // nn.LayerNorm), so saved weights load into the equivalent PyTorch modules.
 #include <cmath>
+#include <optional>
 
 #include "frontend/lowerings.h"
 
@@ -13,30 +14,105 @@ std::string typeOf(const LayerInput& in) { return "'" + in.name + "' is " + ir::
 
 }  // namespace
 
-ir::Value* linearWithParams(Layer& layer, ir::Value* x, std::string_view prefix, std::int64_t out, bool bias) {
+std::optional<double> initStdAttr(Layer& layer, std::string_view attr, bool& ok) {
+  ok = true;
+  if (!layer.has(attr)) return std::nullopt;
+  const double std = layer.real(attr);
+  if (!(std > 0)) {
+    ok = false;
+    layer.error(layer.attrPos(attr), std::string(attr) + " of " + layer.describe() + " must be positive");
+    return std::nullopt;
+  }
+  return std;
+}
+
+ir::Value* linearWithParams(Layer& layer, ir::Value* x, std::string_view prefix, std::int64_t out, bool bias,
+                            std::optional<double> initStd) {
   std::int64_t in = x->type().shape.back();
   double bound = 1.0 / std::sqrt(static_cast<double>(in));
   std::string p = prefix.empty() ? std::string() : std::string(prefix) + ".";
-  ir::Value* w = layer.param(p + "weight", {out, in}, uniformInit(bound));
+  ir::Value* w = layer.param(p + "weight", {out, in}, initStd ? normalInit(*initStd) : uniformInit(bound));
   if (!w) return nullptr;
   std::vector<ir::Value*> operands{x, w};
   if (bias) {
-    ir::Value* b = layer.param(p + "bias", {out}, uniformInit(bound));
+    ir::Value* b = layer.param(p + "bias", {out}, initStd ? zerosInit() : uniformInit(bound));
     if (!b) return nullptr;
     operands.push_back(b);
   }
   return layer.emit1("linear", std::move(operands));
 }
 
+namespace {
+
+// The weight a `tie:` names, checked against what this layer needs: [rows, cols] with `cols`
+// fixed by the input, and the layer's own size attribute (when given) equal to the rows.
+ir::Value* tiedWeight(Layer& layer, std::string_view colsWhat, std::optional<std::int64_t> cols,
+                      std::string_view rowsAttr) {
+  ir::Value* w = layer.tiedParam("tie", "weight");
+  if (!w) return nullptr;
+  const ir::Shape& shape = w->type().shape;
+  const std::string tied = "the tied '" + layer.word("tie") + ".weight' is " + ir::toString(w->type());
+  if (shape.size() != 2)
+    return layer.error(layer.attrPos("tie"), layer.describe() + " needs a 2-D weight, but " + tied);
+  if (cols && shape[1] != *cols)
+    return layer.error(layer.attrPos("tie"), layer.describe() + " needs a weight with " + std::to_string(*cols) +
+                                                 " columns (" + std::string(colsWhat) + "), but " + tied);
+  if (layer.has(rowsAttr) && layer.integer(rowsAttr) != shape[0])
+    return layer.error(layer.attrPos(rowsAttr), layer.describe() + " has " + std::string(rowsAttr) + " " +
+                                                    std::to_string(layer.integer(rowsAttr)) + ", but " + tied,
+                       "leave '" + std::string(rowsAttr) + "' out: a tied layer takes its size from the weight");
+  return w;
+}
+
+}  // namespace
+
 ir::Value* lowerLinear(Layer& layer) {
   const LayerInput& x = layer.inputs[0];
   if (x.value->type().rank() < 1)
     return layer.error(x.pos, layer.describe() + " needs an input with a feature dimension, but " + typeOf(x));
-  return linearWithParams(layer, x.value, "", layer.integer("out"), layer.flag("bias"));
+  const std::int64_t in = x.value->type().shape.back();
+  if (layer.has("tie")) {
+    // One parameter, two readers: autodiff sums both gradients into it; saved once, under
+    // the name of the layer that made it (as PyTorch's state_dict of a tied GPT-2).
+    ir::Value* w = tiedWeight(layer, "the input's " + std::to_string(in) + " features", in, "out");
+    if (!w) return nullptr;
+    std::vector<ir::Value*> operands{x.value, w};
+    if (layer.flag("bias")) {
+      ir::Value* b = layer.param("bias", {w->type().shape[0]},
+                                 layer.has("init_std") ? zerosInit() : uniformInit(1.0 / std::sqrt(static_cast<double>(in))));
+      if (!b) return nullptr;
+      operands.push_back(b);
+    }
+    return layer.emit1("linear", std::move(operands));
+  }
+  if (!layer.has("out"))
+    return layer.error(layer.pos(), "linear layer '" + layer.specName() + "' is missing its 'out' attribute",
+                       "out: output features (or tie: an earlier layer whose weight it shares)");
+  bool ok = true;
+  std::optional<double> initStd = initStdAttr(layer, "init_std", ok);
+  if (!ok) return nullptr;
+  return linearWithParams(layer, x.value, "", layer.integer("out"), layer.flag("bias"), initStd);
 }
 
 ir::Value* lowerEmbedding(Layer& layer) {
-  ir::Value* weight = layer.param("weight", {layer.integer("num"), layer.integer("dim")}, normalInit(1.0));
+  if (layer.has("tie")) {
+    if (layer.has("dim") && !layer.has("num"))
+      return layer.error(layer.attrPos("dim"), layer.describe() + " ties its table: leave 'dim' out too");
+    ir::Value* w = tiedWeight(layer, "dim", layer.has("dim") ? std::optional(layer.integer("dim")) : std::nullopt, "num");
+    if (!w) return nullptr;
+    return layer.emit1("embedding", {w, layer.input()});
+  }
+  for (std::string_view attr : {"num", "dim"})
+    if (!layer.has(attr))
+      return layer.error(layer.pos(), "embedding layer '" + layer.specName() + "' is missing its '" +
+                                          std::string(attr) + "' attribute",
+                         std::string(attr) + (attr == "num" ? ": number of rows (vocabulary size)" : ": features per row") +
+                             " (or tie: an earlier layer whose weight it shares)");
+  bool ok = true;
+  std::optional<double> initStd = initStdAttr(layer, "init_std", ok);
+  if (!ok) return nullptr;
+  ir::Value* weight =
+      layer.param("weight", {layer.integer("num"), layer.integer("dim")}, normalInit(initStd.value_or(1.0)));
   if (!weight) return nullptr;
   return layer.emit1("embedding", {weight, layer.input()});
 }
@@ -57,7 +133,10 @@ ir::Value* lowerPosEmbedding(Layer& layer) {
                        layer.describe() + " has length " + std::to_string(length) + ", shorter than the " +
                            std::to_string(seq) + " positions of its input (" + typeOf(x) + ")",
                        "the table needs at least one row per position: length >= " + std::to_string(seq));
-  ir::Value* table = layer.param("weight", {length, dim}, normalInit(1.0));
+  bool ok = true;
+  std::optional<double> initStd = initStdAttr(layer, "init_std", ok);
+  if (!ok) return nullptr;
+  ir::Value* table = layer.param("weight", {length, dim}, normalInit(initStd.value_or(1.0)));
   if (!table) return nullptr;
   if (length > seq) {
     table = layer.emit1("slice", {table},

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "frontend/layer.h"
@@ -17,9 +18,15 @@ ir::Value* lowerPosEmbedding(Layer& layer);
 ir::Value* lowerLayerNorm(Layer& layer);
 
 // x[..., in] -> [..., out] with parameters "<layer>.<prefix>.weight" [out, in] and, when
-// `bias`, "<layer>.<prefix>.bias" [out], initialised like torch.nn.Linear. An empty prefix
+// `bias`, "<layer>.<prefix>.bias" [out], initialised like torch.nn.Linear, or, with `initStd`,
+// the weight from N(0, initStd^2) and the bias zeros (GPT-2's initialisation). An empty prefix
 // names them "<layer>.weight" and "<layer>.bias".
-ir::Value* linearWithParams(Layer& layer, ir::Value* x, std::string_view prefix, std::int64_t out, bool bias);
+ir::Value* linearWithParams(Layer& layer, ir::Value* x, std::string_view prefix, std::int64_t out, bool bias,
+                            std::optional<double> initStd = std::nullopt);
+
+// The layer's `attr` (a standard deviation) when given; an error when it is not positive.
+// nullopt and `ok` when absent.
+std::optional<double> initStdAttr(Layer& layer, std::string_view attr, bool& ok);
 
 // Composite layers, lowered to primitive ops (lower_attention.cpp, lower_lstm.cpp).
 ir::Value* lowerAttention(Layer& layer);

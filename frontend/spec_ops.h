@@ -22,6 +22,7 @@ enum class SpecAttrType : std::uint8_t {
   Float,    // decimal number
   Bool,     // true | false
   Choice,   // one of the words in `choices`
+  LayerRef, // the dotted spec name of an earlier layer: wte, blocks.0.fc
 };
 
 struct SpecAttr {

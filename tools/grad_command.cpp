@@ -2,6 +2,8 @@
 // The loss and every parameter gradient for given weights and inputs, so that anyone can check
 // gradc against another framework. Gradients are saved under the parameter names; the loss is
 // in the file's metadata ("loss") and printed.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -62,8 +64,8 @@ int runGrad(const GradOptions& o) {
   runtime::TensorMap grads;
   for (const auto& [name, t] : *out)
     if (name.rfind("grad.", 0) == 0) grads.emplace(name.substr(5), t);
-  char loss[64];
-  std::snprintf(loss, sizeof loss, "%.9g", out->at("loss").item<double>());
+  // The shortest text that reads back as the same double: every digit of an f64 loss.
+  const std::string loss = fmt::format("{}", out->at("loss").item<double>());
   if (Status s = runtime::saveSafetensors(o.output, grads, {{"loss", loss}, {"format", "pt"}}); !s) {
     std::cerr << "gradc: error: " << s.message() << "\n";
     return kExitInternal;

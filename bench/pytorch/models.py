@@ -12,6 +12,10 @@ distributions and op order:
                                   after the position table, mean cross entropy
   lstm-lm   models/lstm-lm.yaml   embedding, one-layer LSTM (batch first), linear head, mean
                                   cross entropy
+  gpt2      models/gpt2.yaml      GPT-2 small: gpt-mini's blocks with dropout on the embeddings,
+                                  the attention probabilities and both residual branches, GELU
+                                  (tanh), a 1024-row position table, GPT-2's N(0, 0.02)
+                                  initialisation, and the LM head tied to wte (no lm_head key)
 
 Every model's forward takes a `mode`:
 
@@ -41,17 +45,21 @@ DEFAULT_DIMS = {
     "mlp": {"batch": 64, "features": 32, "hidden": 256, "outputs": 8, "depth": 4},
     "gpt-mini": {"batch": 16, "seq": 128, "vocab": 256, "d_model": 256, "heads": 4, "layers": 4},
     "lstm-lm": {"batch": 8, "seq": 512, "vocab": 256, "embed": 128, "hidden": 256},
+    "gpt2": {"batch": 8, "context": 1024, "seq": 1024, "vocab": 50257, "d_model": 768, "heads": 12, "layers": 12},
 }
 
 
 def resolve_dims(model, overrides=None):
     dims = dict(DEFAULT_DIMS[model])
-    for k, v in (overrides or {}).items():
-        if k not in dims and not (model == "gpt-mini" and k == "d_ff"):
+    overrides = overrides or {}
+    for k, v in overrides.items():
+        if k not in dims and not (model in ("gpt-mini", "gpt2") and k == "d_ff"):
             raise ValueError(f"{model} has no dim {k!r}")
         dims[k] = int(v)
-    if model == "gpt-mini" and "d_ff" not in dims:
+    if model in ("gpt-mini", "gpt2") and "d_ff" not in dims:
         dims["d_ff"] = 4 * dims["d_model"]
+    if model == "gpt2" and "seq" not in overrides:
+        dims["seq"] = dims["context"]  # the spec's `seq: context`
     return dims
 
 
@@ -181,6 +189,98 @@ class GPTMini(nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+# ---- gpt2 ----------------------------------------------------------------------------------
+
+
+class _Gpt2Attention(_Attention):
+    """gpt-mini's attention with dropout on the probabilities and GPT-2's initialisation."""
+
+    def __init__(self, d_model, heads, dropout, layers):
+        super().__init__(d_model, heads)
+        self.attn_drop = nn.Dropout(dropout)
+        nn.init.normal_(self.qkv.weight, 0.0, 0.02)
+        nn.init.normal_(self.proj.weight, 0.0, 0.02 / math.sqrt(2 * layers))
+        nn.init.zeros_(self.qkv.bias)
+        nn.init.zeros_(self.proj.bias)
+
+    def forward(self, x):
+        B, S, D = x.shape
+        H = self.heads
+        Dh = D // H
+        q, k, v = self.qkv(x).split(D, dim=2)
+        q = q.reshape(B, S, H, Dh).transpose(1, 2)
+        k = k.reshape(B, S, H, Dh).transpose(1, 2)
+        v = v.reshape(B, S, H, Dh).transpose(1, 2)
+        scores = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(Dh))
+        above = torch.ones(S, S, dtype=torch.bool, device=x.device).triu_(1)
+        p = self.attn_drop(torch.softmax(scores.masked_fill(above, float("-inf")), dim=3))
+        return self.proj(torch.matmul(p, v).transpose(1, 2).reshape(B, S, D))
+
+
+class _Gpt2Block(nn.Module):
+    def __init__(self, d_model, heads, d_ff, dropout, layers):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = _Gpt2Attention(d_model, heads, dropout, layers)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.fc1 = nn.Linear(d_model, d_ff)
+        self.fc2 = nn.Linear(d_ff, d_model)
+        self.drop = nn.Dropout(dropout)
+        nn.init.normal_(self.fc1.weight, 0.0, 0.02)
+        nn.init.normal_(self.fc2.weight, 0.0, 0.02 / math.sqrt(2 * layers))
+        nn.init.zeros_(self.fc1.bias)
+        nn.init.zeros_(self.fc2.bias)
+
+    def forward(self, x):
+        x = x + self.drop(self.attn(self.ln1(x)))
+        return x + self.drop(self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh")))
+
+
+class _TiedHead(nn.Module):
+    """logits = x @ wte.weight^T: the embedding's matrix, not a parameter of its own."""
+
+    def __init__(self, wte):
+        super().__init__()
+        self._wte = [wte]  # a list: not registered, so state_dict holds the matrix once
+
+    def forward(self, x):
+        return F.linear(x, self._wte[0].weight)
+
+
+class GPT2(nn.Module):
+    def __init__(self, context, vocab, d_model, heads, layers, d_ff, dropout=0.1, **_):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d_model)
+        self.wpe = _PosTable(context, d_model)
+        nn.init.normal_(self.wte.weight, 0.0, 0.02)
+        nn.init.normal_(self.wpe.weight, 0.0, 0.02)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(_Gpt2Block(d_model, heads, d_ff, dropout, layers) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = _TiedHead(self.wte)
+
+    def input_names(self):
+        return ("tokens", "targets")
+
+    def forward(self, tokens, targets, mode="eager"):
+        S = tokens.shape[1]
+        x = self.drop(self.wte(tokens) + self.wpe.weight[:S])
+        if mode == "eager":
+            for b in self.blocks:
+                x = b(x)
+            logits = self.lm_head(self.ln_f(x))
+        elif mode == "seq":
+            stages = list(self.blocks) + [self.ln_f, self.lm_head]
+            logits = checkpoint_sequential(stages, segments_for(len(stages)), x)
+        elif mode == "block":
+            for b in self.blocks:
+                x = checkpoint(b, x)
+            logits = self.lm_head(self.ln_f(x))
+        else:
+            raise ValueError(mode)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
 # ---- lstm-lm -------------------------------------------------------------------------------
 
 
@@ -261,6 +361,8 @@ def build(model, dims):
         return GPTMini(**dims)
     if model == "lstm-lm":
         return LSTMLM(**dims)
+    if model == "gpt2":
+        return GPT2(**dims)
     raise ValueError(model)
 
 

@@ -22,6 +22,7 @@ Exit status 0 when every model is within tolerance (loss 1e-5, gradients 1e-4 re
 """
 import argparse
 import json
+import math
 import os
 import re
 import subprocess
@@ -37,27 +38,66 @@ LOSS_TOL = 1e-5
 GRAD_TOL = 1e-4
 
 
+# Models too large to differentiate here at their bundled sizes: the dims compared instead
+# (gpt2 keeps its 50257-token vocabulary and 1024-row position table).
+PARITY_SETS = {"gpt2": ("batch=2", "seq=64", "d_model=128", "heads=4", "layers=2")}
+# Models with dropout: compared with every dropout at p 0.
+WITH_DROPOUT = ("gpt-mini", "gpt2")
+
+
 def spec_without_dropout(src, dst):
     text = open(src).read()
     text2 = re.sub(r"\{op: dropout, p: [0-9.]+\}", "{op: dropout, p: 0}", text)
+    text2 = re.sub(r"(op: attention,[^}]*)dropout: [0-9.]+", r"\1dropout: 0", text2)
     with open(dst, "w") as f:
         f.write(text2)
     return text2 != text
 
 
-def check_model(gradc, model, tmp, sets=(), seed=0, env=None):
+def gpt2_loss_in_hf_layout(hf, tokens, targets, heads, layers):
+    """The loss of GPT2LMHeadModel's computation (Conv1D: y = x @ W + b, tanh GELU, tied head),
+    written against the Hugging Face names: checks scripts/gpt2_to_hf.py's mapping, transposes
+    included, on gradc's own weights without needing the transformers package."""
+    import torch
+    import torch.nn.functional as F
+
+    def ln(x, p):
+        return F.layer_norm(x, x.shape[-1:], hf[p + ".weight"], hf[p + ".bias"], 1e-5)
+
+    def conv1d(x, p):
+        return x @ hf[p + ".weight"] + hf[p + ".bias"]
+
+    B, S = tokens.shape
+    x = hf["transformer.wte.weight"][tokens] + hf["transformer.wpe.weight"][:S]
+    D = x.shape[-1]
+    for n in range(layers):
+        h = f"transformer.h.{n}"
+        q, k, v = conv1d(ln(x, h + ".ln_1"), h + ".attn.c_attn").split(D, dim=2)
+        q, k, v = (t.reshape(B, S, heads, D // heads).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(2, 3)) / math.sqrt(D // heads)
+        scores = scores.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
+        a = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, S, D)
+        x = x + conv1d(a, h + ".attn.c_proj")
+        m = F.gelu(conv1d(ln(x, h + ".ln_2"), h + ".mlp.c_fc"), approximate="tanh")
+        x = x + conv1d(m, h + ".mlp.c_proj")
+    logits = ln(x, "transformer.ln_f") @ hf["lm_head.weight"].t()
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)).item()
+
+
+def check_model(gradc, model, tmp, sets=None, seed=0, env=None):
     import torch
 
     import models
     import st_io
 
     torch.manual_seed(seed)
+    sets = PARITY_SETS.get(model, ()) if sets is None else sets
     overrides = dict(kv.split("=", 1) for kv in sets)
     dims = models.resolve_dims(model, overrides)
     spec = os.path.join(ROOT, "models", model + ".yaml")
     extra = {}
-    if model == "gpt-mini":
-        nodrop = os.path.join(tmp, "gpt-mini-nodropout.yaml")
+    if model in WITH_DROPOUT:
+        nodrop = os.path.join(tmp, model + "-nodropout.yaml")
         spec_without_dropout(spec, nodrop)
         spec = nodrop
         extra["dropout"] = 0.0
@@ -79,7 +119,7 @@ def check_model(gradc, model, tmp, sets=(), seed=0, env=None):
     gradc_loss = float(meta["loss"])
 
     result = {"model": model, "dims": dims, "spec": os.path.relpath(spec, ROOT) if spec.startswith(ROOT) else
-              "models/gpt-mini.yaml with dropout p: 0", "gradc_loss": gradc_loss, "modes": {}}
+              f"models/{model}.yaml with dropout p: 0", "gradc_loss": gradc_loss, "modes": {}}
     modes = ["eager", "seq", "block"] + (["unrolled"] if model == "lstm-lm" else [])
     ok = True
     for mode in modes:
@@ -111,16 +151,28 @@ def check_model(gradc, model, tmp, sets=(), seed=0, env=None):
             "ok": mode_ok,
         }
 
+    if model == "gpt2":
+        sys.path.insert(0, os.path.join(ROOT, "scripts"))
+        import gpt2_to_hf
+
+        with torch.no_grad():
+            hf_loss = gpt2_loss_in_hf_layout(gpt2_to_hf.to_hf(net.state_dict()), batch["tokens"], batch["targets"],
+                                             dims["heads"], dims["layers"])
+        rel = abs(hf_loss - gradc_loss) / abs(gradc_loss)
+        result["hf_layout_loss_rel_error"] = rel
+        ok = ok and rel <= LOSS_TOL
+
     # gradc's own initial parameters: same names and shapes as the PyTorch model.
     ck = os.path.join(tmp, model + "-ck")
+    init_sets = dict(overrides, batch="2", **({"seq": "8"} if model == "lstm-lm" else {}))
     cmd = [gradc, "train", os.path.join(ROOT, "models", model + ".yaml"), "--synthetic", "--steps", "1", "-q",
-           "--save", ck, "--set", "batch=2"]
-    if model != "mlp":
-        cmd += ["--set", "seq=8"] if model == "lstm-lm" else []
+           "--save", ck]
+    for k, v in init_sets.items():
+        cmd += ["--set", f"{k}={v}"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode == 0:
         gw, _ = st_io.load(os.path.join(ck, "weights.safetensors"))
-        ref_dims = models.resolve_dims(model, {"batch": 2, **({"seq": 8} if model == "lstm-lm" else {})})
+        ref_dims = models.resolve_dims(model, init_sets)
         ref = models.build(model, ref_dims).state_dict()
         same = sorted(gw) == sorted(ref) and all(list(gw[k].shape) == list(ref[k].shape) for k in ref)
         result["init_names_shapes_match"] = same
@@ -133,7 +185,10 @@ def check_model(gradc, model, tmp, sets=(), seed=0, env=None):
     return result
 
 
-def run(gradc, models_list=("mlp", "gpt-mini", "lstm-lm"), env=None):
+ALL_MODELS = ("mlp", "gpt-mini", "lstm-lm", "gpt2")
+
+
+def run(gradc, models_list=ALL_MODELS, env=None):
     with tempfile.TemporaryDirectory(prefix="gradc-parity-") as tmp:
         return [check_model(gradc, m, tmp, env=env) for m in models_list]
 
@@ -158,14 +213,14 @@ def format_table(results):
 def main():
     ap = argparse.ArgumentParser(description="First-loss parity of the PyTorch benchmark models with gradc")
     ap.add_argument("--gradc", default=os.path.join(ROOT, "build-bench", "gradc"))
-    ap.add_argument("--model", action="append", choices=["mlp", "gpt-mini", "lstm-lm"])
+    ap.add_argument("--model", action="append", choices=list(ALL_MODELS))
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
     import torch
 
     torch.set_num_threads(1)
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    results = run(a.gradc, a.model or ("mlp", "gpt-mini", "lstm-lm"), env=env)
+    results = run(a.gradc, a.model or ALL_MODELS, env=env)
     print(format_table(results))
     if a.json:
         with open(a.json, "w") as f:

@@ -47,6 +47,25 @@ for r in ranks:
     assert r["comm_wait_s"] >= 0, r
 PY
 
+# Tied weights (gpt2's LM head shares wte): 1 and 2 ranks follow the same trajectory, and the
+# saved weights hold the shared matrix once, under its first name.
+tiny_gpt2=(--set batch=4 --set context=32 --set seq=24 --set vocab=256 --set d_model=32 --set heads=4 --set layers=2)
+for devices in 1 2; do
+  timeout 300 "$gradc" train "$src/models/gpt2.yaml" "${tiny_gpt2[@]}" --data "$src/data/corpus.txt" --steps 20 \
+    --lr 3e-3 --devices $devices --save "$work/tied$devices" --metrics-out "$work/tied$devices.json" -q \
+    2>"$work/tied$devices.err" && ok || bad "tied gpt2 on $devices device(s): $(tail -3 "$work/tied$devices.err")"
+done
+compare "$work/tied1.json" "$work/tied2.json" --rtol 1e-5 && ok || bad "tied gpt2: 2 ranks vs 1 device (losses)"
+python3 - "$work/tied2/weights.safetensors" <<'PY' && ok || bad "tied weight saved more than once or not at all"
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    header = json.loads(f.read(n))
+names = [k for k in header if k != "__metadata__"]
+assert "wte.weight" in names and "lm_head.weight" not in names, names
+assert header["wte.weight"]["shape"] == [256, 32], header["wte.weight"]
+PY
+
 # The bucket size changes when gradients travel, not what they sum to.
 run tiny_buckets --devices 2 --bucket-mib 0.01 && ok || bad "--bucket-mib 0.01: $(tail -3 "$work/tiny_buckets.err")"
 [ "$(grep -Eo '[0-9]+ gradient buckets' "$work/tiny_buckets.err" | cut -d' ' -f1)" -ge 10 ] && ok \

@@ -66,6 +66,39 @@ h = json.dumps(header).encode()
 h += b" " * (-len(h) % 8)
 open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + nxt + data)
 PY
+# gradc grad writes an f64 loss with every digit (the shortest text that reads back exactly).
+sed 's/^seed: 0/seed: 0\ndtype: f64/; s/dtype: f32/dtype: f64/' "$src/models/mlp.yaml" >"$work/mlp64.yaml"
+"$gradc" train "$work/mlp64.yaml" --set batch=4 --synthetic --steps 1 -q --save "$work/ck64" 2>"$work/err" && ok \
+  || bad "f64 mlp: $(tail -2 "$work/err")"
+/usr/bin/python3 - "$work/mlp64.yaml" "$work/ck64/weights.safetensors" "$work/in64.safetensors" <<'PY'
+import json, struct, sys
+import torch
+g = torch.Generator().manual_seed(3)
+x, y = torch.randn(4, 32, generator=g, dtype=torch.float64), torch.randn(4, 8, generator=g, dtype=torch.float64)
+items = [("x", x), ("y", y)]
+header, off, blobs = {}, 0, []
+for name, t in items:
+    b = t.numpy().tobytes()
+    header[name] = {"dtype": "F64", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+    off += len(b)
+    blobs.append(b)
+h = json.dumps(header).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[3], "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+PY
+"$gradc" grad "$work/mlp64.yaml" --set batch=4 --weights "$work/ck64/weights.safetensors" --inputs "$work/in64.safetensors" \
+  -o "$work/g64.safetensors" >"$work/out" 2>"$work/err" && ok || bad "gradc grad f64: $(tail -2 "$work/err")"
+/usr/bin/python3 - "$work/g64.safetensors" "$(cat "$work/out")" <<'PY' && ok || bad "f64 loss printed without its digits: $(cat "$work/out")"
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+meta = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])["__metadata__"]
+printed = sys.argv[2].split()[1]
+assert printed == meta["loss"], (printed, meta["loss"])
+digits = printed.lstrip("-").replace(".", "").split("e")[0].lstrip("0")
+assert len(digits) > 9, printed  # %.9g kept 9
+assert repr(float(printed)) == printed, printed
+PY
+
 if timeout 120 "$gradc" grad "$src/models/gpt-mini.yaml" "${small[@]}" --weights "$work/ck/weights.safetensors" \
     --inputs "$work/inputs.safetensors" -o "$work/grads.safetensors" >"$work/out" 2>"$work/err"; then ok
 else bad "gradc grad: $(tail -3 "$work/err")"; fi

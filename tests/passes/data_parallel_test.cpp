@@ -173,6 +173,32 @@ TEST_CASE("gradient buckets hold every gradient once in production order with 1 
   CHECK(hasHead);
 }
 
+TEST_CASE("a tied weight is one gradient in one bucket: both uses are summed before it travels") {
+  const ir::Graph forward = testing::compileBundledModel(
+      "gpt2", {{"batch", "4"}, {"context", "16"}, {"seq", "16"}, {"vocab", "64"}, {"d_model", "32"}, {"heads", "4"},
+               {"layers", "2"}});
+  REQUIRE(forward.findNamed("wte.weight"));
+  CHECK(forward.findNamed("lm_head.weight") == nullptr);
+  ir::Graph g = rankStep(forward, dp(2, 0));
+  std::int64_t entries = 0, tiedEntries = 0;
+  for (const ir::Node* start : nodesOf(g, "all_reduce_start")) {
+    if (ir::getInt(start->attrs(), "bucket").value_or(-1) < 0) continue;  // the loss's own reduction
+    for (const ir::Value* v : start->operands()) {
+      ++entries;
+      // The gradient of wte.weight: the sum of the embedding's and the head's contributions.
+      const ir::Node* p = v->producer();
+      if (p->opName() == "add" && (p->specName() == "wte" || p->specName() == "lm_head")) ++tiedEntries;
+    }
+  }
+  std::int64_t params = 0;
+  for (const auto& p : g.params()) params += ir::getString(p->attrs(), "role").value_or("") != "opt_state";
+  CHECK(entries == params);
+  CHECK(tiedEntries == 1);
+  int updatesOfTied = 0;
+  for (const ir::Node* step : nodesOf(g, "adamw_step")) updatesOfTied += step->operand(0)->name() == "wte.weight";
+  CHECK(updatesOfTied == 1);
+}
+
 TEST_CASE("after scheduling, every bucket starts before the backward ends and is waited on only by updates") {
   const ir::Graph forward = testing::compileBundledModel(
       "gpt-mini", {{"batch", "4"}, {"seq", "16"}, {"d_model", "128"}, {"heads", "2"}, {"layers", "4"}});

@@ -130,6 +130,43 @@ struct GptMiniImpl : nn::Module {
 };
 TORCH_MODULE(GptMini);
 
+// gpt2: gpt-mini's layout with GPT-2's dropouts (embeddings, attention probabilities, both
+// residual branches), GELU's tanh approximation, a position table longer than the sequence and
+// the LM head tied to wte: one parameter read by the embedding and the head.
+struct Gpt2Impl : nn::Module {
+  Gpt2Impl(std::int64_t vocab, std::int64_t context, std::int64_t d, std::int64_t heads, std::int64_t layers)
+      : wte(register_module("wte", nn::Embedding(vocab, d))), wpe(register_module("wpe", nn::Embedding(context, d))),
+        blocks(register_module("blocks", nn::ModuleList())),
+        ln_f(register_module("ln_f", nn::LayerNorm(nn::LayerNormOptions({d})))) {
+    for (std::int64_t i = 0; i < layers; ++i) {
+      auto block = std::make_shared<nn::Module>();
+      block->register_module("ln1", nn::LayerNorm(nn::LayerNormOptions({d})));
+      block->register_module("attn", Attention(d, heads, 0.1));
+      block->register_module("ln2", nn::LayerNorm(nn::LayerNormOptions({d})));
+      block->register_module("fc1", nn::Linear(d, 4 * d));
+      block->register_module("fc2", nn::Linear(4 * d, d));
+      blocks->push_back(block);
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& targets, DropoutMasks& drop) {
+    torch::Tensor x = drop.apply(wte(tokens) + wpe->weight.slice(0, 0, tokens.size(1)), 0.1);
+    for (const auto& m : *blocks) {
+      auto child = [&](const char* n) { return m->named_children()[n]; };
+      torch::Tensor a = child("attn")->as<AttentionImpl>()->forward(child("ln1")->as<nn::LayerNorm>()->forward(x), drop);
+      x = x + drop.apply(a, 0.1);
+      torch::Tensor h = child("fc1")->as<nn::Linear>()->forward(child("ln2")->as<nn::LayerNorm>()->forward(x));
+      h = child("fc2")->as<nn::Linear>()->forward(F::gelu(h, F::GELUFuncOptions().approximate("tanh")));
+      x = x + drop.apply(h, 0.1);
+    }
+    torch::Tensor logits = F::linear(ln_f(x), wte->weight);
+    return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  }
+  nn::Embedding wte, wpe;
+  nn::ModuleList blocks;
+  nn::LayerNorm ln_f;
+};
+TORCH_MODULE(Gpt2);
+
 // lm-seed: post-norm blocks (GPT-1 layout) with attention and residual dropout.
 struct LmSeedImpl : nn::Module {
   LmSeedImpl(std::int64_t vocab, std::int64_t seq, std::int64_t d, std::int64_t heads, std::int64_t layers)
@@ -271,6 +308,19 @@ TEST_CASE("model parity: gpt-mini (with embedding dropout)") {
   ir::Graph g = compileModel("gpt-mini", {{"batch", "2"}, {"seq", "16"}, {"vocab", "64"}, {"d_model", "32"},
                                           {"heads", "4"}, {"layers", "2"}});
   checkParity("gpt-mini", g, GptMini(64, 16, 32, 4, 2), "tokens", "targets");
+}
+
+TEST_CASE("model parity: gpt2 reduced (tied LM head, every GPT-2 dropout, tanh GELU)") {
+  ir::Graph g = compileModel("gpt2", {{"batch", "2"}, {"context", "16"}, {"seq", "12"}, {"vocab", "64"},
+                                      {"d_model", "32"}, {"heads", "4"}, {"layers", "2"}});
+  // One parameter for the embedding and the head, read by both.
+  int readers = 0;
+  for (const auto& n : g.nodes())
+    if (n->phase() == ir::Phase::fwd)
+      for (const ir::Value* v : n->operands()) readers += v->kind() == ir::ValueKind::Param && v->name() == "wte.weight";
+  CHECK(readers == 2);
+  CHECK(g.findNamed("lm_head.weight") == nullptr);
+  checkParity("gpt2", g, Gpt2(64, 16, 32, 4, 2), "tokens", "targets");
 }
 
 TEST_CASE("model parity: lstm-lm") {
