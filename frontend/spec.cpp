@@ -240,7 +240,8 @@ class SpecCompiler {
                                      describeNode(*value));
         return false;
       }
-      if (!checkKeys(*value, {"shape", "dtype"}, diags_, owner, "key", "an input has 'shape' and 'dtype'"))
+      if (!checkKeys(*value, {"shape", "dtype", "batched"}, diags_, owner, "key",
+                     "an input has 'shape', 'dtype' and 'batched'"))
         return false;
       const YamlNode* shapeNode = value->get("shape");
       if (!shapeNode) {
@@ -275,7 +276,15 @@ class SpecCompiler {
         }
         dtype = *parsed;
       }
-      scope.bind(*name, graph.addInput(std::string(*name), ir::TensorType{dtype, *shape}));
+      ir::Value* input = graph.addInput(std::string(*name), ir::TensorType{dtype, *shape});
+      if (const YamlNode* b = value->get("batched")) {
+        // Not batched: the same tensor for every example (a fixed mask, a bias table), never
+        // split by micro-batching or data parallelism.
+        std::optional<bool> batched = readBool(*b, diags_, "'batched' of " + owner);
+        if (!batched) return false;
+        if (!*batched) input->attrs()["batched"] = false;
+      }
+      scope.bind(*name, input);
       inputPositions_.push_back(key->pos);
     }
     return true;

@@ -7,6 +7,10 @@
 
 namespace gradc::ir {
 
+bool Value::isBatchedInput() const {
+  return kind_ == ValueKind::Input && getBool(attrs_, "batched").value_or(true);
+}
+
 std::string_view phaseName(Phase phase) {
   switch (phase) {
     case Phase::fwd: return "fwd";

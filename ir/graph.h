@@ -52,9 +52,14 @@ class Value {
   bool hasUses() const { return !uses_.empty() || graphOutputRefs_ > 0; }
   bool isGraphOutput() const { return graphOutputRefs_ > 0; }
   // Parameter attributes: initialiser ("init" = "uniform" | "normal" | "ones" | "zeros", with
-  // "bound" or "std"), and anything later passes attach.
+  // "bound" or "std"), and anything later passes attach. Input attributes: "batched" = false
+  // for an input that is not a batch of examples (isBatchedInput).
   const AttrMap& attrs() const { return attrs_; }
   AttrMap& attrs() { return attrs_; }
+  // An input whose leading axis is the batch: split by micro-batching and data parallelism, fed
+  // to each rank as its shard. False for inputs marked {batched = false}: the same tensor for
+  // every example, micro-batch and rank.
+  bool isBatchedInput() const;
 
  private:
   friend class Graph;

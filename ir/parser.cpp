@@ -263,7 +263,13 @@ class GraphParser {
       if (values_.count(name)) p.failAt(at, "'%" + name + "' is already defined");
       p.expect(':', "before the type");
       TensorType type = p.tensorType();
-      Value* v = keyword == "input" ? graph_.addInput(name, type) : graph_.addParam(name, type, p.attributes());
+      Value* v = nullptr;
+      if (keyword == "input") {
+        v = graph_.addInput(name, type);
+        v->attrs() = p.attributes();
+      } else {
+        v = graph_.addParam(name, type, p.attributes());
+      }
       if (!p.atEnd()) p.fail("unexpected text after the declaration");
       values_.emplace(name, v);
       return;

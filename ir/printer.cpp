@@ -57,7 +57,11 @@ std::string printGraph(const Graph& graph) {
   std::string out = "graph " + formatName(graph.name());
   if (!graph.attrs().empty()) out += " " + toString(graph.attrs());
   out += "\n";
-  for (const auto& v : graph.inputs()) out += "  input " + names(v.get()) + " : " + toString(v->type()) + "\n";
+  for (const auto& v : graph.inputs()) {
+    out += "  input " + names(v.get()) + " : " + toString(v->type());
+    if (!v->attrs().empty()) out += " " + toString(v->attrs());
+    out += "\n";
+  }
   for (const auto& v : graph.params()) {
     out += "  param " + names(v.get()) + " : " + toString(v->type());
     if (!v->attrs().empty()) out += " " + toString(v->attrs());

@@ -38,7 +38,7 @@ Expected<ir::Graph> rebatchForward(const ir::Graph& forward, std::int64_t batch,
   std::unordered_map<const ir::Value*, ir::Value*> map;
   for (const auto& in : forward.inputs()) {
     ir::TensorType t = in->type();
-    t.shape[0] = micro;
+    if (in->isBatchedInput()) t.shape[0] = micro;
     ir::Value* v = g.addInput(in->name(), t);
     v->attrs() = in->attrs();
     map.emplace(in.get(), v);
@@ -87,17 +87,25 @@ Expected<ir::Value*> emit(ir::Graph& g, std::string_view op, std::vector<ir::Val
 }  // namespace
 
 Expected<std::int64_t> batchSize(const ir::Graph& forward) {
-  if (forward.inputs().empty()) return Error{"micro-batching: the graph has no inputs to split"};
   std::int64_t batch = -1;
+  const ir::Value* first = nullptr;
   for (const auto& in : forward.inputs()) {
+    if (!in->isBatchedInput()) continue;
     if (in->type().rank() == 0)
-      return Error{"micro-batching: input '" + in->name() + "' is a scalar; every input needs a leading batch axis"};
+      return Error{"micro-batching: input '" + in->name() +
+                   "' is a scalar; a batched input needs a leading batch axis (mark it batched: false if it is "
+                   "the same for every example)"};
     const std::int64_t b = in->type().shape[0];
-    if (batch < 0) batch = b;
+    if (!first) {
+      first = in.get();
+      batch = b;
+    }
     if (b != batch)
-      return Error{"micro-batching: inputs disagree on the batch: '" + forward.inputs()[0]->name() + "' has " +
-                   std::to_string(batch) + " examples, '" + in->name() + "' has " + std::to_string(b)};
+      return Error{"micro-batching: inputs disagree on the batch: '" + first->name() + "' has " +
+                   std::to_string(batch) + " examples, '" + in->name() + "' has " + std::to_string(b) +
+                   " (an input that is the same for every example, such as a mask, is marked batched: false)"};
   }
+  if (!first) return Error{"micro-batching: the graph has no batched inputs to split"};
   return batch;
 }
 
@@ -169,6 +177,10 @@ Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
     std::unordered_map<const ir::Value*, ir::Value*> map;
     for (size_t i = 0; i < m.inputs().size(); ++i) {
       ir::Value* full = outer.at(forward.inputs()[i].get());
+      if (!full->isBatchedInput()) {  // every micro-batch reads all of it
+        map.emplace(m.inputs()[i].get(), full);
+        continue;
+      }
       Expected<ir::Node*> s = out.create("slice", std::vector<ir::Value*>{full},
                                          {{"dim", std::int64_t{0}}, {"start", j * size}, {"end", (j + 1) * size}},
                                          ir::Phase::fwd, full->name());

@@ -26,6 +26,8 @@ at::Tensor syntheticValues(const std::string& name, const ir::TensorType& type, 
 at::Tensor syntheticInput(const ir::Value& input, std::uint64_t seed, std::int64_t step, int world, int rank) {
   std::int64_t bound = 2;
   if (std::optional<ir::IndexBound> b = ir::indexBound(input)) bound = b->bound;
+  // An input that is not a batch (a fixed mask or table): one tensor for every step and rank.
+  if (!input.isBatchedInput()) return syntheticValues(input.name(), input.type(), bound, seed, 0);
   if (world <= 1 || input.type().rank() == 0) return syntheticValues(input.name(), input.type(), bound, seed, step);
   // Rows [rank b, (rank + 1) b) of the full batch's values, in a tensor of their own.
   ir::TensorType full = input.type();

@@ -13,7 +13,8 @@
 namespace gradc::runtime {
 
 // For data-parallel rank `rank` of `world` (input: the rank's shard, leading extent b): rows
-// [rank b, (rank + 1) b) of the values the full batch would get.
+// [rank b, (rank + 1) b) of the values the full batch would get. An input that is not batched
+// (ir::Value::isBatchedInput) gets the same values at every step and on every rank.
 at::Tensor syntheticInput(const ir::Value& input, std::uint64_t seed, std::int64_t step, int world = 1, int rank = 0);
 
 }  // namespace gradc::runtime

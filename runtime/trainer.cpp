@@ -312,10 +312,16 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     m.stepTimeS = std::chrono::duration<double>(t1 - t0).count();
     m.minorFaults = minorFaults() - faults0;
     if (profiling) profile.addStep(m.stepTimeS);
-    std::int64_t tokens = tokenData ? tokenData->tokensPerStep
-                                    : (g.inputs().empty() || g.inputs()[0]->type().rank() == 0
-                                           ? 1
-                                           : g.inputs()[0]->type().shape[0] * world);
+    std::int64_t tokens = 1;  // examples per step without a token data set: the first batched input's
+    if (tokenData) {
+      tokens = tokenData->tokensPerStep;
+    } else {
+      for (const auto& in : g.inputs())
+        if (in->isBatchedInput() && in->type().rank() > 0) {
+          tokens = in->type().shape[0] * world;
+          break;
+        }
+    }
     m.tokensPerS = m.stepTimeS > 0 ? static_cast<double>(tokens) / m.stepTimeS : 0;
     if (auto it = out->find("lr"); it != out->end()) m.lr = it->second.item<double>();
     if (auto it = out->find("grad_norm"); it != out->end()) m.gradNorm = it->second.item<double>();

@@ -66,6 +66,30 @@ assert "wte.weight" in names and "lm_head.weight" not in names, names
 assert header["wte.weight"]["shape"] == [256, 32], header["wte.weight"]
 PY
 
+# An input marked batched: false (one [seq, seq] matrix for every example) is read whole by
+# every micro-batch and every rank: 2 ranks and 3 micro-batches follow the one-device run.
+cat >"$work/mix.yaml" <<'YAML'
+model: mix
+dims: {batch: 6, seq: 5, d: 4}
+inputs:
+  x:   {shape: [batch, seq, d]}
+  mix: {shape: [seq, seq], batched: false}
+  y:   {shape: [batch, seq, d]}
+layers:
+  - {op: matmul, inputs: [mix, x]}
+  - {op: linear, name: fc, out: d}
+loss: {op: mse, input: _, target: y}
+YAML
+for v in "one:" "micro:--micro-batches 3" "ranks:--devices 2" "both:--devices 3 --micro-batches 2"; do
+  name=${v%%:*}
+  # shellcheck disable=SC2086
+  timeout 120 "$gradc" train "$work/mix.yaml" --synthetic --steps 5 ${v#*:} --metrics-out "$work/mix_$name.json" -q \
+    2>"$work/mix.err" && ok || bad "unbatched input, $name: $(tail -2 "$work/mix.err")"
+done
+for name in micro ranks both; do
+  compare "$work/mix_one.json" "$work/mix_$name.json" --rtol 1e-5 && ok || bad "unbatched input: $name vs one device"
+done
+
 # The bucket size changes when gradients travel, not what they sum to.
 run tiny_buckets --devices 2 --bucket-mib 0.01 && ok || bad "--bucket-mib 0.01: $(tail -3 "$work/tiny_buckets.err")"
 [ "$(grep -Eo '[0-9]+ gradient buckets' "$work/tiny_buckets.err" | cut -d' ' -f1)" -ge 10 ] && ok \

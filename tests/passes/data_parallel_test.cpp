@@ -13,6 +13,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/data_parallel.h"
+#include "frontend/spec.h"
 #include "passes/memory_plan.h"
 #include "passes/micro_batch.h"
 #include "passes/pass_manager.h"
@@ -74,6 +75,21 @@ TEST_CASE("partitionForward gives each rank its shard of the batch and scales th
     CAPTURE(i);
     CHECK(local->nodes()[i]->opName() == forward.nodes()[i]->opName());
   }
+}
+
+TEST_CASE("an input marked batched: false is whole on every rank; the batched ones are sharded") {
+  frontend::SpecResult r = frontend::compileSpec(
+      "model: mix\ndims: {batch: 6, seq: 5, d: 4}\ninputs:\n  x: {shape: [batch, seq, d]}\n"
+      "  mix: {shape: [seq, seq], batched: false}\n  y: {shape: [batch, seq, d]}\n"
+      "layers:\n  - {op: matmul, inputs: [mix, x]}\n  - {op: linear, name: fc, out: d}\n"
+      "loss: {op: mse, input: _, target: y}\n",
+      "mix.yaml");
+  REQUIRE(r.ok());
+  Expected<ir::Graph> local = passes::partitionForward(*r.graph, dp(3, 1));
+  REQUIRE_MESSAGE(local.ok(), local.error().message);
+  CHECK(local->findNamed("x")->type().shape == ir::Shape{2, 5, 4});
+  CHECK(local->findNamed("mix")->type().shape == ir::Shape{5, 5});
+  CHECK_FALSE(local->findNamed("mix")->isBatchedInput());
 }
 
 TEST_CASE("world 1 leaves the forward graph as it is") {

@@ -18,6 +18,7 @@
 #include "passes/optimizer.h"
 #include "passes/liveness.h"
 #include "passes/micro_batch.h"
+#include "frontend/spec.h"
 
 using namespace gradc;
 
@@ -114,6 +115,66 @@ TEST_CASE("micro-batching errors") {
   CHECK(twice.error().message.find("it takes a forward graph") != std::string::npos);
 
   CHECK(passes::microBatchCandidates(forward) == std::vector<int>{1, 2, 3, 6});
+}
+
+namespace {
+
+// x[batch, seq, d] mixed along seq by one [seq, seq] matrix shared by every example.
+const char* kMixSpec =
+    "model: mix\n"
+    "dims: {batch: 6, seq: 5, d: 4}\n"
+    "inputs:\n"
+    "  x:   {shape: [batch, seq, d]}\n"
+    "  mix: {shape: [seq, seq], batched: false}\n"
+    "  y:   {shape: [batch, seq, d]}\n"
+    "layers:\n"
+    "  - {op: matmul, inputs: [mix, x]}\n"
+    "  - {op: linear, name: fc, out: d}\n"
+    "loss: {op: mse, input: _, target: y}\n";
+
+ir::Graph mixGraph(const std::string& text = kMixSpec) {
+  frontend::SpecResult r = frontend::compileSpec(text, "mix.yaml");
+  REQUIRE(r.ok());
+  return std::move(*r.graph);
+}
+
+}  // namespace
+
+TEST_CASE("an input marked batched: false is read whole by every micro-batch, never sliced") {
+  ir::Graph forward = mixGraph();
+  const ir::Value* mix = forward.findNamed("mix");
+  REQUIRE(mix);
+  CHECK_FALSE(mix->isBatchedInput());
+  CHECK(forward.findNamed("x")->isBatchedInput());
+  CHECK(*passes::batchSize(forward) == 6);  // the batched inputs' 6, not mix's 5
+  CHECK(passes::microBatchCandidates(forward) == std::vector<int>{1, 2, 3, 6});
+
+  Expected<ir::Graph> g = passes::microBatchedGradients(forward, 3);
+  REQUIRE_MESSAGE(g.ok(), g.error().message);
+  int slicesOfX = 0, readersOfMix = 0;
+  for (const auto& n : g->nodes()) {
+    if (n->opName() == "slice") {
+      CHECK(n->operand(0)->name() != "mix");
+      slicesOfX += n->operand(0)->name() == "x";
+    }
+    for (const ir::Value* v : n->operands()) readersOfMix += v->name() == "mix";
+  }
+  CHECK(slicesOfX == 3);
+  CHECK(readersOfMix >= 3);  // each micro-batch's forward (and backward) reads the whole matrix
+  CHECK(g->findNamed("mix")->type().shape == ir::Shape{5, 5});
+  CHECK_FALSE(g->findNamed("mix")->isBatchedInput());
+
+  // The IR text keeps the mark, so artifacts and `gradc opt` see it too.
+  const std::string text = ir::printGraph(forward);
+  CHECK(text.find("input %mix : f32[5, 5] {batched = false}") != std::string::npos);
+
+  // Without the mark, the inputs disagree, and the message says what to write.
+  std::string unmarked = kMixSpec;
+  unmarked.replace(unmarked.find(", batched: false"), 16, "");
+  Expected<std::int64_t> batch = passes::batchSize(mixGraph(unmarked));
+  REQUIRE_FALSE(batch.ok());
+  CHECK(batch.error().message.find("inputs disagree on the batch: 'x' has 6 examples, 'mix' has 5") != std::string::npos);
+  CHECK(batch.error().message.find("batched: false") != std::string::npos);
 }
 
 TEST_CASE("the training-step planner picks micro-batches and remat together") {
