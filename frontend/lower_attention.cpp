@@ -11,11 +11,80 @@
 //   y = linear(out, proj.weight[D, D], proj.bias[D])           [B, S, D]
 //
 // Parameters match a fused-QKV module (q, k, v stacked in that order along the rows).
+// With `rope`, q and k are rotated (ir op rope, positions along S) while still [B, S, H, Dh].
+//
+// With `kv_heads` (grouped-query attention, KV heads of keys and values shared by G = H / KV
+// query heads each; KV = H is ordinary multi-head attention), the projections are separate, as
+// in Hugging Face's LLaMA (q_proj [H Dh, D], k_proj and v_proj [KV Dh, D], o_proj [D, H Dh]),
+// and the keys and values are never repeated: queries are grouped as [B, KV, G, S, Dh] against
+// keys and values [B, KV, 1, S, Dh], and matmul broadcasts over the group axis. Query head
+// h = kv G + g reads key head kv = h / G, as Hugging Face's repeat_kv.
 #include <cmath>
 
 #include "frontend/lowerings.h"
 
 namespace gradc::frontend {
+
+namespace {
+
+// Swaps the axes a and b.
+ir::Value* swapAxes(Layer& layer, ir::Value* t, std::int64_t a, std::int64_t b) {
+  return t ? layer.emit1("transpose", {t}, {{"dim0", a}, {"dim1", b}}) : nullptr;
+}
+
+ir::Value* rotate(Layer& layer, ir::Value* t) {
+  if (!t || !layer.flag("rope")) return t;
+  return layer.emit1("rope", {t}, {{"base", layer.real("rope_base")}, {"seq_dim", std::int64_t{1}}, {"inverse", false}});
+}
+
+// Scaled dot-product attention of q against k and v (the last two axes are positions and
+// features; leading axes broadcast), with the causal mask and dropout as the layer says.
+ir::Value* attend(Layer& layer, ir::Value* q, ir::Value* k, ir::Value* v, std::int64_t dh, double p) {
+  const std::int64_t rank = q->type().rank();
+  ir::Value* scores = layer.emit1("matmul", {q, swapAxes(layer, k, rank - 2, rank - 1)});
+  if (!scores) return nullptr;
+  scores = layer.emit1("scale", {scores}, {{"factor", 1.0 / std::sqrt(static_cast<double>(dh))}});
+  if (scores && layer.flag("causal")) scores = layer.emit1("causal_mask", {scores});
+  ir::Value* probs = scores ? layer.emit1("softmax", {scores}, {{"dim", rank - 1}}) : nullptr;
+  if (probs && p > 0.0) probs = layer.dropout(probs, p);
+  return probs ? layer.emit1("matmul", {probs, v}) : nullptr;
+}
+
+ir::Value* groupedQueryAttention(Layer& layer, ir::Value* x, std::int64_t H, std::int64_t Dh, double p, bool bias,
+                                 std::optional<double> initStd, std::optional<double> projStd) {
+  const ir::Shape& shape = x->type().shape;
+  const std::int64_t B = shape[0], S = shape[1], D = shape[2];
+  const std::int64_t KV = layer.integer("kv_heads");
+  if (H % KV != 0)
+    return layer.error(layer.attrPos("kv_heads"),
+                       layer.describe() + ": kv_heads " + std::to_string(KV) + " does not divide heads " +
+                           std::to_string(H),
+                       "each key/value head serves heads / kv_heads query heads");
+  const std::int64_t G = H / KV;
+  // [B, S, n Dh] -> [B, S, KV, n / KV, Dh] -> rope -> [B, KV, n / KV, S, Dh]
+  auto toGroups = [&](ir::Value* t, std::int64_t perGroup) -> ir::Value* {
+    if (!t) return nullptr;
+    t = layer.emit1("reshape", {t}, {{"shape", std::vector<std::int64_t>{B, S, KV, perGroup, Dh}}});
+    return swapAxes(layer, swapAxes(layer, t, 1, 2), 2, 3);
+  };
+  auto rotatedGroups = [&](ir::Value* t, std::int64_t perGroup) -> ir::Value* {
+    if (!t) return nullptr;
+    t = layer.emit1("reshape", {t}, {{"shape", std::vector<std::int64_t>{B, S, KV, perGroup, Dh}}});
+    t = rotate(layer, t);
+    return swapAxes(layer, swapAxes(layer, t, 1, 2), 2, 3);
+  };
+  ir::Value* q = rotatedGroups(linearWithParams(layer, x, "q_proj", H * Dh, bias, initStd), G);
+  ir::Value* k = q ? rotatedGroups(linearWithParams(layer, x, "k_proj", KV * Dh, bias, initStd), 1) : nullptr;
+  ir::Value* v = k ? toGroups(linearWithParams(layer, x, "v_proj", KV * Dh, bias, initStd), 1) : nullptr;
+  if (!v) return nullptr;
+  ir::Value* out = attend(layer, q, k, v, Dh, p);  // [B, KV, G, S, Dh]
+  out = swapAxes(layer, swapAxes(layer, out, 2, 3), 1, 2);  // [B, S, KV, G, Dh]
+  if (!out) return nullptr;
+  out = layer.emit1("reshape", {out}, {{"shape", std::vector<std::int64_t>{B, S, H * Dh}}});
+  return out ? linearWithParams(layer, out, "o_proj", D, bias, projStd) : nullptr;
+}
+
+}  // namespace
 
 ir::Value* lowerAttention(Layer& layer) {
   const LayerInput& in = layer.inputs[0];
@@ -42,23 +111,28 @@ ir::Value* lowerAttention(Layer& layer) {
   std::optional<double> projStd = initStdAttr(layer, "proj_init_std", ok);
   if (!ok) return nullptr;
   if (!projStd) projStd = initStd;
+  if (layer.flag("rope") && Dh % 2 != 0)
+    return layer.error(layer.attrPos("rope"), layer.describe() + ": rope rotates pairs of features, but a head has " +
+                                                  std::to_string(Dh) + " (an odd number)");
+  if (layer.has("kv_heads")) return groupedQueryAttention(layer, in.value, H, Dh, p, bias, initStd, projStd);
 
   ir::Value* qkv = linearWithParams(layer, in.value, "qkv", 3 * D, bias, initStd);
   if (!qkv) return nullptr;
   ir::Node* split = layer.emit("split", {qkv}, {{"dim", std::int64_t{2}}, {"sections", std::int64_t{3}}});
   if (!split) return nullptr;
 
-  // [B, S, D] -> [B, H, S, Dh]
-  auto toHeads = [&](ir::Value* t) -> ir::Value* {
+  // [B, S, D] -> [B, H, S, Dh] (q and k rotated first with rope)
+  auto toHeads = [&](ir::Value* t, bool rotated) -> ir::Value* {
     ir::Value* r = layer.emit1("reshape", {t}, {{"shape", std::vector<std::int64_t>{B, S, H, Dh}}});
+    if (rotated) r = rotate(layer, r);
     if (!r) return nullptr;
     return layer.emit1("transpose", {r}, {{"dim0", std::int64_t{1}}, {"dim1", std::int64_t{2}}});
   };
-  ir::Value* q = toHeads(split->result(0));
+  ir::Value* q = toHeads(split->result(0), true);
   if (!q) return nullptr;
-  ir::Value* k = toHeads(split->result(1));
+  ir::Value* k = toHeads(split->result(1), true);
   if (!k) return nullptr;
-  ir::Value* v = toHeads(split->result(2));
+  ir::Value* v = toHeads(split->result(2), false);
   if (!v) return nullptr;
 
   ir::Value* kT = layer.emit1("transpose", {k}, {{"dim0", std::int64_t{2}}, {"dim1", std::int64_t{3}}});

@@ -161,4 +161,37 @@ ir::Value* lowerLayerNorm(Layer& layer) {
   return node ? node->result(0) : nullptr;  // results 1 and 2 (mean, rstd) are for backward
 }
 
+ir::Value* lowerRmsNorm(Layer& layer) {
+  const LayerInput& x = layer.inputs[0];
+  if (x.value->type().rank() < 1)
+    return layer.error(x.pos, layer.describe() + " needs an input with a feature dimension, but " + typeOf(x));
+  const double eps = layer.real("eps");
+  if (!(eps > 0)) return layer.error(layer.attrPos("eps"), "eps of " + layer.describe() + " must be positive");
+  ir::Value* w = layer.param("weight", {x.value->type().shape.back()}, onesInit());
+  if (!w) return nullptr;
+  ir::Node* node = layer.emit("rms_norm", {x.value, w}, {{"eps", eps}});
+  return node ? node->result(0) : nullptr;  // result 1 (rstd) is for backward
+}
+
+// down_proj(silu(gate_proj(x)) * up_proj(x)), with Hugging Face LlamaMLP's parameter names.
+ir::Value* lowerSwiglu(Layer& layer) {
+  const LayerInput& x = layer.inputs[0];
+  if (x.value->type().rank() < 1)
+    return layer.error(x.pos, layer.describe() + " needs an input with a feature dimension, but " + typeOf(x));
+  const std::int64_t d = x.value->type().shape.back(), hidden = layer.integer("hidden");
+  const bool bias = layer.flag("bias");
+  bool ok = true;
+  const std::optional<double> initStd = initStdAttr(layer, "init_std", ok);
+  if (!ok) return nullptr;
+  ir::Value* gate = linearWithParams(layer, x.value, "gate_proj", hidden, bias, initStd);
+  if (!gate) return nullptr;
+  ir::Value* up = linearWithParams(layer, x.value, "up_proj", hidden, bias, initStd);
+  if (!up) return nullptr;
+  ir::Value* act = layer.emit1("silu", {gate});
+  if (!act) return nullptr;
+  ir::Value* product = layer.emit1("mul", {act, up});
+  if (!product) return nullptr;
+  return linearWithParams(layer, product, "down_proj", d, bias, initStd);
+}
+
 }  // namespace gradc::frontend

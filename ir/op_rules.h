@@ -17,6 +17,7 @@ std::vector<OpInfo> forwardOps();
 std::vector<OpInfo> trainingOps();
 std::vector<OpInfo> collectiveOps();
 std::vector<OpInfo> fusedLossOps();  // ir/ops_fused_loss.cpp
+std::vector<OpInfo> transformerOps();  // ir/ops_transformer.cpp
 
 namespace rules {
 

@@ -157,6 +157,31 @@ OperandGrads gradGelu(GradBuilder& b) {
   return {b.emit1("gelu_backward", {b.grad(), b.operand(0)}, std::move(attrs))};
 }
 
+// silu reads the input x.
+OperandGrads gradSilu(GradBuilder& b) { return {b.emit1("silu_backward", {b.grad(), b.operand(0)})}; }
+
+// exp: d/dx = e^x = y.
+OperandGrads gradExp(GradBuilder& b) { return {b.emit1("mul", {b.grad(), b.result()})}; }
+
+// rms_norm(x, w) -> (y, rstd): one backward kernel from the saved rstd gives (gx, gw); like
+// layer_norm, only y is differentiable.
+OperandGrads gradRmsNorm(GradBuilder& b) {
+  if (b.grad(1)) {
+    b.fail("the loss depends on rms_norm's rstd result; only its first result (y) is differentiable");
+    return {};
+  }
+  ir::Node* n = b.emit("rms_norm_backward", {b.grad(), b.operand(0), b.result(1), b.operand(1)});
+  if (!n) return {};
+  return {n->result(0), n->result(1)};
+}
+
+// rope is a rotation per (position, pair): its adjoint rotates back by the same angle.
+OperandGrads gradRope(GradBuilder& b) {
+  AttrMap attrs = b.node().attrs();
+  attrs["inverse"] = !ir::getBool(attrs, "inverse").value_or(false);
+  return {b.emit1("rope", {b.grad()}, std::move(attrs))};
+}
+
 // softmax / log_softmax: backward kernels of the output y along the same dim.
 template <const char* Op>
 OperandGrads gradSoftmaxLike(GradBuilder& b) {
@@ -344,6 +369,7 @@ constexpr RuleEntry kRules[] = {
     {"cross_entropy", gradCrossEntropy},
     {"dropout", gradDropout},
     {"embedding", gradEmbedding},
+    {"exp", gradExp},
     {"full", gradNone},
     {"gather", gradGather},
     {"gather_send", gradGatherSend},
@@ -357,9 +383,12 @@ constexpr RuleEntry kRules[] = {
     {"mul", gradMul},
     {"relu", gradFromOutput<kReluBackward>},
     {"reshape", gradReshape},
+    {"rms_norm", gradRmsNorm},
+    {"rope", gradRope},
     {"scale", gradScale},
     {"select", gradSelect},
     {"sigmoid", gradFromOutput<kSigmoidBackward>},
+    {"silu", gradSilu},
     {"slice", gradSlice},
     {"softmax", gradSoftmaxLike<kSoftmaxBackward>},
     {"split", gradSplit},

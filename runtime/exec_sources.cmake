@@ -10,5 +10,6 @@ set(GRADC_RUNTIME_EXEC_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_forward.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_fused_loss.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_optimizer.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/kernels_transformer.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/memory_tracker.cpp
 )

@@ -89,6 +89,7 @@ std::span<const KernelEntry> backwardKernels();
 std::span<const KernelEntry> optimizerKernels();
 std::span<const KernelEntry> collectiveKernels();  // kernels_collective.cpp
 std::span<const KernelEntry> fusedLossKernels();   // kernels_fused_loss.cpp
+std::span<const KernelEntry> transformerKernels(); // kernels_transformer.cpp
 
 namespace kernel_detail {
 

@@ -89,7 +89,8 @@ at::Tensor resultBuffer(const KernelArgs& a, size_t i) {
 const KernelFn* findKernel(std::string_view opName) {
   static const std::map<std::string_view, KernelFn, std::less<>> table = [] {
     std::map<std::string_view, KernelFn, std::less<>> all;
-    for (auto part : {forwardKernels(), backwardKernels(), optimizerKernels(), collectiveKernels(), fusedLossKernels()})
+    for (auto part : {forwardKernels(), backwardKernels(), optimizerKernels(), collectiveKernels(), fusedLossKernels(),
+                      transformerKernels()})
       for (const KernelEntry& e : part) {
         [[maybe_unused]] bool inserted = all.emplace(e.op, e.fn).second;
         assert(inserted && "an op has two kernels");

@@ -29,6 +29,20 @@ struct Case {
 const std::vector<Case>& cases() {
   static const std::vector<Case> list = {
       {"embedding", {f32({256, 64}), i64({16, 128})}, {}, {f32({16, 128, 64})}},
+      {"silu", {f32({5, 3})}, {}, {f32({5, 3})}},
+      {"silu", {i64({5})}, {}, {}, "floating-point"},
+      {"silu_backward", {f32({5, 3}), f32({5, 3})}, {}, {f32({5, 3})}},
+      {"silu_backward", {f32({5, 3}), f32({5, 4})}, {}, {}, "must have one type"},
+      {"exp", {f32({2})}, {}, {f32({2})}},
+      {"exp", {i64({2})}, {}, {}, "floating-point"},
+      {"rms_norm", {f32({4, 6, 8}), f32({8})}, {{"eps", 1e-6}}, {f32({4, 6, 8}), f32({4, 6, 1})}},
+      {"rms_norm", {f32({4, 8}), f32({7})}, {{"eps", 1e-6}}, {}, "weight must be f32[8]"},
+      {"rms_norm", {f32({4, 8}), f32({8})}, {{"eps", -1.0}}, {}, "eps must be positive"},
+      {"rms_norm_backward", {f32({4, 8}), f32({4, 8}), f32({4, 1}), f32({8})}, {}, {f32({4, 8}), f32({8})}},
+      {"rms_norm_backward", {f32({4, 8}), f32({4, 8}), f32({4, 8}), f32({8})}, {}, {}, "rstd must be f32[4, 1]"},
+      {"rope", {f32({2, 16, 4, 8})}, {{"base", 1e4}, {"seq_dim", I(1)}, {"inverse", false}}, {f32({2, 16, 4, 8})}},
+      {"rope", {f32({2, 16, 4, 7})}, {{"base", 1e4}, {"seq_dim", I(1)}, {"inverse", false}}, {}, "even extent"},
+      {"rope", {f32({2, 16, 8})}, {{"base", 1e4}, {"seq_dim", I(-1)}, {"inverse", false}}, {}, "not an axis before the last"},
       {"embedding", {f32({256, 64}), f32({16, 128})}, {}, {}, "indices must be i64 or i32"},
       {"embedding", {f32({256}), i64({16})}, {}, {}, "weight must be [num, dim]"},
       {"add", {f32({16, 128, 256}), f32({128, 256})}, {}, {f32({16, 128, 256})}},
@@ -280,6 +294,14 @@ TEST_CASE("FLOP and workspace rules") {
   auto nout = inferResultTypes(fused, narrow, sixteen);
   REQUIRE(nout.ok());
   CHECK(opWorkspaceBytes(fused, narrow, sixteen, *nout) == (500 * 40000 + 3 * 500 + 8000 + 1) * 4 + 8000 * 8);
+
+  // rope's cos and sin tables [S, Dh/2] and the positions and frequencies they come from.
+  const OpInfo& rope = *findOp("rope");
+  const AttrMap ra{{"base", 1e4}, {"seq_dim", I(1)}, {"inverse", false}};
+  std::vector<TensorType> rin{f32({2, 16, 4, 8})};
+  auto rout = inferResultTypes(rope, rin, ra);
+  REQUIRE(rout.ok());
+  CHECK(opWorkspaceBytes(rope, rin, ra, *rout) == (2 * 16 * 4 + 16 + 4) * 4);
 }
 
 // What the memory planner and the data-parallel runtime read from the table, for every op: a

@@ -167,6 +167,88 @@ struct Gpt2Impl : nn::Module {
 };
 TORCH_MODULE(Gpt2);
 
+// llama: Hugging Face's LlamaForCausalLM computation written out (RMSNorm, rotary embeddings on
+// [B, H, S, Dh] with rotate_half, grouped-query attention with repeat_kv, SwiGLU), parameters
+// under gradc's names (Hugging Face's without "model.").
+// An RMSNorm's weight, as a module so that its parameter is named "<module>.weight".
+struct NormWeightImpl : nn::Module {
+  explicit NormWeightImpl(std::int64_t d) : weight(register_parameter("weight", torch::ones({d}))) {}
+  torch::Tensor weight;
+};
+TORCH_MODULE(NormWeight);
+
+struct LlamaImpl : nn::Module {
+  LlamaImpl(std::int64_t vocab, std::int64_t d, std::int64_t heads, std::int64_t kvHeads, std::int64_t layers,
+            std::int64_t ff)
+      : heads(heads), kvHeads(kvHeads), embed(register_module("embed_tokens", nn::Embedding(vocab, d))),
+        layers_(register_module("layers", nn::ModuleList())),
+        norm(register_module("norm", NormWeight(d))),
+        lmHead(register_module("lm_head", nn::Linear(nn::LinearOptions(d, vocab).bias(false)))) {
+    const std::int64_t dh = d / heads;
+    for (std::int64_t i = 0; i < layers; ++i) {
+      auto block = std::make_shared<nn::Module>();
+      block->register_module("input_layernorm", NormWeight(d));
+      auto attn = std::make_shared<nn::Module>();
+      attn->register_module("q_proj", nn::Linear(nn::LinearOptions(d, heads * dh).bias(false)));
+      attn->register_module("k_proj", nn::Linear(nn::LinearOptions(d, kvHeads * dh).bias(false)));
+      attn->register_module("v_proj", nn::Linear(nn::LinearOptions(d, kvHeads * dh).bias(false)));
+      attn->register_module("o_proj", nn::Linear(nn::LinearOptions(heads * dh, d).bias(false)));
+      block->register_module("self_attn", attn);
+      block->register_module("post_attention_layernorm", NormWeight(d));
+      auto mlp = std::make_shared<nn::Module>();
+      mlp->register_module("gate_proj", nn::Linear(nn::LinearOptions(d, ff).bias(false)));
+      mlp->register_module("up_proj", nn::Linear(nn::LinearOptions(d, ff).bias(false)));
+      mlp->register_module("down_proj", nn::Linear(nn::LinearOptions(ff, d).bias(false)));
+      block->register_module("mlp", mlp);
+      layers_->push_back(block);
+    }
+  }
+  static torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& w) {
+    return w * (x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-5));
+  }
+  static torch::Tensor rotateHalf(const torch::Tensor& t) {
+    const std::int64_t h = t.size(-1) / 2;
+    return torch::cat({-t.narrow(-1, h, h), t.narrow(-1, 0, h)}, -1);
+  }
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& targets, DropoutMasks&) {
+    torch::Tensor x = embed(tokens);
+    const std::int64_t B = x.size(0), S = x.size(1), D = x.size(2), dh = D / heads;
+    torch::Tensor inv = 1.0 / torch::pow(10000.0, torch::arange(0, dh, 2, torch::kFloat) / static_cast<double>(dh));
+    torch::Tensor freqs = torch::outer(torch::arange(S, torch::kFloat), inv);
+    torch::Tensor emb = torch::cat({freqs, freqs}, -1);
+    torch::Tensor cos = emb.cos(), sin = emb.sin();  // [S, Dh], broadcast over [B, H, S, Dh]
+    auto linear = [](const std::shared_ptr<nn::Module>& m, const char* name, const torch::Tensor& t) {
+      return m->named_children()[name]->as<nn::Linear>()->forward(t);
+    };
+    for (const auto& m : *layers_) {
+      auto attn = m->named_children()["self_attn"];
+      auto mlp = m->named_children()["mlp"];
+      torch::Tensor h = rmsNorm(x, m->named_children()["input_layernorm"]->as<NormWeightImpl>()->weight);
+      torch::Tensor q = linear(attn, "q_proj", h).view({B, S, heads, dh}).transpose(1, 2);
+      torch::Tensor k = linear(attn, "k_proj", h).view({B, S, kvHeads, dh}).transpose(1, 2);
+      torch::Tensor v = linear(attn, "v_proj", h).view({B, S, kvHeads, dh}).transpose(1, 2);
+      q = q * cos + rotateHalf(q) * sin;
+      k = k * cos + rotateHalf(k) * sin;
+      k = k.repeat_interleave(heads / kvHeads, 1);  // repeat_kv
+      v = v.repeat_interleave(heads / kvHeads, 1);
+      torch::Tensor scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(dh));
+      scores = scores.masked_fill(torch::ones({S, S}, torch::kBool).triu(1), -INFINITY);
+      torch::Tensor a = torch::matmul(torch::softmax(scores, -1), v).transpose(1, 2).reshape({B, S, D});
+      x = x + linear(attn, "o_proj", a);
+      h = rmsNorm(x, m->named_children()["post_attention_layernorm"]->as<NormWeightImpl>()->weight);
+      x = x + linear(mlp, "down_proj", F::silu(linear(mlp, "gate_proj", h)) * linear(mlp, "up_proj", h));
+    }
+    torch::Tensor logits = lmHead(rmsNorm(x, norm->weight));
+    return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  }
+  std::int64_t heads, kvHeads;
+  nn::Embedding embed;
+  nn::ModuleList layers_;
+  NormWeight norm;
+  nn::Linear lmHead;
+};
+TORCH_MODULE(Llama);
+
 // lm-seed: post-norm blocks (GPT-1 layout) with attention and residual dropout.
 struct LmSeedImpl : nn::Module {
   LmSeedImpl(std::int64_t vocab, std::int64_t seq, std::int64_t d, std::int64_t heads, std::int64_t layers)
@@ -321,6 +403,12 @@ TEST_CASE("model parity: gpt2 reduced (tied LM head, every GPT-2 dropout, tanh G
   CHECK(readers == 2);
   CHECK(g.findNamed("lm_head.weight") == nullptr);
   checkParity("gpt2", g, Gpt2(64, 16, 32, 4, 2), "tokens", "targets");
+}
+
+TEST_CASE("model parity: llama reduced (RMSNorm, rope, grouped-query attention, SwiGLU)") {
+  ir::Graph g = compileModel("llama", {{"batch", "2"}, {"seq", "12"}, {"vocab", "40"}, {"d_model", "32"}, {"heads", "4"},
+                                       {"kv_heads", "2"}, {"layers", "2"}, {"d_ff", "48"}});
+  checkParity("llama", g, Llama(40, 32, 4, 2, 2, 48), "tokens", "targets");
 }
 
 TEST_CASE("model parity: lstm-lm") {

@@ -46,8 +46,33 @@ torch::Tensor dropoutLike(const torch::Tensor& x, double p, std::int64_t rng) {
   return x * (*m)[0];
 }
 
+// Rotary embedding as Hugging Face's LLaMA writes it: cat(freqs, freqs) tables and rotate_half,
+// on x[B, S, H, Dh] with positions along axis 1 (the layout gradc's attention rotates).
+torch::Tensor ropeReference(const torch::Tensor& x, double base) {
+  const std::int64_t S = x.size(1), dh = x.size(-1);
+  torch::Tensor inv = 1.0 / torch::pow(base, torch::arange(0, dh, 2, torch::kFloat) / static_cast<double>(dh));
+  torch::Tensor freqs = torch::outer(torch::arange(S, torch::kFloat), inv);
+  torch::Tensor emb = torch::cat({freqs, freqs}, -1).view({1, S, 1, dh});
+  auto rotateHalf = [&](const torch::Tensor& t) {
+    return torch::cat({-t.narrow(-1, dh / 2, dh / 2), t.narrow(-1, 0, dh / 2)}, -1);
+  };
+  return x * emb.cos() + rotateHalf(x) * emb.sin();
+}
+
 std::vector<OpCase> cases() {
   return {
+      {"silu", "param %a : f32[5, 6]\n", "%0 = silu(%a) : f32[5, 6] fwd\n", "%0", "f32[5, 6]",
+       [](Tensors& t) { return F::silu(t["a"]); }},
+      {"exp", "param %a : f32[5, 6]\n", "%0 = exp(%a) : f32[5, 6] fwd\n", "%0", "f32[5, 6]",
+       [](Tensors& t) { return torch::exp(t["a"]); }},
+      {"rms_norm", "param %x : f32[3, 4, 8]\nparam %w : f32[8]\n",
+       "%0, %1 = rms_norm(%x, %w) {eps = 1e-06} : f32[3, 4, 8], f32[3, 4, 1] fwd\n", "%0", "f32[3, 4, 8]",
+       [](Tensors& t) { return t["x"] * torch::rsqrt(t["x"].pow(2).mean(-1, true) + 1e-6) * t["w"]; }},
+      {"rope", "param %x : f32[2, 7, 3, 8]\n", "%0 = rope(%x) {base = 10000.0, inverse = false, seq_dim = 1} : f32[2, 7, 3, 8] fwd\n",
+       "%0", "f32[2, 7, 3, 8]", [](Tensors& t) { return ropeReference(t["x"], 10000.0); }},
+      {"rope (base 500, positions on the second-last axis)", "param %x : f32[2, 3, 9, 4]\n",
+       "%0 = rope(%x) {base = 500.0, inverse = false, seq_dim = -2} : f32[2, 3, 9, 4] fwd\n", "%0", "f32[2, 3, 9, 4]",
+       [](Tensors& t) { return ropeReference(t["x"].transpose(1, 2), 500.0).transpose(1, 2); }},
       {"embedding", "input %idx : i64[3, 5]\nparam %w : f32[11, 4]\n", "%0 = embedding(%w, %idx) : f32[3, 5, 4] fwd\n",
        "%0", "f32[3, 5, 4]", [](Tensors& t) { return F::embedding(t["idx"], t["w"]); }},
       {"add (broadcast)", "param %a : f32[3, 4, 5]\nparam %b : f32[4, 1]\n", "%0 = add(%a, %b) : f32[3, 4, 5] fwd\n", "%0",
@@ -185,7 +210,8 @@ TEST_CASE("every forward op: gradc forward and gradients through autodiff vs Lib
   // Every op a spec can lower to is covered (the forward half of the op table).
   for (const char* op : {"embedding", "add", "sub", "mul", "scale", "matmul", "linear", "relu", "gelu", "tanh", "sigmoid",
                          "softmax", "log_softmax", "layer_norm", "dropout", "causal_mask", "reshape", "transpose",
-                         "slice", "select", "split", "unbind", "stack", "zeros", "cross_entropy", "mse"}) {
+                         "slice", "select", "split", "unbind", "stack", "zeros", "cross_entropy", "mse", "silu", "exp",
+                         "rms_norm", "rope"}) {
     CAPTURE(op);
     CHECK(covered.count(op));
   }

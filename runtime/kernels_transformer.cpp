@@ -1,0 +1,132 @@
+// Kernels of the LLaMA-style block ops (ir/ops_transformer.cpp): silu, exp, rms_norm and rope,
+// with their backwards. Every one is a short sequence of ATen `_out` and in-place calls that
+// writes into its planned results, so the only memory a kernel allocates is what the op table
+// declares as its workspace: none for silu and exp; rms_norm's eps as a wrapped Scalar; two input-sized
+// temporaries and a row column for rms_norm's backward; the cos and sin tables for rope.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/addcmul.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cos.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/mean.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/outer.h>
+#include <ATen/ops/silu.h>
+#include <ATen/ops/silu_backward.h>
+#include <ATen/ops/sum.h>
+
+#include <cmath>
+
+#include "runtime/kernels.h"
+
+namespace gradc::runtime {
+namespace {
+
+using namespace kernel_detail;
+using Results = std::vector<at::Tensor>;
+
+Results siluKernel(const KernelArgs& a) {
+  at::Tensor out = resultBuffer(a);
+  return {at::silu_out(out, a.operands[0])};
+}
+
+Results siluBackwardKernel(const KernelArgs& a) {
+  at::Tensor out = resultBuffer(a);
+  return {at::silu_backward_out(out, a.operands[0], a.operands[1])};
+}
+
+Results expKernel(const KernelArgs& a) {
+  at::Tensor out = resultBuffer(a);
+  return {at::exp_out(out, a.operands[0])};
+}
+
+// y = x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps); y holds x^2 first.
+Results rmsNormKernel(const KernelArgs& a) {
+  const at::Tensor x = a.operands[0].contiguous();
+  at::Tensor y = resultBuffer(a, 0), rstd = resultBuffer(a, 1);
+  at::mul_out(y, x, x);
+  at::mean_out(rstd, y, {-1}, /*keepdim=*/true);
+  rstd.add_(floatAttr(a.node, "eps")).rsqrt_();
+  at::mul_out(y, x, rstd);
+  y.mul_(a.operands[1]);
+  return {y, rstd};
+}
+
+// xhat = x * rstd; gw = sum over rows of g * xhat; gx = rstd * (g w - xhat * mean(g w xhat)).
+// gx holds g * xhat, then g * w, before it is the result.
+Results rmsNormBackwardKernel(const KernelArgs& a) {
+  const at::Tensor g = a.operands[0].contiguous(), x = a.operands[1].contiguous();
+  const at::Tensor& rstd = a.operands[2];
+  const at::Tensor& w = a.operands[3];
+  const std::int64_t d = x.size(-1);
+  at::Tensor gx = resultBuffer(a, 0), gw = resultBuffer(a, 1);
+  at::Tensor xhat = at::mul(x, rstd);                            // workspace: x's size
+  at::mul_out(gx, g, xhat);
+  at::sum_out(gw, gx.view({-1, d}), {0});
+  at::mul_out(gx, g, w);
+  at::Tensor dot;
+  {
+    at::Tensor product = at::mul(gx, xhat);                      // workspace: x's size
+    dot = at::mean(product, {-1}, /*keepdim=*/true);             // workspace: one value per row
+  }
+  xhat.mul_(dot);
+  gx.sub_(xhat).mul_(rstd);
+  return {gx, gw};
+}
+
+// Rotates the pairs (i, i + h) of the last axis (h = Dh / 2) by pos * base^(-2i / Dh), pos
+// the index along seq_dim; by the opposite angle when `inverse`. The cos and sin tables
+// [S, h] are computed in the input's dtype (as Hugging Face's LLaMA does in f32) and shaped
+// to broadcast against the input; the halves of the result are written with _out and
+// in-place addcmul, so nothing but the tables is allocated.
+Results ropeKernel(const KernelArgs& a) {
+  const at::Tensor x = a.operands[0].contiguous();
+  const std::int64_t rank = x.dim();
+  const std::int64_t seqDim = axisAttr(a.node, "seq_dim", rank);
+  const std::int64_t positions = x.size(seqDim), dh = x.size(-1), h = dh / 2;
+  const double base = floatAttr(a.node, "base");
+  const bool inverse = ir::getBool(a.node.attrs(), "inverse").value_or(false);
+  const at::TensorOptions options = x.options();
+
+  at::Tensor sin;
+  at::Tensor cos = at::empty({positions, h}, options);
+  {
+    at::Tensor pos = at::arange(positions, options);
+    at::Tensor inv = at::arange(h, options).mul_(-2.0 * std::log(base) / static_cast<double>(dh)).exp_();
+    sin = at::outer(pos, inv);  // the angles, then their sine in place
+  }
+  at::cos_out(cos, sin);
+  sin.sin_();
+  // [S, h] -> [S, 1, ..., 1, h]: one axis per axis between seq_dim and the last.
+  std::vector<std::int64_t> tableShape(static_cast<size_t>(rank - seqDim), 1);
+  tableShape.front() = positions;
+  tableShape.back() = h;
+  cos = cos.view(tableShape);
+  sin = sin.view(tableShape);
+
+  at::Tensor y = resultBuffer(a);
+  const at::Tensor x1 = x.narrow(-1, 0, h), x2 = x.narrow(-1, h, h);
+  at::Tensor y1 = y.narrow(-1, 0, h), y2 = y.narrow(-1, h, h);
+  const double s = inverse ? -1.0 : 1.0;
+  at::mul_out(y1, x1, cos);
+  y1.addcmul_(x2, sin, -s);
+  at::mul_out(y2, x2, cos);
+  y2.addcmul_(x1, sin, s);
+  return {y};
+}
+
+const KernelEntry kTransformer[] = {
+    {"silu", siluKernel},
+    {"silu_backward", siluBackwardKernel},
+    {"exp", expKernel},
+    {"rms_norm", rmsNormKernel},
+    {"rms_norm_backward", rmsNormBackwardKernel},
+    {"rope", ropeKernel},
+};
+
+}  // namespace
+
+std::span<const KernelEntry> transformerKernels() { return kTransformer; }
+
+}  // namespace gradc::runtime
