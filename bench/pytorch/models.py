@@ -16,6 +16,9 @@ distributions and op order:
                                   the attention probabilities and both residual branches, GELU
                                   (tanh), a 1024-row position table, GPT-2's N(0, 0.02)
                                   initialisation, and the LM head tied to wte (no lm_head key)
+  llama     models/llama.yaml     Hugging Face's LlamaForCausalLM computation: RMSNorm, rotary
+                                  embeddings (rotate_half), grouped-query attention (repeat_kv),
+                                  SwiGLU, no biases; names are Hugging Face's without "model."
 
 Every model's forward takes a `mode`:
 
@@ -45,6 +48,8 @@ DEFAULT_DIMS = {
     "mlp": {"batch": 64, "features": 32, "hidden": 256, "outputs": 8, "depth": 4},
     "gpt-mini": {"batch": 16, "seq": 128, "vocab": 256, "d_model": 256, "heads": 4, "layers": 4},
     "lstm-lm": {"batch": 8, "seq": 512, "vocab": 256, "embed": 128, "hidden": 256},
+    "llama": {"batch": 8, "seq": 128, "vocab": 256, "d_model": 256, "heads": 8, "kv_heads": 2, "layers": 4,
+              "d_ff": 688},
     "gpt2": {"batch": 8, "context": 1024, "seq": 1024, "vocab": 50257, "d_model": 768, "heads": 12, "layers": 12},
 }
 
@@ -281,6 +286,108 @@ class GPT2(nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+# ---- llama ---------------------------------------------------------------------------------
+
+
+class _RMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def _rotate_half(t):
+    h = t.shape[-1] // 2
+    return torch.cat((-t[..., h:], t[..., :h]), dim=-1)
+
+
+class _LlamaAttention(nn.Module):
+    def __init__(self, d_model, heads, kv_heads, base=10000.0):
+        super().__init__()
+        self.heads, self.kv_heads, self.dh, self.base = heads, kv_heads, d_model // heads, base
+        self.q_proj = nn.Linear(d_model, heads * self.dh, bias=False)
+        self.k_proj = nn.Linear(d_model, kv_heads * self.dh, bias=False)
+        self.v_proj = nn.Linear(d_model, kv_heads * self.dh, bias=False)
+        self.o_proj = nn.Linear(heads * self.dh, d_model, bias=False)
+
+    def forward(self, x):
+        B, S, D = x.shape
+        H, KV, dh = self.heads, self.kv_heads, self.dh
+        q = self.q_proj(x).view(B, S, H, dh).transpose(1, 2)
+        k = self.k_proj(x).view(B, S, KV, dh).transpose(1, 2)
+        v = self.v_proj(x).view(B, S, KV, dh).transpose(1, 2)
+        inv = 1.0 / (self.base ** (torch.arange(0, dh, 2, dtype=torch.float32, device=x.device) / dh))
+        freqs = torch.outer(torch.arange(S, dtype=torch.float32, device=x.device), inv)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        q = q * emb.cos() + _rotate_half(q) * emb.sin()
+        k = k * emb.cos() + _rotate_half(k) * emb.sin()
+        k = k.repeat_interleave(H // KV, dim=1)  # repeat_kv
+        v = v.repeat_interleave(H // KV, dim=1)
+        scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(dh)
+        above = torch.ones(S, S, dtype=torch.bool, device=x.device).triu_(1)
+        p = torch.softmax(scores.masked_fill(above, float("-inf")), dim=-1)
+        return self.o_proj(torch.matmul(p, v).transpose(1, 2).reshape(B, S, H * dh))
+
+
+class _LlamaMLP(nn.Module):
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.gate_proj = nn.Linear(d_model, d_ff, bias=False)
+        self.up_proj = nn.Linear(d_model, d_ff, bias=False)
+        self.down_proj = nn.Linear(d_ff, d_model, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class _LlamaBlock(nn.Module):
+    def __init__(self, d_model, heads, kv_heads, d_ff):
+        super().__init__()
+        self.input_layernorm = _RMSNorm(d_model)
+        self.self_attn = _LlamaAttention(d_model, heads, kv_heads)
+        self.post_attention_layernorm = _RMSNorm(d_model)
+        self.mlp = _LlamaMLP(d_model, d_ff)
+
+    def forward(self, x):
+        x = x + self.self_attn(self.input_layernorm(x))
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Llama(nn.Module):
+    def __init__(self, vocab, d_model, heads, kv_heads, layers, d_ff, **_):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, d_model)
+        self.layers = nn.ModuleList(_LlamaBlock(d_model, heads, kv_heads, d_ff) for _ in range(layers))
+        self.norm = _RMSNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab, bias=False)
+        for m in self.modules():  # the spec's init_std: 0.02
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+
+    def input_names(self):
+        return ("tokens", "targets")
+
+    def forward(self, tokens, targets, mode="eager"):
+        x = self.embed_tokens(tokens)
+        if mode == "eager":
+            for b in self.layers:
+                x = b(x)
+            logits = self.lm_head(self.norm(x))
+        elif mode == "seq":
+            stages = list(self.layers) + [self.norm, self.lm_head]
+            logits = checkpoint_sequential(stages, segments_for(len(stages)), x)
+        elif mode == "block":
+            for b in self.layers:
+                x = checkpoint(b, x)
+            logits = self.lm_head(self.norm(x))
+        else:
+            raise ValueError(mode)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
 # ---- lstm-lm -------------------------------------------------------------------------------
 
 
@@ -363,6 +470,8 @@ def build(model, dims):
         return LSTMLM(**dims)
     if model == "gpt2":
         return GPT2(**dims)
+    if model == "llama":
+        return Llama(**dims)
     raise ValueError(model)
 
 

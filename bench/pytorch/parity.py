@@ -185,7 +185,7 @@ def check_model(gradc, model, tmp, sets=None, seed=0, env=None):
     return result
 
 
-ALL_MODELS = ("mlp", "gpt-mini", "lstm-lm", "gpt2")
+ALL_MODELS = ("mlp", "gpt-mini", "lstm-lm", "gpt2", "llama")
 
 
 def run(gradc, models_list=ALL_MODELS, env=None):
