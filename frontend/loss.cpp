@@ -1,6 +1,7 @@
 // Lowering of the loss. The checks on the target come first so that a wrong dtype or shape is
 // reported at the target's name, naming both tensors.
 //   cross_entropy: logits [..., C] (float), target [...] (i64/i32 class indices) -> mean, []
+//                  (ignore_index: rows with that target are left out of the mean)
 //   mse:           input and target of the same float type                      -> mean, []
 #include "frontend/loss.h"
 
@@ -16,8 +17,9 @@ bool lowerLoss(LoweringState& state, const YamlNode& loss, const Scope& scope) {
                               describeNode(loss));
     return false;
   }
-  if (!checkKeys(loss, {"op", "input", "target"}, diags, "the loss", "key",
-                 "the loss has 'op', 'target' and optionally 'input' (default '_')"))
+  if (!checkKeys(loss, {"op", "input", "target", "ignore_index"}, diags, "the loss", "key",
+                 "the loss has 'op', 'target' and optionally 'input' (default '_') and, for cross_entropy, "
+                 "'ignore_index'"))
     return false;
   const YamlNode* opNode = loss.get("op");
   if (!opNode) {
@@ -91,8 +93,19 @@ bool lowerLoss(LoweringState& state, const YamlNode& loss, const Scope& scope) {
       return false;
     }
   }
+  ir::AttrMap attrs;
+  if (const YamlNode* ignore = loss.get("ignore_index")) {
+    // Rows whose target is this class count for nothing (PyTorch's ignore_index; -100 there).
+    if (*op != "cross_entropy") {
+      diags.error(ignore->pos, "ignore_index is a cross_entropy option; mse has no classes to ignore");
+      return false;
+    }
+    std::optional<std::int64_t> value = readInt(*ignore, state.dims, diags, "the loss 'ignore_index'");
+    if (!value) return false;
+    attrs["ignore_index"] = *value;
+  }
   ir::Value* operands[] = {input, target};
-  ir::Node* node = emitNode(state, opNode->pos, "the loss", *op, *op, operands, {}, "loss");
+  ir::Node* node = emitNode(state, opNode->pos, "the loss", *op, *op, operands, std::move(attrs), "loss");
   if (!node) return false;
   state.graph.setOutput("loss", node->result(0));
   return true;

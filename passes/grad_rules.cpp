@@ -311,7 +311,9 @@ OperandGrads gradNone(GradBuilder&) { return {}; }
 // indices, not differentiable.
 OperandGrads gradCrossEntropy(GradBuilder& b) {
   if (!b.needs(0)) return {nullptr, nullptr};
-  return {b.emit1("cross_entropy_backward", {b.grad(), b.operand(0), b.operand(1)}), nullptr};
+  AttrMap attrs;
+  if (auto ignore = ir::getInt(b.node().attrs(), "ignore_index")) attrs["ignore_index"] = *ignore;
+  return {b.emit1("cross_entropy_backward", {b.grad(), b.operand(0), b.operand(1)}, std::move(attrs)), nullptr};
 }
 
 // mse = mean((a - t)^2): ga = g * 2 (a - t) / count, and gt = -ga.

@@ -3,6 +3,7 @@
 //
 // Shape legend: N rows = product of leading dims, C classes, D features, in/out linear sizes.
 #include <ATen/core/Reduction.h>
+#include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include "runtime/aten_layer_norm.h"
 #include <ATen/ops/_log_softmax_backward_data.h>
@@ -162,6 +163,32 @@ Results embeddingBackwardKernel(const KernelArgs& a) {
 // temporary beyond the result (the op table's declared workspace is an upper bound). Autograd
 // computes the same quantity as log_softmax_backward(nll_loss_backward(...)); the two differ by
 // rounding only (exp(log_softmax) vs softmax), well under 1e-6 relative.
+// With ignore_index: softmax in the result, then one pass over the rows: an ignored row is
+// zeroed, any other row gets -1 at its target, and every row is scaled by grad / count (count =
+// the rows not ignored). The loop reads the target on the host (this kernel is the CPU one).
+at::Tensor crossEntropyBackwardIgnoring(at::Tensor result, const at::Tensor& grad, const at::Tensor& target,
+                                        std::int64_t ignore) {
+  const std::int64_t rows = result.size(0), classes = result.size(1);
+  const std::int64_t* t = target.data_ptr<std::int64_t>();
+  std::int64_t count = 0;
+  for (std::int64_t r = 0; r < rows; ++r) count += t[r] != ignore;
+  const double factor = grad.item<double>() / static_cast<double>(count);  // count 0: nan, as the loss
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, result.scalar_type(), "cross_entropy_backward", [&] {
+    scalar_t* row = result.data_ptr<scalar_t>();
+    for (std::int64_t r = 0; r < rows; ++r, row += classes) {
+      if (t[r] == ignore) {
+        std::fill(row, row + classes, scalar_t(0));
+        continue;
+      }
+      TORCH_CHECK(t[r] >= 0 && t[r] < classes, "cross_entropy_backward: target ", t[r], " is not a class in [0, ",
+                  classes, ") (nor the ignore_index ", ignore, ")");
+      row[t[r]] = static_cast<scalar_t>(static_cast<double>(row[t[r]]) - 1.0);
+      for (std::int64_t c = 0; c < classes; ++c) row[c] = static_cast<scalar_t>(static_cast<double>(row[c]) * factor);
+    }
+  });
+  return result;
+}
+
 Results crossEntropyBackwardKernel(const KernelArgs& a) {
   const at::Tensor& grad = a.operands[0];
   const at::Tensor& logits = a.operands[1];
@@ -172,6 +199,10 @@ Results crossEntropyBackwardKernel(const KernelArgs& a) {
   at::Tensor out = resultBuffer(a);
   at::Tensor result = out.view({rows, classes});
   at::_softmax_out(result, logits.reshape({-1, classes}), 1, /*half_to_float=*/false);
+  if (std::optional<std::int64_t> ignore = ir::getInt(a.node.attrs(), "ignore_index")) {
+    crossEntropyBackwardIgnoring(result, grad, target.contiguous(), *ignore);
+    return {out};
+  }
   result.scatter_add_(1, target, at::full({rows, 1}, -1.0, result.options()));
   result.mul_(grad.div(static_cast<double>(rows)));
   return {out};

@@ -331,9 +331,10 @@ Results zerosKernel(const KernelArgs& a) { return {resultBuffer(a).zero_()}; }
 // logits[..., C], target[...] -> mean over the N = numel(target) rows of -log_softmax[target].
 // As ATen's cross_entropy_loss: log_softmax (one [N, C] temporary) + nll_loss, whose total
 // weight is a 0-dim temporary (both the op's declared workspace). nll_loss wants i64 class
-// indices. The IR op has no ignored class, so ATen's
-// ignore_index (default -100, which would silently skip such targets) is set to a value no
-// valid target has: every target outside [0, C) is an error, as in cross_entropy_backward.
+// indices. Without the op's ignore_index, ATen's (default -100, which would silently skip such
+// targets) is set to a value no valid target has: every target outside [0, C) is an error, as
+// in cross_entropy_backward. With it, nll_loss averages over the other rows (total weight =
+// their count; all rows ignored gives 0 / 0 = nan, as PyTorch).
 constexpr std::int64_t kNoIgnoredClass = std::numeric_limits<std::int64_t>::min();
 
 Results crossEntropyKernel(const KernelArgs& a) {
@@ -343,7 +344,8 @@ Results crossEntropyKernel(const KernelArgs& a) {
   at::Tensor logp = at::_log_softmax(logits.reshape({-1, logits.size(-1)}), 1, /*half_to_float=*/false);
   at::Tensor out = resultBuffer(a);
   at::Tensor totalWeight = at::empty({}, logp.options());
-  at::nll_loss_forward_out(out, totalWeight, logp, target, /*weight=*/{}, at::Reduction::Mean, kNoIgnoredClass);
+  const std::int64_t ignore = ir::getInt(a.node.attrs(), "ignore_index").value_or(kNoIgnoredClass);
+  at::nll_loss_forward_out(out, totalWeight, logp, target, /*weight=*/{}, at::Reduction::Mean, ignore);
   return {out};
 }
 

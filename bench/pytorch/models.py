@@ -16,6 +16,10 @@ distributions and op order:
                                   the attention probabilities and both residual branches, GELU
                                   (tanh), a 1024-row position table, GPT-2's N(0, 0.02)
                                   initialisation, and the LM head tied to wte (no lm_head key)
+  bert-mlm  models/bert-mlm.yaml  Hugging Face's BertForMaskedLM computation: word + position +
+                                  token-type embeddings, post-norm encoder layers, the MLM head
+                                  with the decoder tied to the word embeddings, cross entropy
+                                  over the masked positions (targets -100 elsewhere)
   llama     models/llama.yaml     Hugging Face's LlamaForCausalLM computation: RMSNorm, rotary
                                   embeddings (rotate_half), grouped-query attention (repeat_kv),
                                   SwiGLU, no biases; names are Hugging Face's without "model."
@@ -48,6 +52,7 @@ DEFAULT_DIMS = {
     "mlp": {"batch": 64, "features": 32, "hidden": 256, "outputs": 8, "depth": 4},
     "gpt-mini": {"batch": 16, "seq": 128, "vocab": 256, "d_model": 256, "heads": 4, "layers": 4},
     "lstm-lm": {"batch": 8, "seq": 512, "vocab": 256, "embed": 128, "hidden": 256},
+    "bert-mlm": {"batch": 8, "seq": 128, "vocab": 256, "type_vocab": 2, "d_model": 256, "heads": 4, "layers": 4},
     "llama": {"batch": 8, "seq": 128, "vocab": 256, "d_model": 256, "heads": 8, "kv_heads": 2, "layers": 4,
               "d_ff": 688},
     "gpt2": {"batch": 8, "context": 1024, "seq": 1024, "vocab": 50257, "d_model": 768, "heads": 12, "layers": 12},
@@ -58,10 +63,10 @@ def resolve_dims(model, overrides=None):
     dims = dict(DEFAULT_DIMS[model])
     overrides = overrides or {}
     for k, v in overrides.items():
-        if k not in dims and not (model in ("gpt-mini", "gpt2") and k == "d_ff"):
+        if k not in dims and not (model in ("gpt-mini", "gpt2", "bert-mlm") and k == "d_ff"):
             raise ValueError(f"{model} has no dim {k!r}")
         dims[k] = int(v)
-    if model in ("gpt-mini", "gpt2") and "d_ff" not in dims:
+    if model in ("gpt-mini", "gpt2", "bert-mlm") and "d_ff" not in dims:
         dims["d_ff"] = 4 * dims["d_model"]
     if model == "gpt2" and "seq" not in overrides:
         dims["seq"] = dims["context"]  # the spec's `seq: context`
@@ -286,6 +291,86 @@ class GPT2(nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+# ---- bert-mlm ------------------------------------------------------------------------------
+
+
+class _BertAttention(_Gpt2Attention):
+    """Bidirectional: gpt2's attention (dropout on the probabilities) without the causal mask,
+    N(0, 0.02) weights and zero biases."""
+
+    def __init__(self, d_model, heads, dropout):
+        super().__init__(d_model, heads, dropout, layers=0.5)  # 0.02 / sqrt(2 * 0.5) = 0.02 for proj too
+
+    def forward(self, x):
+        B, S, D = x.shape
+        H = self.heads
+        Dh = D // H
+        q, k, v = self.qkv(x).split(D, dim=2)
+        q, k, v = (t.reshape(B, S, H, Dh).transpose(1, 2) for t in (q, k, v))
+        p = self.attn_drop(torch.softmax(torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(Dh)), dim=3))
+        return self.proj(torch.matmul(p, v).transpose(1, 2).reshape(B, S, D))
+
+
+def _normal_linear(d_in, d_out):
+    m = nn.Linear(d_in, d_out)
+    nn.init.normal_(m.weight, 0.0, 0.02)
+    nn.init.zeros_(m.bias)
+    return m
+
+
+class _BertLayer(nn.Module):
+    def __init__(self, d_model, heads, d_ff, dropout):
+        super().__init__()
+        self.attention = _BertAttention(d_model, heads, dropout)
+        self.attention_norm = nn.LayerNorm(d_model, eps=1e-12)
+        self.intermediate = _normal_linear(d_model, d_ff)
+        self.output = _normal_linear(d_ff, d_model)
+        self.output_norm = nn.LayerNorm(d_model, eps=1e-12)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        x = self.attention_norm(x + self.drop(self.attention(x)))
+        return self.output_norm(x + self.drop(self.output(F.gelu(self.intermediate(x)))))
+
+
+class BertMLM(nn.Module):
+    def __init__(self, seq, vocab, type_vocab, d_model, heads, layers, d_ff, dropout=0.1, **_):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab, d_model)
+        self.position_embeddings = _PosTable(seq, d_model)
+        self.token_type_embeddings = nn.Embedding(type_vocab, d_model)
+        for e in (self.word_embeddings, self.position_embeddings, self.token_type_embeddings):
+            nn.init.normal_(e.weight, 0.0, 0.02)
+        self.embeddings_norm = nn.LayerNorm(d_model, eps=1e-12)
+        self.drop = nn.Dropout(dropout)
+        self.layer = nn.ModuleList(_BertLayer(d_model, heads, d_ff, dropout) for _ in range(layers))
+        self.transform = _normal_linear(d_model, d_model)
+        self.transform_norm = nn.LayerNorm(d_model, eps=1e-12)
+        self.decoder = nn.Module()
+        self.decoder.bias = nn.Parameter(torch.zeros(vocab))  # the weight is word_embeddings'
+
+    def input_names(self):
+        return ("tokens", "targets", "token_types")
+
+    def forward(self, tokens, targets, token_types=None, mode="eager"):
+        S = tokens.shape[1]
+        x = self.word_embeddings(tokens) + self.position_embeddings.weight[:S] + self.token_type_embeddings(token_types)
+        x = self.drop(self.embeddings_norm(x))
+        if mode == "block":
+            for b in self.layer:
+                x = checkpoint(b, x)
+        elif mode == "seq":
+            x = checkpoint_sequential(list(self.layer), segments_for(len(self.layer)), x)
+        elif mode == "eager":
+            for b in self.layer:
+                x = b(x)
+        else:
+            raise ValueError(mode)
+        h = self.transform_norm(F.gelu(self.transform(x)))
+        logits = F.linear(h, self.word_embeddings.weight, self.decoder.bias)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+
+
 # ---- llama ---------------------------------------------------------------------------------
 
 
@@ -472,6 +557,8 @@ def build(model, dims):
         return GPT2(**dims)
     if model == "llama":
         return Llama(**dims)
+    if model == "bert-mlm":
+        return BertMLM(**dims)
     raise ValueError(model)
 
 
@@ -482,6 +569,17 @@ def make_batch(model, dims, generator):
         y = torch.randn(dims["batch"], dims["outputs"], generator=generator)
         return {"x": x, "y": y}
     shape = (dims["batch"], dims["seq"])
+    if model == "bert-mlm":
+        # 15% of the positions masked: their targets are the original tokens, the rest -100.
+        tokens = torch.randint(0, dims["vocab"], shape, generator=generator, dtype=torch.int64)
+        masked = torch.rand(shape, generator=generator) < 0.15
+        masked[0, 0] = True
+        targets = torch.where(masked, tokens, torch.full_like(tokens, -100))
+        return {
+            "tokens": torch.where(masked, torch.zeros_like(tokens), tokens),  # token 0 as [MASK]
+            "targets": targets,
+            "token_types": (torch.arange(dims["seq"]) >= dims["seq"] // 2).long().expand(shape).contiguous(),
+        }
     return {
         "tokens": torch.randint(0, dims["vocab"], shape, generator=generator, dtype=torch.int64),
         "targets": torch.randint(0, dims["vocab"], shape, generator=generator, dtype=torch.int64),

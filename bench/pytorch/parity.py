@@ -42,7 +42,7 @@ GRAD_TOL = 1e-4
 # (gpt2 keeps its 50257-token vocabulary and 1024-row position table).
 PARITY_SETS = {"gpt2": ("batch=2", "seq=64", "d_model=128", "heads=4", "layers=2")}
 # Models with dropout: compared with every dropout at p 0.
-WITH_DROPOUT = ("gpt-mini", "gpt2")
+WITH_DROPOUT = ("gpt-mini", "gpt2", "bert-mlm")
 
 
 def spec_without_dropout(src, dst):
@@ -124,7 +124,7 @@ def check_model(gradc, model, tmp, sets=None, seed=0, env=None):
     ok = True
     for mode in modes:
         net.zero_grad(set_to_none=True)
-        loss = net(batch[names[0]], batch[names[1]], mode=mode)
+        loss = net(*(batch[n] for n in names), mode=mode)
         loss.backward()
         tl = loss.item()
         loss_rel = abs(gradc_loss - tl) / abs(tl)
@@ -185,7 +185,7 @@ def check_model(gradc, model, tmp, sets=None, seed=0, env=None):
     return result
 
 
-ALL_MODELS = ("mlp", "gpt-mini", "lstm-lm", "gpt2", "llama")
+ALL_MODELS = ("mlp", "gpt-mini", "lstm-lm", "gpt2", "llama", "bert-mlm")
 
 
 def run(gradc, models_list=ALL_MODELS, env=None):

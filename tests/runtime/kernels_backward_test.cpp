@@ -178,7 +178,7 @@ TEST_CASE("backward parity: embedding with repeated indices") {
               run1("embedding_backward", {g, idx.to(at::kInt)}, {{"num", std::int64_t{7}}}), ref);
 }
 
-TEST_CASE("backward parity: cross_entropy (3-D logits) and mse") {
+TEST_CASE("backward parity: cross_entropy (3-D logits, ignore_index) and mse") {
   torch::manual_seed(16);
   at::Tensor logits = leaf(torch::randn({2, 5, 13}) * 3);
   at::Tensor target = torch::randint(0, 13, {2, 5}, torch::kLong);
@@ -190,6 +190,24 @@ TEST_CASE("backward parity: cross_entropy (3-D logits) and mse") {
   expectClose("cross_entropy_backward", run1("cross_entropy_backward", {g, logits.detach(), target}), ref);
   expectClose("cross_entropy_backward (i32 target)",
               run1("cross_entropy_backward", {g, logits.detach(), target.to(at::kInt)}), ref);
+
+  // ignore_index (BERT's masked-LM loss: -100 everywhere but the masked positions): those rows
+  // are out of the mean and get no gradient, as in PyTorch.
+  at::Tensor masked = target.clone();
+  masked.index_put_({torch::rand({2, 5}) < 0.6}, -100);
+  masked[0][0] = 4;  // at least one counted row
+  const ir::AttrMap ignore{{"ignore_index", std::int64_t{-100}}};
+  at::Tensor lossIgnoring =
+      F::cross_entropy(logits.reshape({-1, 13}), masked.reshape({-1}), F::CrossEntropyFuncOptions().ignore_index(-100));
+  expectClose("cross_entropy (ignore_index)", run1("cross_entropy", {logits.detach(), masked}, ignore),
+              lossIgnoring.detach());
+  at::Tensor refIgnoring = autograd(lossIgnoring, {logits}, g)[0];
+  expectClose("cross_entropy_backward (ignore_index)",
+              run1("cross_entropy_backward", {g, logits.detach(), masked}, ignore), refIgnoring);
+  expectClose("cross_entropy_backward (ignore_index, i32 target)",
+              run1("cross_entropy_backward", {g, logits.detach(), masked.to(at::kInt)}, ignore), refIgnoring);
+  CHECK(refIgnoring[0][1].abs().sum().item<double>() == (masked[0][1].item<std::int64_t>() == -100 ? 0.0 :
+                                                          refIgnoring[0][1].abs().sum().item<double>()));
 
   at::Tensor input = leaf(torch::randn({3, 4, 5})), tgt = torch::randn({3, 4, 5});
   at::Tensor mse = F::mse_loss(input, tgt);
