@@ -153,9 +153,20 @@ ir::Value* lowerLayerNorm(Layer& layer) {
   double eps = layer.real("eps");
   if (!(eps > 0)) return layer.error(layer.attrPos("eps"), "eps of " + layer.describe() + " must be positive");
   std::int64_t d = x.value->type().shape.back();
-  ir::Value* w = layer.param("weight", {d}, onesInit());
-  if (!w) return nullptr;
-  ir::Value* b = layer.param("bias", {d}, zerosInit());
+  ir::Value* w = nullptr;
+  ir::Value* b = nullptr;
+  if (layer.flag("affine")) {
+    w = layer.param("weight", {d}, onesInit());
+    b = w ? layer.param("bias", {d}, zerosInit()) : nullptr;
+  } else {
+    // No parameters: the kernel's weight and bias are constant ones and zeros.
+    const ir::AttrMap constant{{"shape", std::vector<std::int64_t>{d}}, {"dtype", x.value->type().dtype}};
+    ir::AttrMap ones = constant, zeros = constant;
+    ones["value"] = 1.0;
+    zeros["value"] = 0.0;
+    w = layer.emit1("full", {}, std::move(ones));
+    b = w ? layer.emit1("full", {}, std::move(zeros)) : nullptr;
+  }
   if (!b) return nullptr;
   ir::Node* node = layer.emit("layer_norm", {x.value, w, b}, {{"eps", eps}});
   return node ? node->result(0) : nullptr;  // results 1 and 2 (mean, rstd) are for backward

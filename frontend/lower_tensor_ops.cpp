@@ -1,6 +1,8 @@
 // Lowering of the parameter-free layers: elementwise ops, matmul, activations, softmax,
 // dropout and shape ops. Most map one-to-one onto the IR op of the same name; axes are
 // checked here (so the error points at the attribute) and passed on normalised.
+#include <algorithm>
+
 #include "frontend/lowerings.h"
 
 namespace gradc::frontend {
@@ -96,6 +98,46 @@ ir::Value* lowerTranspose(Layer& layer) {
   std::optional<std::int64_t> d1 = axis(layer, "dims", dims[1], rank);
   if (!d1) return nullptr;
   return layer.emit1("transpose", {layer.input()}, {{"dim0", *d0}, {"dim1", *d1}});
+}
+
+// sum / mean over `dims` (every axis when absent), normalised, deduplicated and sorted.
+ir::Value* lowerReduction(Layer& layer) {
+  const int rank = layer.input()->type().rank();
+  std::vector<std::int64_t> dims;
+  for (std::int64_t d : layer.intList("dims")) {
+    std::optional<std::int64_t> a = axis(layer, "dims", d, rank);
+    if (!a) return nullptr;
+    if (std::find(dims.begin(), dims.end(), *a) != dims.end())
+      return layer.error(layer.attrPos("dims"), layer.describe() + ": axis " + std::to_string(d) + " is listed twice");
+    dims.push_back(*a);
+  }
+  std::sort(dims.begin(), dims.end());
+  return layer.emit1(layer.op().name, {layer.input()}, {{"dims", dims}, {"keepdim", layer.flag("keepdim")}});
+}
+
+ir::Value* lowerConcat(Layer& layer) {
+  std::optional<std::int64_t> dim = axis(layer, "dim", layer.integer("dim"), layer.input(0)->type().rank());
+  if (!dim) return nullptr;
+  return layer.emit1("concat", {layer.input(0), layer.input(1)}, {{"dim", *dim}});
+}
+
+// One of `sections` equal parts along `dim`: a view (the IR split's result `part`).
+ir::Value* lowerSplit(Layer& layer) {
+  const ir::TensorType& in = layer.input()->type();
+  std::optional<std::int64_t> dim = axis(layer, "dim", layer.integer("dim"), in.rank());
+  if (!dim) return nullptr;
+  const std::int64_t sections = layer.integer("sections"), part = layer.integer("part");
+  const std::int64_t extent = in.shape[static_cast<size_t>(*dim)];
+  if (extent % sections != 0)
+    return layer.error(layer.attrPos("sections"), layer.describe() + ": axis " + std::to_string(*dim) + " of " +
+                                                      ir::toString(in) + " does not split into " +
+                                                      std::to_string(sections) + " equal parts");
+  if (part < 0 || part >= sections)
+    return layer.error(layer.attrPos("part"), layer.describe() + ": part " + std::to_string(part) + " is not one of the " +
+                                                  std::to_string(sections) + " parts (0 .. " +
+                                                  std::to_string(sections - 1) + ")");
+  ir::Node* node = layer.emit("split", {layer.input()}, {{"dim", *dim}, {"sections", sections}});
+  return node ? node->result(static_cast<size_t>(part)) : nullptr;
 }
 
 }  // namespace gradc::frontend

@@ -42,5 +42,8 @@ ir::Value* lowerSoftmax(Layer& layer);  // softmax and log_softmax
 ir::Value* lowerDropout(Layer& layer);
 ir::Value* lowerReshape(Layer& layer);
 ir::Value* lowerTranspose(Layer& layer);
+ir::Value* lowerReduction(Layer& layer);  // sum and mean
+ir::Value* lowerConcat(Layer& layer);
+ir::Value* lowerSplit(Layer& layer);
 
 }  // namespace gradc::frontend

@@ -395,6 +395,7 @@ const std::vector<OpInfo>& table() {
     for (OpInfo& op : collectiveOps()) all.push_back(std::move(op));
     for (OpInfo& op : fusedLossOps()) all.push_back(std::move(op));
     for (OpInfo& op : transformerOps()) all.push_back(std::move(op));
+    for (OpInfo& op : reductionOps()) all.push_back(std::move(op));
     return all;
   }();
   return ops;

@@ -175,6 +175,25 @@ OperandGrads gradRmsNorm(GradBuilder& b) {
   return {n->result(0), n->result(1)};
 }
 
+// sum / mean: g (with the reduced axes restored as extents of 1) broadcast back over the input
+// by adding it to zeros of the input's type; mean scales by 1 / count.
+OperandGrads gradReduction(GradBuilder& b) {
+  const ir::TensorType& x = b.operandType(0);
+  std::vector<std::int64_t> dims = *ir::getIntList(b.node().attrs(), "dims");
+  if (dims.empty())
+    for (std::int64_t d = 0; d < x.rank(); ++d) dims.push_back(d);
+  ir::Shape kept = x.shape;
+  std::int64_t count = 1;
+  for (std::int64_t d : dims) {
+    count *= x.shape[static_cast<size_t>(d)];
+    kept[static_cast<size_t>(d)] = 1;
+  }
+  Value* g = b.grad();
+  if (g->type().shape != kept) g = b.emit1("reshape", {g}, {{"shape", kept}});
+  if (b.node().opName() == "mean") g = b.emit1("scale", {g}, {{"factor", 1.0 / static_cast<double>(count)}});
+  return {b.emit1("add", {b.zeros(x), g})};
+}
+
 // rope is a rotation per (position, pair): its adjoint rotates back by the same angle.
 OperandGrads gradRope(GradBuilder& b) {
   AttrMap attrs = b.node().attrs();
@@ -381,6 +400,7 @@ constexpr RuleEntry kRules[] = {
     {"linear_cross_entropy", gradLinearCrossEntropy},
     {"log_softmax", gradSoftmaxLike<kLogSoftmaxBackward>},
     {"matmul", gradMatmul},
+    {"mean", gradReduction},
     {"mse", gradMse},
     {"mul", gradMul},
     {"relu", gradFromOutput<kReluBackward>},
@@ -396,6 +416,7 @@ constexpr RuleEntry kRules[] = {
     {"split", gradSplit},
     {"stack", gradStack},
     {"sub", gradSub},
+    {"sum", gradReduction},
     {"tanh", gradFromOutput<kTanhBackward>},
     {"transpose", gradTranspose},
     {"unbind", gradUnbind},

@@ -1,5 +1,5 @@
 // Kernels of the LLaMA-style block ops (ir/ops_transformer.cpp): silu, exp, rms_norm and rope,
-// with their backwards. Every one is a short sequence of ATen `_out` and in-place calls that
+// with their backwards; and of the reductions sum and mean (ir/ops_reductions.cpp). Every one is a short sequence of ATen `_out` and in-place calls that
 // writes into its planned results, so the only memory a kernel allocates is what the op table
 // declares as its workspace: none for silu and exp; rms_norm's eps as a wrapped Scalar; two input-sized
 // temporaries and a row column for rms_norm's backward; the cos and sin tables for rope.
@@ -116,7 +116,27 @@ Results ropeKernel(const KernelArgs& a) {
   return {y};
 }
 
+// sum and mean over the node's dims (empty: every axis), straight into the result.
+std::vector<std::int64_t> reducedDims(const KernelArgs& a) {
+  std::vector<std::int64_t> dims = intListAttr(a.node, "dims");
+  if (dims.empty())
+    for (std::int64_t d = 0; d < a.operands[0].dim(); ++d) dims.push_back(d);
+  return dims;
+}
+
+Results sumKernel(const KernelArgs& a) {
+  at::Tensor out = resultBuffer(a);
+  return {at::sum_out(out, a.operands[0], reducedDims(a), ir::getBool(a.node.attrs(), "keepdim").value_or(false))};
+}
+
+Results meanKernel(const KernelArgs& a) {
+  at::Tensor out = resultBuffer(a);
+  return {at::mean_out(out, a.operands[0], reducedDims(a), ir::getBool(a.node.attrs(), "keepdim").value_or(false))};
+}
+
 const KernelEntry kTransformer[] = {
+    {"sum", sumKernel},
+    {"mean", meanKernel},
     {"silu", siluKernel},
     {"silu_backward", siluBackwardKernel},
     {"exp", expKernel},

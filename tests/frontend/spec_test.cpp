@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -386,4 +387,50 @@ TEST_CASE("docs/spec.md documents every op and attribute") {
       CHECK(doc.find("`" + std::string(a.name) + "`") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("the transformer-model layers: tie, split, concat, sum, mean, layer_norm without affine, rms_norm, swiglu") {
+  const std::string head =
+      "model: t\n"
+      "dims: {batch: 2, seq: 4, d: 8, vocab: 10}\n"
+      "inputs:\n"
+      "  tokens: {shape: [batch, seq], dtype: i64}\n"
+      "  y: {shape: [batch, seq, vocab]}\n"
+      "layers:\n"
+      "  - {op: embedding, name: wte, input: tokens, num: vocab, dim: d}\n";
+  ir::Graph g = compileClean(head +
+                             "  - {op: split, sections: 2, part: 1, output: right}\n"
+                             "  - {op: concat, inputs: [right, right], dim: -1}\n"
+                             "  - {op: layer_norm, name: ln, affine: false}\n"
+                             "  - {op: rms_norm, name: rms}\n"
+                             "  - {op: swiglu, name: mlp, hidden: 12, output: h}\n"
+                             "  - {op: mean, dims: [-1], keepdim: true, output: m}\n"
+                             "  - {op: sub, inputs: [h, m]}\n"
+                             "  - {op: linear, name: head, tie: wte}\n"
+                             "loss: {op: mse, target: y}\n");
+  std::set<std::string> params;
+  for (const auto& p : g.params()) params.insert(p->name());
+  CHECK(params == std::set<std::string>{"wte.weight", "rms.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
+                                        "mlp.down_proj.weight", "head.bias"});
+  std::map<std::string, int> ops;
+  for (const auto& n : g.nodes()) ++ops[std::string(n->opName())];
+  CHECK(ops["split"] == 1);
+  CHECK(ops["concat"] == 1);
+  CHECK(ops["full"] == 2);  // layer_norm's constant weight and bias
+  CHECK(ops["mean"] == 1);
+  CHECK(ops["silu"] == 1);
+  CHECK(ops["rms_norm"] == 1);
+
+  auto failing = [&](const std::string& layers) {
+    SpecResult r = compileSpec(head + layers + "loss: {op: mse, target: y}\n", "t.yaml");
+    REQUIRE_FALSE(r.ok());
+    return r.diagnostics.back().message;
+  };
+  CHECK(failing("  - {op: split, sections: 3, part: 0}\n").find("does not split into 3 equal parts") != std::string::npos);
+  CHECK(failing("  - {op: split, sections: 2, part: 2}\n").find("part 2 is not one of the 2 parts") != std::string::npos);
+  CHECK(failing("  - {op: sum, dims: [1, -2]}\n").find("is listed twice") != std::string::npos);
+  CHECK(failing("  - {op: linear, name: head, tie: head}\n").find("no earlier layer defines that parameter") !=
+        std::string::npos);
+  CHECK(failing("  - {op: linear, name: fc, out: 3}\n  - {op: linear, name: head, tie: fc}\n")
+            .find("needs a weight with 3 columns") != std::string::npos);
 }

@@ -29,6 +29,11 @@ struct Case {
 const std::vector<Case>& cases() {
   static const std::vector<Case> list = {
       {"embedding", {f32({256, 64}), i64({16, 128})}, {}, {f32({16, 128, 64})}},
+      {"sum", {f32({3, 4, 5})}, {{"dims", std::vector<std::int64_t>{0, 2}}, {"keepdim", false}}, {f32({4})}},
+      {"sum", {f32({3, 4, 5})}, {{"dims", std::vector<std::int64_t>{}}, {"keepdim", true}}, {f32({1, 1, 1})}},
+      {"sum", {f32({3, 4})}, {{"dims", std::vector<std::int64_t>{2}}, {"keepdim", false}}, {}, "not an axis"},
+      {"mean", {f32({3, 4})}, {{"dims", std::vector<std::int64_t>{}}, {"keepdim", false}}, {f32({})}},
+      {"mean", {f32({3, 4})}, {{"dims", std::vector<std::int64_t>{1, 0}}, {"keepdim", false}}, {}, "distinct and ascending"},
       {"silu", {f32({5, 3})}, {}, {f32({5, 3})}},
       {"silu", {i64({5})}, {}, {}, "floating-point"},
       {"silu_backward", {f32({5, 3}), f32({5, 3})}, {}, {f32({5, 3})}},

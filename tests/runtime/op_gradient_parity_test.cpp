@@ -63,6 +63,17 @@ std::vector<OpCase> cases() {
   return {
       {"silu", "param %a : f32[5, 6]\n", "%0 = silu(%a) : f32[5, 6] fwd\n", "%0", "f32[5, 6]",
        [](Tensors& t) { return F::silu(t["a"]); }},
+      {"sum (axes 0 and 2)", "param %a : f32[3, 4, 5]\n", "%0 = sum(%a) {dims = [0, 2], keepdim = false} : f32[4] fwd\n",
+       "%0", "f32[4]", [](Tensors& t) { return t["a"].sum(std::vector<std::int64_t>{0, 2}); }},
+      {"sum (all, keepdim)", "param %a : f32[3, 4]\n", "%0 = sum(%a) {dims = [], keepdim = true} : f32[1, 1] fwd\n",
+       "%0", "f32[1, 1]", [](Tensors& t) { return t["a"].sum(std::vector<std::int64_t>{0, 1}, true); }},
+      {"mean (last axis, keepdim)", "param %a : f32[3, 4, 5]\n",
+       "%0 = mean(%a) {dims = [2], keepdim = true} : f32[3, 4, 1] fwd\n", "%0", "f32[3, 4, 1]",
+       [](Tensors& t) { return t["a"].mean(std::vector<std::int64_t>{2}, true); }},
+      {"mean (all)", "param %a : f32[3, 4]\n", "%0 = mean(%a) {dims = [], keepdim = false} : f32[] fwd\n", "%0", "f32[]",
+       [](Tensors& t) { return t["a"].mean(); }},
+      {"concat", "param %a : f32[3, 2]\nparam %b : f32[3, 5]\n", "%0 = concat(%a, %b) {dim = 1} : f32[3, 7] fwd\n", "%0",
+       "f32[3, 7]", [](Tensors& t) { return torch::cat({t["a"], t["b"]}, 1); }},
       {"exp", "param %a : f32[5, 6]\n", "%0 = exp(%a) : f32[5, 6] fwd\n", "%0", "f32[5, 6]",
        [](Tensors& t) { return torch::exp(t["a"]); }},
       {"rms_norm", "param %x : f32[3, 4, 8]\nparam %w : f32[8]\n",
@@ -211,7 +222,7 @@ TEST_CASE("every forward op: gradc forward and gradients through autodiff vs Lib
   for (const char* op : {"embedding", "add", "sub", "mul", "scale", "matmul", "linear", "relu", "gelu", "tanh", "sigmoid",
                          "softmax", "log_softmax", "layer_norm", "dropout", "causal_mask", "reshape", "transpose",
                          "slice", "select", "split", "unbind", "stack", "zeros", "cross_entropy", "mse", "silu", "exp",
-                         "rms_norm", "rope"}) {
+                         "rms_norm", "rope", "sum", "mean", "concat"}) {
     CAPTURE(op);
     CHECK(covered.count(op));
   }
