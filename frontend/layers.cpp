@@ -19,6 +19,14 @@ bool resolveInputs(LoweringState& state, const SpecOp& op, const YamlNode& item,
                    const Scope& scope, Layer& layer) {
   DiagSink& diags = state.diags;
   std::string opName(op.name);
+  if (op.numInputs == 0) {
+    for (const char* key : {"input", "inputs"})
+      if (const YamlNode* k = item.keyNode(key)) {
+        diags.error(k->pos, opName + " takes no input: it makes a value of its own");
+        return false;
+      }
+    return true;
+  }
   if (op.numInputs == 1) {
     if (const YamlNode* k = item.keyNode("inputs")) {
       diags.error(k->pos, opName + " takes one input; name it with 'input:'");

@@ -205,4 +205,26 @@ ir::Value* lowerSwiglu(Layer& layer) {
   return linearWithParams(layer, product, "down_proj", d, bias, initStd);
 }
 
+// A learned tensor of its own: "<name>.weight", the layer's output.
+ir::Value* lowerParam(Layer& layer) {
+  const std::vector<std::int64_t>& shape = layer.intList("shape");
+  for (std::int64_t e : shape)
+    if (e <= 0)
+      return layer.error(layer.attrPos("shape"), layer.describe() + ": every extent of 'shape' must be positive, got " +
+                                                     ir::shapeToString(shape));
+  const std::string& init = layer.word("init");
+  ir::AttrMap attrs;
+  if (init == "normal") {
+    if (!(layer.real("std") > 0)) return layer.error(layer.attrPos("std"), "std of " + layer.describe() + " must be positive");
+    attrs = normalInit(layer.real("std"));
+  } else if (init == "uniform") {
+    if (!(layer.real("bound") > 0))
+      return layer.error(layer.attrPos("bound"), "bound of " + layer.describe() + " must be positive");
+    attrs = uniformInit(layer.real("bound"));
+  } else {
+    attrs = init == "ones" ? onesInit() : zerosInit();
+  }
+  return layer.param("weight", shape, std::move(attrs));
+}
+
 }  // namespace gradc::frontend

@@ -18,6 +18,7 @@ ir::Value* lowerPosEmbedding(Layer& layer);
 ir::Value* lowerLayerNorm(Layer& layer);
 ir::Value* lowerRmsNorm(Layer& layer);
 ir::Value* lowerSwiglu(Layer& layer);
+ir::Value* lowerParam(Layer& layer);
 
 // x[..., in] -> [..., out] with parameters "<layer>.<prefix>.weight" [out, in] and, when
 // `bias`, "<layer>.<prefix>.bias" [out], initialised like torch.nn.Linear, or, with `initStd`,

@@ -39,7 +39,7 @@ using LowerFn = ir::Value* (*)(Layer& layer);
 
 struct SpecOp {
   std::string_view name;
-  int numInputs = 1;  // 1: `input:` (default '_'); 2: `inputs: [a, b]`
+  int numInputs = 1;  // 0: none (param); 1: `input:` (default '_'); 2: `inputs: [a, b]`
   bool indexInput = false;  // the input holds integer indices (embedding); otherwise inputs are float
   std::vector<SpecAttr> attrs;
   LowerFn lower = nullptr;

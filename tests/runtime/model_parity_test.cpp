@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tests/bundled_model.h"
+#include "frontend/spec.h"
 #include "ir/graph.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
@@ -299,6 +300,23 @@ struct LstmLmImpl : nn::Module {
 };
 TORCH_MODULE(LstmLm);
 
+// A 2-layer bidirectional LSTM between an embedding and a head (torch.nn.LSTM's parameter
+// names, the reverse direction's with "_reverse").
+struct BiLstmImpl : nn::Module {
+  BiLstmImpl(std::int64_t vocab, std::int64_t embed, std::int64_t hidden)
+      : embed(register_module("embed", nn::Embedding(vocab, embed))),
+        lstm(register_module("lstm", nn::LSTM(nn::LSTMOptions(embed, hidden).num_layers(2).batch_first(true).bidirectional(true)))),
+        head(register_module("head", nn::Linear(2 * hidden, vocab))) {}
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& targets, DropoutMasks&) {
+    torch::Tensor logits = head(std::get<0>(lstm(embed(tokens))));
+    return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  }
+  nn::Embedding embed;
+  nn::LSTM lstm;
+  nn::Linear head;
+};
+TORCH_MODULE(BiLstm);
+
 struct MlpImpl : nn::Module {
   MlpImpl(std::int64_t in, std::int64_t width, std::int64_t out, std::int64_t depth) {
     hidden = register_module("hidden", nn::ModuleList());
@@ -409,6 +427,24 @@ TEST_CASE("model parity: llama reduced (RMSNorm, rope, grouped-query attention, 
   ir::Graph g = compileModel("llama", {{"batch", "2"}, {"seq", "12"}, {"vocab", "40"}, {"d_model", "32"}, {"heads", "4"},
                                        {"kv_heads", "2"}, {"layers", "2"}, {"d_ff", "48"}});
   checkParity("llama", g, Llama(40, 32, 4, 2, 2, 48), "tokens", "targets");
+}
+
+TEST_CASE("model parity: a 2-layer bidirectional LSTM (torch.nn.LSTM bidirectional=True)") {
+  frontend::SpecResult r = frontend::compileSpec(
+      "model: bilstm\ndims: {batch: 2, seq: 7, vocab: 20, embed: 6, hidden: 5}\n"
+      "inputs:\n  tokens: {shape: [batch, seq], dtype: i64}\n  targets: {shape: [batch, seq], dtype: i64}\n"
+      "layers:\n  - {op: embedding, name: embed, input: tokens, num: vocab, dim: embed}\n"
+      "  - {op: lstm, name: lstm, hidden: hidden, layers: 2, bidirectional: true}\n"
+      "  - {op: linear, name: head, out: vocab}\n"
+      "loss: {op: cross_entropy, target: targets}\n",
+      "bilstm.yaml");
+  REQUIRE(r.ok());
+  ir::Graph g = std::move(*r.graph);
+  passes::PassManager pm;
+  pm.add<passes::Autodiff>().add<passes::DeadCodeElimination>();
+  REQUIRE(pm.run(g).ok());
+  CHECK(g.findNamed("lstm.weight_hh_l1_reverse") != nullptr);
+  checkParity("bidirectional lstm", g, BiLstm(20, 6, 5), "tokens", "targets");
 }
 
 TEST_CASE("model parity: lstm-lm") {
