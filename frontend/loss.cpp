@@ -17,9 +17,9 @@ bool lowerLoss(LoweringState& state, const YamlNode& loss, const Scope& scope) {
                               describeNode(loss));
     return false;
   }
-  if (!checkKeys(loss, {"op", "input", "target", "ignore_index"}, diags, "the loss", "key",
+  if (!checkKeys(loss, {"op", "input", "target", "ignore_index", "label_smoothing"}, diags, "the loss", "key",
                  "the loss has 'op', 'target' and optionally 'input' (default '_') and, for cross_entropy, "
-                 "'ignore_index'"))
+                 "'ignore_index' and 'label_smoothing'"))
     return false;
   const YamlNode* opNode = loss.get("op");
   if (!opNode) {
@@ -103,6 +103,19 @@ bool lowerLoss(LoweringState& state, const YamlNode& loss, const Scope& scope) {
     std::optional<std::int64_t> value = readInt(*ignore, state.dims, diags, "the loss 'ignore_index'");
     if (!value) return false;
     attrs["ignore_index"] = *value;
+  }
+  if (const YamlNode* smoothing = loss.get("label_smoothing")) {
+    if (*op != "cross_entropy") {
+      diags.error(smoothing->pos, "label_smoothing is a cross_entropy option; mse has no classes");
+      return false;
+    }
+    std::optional<double> eps = readFloat(*smoothing, state.dims, diags, "the loss 'label_smoothing'");
+    if (!eps) return false;
+    if (!(*eps >= 0 && *eps < 1)) {
+      diags.error(smoothing->pos, "the loss 'label_smoothing' must be in [0, 1), got " + std::string(smoothing->text));
+      return false;
+    }
+    if (*eps > 0) attrs["label_smoothing"] = *eps;
   }
   ir::Value* operands[] = {input, target};
   ir::Node* node = emitNode(state, opNode->pos, "the loss", *op, *op, operands, std::move(attrs), "loss");

@@ -235,6 +235,8 @@ Results inferCrossEntropy(const OpContext& c) {
   if (target.shape != expected)
     return fail("the target shape must be the logits shape without the class dimension: logits " + typeStr(logits) +
                 " needs target " + shapeToString(expected) + ", got " + typeStr(target));
+  if (std::optional<double> eps = getFloat(c.attrs, "label_smoothing"); eps && !(*eps >= 0 && *eps < 1))
+    return fail("label_smoothing must be in [0, 1), got " + std::to_string(*eps));
   return std::vector<TensorType>{{logits.dtype, {}}};
 }
 
@@ -246,9 +248,12 @@ std::optional<std::int64_t> crossEntropyClasses(const OpContext& c, size_t opera
   return c.inputs[0].shape.back();
 }
 
-// The [N, C] log-probabilities and nll_loss's 0-dim total weight.
+// The [N, C] log-probabilities and nll_loss's 0-dim total weight (with label smoothing the
+// kernel sums the log-probabilities itself: no total weight). An i32 target is widened to i64.
 std::int64_t workspaceCrossEntropy(const OpContext& c, std::span<const TensorType>) {
-  return c.inputs[0].bytes() + dtypeSize(c.inputs[0].dtype);
+  const std::int64_t widened = c.inputs[1].dtype == DType::i32 ? c.inputs[1].numel() * 8 : 0;
+  if (getFloat(c.attrs, "label_smoothing").value_or(0.0) > 0) return c.inputs[0].bytes() + widened;
+  return c.inputs[0].bytes() + dtypeSize(c.inputs[0].dtype) + widened;
 }
 
 // The squared differences, before their mean (a sum divided by a Scalar count).
@@ -376,7 +381,9 @@ std::vector<OpInfo> forwardOps() {
        .summary = "a tensor of zeros"},
       {.name = "cross_entropy", .minInputs = 2, .maxInputs = 2,
        .attrs = {{"ignore_index", AttrKind::Int, false,
-                  "rows whose target is this class count for nothing: the mean is over the other rows"}},
+                  "rows whose target is this class count for nothing: the mean is over the other rows"},
+                 {"label_smoothing", AttrKind::Float, false,
+                  "eps in [0, 1): the target distribution is (1 - eps) onehot + eps / C"}},
        .infer = inferCrossEntropy,
        .flops = flopsCrossEntropy, .workspaceBytes = workspaceCrossEntropy, .indexBound = crossEntropyClasses,
        .summary = "mean over targets (except ignore_index) of -log_softmax(logits)[target]; logits [..., C], target [...]"},

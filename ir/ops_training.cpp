@@ -153,11 +153,11 @@ Results inferCrossEntropyBackward(const OpContext& c) {
 
 std::int64_t flopsCrossEntropyBackward(const OpContext& c, Types) { return 6 * c.inputs[1].numel(); }
 // The kernel writes softmax(logits) straight into its result and keeps one value per row
-// (the row's normaliser): a [rows, 1] column. With ignore_index it fixes the rows up in one
+// (the row's normaliser): a [rows, 1] column. With ignore_index or label smoothing it fixes the rows up in one
 // loop instead, and allocates nothing. Either way an i32 target is widened to i64 first.
 std::int64_t workspaceCrossEntropyBackward(const OpContext& c, Types) {
   const std::int64_t widened = c.inputs[2].dtype == DType::i32 ? c.inputs[2].numel() * 8 : 0;
-  if (getInt(c.attrs, "ignore_index")) return widened;
+  if (getInt(c.attrs, "ignore_index") || getFloat(c.attrs, "label_smoothing").value_or(0.0) > 0) return widened;
   return c.inputs[2].numel() * dtypeSize(c.inputs[1].dtype) + widened;
 }
 
@@ -344,7 +344,8 @@ std::vector<OpInfo> trainingOps() {
        .attrs = {{"num", AttrKind::Int, true, "rows of the embedding table"}}, .infer = inferEmbeddingBackward,
        .flops = flopsEmbeddingBackward, .indexBound = embeddingBackwardRows, .summary = "(grad, indices) -> grad of the table [num, dim], rows summed"},
       {.name = "cross_entropy_backward", .minInputs = 3, .maxInputs = 3,
-       .attrs = {{"ignore_index", AttrKind::Int, false, "as the forward's: those rows get a zero gradient"}},
+       .attrs = {{"ignore_index", AttrKind::Int, false, "as the forward's: those rows get a zero gradient"},
+                 {"label_smoothing", AttrKind::Float, false, "as the forward's"}},
        .infer = inferCrossEntropyBackward,
        .flops = flopsCrossEntropyBackward, .workspaceBytes = workspaceCrossEntropyBackward,
        .indexBound = crossEntropyBackwardClasses,

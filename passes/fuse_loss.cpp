@@ -18,7 +18,8 @@ bool isFusedLoss(const ir::Node& n) { return n.opName() == kFused; }
 // The linear node whose result is `logits`, when fusing may consume it.
 ir::Node* fusableHead(const ir::Node& loss) {
   if (loss.opName() != "cross_entropy" || loss.phase() != ir::Phase::fwd) return nullptr;
-  if (ir::getInt(loss.attrs(), "ignore_index")) return nullptr;  // the fused kernel counts every row
+  // The fused kernel counts every row and has one-hot targets.
+  if (ir::getInt(loss.attrs(), "ignore_index") || ir::getFloat(loss.attrs(), "label_smoothing")) return nullptr;
   ir::Value* logits = loss.operand(0);
   ir::Node* head = logits->producer();
   if (!head || head->opName() != "linear" || head->phase() != ir::Phase::fwd) return nullptr;

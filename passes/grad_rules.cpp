@@ -332,6 +332,7 @@ OperandGrads gradCrossEntropy(GradBuilder& b) {
   if (!b.needs(0)) return {nullptr, nullptr};
   AttrMap attrs;
   if (auto ignore = ir::getInt(b.node().attrs(), "ignore_index")) attrs["ignore_index"] = *ignore;
+  if (auto eps = ir::getFloat(b.node().attrs(), "label_smoothing")) attrs["label_smoothing"] = *eps;
   return {b.emit1("cross_entropy_backward", {b.grad(), b.operand(0), b.operand(1)}, std::move(attrs)), nullptr};
 }
 

@@ -4,6 +4,7 @@
 // Shape legend: N rows = product of leading dims, C classes, D features, in/out linear sizes.
 #include <ATen/core/Reduction.h>
 #include <ATen/Dispatch.h>
+#include <limits>
 #include <ATen/core/Tensor.h>
 #include "runtime/aten_layer_norm.h"
 #include <ATen/ops/_log_softmax_backward_data.h>
@@ -163,11 +164,12 @@ Results embeddingBackwardKernel(const KernelArgs& a) {
 // temporary beyond the result (the op table's declared workspace is an upper bound). Autograd
 // computes the same quantity as log_softmax_backward(nll_loss_backward(...)); the two differ by
 // rounding only (exp(log_softmax) vs softmax), well under 1e-6 relative.
-// With ignore_index: softmax in the result, then one pass over the rows: an ignored row is
-// zeroed, any other row gets -1 at its target, and every row is scaled by grad / count (count =
-// the rows not ignored). The loop reads the target on the host (this kernel is the CPU one).
-at::Tensor crossEntropyBackwardIgnoring(at::Tensor result, const at::Tensor& grad, const at::Tensor& target,
-                                        std::int64_t ignore) {
+// With ignore_index or label smoothing eps: softmax in the result, then one pass over the rows:
+// an ignored row is zeroed, any other row gets -(1 - eps) at its target and -eps / C everywhere,
+// and is scaled by grad / count (count = the rows not ignored). The loop reads the target on the
+// host (this kernel is the CPU one).
+at::Tensor crossEntropyBackwardRows(at::Tensor result, const at::Tensor& grad, const at::Tensor& target,
+                                    std::int64_t ignore, double eps) {
   const std::int64_t rows = result.size(0), classes = result.size(1);
   const std::int64_t* t = target.data_ptr<std::int64_t>();
   std::int64_t count = 0;
@@ -182,8 +184,11 @@ at::Tensor crossEntropyBackwardIgnoring(at::Tensor result, const at::Tensor& gra
       }
       TORCH_CHECK(t[r] >= 0 && t[r] < classes, "cross_entropy_backward: target ", t[r], " is not a class in [0, ",
                   classes, ") (nor the ignore_index ", ignore, ")");
-      row[t[r]] = static_cast<scalar_t>(static_cast<double>(row[t[r]]) - 1.0);
-      for (std::int64_t c = 0; c < classes; ++c) row[c] = static_cast<scalar_t>(static_cast<double>(row[c]) * factor);
+      const double uniform = eps / static_cast<double>(classes);
+      for (std::int64_t c = 0; c < classes; ++c) {
+        const double target = (c == t[r] ? 1.0 - eps : 0.0) + uniform;
+        row[c] = static_cast<scalar_t>((static_cast<double>(row[c]) - target) * factor);
+      }
     }
   });
   return result;
@@ -199,8 +204,11 @@ Results crossEntropyBackwardKernel(const KernelArgs& a) {
   at::Tensor out = resultBuffer(a);
   at::Tensor result = out.view({rows, classes});
   at::_softmax_out(result, logits.reshape({-1, classes}), 1, /*half_to_float=*/false);
-  if (std::optional<std::int64_t> ignore = ir::getInt(a.node.attrs(), "ignore_index")) {
-    crossEntropyBackwardIgnoring(result, grad, target.contiguous(), *ignore);
+  const std::optional<std::int64_t> ignore = ir::getInt(a.node.attrs(), "ignore_index");
+  const double eps = ir::getFloat(a.node.attrs(), "label_smoothing").value_or(0.0);
+  if (ignore || eps > 0) {
+    crossEntropyBackwardRows(result, grad, target.contiguous(), ignore.value_or(std::numeric_limits<std::int64_t>::min()),
+                             eps);
     return {out};
   }
   result.scatter_add_(1, target, at::full({rows, 1}, -1.0, result.options()));

@@ -3,6 +3,7 @@
 // Shape legend: B batch, T sequence, C classes, D features, N rows = product of leading dims.
 #include <ATen/Parallel.h>
 #include <ATen/core/Reduction.h>
+#include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include "runtime/aten_layer_norm.h"
 #include <ATen/ops/_log_softmax.h>
@@ -337,14 +338,38 @@ Results zerosKernel(const KernelArgs& a) { return {resultBuffer(a).zero_()}; }
 // their count; all rows ignored gives 0 / 0 = nan, as PyTorch).
 constexpr std::int64_t kNoIgnoredClass = std::numeric_limits<std::int64_t>::min();
 
+// With label smoothing eps (PyTorch's): the row term is (1 - eps) (-logp[t]) + eps mean_c(-logp[c]),
+// averaged over the rows not ignored; summed in f64 on the host from the log-probabilities.
+at::Tensor smoothedCrossEntropy(at::Tensor out, const at::Tensor& logp, const at::Tensor& target, std::int64_t ignore,
+                                double eps) {
+  const std::int64_t rows = logp.size(0), classes = logp.size(1);
+  const std::int64_t* t = target.data_ptr<std::int64_t>();
+  double total = 0;
+  std::int64_t count = 0;
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, logp.scalar_type(), "cross_entropy", [&] {
+    const scalar_t* row = logp.data_ptr<scalar_t>();
+    for (std::int64_t r = 0; r < rows; ++r, row += classes) {
+      if (t[r] == ignore) continue;
+      TORCH_CHECK(t[r] >= 0 && t[r] < classes, "cross_entropy: target ", t[r], " is not a class in [0, ", classes, ")");
+      double sum = 0;
+      for (std::int64_t c = 0; c < classes; ++c) sum += static_cast<double>(row[c]);
+      total += -(1.0 - eps) * static_cast<double>(row[t[r]]) - eps * sum / static_cast<double>(classes);
+      ++count;
+    }
+  });
+  return out.fill_(total / static_cast<double>(count));  // count 0: nan, as PyTorch
+}
+
 Results crossEntropyKernel(const KernelArgs& a) {
   const at::Tensor& logits = a.operands[0];
   at::Tensor target = a.operands[1].reshape({-1});
   if (target.scalar_type() != at::kLong) target = target.to(at::kLong);
   at::Tensor logp = at::_log_softmax(logits.reshape({-1, logits.size(-1)}), 1, /*half_to_float=*/false);
   at::Tensor out = resultBuffer(a);
-  at::Tensor totalWeight = at::empty({}, logp.options());
   const std::int64_t ignore = ir::getInt(a.node.attrs(), "ignore_index").value_or(kNoIgnoredClass);
+  if (const double eps = ir::getFloat(a.node.attrs(), "label_smoothing").value_or(0.0); eps > 0)
+    return {smoothedCrossEntropy(out, logp, target.contiguous(), ignore, eps)};
+  at::Tensor totalWeight = at::empty({}, logp.options());
   at::nll_loss_forward_out(out, totalWeight, logp, target, /*weight=*/{}, at::Reduction::Mean, ignore);
   return {out};
 }

@@ -209,6 +209,22 @@ TEST_CASE("backward parity: cross_entropy (3-D logits, ignore_index) and mse") {
   CHECK(refIgnoring[0][1].abs().sum().item<double>() == (masked[0][1].item<std::int64_t>() == -100 ? 0.0 :
                                                           refIgnoring[0][1].abs().sum().item<double>()));
 
+  // label_smoothing (with and without ignore_index), as PyTorch's.
+  for (bool withIgnore : {false, true}) {
+    CAPTURE(withIgnore);
+    ir::AttrMap smooth{{"label_smoothing", 0.1}};
+    auto options = F::CrossEntropyFuncOptions().label_smoothing(0.1);
+    if (withIgnore) {
+      smooth["ignore_index"] = std::int64_t{-100};
+      options.ignore_index(-100);
+    }
+    const at::Tensor& t = withIgnore ? masked : target;
+    at::Tensor lossSmooth = F::cross_entropy(logits.reshape({-1, 13}), t.reshape({-1}), options);
+    expectClose("cross_entropy (label_smoothing)", run1("cross_entropy", {logits.detach(), t}, smooth), lossSmooth.detach());
+    expectClose("cross_entropy_backward (label_smoothing)", run1("cross_entropy_backward", {g, logits.detach(), t}, smooth),
+                autograd(lossSmooth, {logits}, g)[0]);
+  }
+
   at::Tensor input = leaf(torch::randn({3, 4, 5})), tgt = torch::randn({3, 4, 5});
   at::Tensor mse = F::mse_loss(input, tgt);
   at::Tensor gm = torch::tensor(1.7f);
