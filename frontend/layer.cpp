@@ -57,7 +57,8 @@ bool Layer::parseAttrs() {
       case SpecAttrType::Bool: v = spec.defaultValue == "true"; break;
       case SpecAttrType::Choice: v = std::string(spec.defaultValue); break;
       case SpecAttrType::IntList: v = std::vector<std::int64_t>{}; break;
-      case SpecAttrType::LayerRef: v = std::string(spec.defaultValue); break;
+      case SpecAttrType::LayerRef:
+      case SpecAttrType::ValueRef: v = std::string(spec.defaultValue); break;
     }
     attrs_.emplace(std::string(spec.name), AttrValue{std::move(v), pos_});
   }
@@ -109,6 +110,12 @@ bool Layer::parseOne(const SpecAttr& spec, const YamlNode& value) {
               hint);
         return false;
       }
+      v = std::string(*r);
+      break;
+    }
+    case SpecAttrType::ValueRef: {  // resolved to a value with the layer's inputs (layers.cpp)
+      std::optional<std::string_view> r = readScalar(value, diags, what);
+      if (!r) return false;
       v = std::string(*r);
       break;
     }

@@ -153,6 +153,15 @@ bool lowerOpLayer(LoweringState& state, const YamlNode& item, size_t index, Scop
 
   Layer layer(state, *op, item, prefix + localName, opNode.pos, namePos);
   if (!resolveInputs(state, *op, item, opNode.pos, scope, layer)) return false;
+  // Attributes that name values (attention's kv_input) join the inputs, in table order.
+  for (const SpecAttr& a : op->attrs) {
+    if (a.type != SpecAttrType::ValueRef) continue;
+    const YamlNode* ref = item.get(a.name);
+    if (!ref) continue;
+    ir::Value* v = resolveName(scope, *ref, diags, "'" + std::string(a.name) + "'");
+    if (!v) return false;
+    layer.inputs.push_back({v, std::string(ref->text), ref->pos});
+  }
   if (!checkInputDtypes(state, *op, layer)) return false;
   if (!layer.parseAttrs()) return false;
   ir::Value* out = op->lower(layer);

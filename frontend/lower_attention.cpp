@@ -13,6 +13,9 @@
 // Parameters match a fused-QKV module (q, k, v stacked in that order along the rows).
 // With `rope`, q and k are rotated (ir op rope, positions along S) while still [B, S, H, Dh].
 //
+// With `kv_input` (cross-attention), keys and values are projected from that value
+// [B, S_kv, D_kv] instead of x, in the same separate-projection layout (KV = kv_heads or H).
+//
 // With `kv_heads` (grouped-query attention, KV heads of keys and values shared by G = H / KV
 // query heads each; KV = H is ordinary multi-head attention), the projections are separate, as
 // in Hugging Face's LLaMA (q_proj [H Dh, D], k_proj and v_proj [KV Dh, D], o_proj [D, H Dh]),
@@ -50,32 +53,28 @@ ir::Value* attend(Layer& layer, ir::Value* q, ir::Value* k, ir::Value* v, std::i
   return probs ? layer.emit1("matmul", {probs, v}) : nullptr;
 }
 
-ir::Value* groupedQueryAttention(Layer& layer, ir::Value* x, std::int64_t H, std::int64_t Dh, double p, bool bias,
-                                 std::optional<double> initStd, std::optional<double> projStd) {
+ir::Value* groupedQueryAttention(Layer& layer, ir::Value* x, ir::Value* kvSource, std::int64_t H, std::int64_t Dh,
+                                 double p, bool bias, std::optional<double> initStd, std::optional<double> projStd) {
   const ir::Shape& shape = x->type().shape;
   const std::int64_t B = shape[0], S = shape[1], D = shape[2];
-  const std::int64_t KV = layer.integer("kv_heads");
+  const std::int64_t Skv = kvSource->type().shape[1];
+  const std::int64_t KV = layer.has("kv_heads") ? layer.integer("kv_heads") : H;
   if (H % KV != 0)
     return layer.error(layer.attrPos("kv_heads"),
                        layer.describe() + ": kv_heads " + std::to_string(KV) + " does not divide heads " +
                            std::to_string(H),
                        "each key/value head serves heads / kv_heads query heads");
   const std::int64_t G = H / KV;
-  // [B, S, n Dh] -> [B, S, KV, n / KV, Dh] -> rope -> [B, KV, n / KV, S, Dh]
-  auto toGroups = [&](ir::Value* t, std::int64_t perGroup) -> ir::Value* {
+  // [B, L, n Dh] -> [B, L, KV, n / KV, Dh] -> rope (when rotated) -> [B, KV, n / KV, L, Dh]
+  auto toGroups = [&](ir::Value* t, std::int64_t length, std::int64_t perGroup, bool rotated) -> ir::Value* {
     if (!t) return nullptr;
-    t = layer.emit1("reshape", {t}, {{"shape", std::vector<std::int64_t>{B, S, KV, perGroup, Dh}}});
+    t = layer.emit1("reshape", {t}, {{"shape", std::vector<std::int64_t>{B, length, KV, perGroup, Dh}}});
+    if (rotated) t = rotate(layer, t);
     return swapAxes(layer, swapAxes(layer, t, 1, 2), 2, 3);
   };
-  auto rotatedGroups = [&](ir::Value* t, std::int64_t perGroup) -> ir::Value* {
-    if (!t) return nullptr;
-    t = layer.emit1("reshape", {t}, {{"shape", std::vector<std::int64_t>{B, S, KV, perGroup, Dh}}});
-    t = rotate(layer, t);
-    return swapAxes(layer, swapAxes(layer, t, 1, 2), 2, 3);
-  };
-  ir::Value* q = rotatedGroups(linearWithParams(layer, x, "q_proj", H * Dh, bias, initStd), G);
-  ir::Value* k = q ? rotatedGroups(linearWithParams(layer, x, "k_proj", KV * Dh, bias, initStd), 1) : nullptr;
-  ir::Value* v = k ? toGroups(linearWithParams(layer, x, "v_proj", KV * Dh, bias, initStd), 1) : nullptr;
+  ir::Value* q = toGroups(linearWithParams(layer, x, "q_proj", H * Dh, bias, initStd), S, G, true);
+  ir::Value* k = q ? toGroups(linearWithParams(layer, kvSource, "k_proj", KV * Dh, bias, initStd), Skv, 1, true) : nullptr;
+  ir::Value* v = k ? toGroups(linearWithParams(layer, kvSource, "v_proj", KV * Dh, bias, initStd), Skv, 1, false) : nullptr;
   if (!v) return nullptr;
   ir::Value* out = attend(layer, q, k, v, Dh, p);  // [B, KV, G, S, Dh]
   out = swapAxes(layer, swapAxes(layer, out, 2, 3), 1, 2);  // [B, S, KV, G, Dh]
@@ -114,7 +113,19 @@ ir::Value* lowerAttention(Layer& layer) {
   if (layer.flag("rope") && Dh % 2 != 0)
     return layer.error(layer.attrPos("rope"), layer.describe() + ": rope rotates pairs of features, but a head has " +
                                                   std::to_string(Dh) + " (an odd number)");
-  if (layer.has("kv_heads")) return groupedQueryAttention(layer, in.value, H, Dh, p, bias, initStd, projStd);
+  if (layer.has("kv_input")) {
+    const LayerInput& kv = layer.inputs[1];
+    const ir::TensorType& kt = kv.value->type();
+    if (kt.rank() != 3 || kt.shape[0] != B)
+      return layer.error(kv.pos, layer.describe() + " takes keys and values from [batch, seq_kv, features] with the "
+                                                     "query's batch of " + std::to_string(B) + ", but '" + kv.name +
+                                                     "' is " + ir::toString(kt));
+    if (layer.flag("rope"))
+      return layer.error(layer.attrPos("rope"), layer.describe() + ": rope with kv_input would rotate two sequences "
+                                                    "by unrelated positions; leave one of them out");
+    return groupedQueryAttention(layer, in.value, kv.value, H, Dh, p, bias, initStd, projStd);
+  }
+  if (layer.has("kv_heads")) return groupedQueryAttention(layer, in.value, in.value, H, Dh, p, bias, initStd, projStd);
 
   ir::Value* qkv = linearWithParams(layer, in.value, "qkv", 3 * D, bias, initStd);
   if (!qkv) return nullptr;

@@ -68,6 +68,8 @@ const std::vector<SpecOp>& table() {
                   "grouped-query attention: heads of keys and values, dividing heads (LLaMA layout: q_proj, k_proj, "
                   "v_proj, o_proj)"},
                  {"rope", T::Bool, "false", false, "", "rotary position embedding of queries and keys"},
+                 {"kv_input", T::ValueRef, "", false, "",
+                  "cross-attention: keys and values from this value [B, S_kv, D_kv] (LLaMA layout)"},
                  {"rope_base", T::Float, "10000", false, "", "rope's frequency base"}},
        .lower = lowerAttention,
        .summary = "multi-head self-attention on x[B, S, D]; parameters qkv.weight [3D, D], proj.weight [D, D]"},

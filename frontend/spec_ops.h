@@ -23,6 +23,7 @@ enum class SpecAttrType : std::uint8_t {
   Bool,     // true | false
   Choice,   // one of the words in `choices`
   LayerRef, // the dotted spec name of an earlier layer: wte, blocks.0.fc
+  ValueRef, // a value by name, as `input:` names one; it becomes one more of the layer's inputs
 };
 
 struct SpecAttr {

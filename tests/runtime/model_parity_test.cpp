@@ -317,6 +317,32 @@ struct BiLstmImpl : nn::Module {
 };
 TORCH_MODULE(BiLstm);
 
+// Cross-attention: queries from x [B, S, D], keys and values from enc [B, Skv, E], 4 query heads
+// sharing 2 key/value heads (repeat_kv), biases on.
+struct CrossAttentionImpl : nn::Module {
+  CrossAttentionImpl(std::int64_t d, std::int64_t e, std::int64_t heads, std::int64_t kvHeads)
+      : heads(heads), kvHeads(kvHeads) {
+    const std::int64_t dh = d / heads;
+    auto attn = std::make_shared<nn::Module>();
+    q = attn->register_module("q_proj", nn::Linear(d, heads * dh));
+    k = attn->register_module("k_proj", nn::Linear(e, kvHeads * dh));
+    v = attn->register_module("v_proj", nn::Linear(e, kvHeads * dh));
+    o = attn->register_module("o_proj", nn::Linear(heads * dh, d));
+    register_module("cross", attn);
+  }
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& enc, const torch::Tensor& y) {
+    const std::int64_t B = x.size(0), S = x.size(1), Skv = enc.size(1), dh = x.size(2) / heads;
+    torch::Tensor qh = q->forward(x).view({B, S, heads, dh}).transpose(1, 2);
+    torch::Tensor kh = k->forward(enc).view({B, Skv, kvHeads, dh}).transpose(1, 2).repeat_interleave(heads / kvHeads, 1);
+    torch::Tensor vh = v->forward(enc).view({B, Skv, kvHeads, dh}).transpose(1, 2).repeat_interleave(heads / kvHeads, 1);
+    torch::Tensor p = torch::softmax(torch::matmul(qh, kh.transpose(2, 3)) / std::sqrt(static_cast<double>(dh)), -1);
+    return F::mse_loss(o->forward(torch::matmul(p, vh).transpose(1, 2).reshape({B, S, heads * dh})), y);
+  }
+  std::int64_t heads, kvHeads;
+  nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
+};
+TORCH_MODULE(CrossAttention);
+
 struct MlpImpl : nn::Module {
   MlpImpl(std::int64_t in, std::int64_t width, std::int64_t out, std::int64_t depth) {
     hidden = register_module("hidden", nn::ModuleList());
@@ -445,6 +471,44 @@ TEST_CASE("model parity: a 2-layer bidirectional LSTM (torch.nn.LSTM bidirection
   REQUIRE(pm.run(g).ok());
   CHECK(g.findNamed("lstm.weight_hh_l1_reverse") != nullptr);
   checkParity("bidirectional lstm", g, BiLstm(20, 6, 5), "tokens", "targets");
+}
+
+TEST_CASE("model parity: cross-attention (kv_input, grouped keys and values, another sequence length)") {
+  frontend::SpecResult r = frontend::compileSpec(
+      "model: cross\ndims: {batch: 2, seq: 5, seq_kv: 7, d: 16, e: 12}\n"
+      "inputs:\n  x: {shape: [batch, seq, d]}\n  enc: {shape: [batch, seq_kv, e]}\n  y: {shape: [batch, seq, d]}\n"
+      "layers:\n  - {op: attention, name: cross, input: x, kv_input: enc, heads: 4, kv_heads: 2}\n"
+      "loss: {op: mse, target: y}\n",
+      "cross.yaml");
+  REQUIRE_MESSAGE(r.ok(), (r.diagnostics.empty() ? "" : r.diagnostics.back().message));
+  ir::Graph g = std::move(*r.graph);
+  passes::PassManager pm;
+  pm.add<passes::Autodiff>().add<passes::DeadCodeElimination>();
+  REQUIRE(pm.run(g).ok());
+  CHECK(g.findNamed("cross.k_proj.weight")->type().shape == ir::Shape{8, 12});
+
+  Expected<runtime::TensorMap> init = runtime::initParameters(g, kSeed);
+  REQUIRE(init.ok());
+  CrossAttention ref(16, 12, 4, 2);
+  {
+    torch::NoGradGuard noGrad;
+    for (auto& p : ref->named_parameters()) p.value().copy_(init->at(p.key()));
+  }
+  runtime::TensorMap inputs;
+  for (const auto& v : g.inputs()) inputs.emplace(v->name(), runtime::syntheticInput(*v, kSeed, kStep));
+  Expected<runtime::Executor> exec = runtime::Executor::create(g);
+  REQUIRE(exec.ok());
+  Expected<runtime::TensorMap> out = exec->run(inputs, *init, {kSeed, kStep});
+  REQUIRE(out.ok());
+  torch::Tensor loss = ref->forward(inputs.at("x"), inputs.at("enc"), inputs.at("y"));
+  loss.backward();
+  CHECK(std::abs(out->at("loss").item<double>() - loss.item<double>()) <= 1e-5 * std::abs(loss.item<double>()));
+  for (auto& p : ref->named_parameters()) {
+    CAPTURE(p.key());
+    const torch::Tensor& theirs = p.value().grad();
+    const double scale = theirs.abs().max().item<double>();
+    CHECK((out->at("grad." + p.key()) - theirs).abs().max().item<double>() <= 1e-5 * scale + 1e-6);
+  }
 }
 
 TEST_CASE("model parity: lstm-lm") {
