@@ -188,6 +188,25 @@ TEST_CASE("arena execution: lstm-lm and lm-seed") {
              {{"batch", "2"}, {"seq", "8"}, {"vocab", "50"}, {"d_model", "32"}, {"heads", "2"}, {"layers", "2"}}});
 }
 
+TEST_CASE("arena execution: gpt2 (tied), llama (rope, GQA, RMSNorm, SwiGLU), bert-mlm") {
+  runtime::MemoryTracker::install();
+  using Kind = passes::OptimizerOptions::Kind;
+  const testing::DimOverrides gpt2{{"batch", "2"}, {"context", "24"}, {"seq", "16"}, {"vocab", "64"},
+                                   {"d_model", "32"}, {"heads", "4"}, {"layers", "2"}};
+  checkCase({"gpt2", gpt2});
+  checkCase({"gpt2", gpt2, "", "sqrt", 2});
+  checkCase({"gpt2", gpt2, "", "none", 1, Kind::AdamW, 0, "3"});  // the fused loss reads the tied weight
+  const testing::DimOverrides llama{{"batch", "2"}, {"seq", "16"}, {"vocab", "64"}, {"d_model", "32"}, {"heads", "4"},
+                                    {"kv_heads", "2"}, {"layers", "2"}, {"d_ff", "48"}};
+  checkCase({"llama", llama});
+  checkCase({"llama", llama, "", "selective", 2, Kind::Sgd, 0.5});
+  checkCase({"llama", llama, "", "memory-poor"});
+  const testing::DimOverrides bert{{"batch", "2"}, {"seq", "16"}, {"vocab", "64"}, {"d_model", "32"}, {"heads", "2"},
+                                   {"layers", "2"}};
+  checkCase({"bert-mlm", bert});
+  checkCase({"bert-mlm", bert, "", "chain", 2});
+}
+
 TEST_CASE("arena execution: the fused LM-head loss, alone, with micro-batches, remat and a budget") {
   runtime::MemoryTracker::install();
   using Kind = passes::OptimizerOptions::Kind;

@@ -51,6 +51,13 @@ std::vector<Model> models() {
       {"gpt-mini", {{"batch", "4"}, {"seq", "16"}, {"vocab", "32"}, {"d_model", "16"}, {"heads", "2"}, {"layers", "3"}}},
       {"lstm-lm", {{"batch", "8"}, {"seq", "12"}, {"vocab", "16"}, {"embed", "8"}, {"hidden", "8"}}},
       {"lm-seed", {{"batch", "4"}, {"seq", "8"}, {"vocab", "24"}, {"d_model", "12"}, {"heads", "2"}, {"layers", "2"}}},
+      // The transformer models people train: tied weights, rope, grouped-query attention,
+      // RMSNorm, SwiGLU, the masked-LM loss.
+      {"gpt2", {{"batch", "4"}, {"context", "12"}, {"seq", "8"}, {"vocab", "40"}, {"d_model", "16"}, {"heads", "2"},
+                {"layers", "2"}}},
+      {"llama", {{"batch", "4"}, {"seq", "8"}, {"vocab", "40"}, {"d_model", "16"}, {"heads", "4"}, {"kv_heads", "2"},
+                 {"layers", "2"}, {"d_ff", "24"}}},
+      {"bert-mlm", {{"batch", "4"}, {"seq", "8"}, {"vocab", "40"}, {"d_model", "16"}, {"heads", "2"}, {"layers", "2"}}},
   };
 }
 
