@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "frontend/suggest.h"
+#include "frontend/expr_scanner.h"
 
 namespace gradc::frontend {
 
@@ -34,10 +34,9 @@ std::vector<std::string> DimTable::names() const {
 
 namespace {
 
-bool isDigit(char c) { return c >= '0' && c <= '9'; }
-bool isNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-bool isNameChar(char c) { return isNameStart(c) || isDigit(c); }
-bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+using expr::isDigit;
+using expr::isNameChar;
+using expr::isNameStart;
 
 // A parsed sub-expression: its value and where it came from, for error messages.
 struct Operand {
@@ -46,74 +45,23 @@ struct Operand {
   bool literal = false;  // a plain integer: its value is already visible in the text
 };
 
-class Parser {
+class Parser : expr::Scanner {
  public:
-  Parser(std::string_view text, const DimTable& dims) : text_(text), dims_(dims) {}
+  using Scanner::Scanner;
 
   ExprResult run() {
     ExprResult result;
-    skipSpace();
-    if (pos_ == text_.size()) {
-      fail(0, "empty expression", "write an integer or a dim name, e.g. '4 * d_model'");
-    } else if (std::optional<Operand> v = parseExpr(); v && !failed_) {
-      skipSpace();
-      if (pos_ < text_.size()) {
-        if (text_[pos_] == ')')
-          fail(pos_, "unmatched ')'");
-        else
-          fail(pos_, "expected an operator (+ - * /) but found " + describeTokenAt(pos_));
-      } else {
-        result.value = v->value;
-      }
+    if (!empty("write an integer or a dim name, e.g. '4 * d_model'")) {
+      std::optional<Operand> v = parseExpr();
+      if (finished(v.has_value())) result.value = v->value;
     }
     if (failed_) result.error = std::move(error_);
     return result;
   }
 
  private:
-  void fail(size_t offset, std::string message, std::string hint = {}) {
-    if (failed_) return;
-    failed_ = true;
-    error_.offset = offset;
-    error_.message = std::move(message);
-    error_.hint = std::move(hint);
-  }
-
-  void skipSpace() {
-    while (pos_ < text_.size() && isSpace(text_[pos_])) ++pos_;
-  }
-
-  std::string_view span(size_t begin, size_t end) const { return text_.substr(begin, end - begin); }
-
-  std::string describeTokenAt(size_t at) const {
-    if (at >= text_.size()) return "the end";
-    char c = text_[at];
-    if (isNameStart(c) || isDigit(c)) {
-      size_t end = at;
-      while (end < text_.size() && isNameChar(text_[end])) ++end;
-      return "'" + std::string(span(at, end)) + "'";
-    }
-    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
-      static const char* hex = "0123456789abcdef";
-      return std::string("byte 0x") + hex[(c >> 4) & 0xf] + hex[c & 0xf];
-    }
-    return std::string("'") + c + "'";
-  }
-
-  // " (d_model=256, heads=3)": the values of the non-literal operands of an operation; a
-  // compound operand reads " ('a * 3' is 12)".
   std::string operandValues(const Operand& a, const Operand* b) const {
-    std::string out;
-    for (const Operand* o : {&a, b}) {
-      if (!o || o->literal) continue;
-      if (!out.empty()) out += ", ";
-      std::string_view text = span(o->begin, o->end);
-      if (isIdentifier(text))
-        out += std::string(text) + "=" + std::to_string(o->value);
-      else
-        out += "'" + std::string(text) + "' is " + std::to_string(o->value);
-    }
-    return out.empty() ? out : " (" + out + ")";
+    return Scanner::operandValues(a, b, [](std::int64_t v) { return std::to_string(v); });
   }
 
   std::optional<Operand> parseExpr() {
@@ -181,12 +129,9 @@ class Parser {
     if (pos_ < text_.size() && (text_[pos_] == '-' || text_[pos_] == '+')) {
       char sign = text_[pos_];
       size_t signPos = pos_++;
-      if (++depth_ > kMaxExprDepth) {
-        fail(signPos, "expression nests deeper than " + std::to_string(kMaxExprDepth) + " levels");
-        return std::nullopt;
-      }
+      if (!enter(signPos)) return std::nullopt;
       std::optional<Operand> v = parseUnary();
-      --depth_;
+      leave();
       if (!v) return std::nullopt;
       if (sign == '-') {
         if (v->value == INT64_MIN) {
@@ -210,12 +155,9 @@ class Parser {
     char c = text_[pos_];
     if (c == '(') {
       size_t open = pos_++;
-      if (++depth_ > kMaxExprDepth) {
-        fail(open, "expression nests deeper than " + std::to_string(kMaxExprDepth) + " levels");
-        return std::nullopt;
-      }
+      if (!enter(open)) return std::nullopt;
       std::optional<Operand> inner = parseExpr();
-      --depth_;
+      leave();
       if (!inner) return std::nullopt;
       skipSpace();
       if (pos_ >= text_.size()) {
@@ -273,27 +215,10 @@ class Parser {
   std::optional<Operand> parseName() {
     size_t begin = pos_;
     while (pos_ < text_.size() && isNameChar(text_[pos_])) ++pos_;
-    std::string_view name = span(begin, pos_);
-    std::optional<std::int64_t> value = dims_.find(name);
-    if (!value) {
-      std::vector<std::string> names = dims_.names();
-      std::string hint = didYouMean(name, names);
-      if (hint.empty())
-        hint = names.empty() ? "no dims are defined here; add them under 'dims:'"
-                             : "defined dims: " + quotedList(names);
-      fail(begin, "'" + clip(name) + "' is not a defined dim", std::move(hint));
-      error_.undefinedName = std::string(name);
-      return std::nullopt;
-    }
+    std::optional<std::int64_t> value = dim(span(begin, pos_), begin);
+    if (!value) return std::nullopt;
     return Operand{*value, begin, pos_, false};
   }
-
-  std::string_view text_;
-  const DimTable& dims_;
-  size_t pos_ = 0;
-  int depth_ = 0;
-  bool failed_ = false;
-  ExprError error_;
 };
 
 }  // namespace

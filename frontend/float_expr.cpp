@@ -1,24 +1,23 @@
 // Evaluator for real-valued attribute expressions; the grammar is in float_expr.h.
 //
 // A recursive-descent parser that evaluates while it parses, like the integer one
-// (dim_expr.cpp): recursion only through '(', function calls and unary signs, each counted
-// against kMaxExprDepth.
+// (dim_expr.cpp), on the same scanner (expr_scanner.h): recursion only through '(', function
+// calls and unary signs, each counted against kMaxExprDepth.
 #include "frontend/float_expr.h"
 
 #include <charconv>
 #include <cmath>
 #include <string>
 
-#include "frontend/suggest.h"
+#include "frontend/expr_scanner.h"
 
 namespace gradc::frontend {
 
 namespace {
 
-bool isDigit(char c) { return c >= '0' && c <= '9'; }
-bool isNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-bool isNameChar(char c) { return isNameStart(c) || isDigit(c); }
-bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+using expr::isDigit;
+using expr::isNameChar;
+using expr::isNameStart;
 
 struct Operand {
   double value = 0;
@@ -33,71 +32,23 @@ std::string shortest(double v) {
   return ec == std::errc() ? std::string(buffer, end) : std::to_string(v);
 }
 
-class Parser {
+class Parser : expr::Scanner {
  public:
-  Parser(std::string_view text, const DimTable& dims) : text_(text), dims_(dims) {}
+  Parser(std::string_view text, const DimTable& dims) : Scanner(text, dims) { fractions_ = true; }
 
   FloatExprResult run() {
     FloatExprResult result;
-    skipSpace();
-    if (pos_ == text_.size()) {
-      fail(0, "empty expression", "write a number or an expression over dims, e.g. '1 / sqrt(d_model / heads)'");
-    } else if (std::optional<Operand> v = parseExpr(); v && !failed_) {
-      skipSpace();
-      if (pos_ < text_.size()) {
-        if (text_[pos_] == ')')
-          fail(pos_, "unmatched ')'");
-        else
-          fail(pos_, "expected an operator (+ - * /) but found " + describeTokenAt(pos_));
-      } else {
-        result.value = v->value;
-      }
+    if (!empty("write a number or an expression over dims, e.g. '1 / sqrt(d_model / heads)'")) {
+      std::optional<Operand> v = parseExpr();
+      if (finished(v.has_value())) result.value = v->value;
     }
     if (failed_) result.error = std::move(error_);
     return result;
   }
 
  private:
-  void fail(size_t offset, std::string message, std::string hint = {}) {
-    if (failed_) return;
-    failed_ = true;
-    error_.offset = offset;
-    error_.message = std::move(message);
-    error_.hint = std::move(hint);
-  }
-  void skipSpace() {
-    while (pos_ < text_.size() && isSpace(text_[pos_])) ++pos_;
-  }
-  std::string_view span(size_t begin, size_t end) const { return text_.substr(begin, end - begin); }
-
-  std::string describeTokenAt(size_t at) const {
-    if (at >= text_.size()) return "the end";
-    char c = text_[at];
-    if (isNameStart(c) || isDigit(c)) {
-      size_t end = at;
-      while (end < text_.size() && (isNameChar(text_[end]) || text_[end] == '.')) ++end;
-      return "'" + std::string(span(at, end)) + "'";
-    }
-    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
-      static const char* hex = "0123456789abcdef";
-      return std::string("byte 0x") + hex[(c >> 4) & 0xf] + hex[c & 0xf];
-    }
-    return std::string("'") + c + "'";
-  }
-
-  // " (d_model=256, 'd_model / heads' is 64)": the values of the non-literal operands.
   std::string operandValues(const Operand& a, const Operand* b) const {
-    std::string out;
-    for (const Operand* o : {&a, b}) {
-      if (!o || o->literal) continue;
-      if (!out.empty()) out += ", ";
-      std::string_view text = span(o->begin, o->end);
-      if (isIdentifier(text))
-        out += std::string(text) + "=" + shortest(o->value);
-      else
-        out += "'" + std::string(text) + "' is " + shortest(o->value);
-    }
-    return out.empty() ? out : " (" + out + ")";
+    return Scanner::operandValues(a, b, shortest);
   }
 
   // Every intermediate must stay finite: a huge dim product is an error, not inf.
@@ -105,12 +56,6 @@ class Parser {
     if (std::isfinite(o.value)) return o;
     fail(at, "'" + std::string(span(o.begin, o.end)) + "' is not a finite number" + operandValues(a, b));
     return std::nullopt;
-  }
-
-  bool enter(size_t at) {
-    if (++depth_ <= kMaxExprDepth) return true;
-    fail(at, "expression nests deeper than " + std::to_string(kMaxExprDepth) + " levels");
-    return false;
   }
 
   std::optional<Operand> parseExpr() {
@@ -155,7 +100,7 @@ class Parser {
       size_t signPos = pos_++;
       if (!enter(signPos)) return std::nullopt;
       std::optional<Operand> v = parseUnary();
-      --depth_;
+      leave();
       if (!v) return std::nullopt;
       return Operand{sign == '-' ? -v->value : v->value, signPos, v->end, v->literal};
     }
@@ -165,7 +110,7 @@ class Parser {
   std::optional<Operand> parseParenthesised(size_t open) {
     if (!enter(open)) return std::nullopt;
     std::optional<Operand> inner = parseExpr();
-    --depth_;
+    leave();
     if (!inner) return std::nullopt;
     skipSpace();
     if (pos_ >= text_.size()) {
@@ -233,17 +178,8 @@ class Parser {
     std::string_view name = span(begin, pos_);
     skipSpace();
     if (pos_ < text_.size() && text_[pos_] == '(') return parseCall(name, begin);
-    std::optional<std::int64_t> value = dims_.find(name);
-    if (!value) {
-      std::vector<std::string> names = dims_.names();
-      std::string hint = didYouMean(name, names);
-      if (hint.empty())
-        hint = names.empty() ? "no dims are defined here; add them under 'dims:'"
-                             : "defined dims: " + quotedList(names);
-      fail(begin, "'" + clip(name) + "' is not a defined dim", std::move(hint));
-      error_.undefinedName = std::string(name);
-      return std::nullopt;
-    }
+    std::optional<std::int64_t> value = dim(name, begin);
+    if (!value) return std::nullopt;
     return Operand{static_cast<double>(*value), begin, begin + name.size(), false};
   }
 
@@ -267,12 +203,6 @@ class Parser {
     return finite(call, begin, *arg, nullptr);
   }
 
-  std::string_view text_;
-  const DimTable& dims_;
-  size_t pos_ = 0;
-  int depth_ = 0;
-  bool failed_ = false;
-  ExprError error_;
 };
 
 }  // namespace

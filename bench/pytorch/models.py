@@ -73,6 +73,22 @@ def resolve_dims(model, overrides=None):
     return dims
 
 
+def blocks_then_head(blocks, head, x, mode):
+    """x through the blocks, then the head's stages, in a forward mode: eager; seq
+    (checkpoint_sequential over blocks + head in about sqrt(n) segments); block (each block
+    checkpointed, the head not)."""
+    if mode == "seq":
+        stages = list(blocks) + list(head)
+        return checkpoint_sequential(stages, segments_for(len(stages)), x)
+    if mode not in ("eager", "block"):
+        raise ValueError(mode)
+    for b in blocks:
+        x = checkpoint(b, x) if mode == "block" else b(x)
+    for h in head:
+        x = h(x)
+    return x
+
+
 def segments_for(n):
     """About sqrt(n) segments, at least 1 and at most n."""
     return max(1, min(n, round(math.sqrt(n))))
@@ -124,11 +140,15 @@ class MLP(nn.Module):
 
 
 class _Attention(nn.Module):
-    def __init__(self, d_model, heads):
+    """Fused-qkv multi-head attention (causal unless told otherwise), dropout on the
+    probabilities (none by default)."""
+
+    def __init__(self, d_model, heads, dropout=0.0, causal=True):
         super().__init__()
-        self.heads = heads
+        self.heads, self.causal = heads, causal
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
+        self.attn_drop = nn.Dropout(dropout)
 
     def forward(self, x):
         B, S, D = x.shape
@@ -139,9 +159,10 @@ class _Attention(nn.Module):
         k = k.reshape(B, S, H, Dh).transpose(1, 2)
         v = v.reshape(B, S, H, Dh).transpose(1, 2)
         scores = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(Dh))
-        above = torch.ones(S, S, dtype=torch.bool, device=x.device).triu_(1)
-        scores = scores.masked_fill(above, float("-inf"))
-        p = torch.softmax(scores, dim=3)
+        if self.causal:
+            above = torch.ones(S, S, dtype=torch.bool, device=x.device).triu_(1)
+            scores = scores.masked_fill(above, float("-inf"))
+        p = self.attn_drop(torch.softmax(scores, dim=3))
         out = torch.matmul(p, v).transpose(1, 2).reshape(B, S, D)
         return self.proj(out)
 
@@ -182,56 +203,29 @@ class GPTMini(nn.Module):
     def forward(self, tokens, targets, mode="eager"):
         S = tokens.shape[1]
         x = self.drop(self.wte(tokens) + self.wpe.weight[:S])
-        if mode == "eager":
-            for b in self.blocks:
-                x = b(x)
-            logits = self.lm_head(self.ln_f(x))
-        elif mode == "seq":
-            # Stages after the embedding: the blocks, ln_f, lm_head.
-            stages = list(self.blocks) + [self.ln_f, self.lm_head]
-            logits = checkpoint_sequential(stages, segments_for(len(stages)), x)
-        elif mode == "block":
-            for b in self.blocks:
-                x = checkpoint(b, x)
-            logits = self.lm_head(self.ln_f(x))
-        else:
-            raise ValueError(mode)
+        logits = blocks_then_head(self.blocks, (self.ln_f, self.lm_head), x, mode)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 # ---- gpt2 ----------------------------------------------------------------------------------
 
 
-class _Gpt2Attention(_Attention):
-    """gpt-mini's attention with dropout on the probabilities and GPT-2's initialisation."""
-
-    def __init__(self, d_model, heads, dropout, layers):
-        super().__init__(d_model, heads)
-        self.attn_drop = nn.Dropout(dropout)
-        nn.init.normal_(self.qkv.weight, 0.0, 0.02)
-        nn.init.normal_(self.proj.weight, 0.0, 0.02 / math.sqrt(2 * layers))
-        nn.init.zeros_(self.qkv.bias)
-        nn.init.zeros_(self.proj.bias)
-
-    def forward(self, x):
-        B, S, D = x.shape
-        H = self.heads
-        Dh = D // H
-        q, k, v = self.qkv(x).split(D, dim=2)
-        q = q.reshape(B, S, H, Dh).transpose(1, 2)
-        k = k.reshape(B, S, H, Dh).transpose(1, 2)
-        v = v.reshape(B, S, H, Dh).transpose(1, 2)
-        scores = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(Dh))
-        above = torch.ones(S, S, dtype=torch.bool, device=x.device).triu_(1)
-        p = self.attn_drop(torch.softmax(scores.masked_fill(above, float("-inf")), dim=3))
-        return self.proj(torch.matmul(p, v).transpose(1, 2).reshape(B, S, D))
+def _gpt2_attention(d_model, heads, dropout, proj_std, causal=True):
+    """The attention with GPT-2's (and BERT's) initialisation: N(0, 0.02) qkv, N(0, proj_std)
+    proj, zero biases."""
+    a = _Attention(d_model, heads, dropout, causal)
+    nn.init.normal_(a.qkv.weight, 0.0, 0.02)
+    nn.init.normal_(a.proj.weight, 0.0, proj_std)
+    nn.init.zeros_(a.qkv.bias)
+    nn.init.zeros_(a.proj.bias)
+    return a
 
 
 class _Gpt2Block(nn.Module):
     def __init__(self, d_model, heads, d_ff, dropout, layers):
         super().__init__()
         self.ln1 = nn.LayerNorm(d_model)
-        self.attn = _Gpt2Attention(d_model, heads, dropout, layers)
+        self.attn = _gpt2_attention(d_model, heads, dropout, 0.02 / math.sqrt(2 * layers))
         self.ln2 = nn.LayerNorm(d_model)
         self.fc1 = nn.Linear(d_model, d_ff)
         self.fc2 = nn.Linear(d_ff, d_model)
@@ -257,9 +251,12 @@ class _TiedHead(nn.Module):
         return F.linear(x, self._wte[0].weight)
 
 
-class GPT2(nn.Module):
+class GPT2(GPTMini):
+    """GPTMini's forward (embeddings, dropout, blocks, ln_f, head; every mode) over GPT-2's
+    modules: its blocks, a `context`-row position table and the head tied to wte."""
+
     def __init__(self, context, vocab, d_model, heads, layers, d_ff, dropout=0.1, **_):
-        super().__init__()
+        nn.Module.__init__(self)
         self.wte = nn.Embedding(vocab, d_model)
         self.wpe = _PosTable(context, d_model)
         nn.init.normal_(self.wte.weight, 0.0, 0.02)
@@ -269,46 +266,8 @@ class GPT2(nn.Module):
         self.ln_f = nn.LayerNorm(d_model)
         self.lm_head = _TiedHead(self.wte)
 
-    def input_names(self):
-        return ("tokens", "targets")
-
-    def forward(self, tokens, targets, mode="eager"):
-        S = tokens.shape[1]
-        x = self.drop(self.wte(tokens) + self.wpe.weight[:S])
-        if mode == "eager":
-            for b in self.blocks:
-                x = b(x)
-            logits = self.lm_head(self.ln_f(x))
-        elif mode == "seq":
-            stages = list(self.blocks) + [self.ln_f, self.lm_head]
-            logits = checkpoint_sequential(stages, segments_for(len(stages)), x)
-        elif mode == "block":
-            for b in self.blocks:
-                x = checkpoint(b, x)
-            logits = self.lm_head(self.ln_f(x))
-        else:
-            raise ValueError(mode)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
 
 # ---- bert-mlm ------------------------------------------------------------------------------
-
-
-class _BertAttention(_Gpt2Attention):
-    """Bidirectional: gpt2's attention (dropout on the probabilities) without the causal mask,
-    N(0, 0.02) weights and zero biases."""
-
-    def __init__(self, d_model, heads, dropout):
-        super().__init__(d_model, heads, dropout, layers=0.5)  # 0.02 / sqrt(2 * 0.5) = 0.02 for proj too
-
-    def forward(self, x):
-        B, S, D = x.shape
-        H = self.heads
-        Dh = D // H
-        q, k, v = self.qkv(x).split(D, dim=2)
-        q, k, v = (t.reshape(B, S, H, Dh).transpose(1, 2) for t in (q, k, v))
-        p = self.attn_drop(torch.softmax(torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(Dh)), dim=3))
-        return self.proj(torch.matmul(p, v).transpose(1, 2).reshape(B, S, D))
 
 
 def _normal_linear(d_in, d_out):
@@ -321,7 +280,7 @@ def _normal_linear(d_in, d_out):
 class _BertLayer(nn.Module):
     def __init__(self, d_model, heads, d_ff, dropout):
         super().__init__()
-        self.attention = _BertAttention(d_model, heads, dropout)
+        self.attention = _gpt2_attention(d_model, heads, dropout, 0.02, causal=False)  # bidirectional
         self.attention_norm = nn.LayerNorm(d_model, eps=1e-12)
         self.intermediate = _normal_linear(d_model, d_ff)
         self.output = _normal_linear(d_ff, d_model)
@@ -456,20 +415,7 @@ class Llama(nn.Module):
         return ("tokens", "targets")
 
     def forward(self, tokens, targets, mode="eager"):
-        x = self.embed_tokens(tokens)
-        if mode == "eager":
-            for b in self.layers:
-                x = b(x)
-            logits = self.lm_head(self.norm(x))
-        elif mode == "seq":
-            stages = list(self.layers) + [self.norm, self.lm_head]
-            logits = checkpoint_sequential(stages, segments_for(len(stages)), x)
-        elif mode == "block":
-            for b in self.layers:
-                x = checkpoint(b, x)
-            logits = self.lm_head(self.norm(x))
-        else:
-            raise ValueError(mode)
+        logits = blocks_then_head(self.layers, (self.norm, self.lm_head), self.embed_tokens(tokens), mode)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
