@@ -13,6 +13,7 @@
 // A rotation's adjoint is the rotation by the opposite angle, so the gradient of rope is rope
 // with `inverse` flipped (no separate backward op). Its kernel keeps a table of cos and sin per
 // (pos, i) in the input's dtype.
+#include <algorithm>
 #include <string>
 
 #include "ir/op_rules.h"
@@ -79,12 +80,20 @@ Results inferRope(const OpContext& c) {
   return std::vector<TensorType>{x};
 }
 
-// The cos and sin tables [S, Dh/2] in the input's dtype, while the positions [S] and the
-// frequencies [Dh/2] they are made from are still alive.
+// The cos and sin tables [S, Dh/2] while the positions [S] and the frequencies [Dh/2] they are
+// made from are still alive, in the input's dtype; for bf16 and f16 in f32 (t = 4 bytes), then
+// converted one after the other (e = the input's 2 bytes): cos in both while sin is f32, then
+// sin in both while cos is converted.
 std::int64_t workspaceRope(const OpContext& c, Types) {
+  const DType dtype = c.inputs[0].dtype;
   const std::int64_t positions = c.inputs[0].shape[static_cast<size_t>(*ropeSeqAxis(c))];
   const std::int64_t half = c.inputs[0].shape.back() / 2;
-  return (2 * positions * half + positions + half) * dtypeSize(c.inputs[0].dtype);
+  const std::int64_t table = positions * half;
+  const bool reduced = dtype == DType::bf16 || dtype == DType::f16;
+  const std::int64_t t = reduced ? 4 : dtypeSize(dtype), e = dtypeSize(dtype);
+  std::int64_t peak = (2 * table + positions + half) * t;
+  if (reduced) peak = std::max({peak, 2 * table * t + table * e, table * t + 2 * table * e});
+  return peak;
 }
 
 // x * rstd and (g w) * (x * rstd), both of x's size, and their row means, at once (ATen's

@@ -77,7 +77,7 @@ Results rmsNormBackwardKernel(const KernelArgs& a) {
 
 // Rotates the pairs (i, i + h) of the last axis (h = Dh / 2) by pos * base^(-2i / Dh), pos
 // the index along seq_dim; by the opposite angle when `inverse`. The cos and sin tables
-// [S, h] are computed in the input's dtype (as Hugging Face's LLaMA does in f32) and shaped
+// [S, h] are computed in the input's dtype (f32 for bf16 and f16 inputs) and shaped
 // to broadcast against the input; the halves of the result are written with _out and
 // in-place addcmul, so nothing but the tables is allocated.
 Results ropeKernel(const KernelArgs& a) {
@@ -87,7 +87,10 @@ Results ropeKernel(const KernelArgs& a) {
   const std::int64_t positions = x.size(seqDim), dh = x.size(-1), h = dh / 2;
   const double base = floatAttr(a.node, "base");
   const bool inverse = ir::getBool(a.node.attrs(), "inverse").value_or(false);
-  const at::TensorOptions options = x.options();
+  // bf16 and f16 cannot even count positions past 256 exactly: their tables are computed in
+  // f32 and converted, as Hugging Face does.
+  const bool reduced = x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf;
+  const at::TensorOptions options = reduced ? x.options().dtype(at::kFloat) : x.options();
 
   at::Tensor sin;
   at::Tensor cos = at::empty({positions, h}, options);
@@ -98,6 +101,10 @@ Results ropeKernel(const KernelArgs& a) {
   }
   at::cos_out(cos, sin);
   sin.sin_();
+  if (reduced) {
+    cos = cos.to(x.scalar_type());
+    sin = sin.to(x.scalar_type());
+  }
   // [S, h] -> [S, 1, ..., 1, h]: one axis per axis between seq_dim and the last.
   std::vector<std::int64_t> tableShape(static_cast<size_t>(rank - seqDim), 1);
   tableShape.front() = positions;
