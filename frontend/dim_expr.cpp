@@ -158,17 +158,7 @@ class Parser : expr::Scanner {
       if (!enter(open)) return std::nullopt;
       std::optional<Operand> inner = parseExpr();
       leave();
-      if (!inner) return std::nullopt;
-      skipSpace();
-      if (pos_ >= text_.size()) {
-        fail(open, "this '(' is never closed");
-        return std::nullopt;
-      }
-      if (text_[pos_] != ')') {
-        fail(pos_, "expected ')' or an operator but found " + describeTokenAt(pos_));
-        return std::nullopt;
-      }
-      ++pos_;
+      if (!inner || !closeParen(open)) return std::nullopt;
       return Operand{inner->value, open, pos_, inner->literal};
     }
     if (isDigit(c)) return parseNumber();
@@ -192,14 +182,7 @@ class Parser : expr::Scanner {
       last = c;
     }
     if (last == '_') malformed = true;
-    if (pos_ < text_.size() && isNameChar(text_[pos_])) {
-      size_t end = pos_;
-      while (end < text_.size() && isNameChar(text_[end])) ++end;
-      std::string word(span(begin, end));
-      fail(begin, "'" + word + "' is neither a number nor a name",
-           "write '" + std::string(span(begin, pos_)) + " * " + std::string(span(pos_, end)) + "' for a product");
-      return std::nullopt;
-    }
+    if (numberRunsIntoName(begin)) return std::nullopt;
     if (malformed) {
       fail(begin, "malformed number '" + std::string(span(begin, pos_)) + "'",
            "'_' may only separate digits, as in 40_000");

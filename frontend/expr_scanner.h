@@ -89,6 +89,33 @@ class Scanner {
     return out.empty() ? out : " (" + out + ")";
   }
 
+  // A number's digits [begin, pos_) run straight into a name ("2heads"): an error suggesting a
+  // product. True when it reported that.
+  bool numberRunsIntoName(size_t begin) {
+    if (pos_ >= text_.size() || !isNameChar(text_[pos_])) return false;
+    size_t end = pos_;
+    while (end < text_.size() && isNameChar(text_[end])) ++end;
+    fail(begin, "'" + std::string(span(begin, end)) + "' is neither a number nor a name",
+         "write '" + std::string(span(begin, pos_)) + " * " + std::string(span(pos_, end)) + "' for a product");
+    return true;
+  }
+
+  // After a parenthesised expression opened at `open`: its ')', consumed. False (and an
+  // error) when it is missing.
+  bool closeParen(size_t open) {
+    skipSpace();
+    if (pos_ >= text_.size()) {
+      fail(open, "this '(' is never closed");
+      return false;
+    }
+    if (text_[pos_] != ')') {
+      fail(pos_, "expected ')' or an operator but found " + describeTokenAt(pos_));
+      return false;
+    }
+    ++pos_;
+    return true;
+  }
+
   // One more level of '(' or unary sign at `at`; false (and an error) past kMaxExprDepth.
   bool enter(size_t at) {
     if (++depth_ <= kMaxExprDepth) return true;

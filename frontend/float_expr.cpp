@@ -111,17 +111,7 @@ class Parser : expr::Scanner {
     if (!enter(open)) return std::nullopt;
     std::optional<Operand> inner = parseExpr();
     leave();
-    if (!inner) return std::nullopt;
-    skipSpace();
-    if (pos_ >= text_.size()) {
-      fail(open, "this '(' is never closed");
-      return std::nullopt;
-    }
-    if (text_[pos_] != ')') {
-      fail(pos_, "expected ')' or an operator but found " + describeTokenAt(pos_));
-      return std::nullopt;
-    }
-    ++pos_;
+    if (!inner || !closeParen(open)) return std::nullopt;
     return inner;
   }
 
@@ -155,13 +145,7 @@ class Parser : expr::Scanner {
         while (pos_ < text_.size() && isDigit(text_[pos_])) ++pos_;
       }
     }
-    if (pos_ < text_.size() && isNameChar(text_[pos_])) {
-      size_t end = pos_;
-      while (end < text_.size() && isNameChar(text_[end])) ++end;
-      fail(begin, "'" + std::string(span(begin, end)) + "' is neither a number nor a name",
-           "write '" + std::string(span(begin, pos_)) + " * " + std::string(span(pos_, end)) + "' for a product");
-      return std::nullopt;
-    }
+    if (numberRunsIntoName(begin)) return std::nullopt;
     double value = 0;
     std::string_view digits = span(begin, pos_);
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, std::chars_format::general);

@@ -136,8 +136,7 @@ ir::Value* lowerAttention(Layer& layer) {
   auto toHeads = [&](ir::Value* t, bool rotated) -> ir::Value* {
     ir::Value* r = layer.emit1("reshape", {t}, {{"shape", std::vector<std::int64_t>{B, S, H, Dh}}});
     if (rotated) r = rotate(layer, r);
-    if (!r) return nullptr;
-    return layer.emit1("transpose", {r}, {{"dim0", std::int64_t{1}}, {"dim1", std::int64_t{2}}});
+    return swapAxes(layer, r, 1, 2);
   };
   ir::Value* q = toHeads(split->result(0), true);
   if (!q) return nullptr;
@@ -146,25 +145,9 @@ ir::Value* lowerAttention(Layer& layer) {
   ir::Value* v = toHeads(split->result(2), false);
   if (!v) return nullptr;
 
-  ir::Value* kT = layer.emit1("transpose", {k}, {{"dim0", std::int64_t{2}}, {"dim1", std::int64_t{3}}});
-  if (!kT) return nullptr;
-  ir::Value* scores = layer.emit1("matmul", {q, kT});
-  if (!scores) return nullptr;
-  scores = layer.emit1("scale", {scores}, {{"factor", 1.0 / std::sqrt(static_cast<double>(Dh))}});
-  if (!scores) return nullptr;
-  if (layer.flag("causal")) {
-    scores = layer.emit1("causal_mask", {scores});
-    if (!scores) return nullptr;
-  }
-  ir::Value* probs = layer.emit1("softmax", {scores}, {{"dim", std::int64_t{3}}});
-  if (!probs) return nullptr;
-  if (p > 0.0) {
-    probs = layer.dropout(probs, p);
-    if (!probs) return nullptr;
-  }
-  ir::Value* out = layer.emit1("matmul", {probs, v});
+  ir::Value* out = attend(layer, q, k, v, Dh, p);  // [B, H, S, Dh]
   if (!out) return nullptr;
-  out = layer.emit1("transpose", {out}, {{"dim0", std::int64_t{1}}, {"dim1", std::int64_t{2}}});
+  out = swapAxes(layer, out, 1, 2);
   if (!out) return nullptr;
   out = layer.emit1("reshape", {out}, {{"shape", std::vector<std::int64_t>{B, S, D}}});
   if (!out) return nullptr;

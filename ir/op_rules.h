@@ -73,5 +73,8 @@ std::int64_t perResultElement(const OpContext&, std::span<const TensorType> r) {
 
 inline std::int64_t noFlops(const OpContext&, std::span<const TensorType>) { return 0; }
 
+// One FLOP per element of the first operand (reductions, sum_to).
+inline std::int64_t flopsPerFirstInput(const OpContext& c, std::span<const TensorType>) { return c.inputs[0].numel(); }
+
 }  // namespace rules
 }  // namespace gradc::ir

@@ -35,7 +35,6 @@ Results inferReduction(const OpContext& c) {
   return std::vector<TensorType>{{x.dtype, shape}};
 }
 
-std::int64_t flopsReduction(const OpContext& c, Types) { return c.inputs[0].numel(); }
 std::int64_t workspaceMean(const OpContext& c, Types) { return scalarOperandBytes(c.inputs[0].dtype); }
 
 }  // namespace
@@ -46,9 +45,9 @@ std::vector<OpInfo> reductionOps() {
       {"keepdim", AttrKind::Bool, true, "keep the reduced axes as extents of 1"}};
   return {
       {.name = "sum", .minInputs = 1, .maxInputs = 1, .attrs = attrs, .infer = inferReduction,
-       .flops = flopsReduction, .stridedReads = StridedReads::InPlace, .summary = "sum over the axes in dims"},
+       .flops = flopsPerFirstInput, .stridedReads = StridedReads::InPlace, .summary = "sum over the axes in dims"},
       {.name = "mean", .minInputs = 1, .maxInputs = 1, .attrs = attrs, .infer = inferReduction,
-       .flops = flopsReduction, .workspaceBytes = workspaceMean, .stridedReads = StridedReads::InPlace,
+       .flops = flopsPerFirstInput, .workspaceBytes = workspaceMean, .stridedReads = StridedReads::InPlace,
        .summary = "mean over the axes in dims"},
   };
 }

@@ -50,7 +50,6 @@ Results inferSumTo(const OpContext& c) {
   return std::vector<TensorType>{{c.inputs[0].dtype, shape}};
 }
 
-std::int64_t flopsPerFirstInput(const OpContext& c, Types) { return c.inputs[0].numel(); }
 
 Results inferLayerNormBackward(const OpContext& c) {
   const TensorType& g = c.inputs[0];

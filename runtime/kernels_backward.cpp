@@ -175,6 +175,7 @@ at::Tensor crossEntropyBackwardRows(at::Tensor result, const at::Tensor& grad, c
   std::int64_t count = 0;
   for (std::int64_t r = 0; r < rows; ++r) count += t[r] != ignore;
   const double factor = grad.item<double>() / static_cast<double>(count);  // count 0: nan, as the loss
+  const double uniform = eps / static_cast<double>(classes);
   AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, result.scalar_type(), "cross_entropy_backward", [&] {
     scalar_t* row = result.data_ptr<scalar_t>();
     for (std::int64_t r = 0; r < rows; ++r, row += classes) {
@@ -184,10 +185,9 @@ at::Tensor crossEntropyBackwardRows(at::Tensor result, const at::Tensor& grad, c
       }
       TORCH_CHECK(t[r] >= 0 && t[r] < classes, "cross_entropy_backward: target ", t[r], " is not a class in [0, ",
                   classes, ") (nor the ignore_index ", ignore, ")");
-      const double uniform = eps / static_cast<double>(classes);
       for (std::int64_t c = 0; c < classes; ++c) {
-        const double target = (c == t[r] ? 1.0 - eps : 0.0) + uniform;
-        row[c] = static_cast<scalar_t>((static_cast<double>(row[c]) - target) * factor);
+        const double wanted = (c == t[r] ? 1.0 - eps : 0.0) + uniform;  // the smoothed target distribution
+        row[c] = static_cast<scalar_t>((static_cast<double>(row[c]) - wanted) * factor);
       }
     }
   });
