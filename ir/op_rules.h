@@ -19,6 +19,7 @@ std::vector<OpInfo> collectiveOps();
 std::vector<OpInfo> fusedLossOps();  // ir/ops_fused_loss.cpp
 std::vector<OpInfo> transformerOps();  // ir/ops_transformer.cpp
 std::vector<OpInfo> reductionOps();    // ir/ops_reductions.cpp
+std::vector<OpInfo> fusedOps();        // ir/ops_fused.cpp
 
 namespace rules {
 

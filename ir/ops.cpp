@@ -341,7 +341,7 @@ std::vector<OpInfo> forwardOps() {
        .summary = "zero elements with probability p, scale the rest by 1/(1-p)"},
       {.name = "causal_mask", .minInputs = 1, .maxInputs = 1, .infer = inferCausalMask, .flops = noFlops,
        .workspaceBytes = workspaceCausalMask,
-       .elementwise = true, .stridedReads = StridedReads::InPlace,
+       .stridedReads = StridedReads::InPlace,
        .summary = "set x[..., i, j] = -inf where j > i"},
       {.name = "reshape", .minInputs = 1, .maxInputs = 1,
        .attrs = {{"shape", AttrKind::IntList, true, "the new extents (same element count)"}}, .infer = inferReshape,
@@ -403,6 +403,7 @@ const std::vector<OpInfo>& table() {
     for (OpInfo& op : fusedLossOps()) all.push_back(std::move(op));
     for (OpInfo& op : transformerOps()) all.push_back(std::move(op));
     for (OpInfo& op : reductionOps()) all.push_back(std::move(op));
+    for (OpInfo& op : fusedOps()) all.push_back(std::move(op));
     return all;
   }();
   return ops;

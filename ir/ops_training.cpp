@@ -323,7 +323,7 @@ std::vector<OpInfo> trainingOps() {
        .summary = "(grad, x, mean, rstd, weight, bias) -> (grad_x, grad_weight, grad_bias)"},
       {.name = "causal_mask_backward", .minInputs = 1, .maxInputs = 1, .infer = inferUnaryFloat, .flops = noFlops,
        .workspaceBytes = workspaceCausalMaskBackward,
-       .elementwise = true, .stridedReads = StridedReads::InPlace,
+       .stridedReads = StridedReads::InPlace,
        .summary = "grad with the masked (j > i) positions zeroed"},
       {.name = "slice_backward", .minInputs = 1, .maxInputs = 1,
        .attrs = {dimAttr, {"start", AttrKind::Int, true, "as in the forward slice"},

@@ -7,6 +7,7 @@
 #include "ir/printer.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
+#include "passes/fuse.h"
 #include "passes/liveness.h"
 #include "passes/schedule.h"
 #include "passes/pass_manager.h"
@@ -306,6 +307,7 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
     PassManager pm;
     if (options.optimizer) pm.add<OptimizerPass>(*options.optimizer);
     pm.add<DeadCodeElimination>();
+    if (options.fuseElementwise) pm.add<FuseElementwise>();
     if (Expected<bool> r = pm.run(*g); !r) return r.error();
     return std::move(*g);
   };

@@ -69,6 +69,9 @@ struct TrainingPlanOptions {
   RematOptions remat;
   int microBatches = 1;  // 0: auto (with a budget: microBatchCandidates; without: 1)
   LossChunking lossChunks;  // auto: fused only when that is the cheapest way to fit the budget
+  // Elementwise regions become fused nodes (passes/fuse.h) after the optimizer, before remat, so
+  // the search plans the fused step.
+  bool fuseElementwise = false;
 };
 
 struct RematChoice {

@@ -5,6 +5,7 @@
 
 #include "passes/autodiff.h"
 #include "passes/dce.h"
+#include "passes/fuse.h"
 #include "passes/optimizer.h"
 #include "passes/remat.h"
 #include "passes/schedule.h"
@@ -19,6 +20,7 @@ const std::vector<std::pair<std::string_view, Factory>>& factories() {
       {"dce", [] { return std::unique_ptr<Pass>(std::make_unique<DeadCodeElimination>()); }},
       {"autodiff", [] { return std::unique_ptr<Pass>(std::make_unique<Autodiff>()); }},
       {"optimizer", [] { return std::unique_ptr<Pass>(std::make_unique<OptimizerPass>()); }},
+      {"fuse", [] { return std::unique_ptr<Pass>(std::make_unique<FuseElementwise>()); }},
       {"strip-dropout", [] { return std::unique_ptr<Pass>(std::make_unique<StripDropout>()); }},
       // Without a budget (gradc opt has no flag for one): Chen's sqrt plan.
       {"schedule", [] { return std::unique_ptr<Pass>(std::make_unique<Schedule>()); }},

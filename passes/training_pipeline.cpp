@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "passes/dce.h"
+#include "passes/fuse.h"
 #include "passes/fuse_loss.h"
 #include "passes/liveness.h"
 #include "passes/optimizer.h"
@@ -60,6 +61,7 @@ Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward,
   if (options.dataParallel) pm.add<CollectivesPass>(*options.dataParallel);
   if (options.optimizer) pm.add<OptimizerPass>(*options.optimizer);
   pm.add<DeadCodeElimination>();
+  if (options.fuseElementwise) pm.add<FuseElementwise>();
   auto rematPass = std::make_unique<RematPass>(remat);
   RematPass* rematRun = rematPass.get();
   pm.add(std::move(rematPass));

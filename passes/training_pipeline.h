@@ -7,6 +7,7 @@
 //   -> collectives     bucketed gradient all-reduce (data parallelism)
 //   -> optimizer       the parameter updates
 //   -> dce
+//   -> fuse            elementwise regions as fused nodes (passes/fuse.h; when asked)
 //   -> remat           recompute under the byte budget (passes/remat.h)
 //   -> schedule        the final order
 //   -> memory-plan     liveness and offsets (passes/memory_plan.h; changes nothing)

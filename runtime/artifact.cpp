@@ -47,7 +47,12 @@ Json manifestJson(const ArtifactManifest& m, const std::vector<ArtifactFile>& fi
   j["seed"] = m.seed;
   j["kernel_threads"] = m.kernelThreads;
   Json ranks = Json::array();
-  for (const ArtifactRank& r : m.ranks) ranks.push_back({{"rank", r.rank}, {"graph", r.graphFile}, {"plan", r.planFile}});
+  for (const ArtifactRank& r : m.ranks) {
+    Json rank = {{"rank", r.rank}, {"graph", r.graphFile}, {"plan", r.planFile}};
+    if (!r.kernelsFile.empty()) rank["kernels"] = r.kernelsFile;
+    if (!r.ptxFile.empty()) rank["ptx"] = r.ptxFile;
+    ranks.push_back(rank);
+  }
   j["ranks"] = ranks;
   Json sums = Json::object();
   for (const ArtifactFile& f : files) sums[f.name] = sha256Hex(f.contents);
@@ -86,7 +91,8 @@ Status writeArtifact(const fs::path& dir, const ArtifactManifest& manifest, cons
   for (const ArtifactFile& f : files)
     if (!plainName(f.name)) return Error{"artifact file name '" + f.name + "' is not a plain file name"};
   for (const ArtifactRank& r : manifest.ranks)
-    for (const std::string* name : {&r.graphFile, &r.planFile}) {
+    for (const std::string* name : {&r.graphFile, &r.planFile, &r.kernelsFile, &r.ptxFile}) {
+      if (name->empty() && name != &r.graphFile && name != &r.planFile) continue;
       bool listed = false;
       for (const ArtifactFile& f : files) listed |= f.name == *name;
       if (!listed) return Error{"the manifest names '" + *name + "', which is not among the artifact's files"};
@@ -166,7 +172,8 @@ Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
     m.seed = j.at("seed").get<std::uint64_t>();
     m.kernelThreads = j.at("kernel_threads").get<int>();
     for (const Json& r : j.at("ranks"))
-      m.ranks.push_back({r.at("rank").get<int>(), r.at("graph").get<std::string>(), r.at("plan").get<std::string>()});
+      m.ranks.push_back({r.at("rank").get<int>(), r.at("graph").get<std::string>(), r.at("plan").get<std::string>(),
+                         r.value("kernels", std::string()), r.value("ptx", std::string())});
   } catch (const std::exception& e) {
     return corrupted(file, std::string("malformed: ") + e.what());
   }
@@ -183,8 +190,8 @@ Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
       return corrupted(dir / name, "checksum mismatch: the file was changed after gradc wrote it");
   }
   for (const ArtifactRank& r : m.ranks)
-    for (const std::string* name : {&r.graphFile, &r.planFile})
-      if (!files->contains(*name)) return corrupted(file, "rank " + std::to_string(r.rank) + "'s file '" + *name +
+    for (const std::string* name : {&r.graphFile, &r.planFile, &r.kernelsFile, &r.ptxFile})
+      if (!(name->empty() && name != &r.graphFile && name != &r.planFile) && !files->contains(*name)) return corrupted(file, "rank " + std::to_string(r.rank) + "'s file '" + *name +
                                                                "' has no checksum");
   return m;
 }
@@ -218,7 +225,16 @@ Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifes
   if (Status s = ir::verify(*graph); !s) return corrupted(graphFile, s.message());
   Expected<ArenaPlan> plan = loadRankPlan(dir, manifest, rank);
   if (!plan) return plan.error();
-  return RankProgram{std::move(*graph), std::move(*plan)};
+  RankProgram program{std::move(*graph), std::move(*plan), nullptr};
+  if (hasFusedNodes(program.graph)) {
+    const std::string& kernels = manifest.ranks[static_cast<size_t>(rank)].kernelsFile;
+    if (kernels.empty()) return corrupted(graphFile, "the graph has fused nodes but the artifact has no kernels for it");
+    Expected<std::shared_ptr<const GeneratedKernels>> loaded = GeneratedKernels::load(dir / kernels);
+    if (!loaded) return loaded.error();
+    if (Status s = (*loaded)->covers(program.graph); !s) return corrupted(dir / kernels, s.message());
+    program.kernels = std::move(*loaded);
+  }
+  return program;
 }
 
 }  // namespace gradc::runtime

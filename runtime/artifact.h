@@ -9,6 +9,8 @@
 //   DIR/<graph>.gir     one scheduled training-step graph per distinct rank graph, IR text
 //                       (`gradc opt` parses and reprints it byte for byte)
 //   DIR/<graph>.plan.json  its memory plan (the `--emit plan` dump), every buffer's offset
+//   DIR/<graph>.kernels.so   its fused regions' generated CPU kernels (codegen/), when it has any
+//   DIR/<graph>.kernels.ptx  the same kernels as PTX for sm_90 (written by gradc compile -o)
 //
 // Integrity. The manifest's "checksum" is the sha256 of manifest.json with the checksum's own
 // 64 digits written as zeros; every other file's sha256 is in "files". loadArtifact checks all
@@ -30,6 +32,7 @@
 #include "ir/graph.h"
 #include "ir/status.h"
 #include "runtime/arena_plan.h"
+#include "runtime/generated_kernels.h"
 
 namespace gradc::runtime {
 
@@ -41,6 +44,10 @@ struct ArtifactRank {
   int rank = 0;
   std::string graphFile;  // relative to the artifact folder
   std::string planFile;
+  // The graph's generated kernels (codegen/): a CPU shared object and PTX text; "" when the
+  // graph has no fused nodes (or, for PTX, when it was not generated).
+  std::string kernelsFile;
+  std::string ptxFile;
 };
 
 struct ArtifactManifest {
@@ -77,6 +84,7 @@ bool looksLikeArtifact(const std::filesystem::path& dir);
 struct RankProgram {
   ir::Graph graph;  // scheduled
   ArenaPlan plan;
+  std::shared_ptr<const GeneratedKernels> kernels;  // loaded when the graph has fused nodes
 };
 
 // The graph and plan of one rank of a loaded artifact, parsed and verified; Errors name the file.

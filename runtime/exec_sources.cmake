@@ -5,9 +5,11 @@ set(GRADC_RUNTIME_EXEC_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/counter_rng.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/device.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/executor.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/generated_kernels.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_backward.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_collective.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_forward.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/kernels_fused.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_fused_loss.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_optimizer.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_transformer.cpp

@@ -304,10 +304,18 @@ Expected<Executor> Executor::create(const ir::Graph& graph) {
   return exec;
 }
 
+Status Executor::setGeneratedKernels(std::shared_ptr<const GeneratedKernels> kernels) {
+  if (kernels)
+    if (Status s = kernels->covers(*graph_); !s) return s;
+  kernels_ = std::move(kernels);
+  return {};
+}
+
 Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, const RunContext& runContext) const {
   std::vector<at::Tensor> slots(static_cast<size_t>(numSlots_));
   RunContext ctx = runContext;
   if (!ctx.device) ctx.device = device_;
+  if (!ctx.kernels) ctx.kernels = kernels_.get();
 
   auto bind = [&](const Binding& b, const TensorMap& from, std::string_view what) -> Status {
     const std::string& name = b.value->name();

@@ -51,6 +51,7 @@
 #include "ir/status.h"
 #include "runtime/arena_plan.h"
 #include "runtime/device.h"
+#include "runtime/generated_kernels.h"
 #include "runtime/kernels.h"
 #include "runtime/tensor_map.h"
 
@@ -104,6 +105,10 @@ class Executor {
   // output that is an input or parameter is returned as that same tensor (not a copy).
   // Kernel failures (ATen errors) come back as an Error naming the node.
   Expected<TensorMap> run(const TensorMap& inputs, TensorMap& state, const RunContext& ctx) const;
+
+  // The generated kernels of the graph's fused nodes (runtime/generated_kernels.h): every run
+  // passes them to the kernels. An Error (nothing changed) when one of the nodes has none there.
+  Status setGeneratedKernels(std::shared_ptr<const GeneratedKernels> kernels);
 
   void setNodeHook(NodeHook hook) { hook_ = std::move(hook); }
   void setBeforeNodeHook(BeforeNodeHook hook) { beforeHook_ = std::move(hook); }
@@ -160,6 +165,7 @@ class Executor {
   int numSlots_ = 0;
   NodeHook hook_;
   BeforeNodeHook beforeHook_;
+  std::shared_ptr<const GeneratedKernels> kernels_;
 
   // Arena execution.
   const Device* device_ = nullptr;

@@ -53,6 +53,7 @@ namespace gradc::runtime {
 
 class CollectiveContext;  // runtime/collective_context.h
 class Device;             // runtime/device.h
+class GeneratedKernels;   // runtime/generated_kernels.h
 
 // What varies between runs of one compiled graph.
 struct RunContext {
@@ -62,6 +63,8 @@ struct RunContext {
   CollectiveContext* collectives = nullptr;
   // Where tensors live; nullptr: the CPU.
   const Device* device = nullptr;
+  // The generated kernels of the graph's fused nodes (the artifact's shared object).
+  const GeneratedKernels* kernels = nullptr;
 };
 
 struct KernelArgs {
@@ -90,6 +93,7 @@ std::span<const KernelEntry> optimizerKernels();
 std::span<const KernelEntry> collectiveKernels();  // kernels_collective.cpp
 std::span<const KernelEntry> fusedLossKernels();   // kernels_fused_loss.cpp
 std::span<const KernelEntry> transformerKernels(); // kernels_transformer.cpp
+std::span<const KernelEntry> fusedKernels();       // kernels_fused.cpp: generated code
 
 namespace kernel_detail {
 

@@ -27,6 +27,7 @@
 #include "runtime/communicator.h"
 #include "runtime/data.h"
 #include "runtime/metrics.h"
+#include "runtime/generated_kernels.h"
 #include "runtime/tensor_map.h"
 
 namespace gradc::runtime {
@@ -51,6 +52,9 @@ struct TrainerOptions {
   // offset); nullopt, or GRADC_NO_ARENA=1 in the environment: reference-counted execution.
   std::optional<ArenaPlan> arenaPlan;
   bool checkArena = false;  // poison and check free arena ranges (GRADC_ARENA_CHECK=1 also)
+  // The generated kernels of the graph's fused nodes (the artifact's shared object); required
+  // when the graph has fused nodes.
+  std::shared_ptr<const GeneratedKernels> kernels;
   // Data parallelism: this process is rank comm->rank() of comm->worldSize(), and the graph is
   // that rank's partitioned step (passes/data_parallel.h). Each rank feeds its rows of every
   // batch, checks at the start that all ranks hold identical parameters and optimizer state

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <iostream>
 
+#include "codegen/kernels.h"
 #include "ir/op_table.h"
 #include "ir/printer.h"
 #include "passes/budget.h"
 #include "runtime/artifact.h"
+#include "runtime/generated_kernels.h"
 #include "runtime/sha256.h"
 #include "tools/commands.h"
 #include "tools/plan_json.h"
@@ -62,6 +64,10 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
   m.kernelThreads = threads;
   std::vector<runtime::ArtifactFile> files;
   std::vector<std::string> texts;  // of the distinct graphs, in file order
+  struct GraphFiles {
+    std::string graph, plan, kernels, ptx;
+  };
+  std::vector<GraphFiles> graphFiles;  // per distinct graph
   for (int rank = 0; rank < world; ++rank) {
     const TrainingStep& step = steps[static_cast<size_t>(rank)];
     std::string text = ir::printGraph(step.graph);
@@ -69,10 +75,32 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
     if (index == texts.size()) {
       texts.push_back(text);
       const std::string stem = world == 1 ? "step" : "rank" + std::to_string(rank);
-      files.push_back({stem + ".gir", std::move(text)});
-      files.push_back({stem + ".plan.json", planToJson(step.plan)});
+      GraphFiles g{stem + ".gir", stem + ".plan.json", "", ""};
+      files.push_back({g.graph, std::move(text)});
+      files.push_back({g.plan, planToJson(step.plan)});
+      if (runtime::hasFusedNodes(step.graph)) {
+        Expected<std::string> so = codegen::buildCpuSharedObject(step.graph);
+        if (!so) {
+          std::cerr << "gradc: error: generating the fused kernels: " << so.error().message
+                    << " (--no-fuse compiles without them)\n";
+          return kExitInternal;
+        }
+        g.kernels = stem + ".kernels.so";
+        files.push_back({g.kernels, std::move(*so)});
+        if (r.withPtx) {
+          Expected<std::string> ptx = codegen::emitPtx(step.graph);
+          if (ptx) {
+            g.ptx = stem + ".kernels.ptx";
+            files.push_back({g.ptx, std::move(*ptx)});
+          } else if (!r.quiet) {
+            std::cerr << "gradc: warning: no PTX for GPUs in the artifact: " << ptx.error().message << "\n";
+          }
+        }
+      }
+      graphFiles.push_back(std::move(g));
     }
-    m.ranks.push_back({rank, files[2 * index].name, files[2 * index + 1].name});
+    const GraphFiles& g = graphFiles[index];
+    m.ranks.push_back({rank, g.graph, g.plan, g.kernels, g.ptx});
   }
   const TrainingStep& first = steps.front();
   const std::string remat(passes::rematStrategyName(first.remat.chosen));
@@ -81,6 +109,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
                           {"remat", r.memory.remat},
                           {"micro_batches", r.memory.microBatches},
                           {"loss_chunks", r.memory.lossChunks},
+                          {"fuse", !r.memory.noFuse},
                           {"devices", world},
                           {"loss_placement", r.parallel.lossPlacement},
                           {"bucket_mib", r.parallel.bucketMiB},

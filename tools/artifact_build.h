@@ -5,7 +5,9 @@
 // placement's roles) and each distinct graph is written once, as rankR.gir (step.gir for one
 // device) with its memory plan. Each is the scheduled training step of tools/training_step.h;
 // the plan's per-thread workspace is sized for the threads the ranks will run with
-// (kernelThreadsFor), which the manifest records.
+// (kernelThreadsFor), which the manifest records. A graph with fused nodes also gets its generated
+// kernels: rankR.kernels.so (codegen/, loaded by the runtime with dlopen) and, for gradc compile,
+// rankR.kernels.ptx.
 #pragma once
 
 #include <filesystem>
@@ -24,6 +26,7 @@ struct ArtifactRequest {
   ParallelFlags parallel;
   bool quiet = false;  // no summary line on stderr
   passes::PassManagerOptions passManager;  // --print-after-all, --dump-dir (per rank: DIR/rankR)
+  bool withPtx = false;  // also the fused kernels as PTX (gradc compile -o; train runs on the CPU)
 };
 
 // Writes the artifact to `out`; errors are printed. Returns the exit code.

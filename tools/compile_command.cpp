@@ -1,4 +1,4 @@
-// gradc compile SPEC [--set k=v]... [--emit ir|dot|summary|plan] [-o FILE] [--budget B] [--remat S]
+// gradc compile SPEC [--set k=v]... [--emit ir|dot|summary|plan|llvm|ptx] [-o FILE] [--budget B] [--remat S]
 //   [--micro-batches K|auto] [--loss-chunks K|auto|off] [--devices N] [--loss-placement local|gather] [--bucket-mib M]
 //
 // ir and dot describe the forward graph (with --devices N, rank 0's); summary describes it and adds every recompute
@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/kernels.h"
 #include "ir/op_table.h"
 #include "passes/budget.h"
 #include "passes/graph_stats.h"
@@ -80,6 +81,32 @@ int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
   }
   std::optional<TrainingStep> step = std::move(steps.front());
   if (Status s = writeOutput(o.pipeline.output, planToJson(step->plan)); !s) {
+    std::cerr << "gradc: error: " << s.message() << "\n";
+    return kExitInternal;
+  }
+  return kExitOk;
+}
+
+// --emit llvm / --emit ptx: the generated kernels of the training step's fused regions (rank 0's
+// step under --devices N), each after a comment naming its ops and their spec layers.
+int emitKernels(const ir::Graph& forward, const CompileOptions& o) {
+  int exitCode = kExitOk;
+  std::optional<passes::TrainingPlanOptions> planOptions = parseTrainingPlanOptions(o.memory, o.optimizer.options());
+  if (!planOptions) return kExitUserError;
+  Expected<passes::DataParallelOptions> parallel = o.parallel.forRank(0);
+  if (!parallel) {
+    std::cerr << "gradc: error: " << parallel.error().message << "\n";
+    return kExitUserError;
+  }
+  std::optional<TrainingStep> step = buildTrainingStep(forward, *planOptions, exitCode, *parallel,
+                                                       o.pipeline.passManagerOptions());
+  if (!step) return exitCode;
+  Expected<std::string> text = o.pipeline.emit == "ptx" ? codegen::emitPtx(step->graph) : codegen::emitCpuLlvm(step->graph);
+  if (!text) {
+    std::cerr << "gradc: error: " << text.error().message << "\n";
+    return kExitInternal;
+  }
+  if (Status s = writeOutput(o.pipeline.output, *text); !s) {
     std::cerr << "gradc: error: " << s.message() << "\n";
     return kExitInternal;
   }
@@ -186,13 +213,14 @@ int runCompile(const CompileOptions& o) {
       return kExitUserError;
     }
     ArtifactRequest request{o.spec, o.sets, o.optimizer, o.memory, o.parallel, /*quiet=*/false,
-                            o.pipeline.passManagerOptions()};
+                            o.pipeline.passManagerOptions(), /*withPtx=*/true};
     return buildArtifact(request, o.pipeline.output);
   }
   int exitCode = kExitOk;
   std::optional<ir::Graph> graph = loadSpec(o.spec, o.sets, exitCode);
   if (!graph) return exitCode;
   if (o.pipeline.emit == "plan") return emitPlan(*graph, o);
+  if (o.pipeline.emit == "llvm" || o.pipeline.emit == "ptx") return emitKernels(*graph, o);
 
   // ir and dot show the forward graph as the spec defines it.
   passes::PassManager pm(o.pipeline.passManagerOptions());
@@ -222,10 +250,11 @@ Runner addCompileCommand(CLI::App& cmd) {
   // compile alone also emits the training step's memory plan: widen the shared --emit check.
   CLI::Option* emit = cmd.get_option("--emit");
   emit->get_validator()->active(false).description("");
-  emit->check(CLI::IsMember({"ir", "dot", "summary", "plan", "artifact"}));
+  emit->check(CLI::IsMember({"ir", "dot", "summary", "plan", "llvm", "ptx", "artifact"}));
   emit->description("What to write: ir (IR text), dot (Graphviz), summary (sizes and FLOPs) of the forward graph, "
-                    "plan (the training step's memory plan as JSON, for gradc inspect), or artifact (a folder "
-                    "gradc train and gradc-run execute; the default with -o and no --emit)");
+                    "plan (the training step's memory plan as JSON, for gradc inspect), llvm or ptx (the generated "
+                    "kernels of the step's fused elementwise regions: LLVM IR for this CPU, PTX for sm_90), or "
+                    "artifact (a folder gradc train and gradc-run execute; the default with -o and no --emit)");
   o->emitOption = emit;
   return [o] { return runCompile(*o); };
 }

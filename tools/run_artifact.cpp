@@ -211,6 +211,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   t.trace = !o.traceOut.empty();
   t.plannedPeakBytes = program->plan.peakBytes;
   t.arenaPlan = program->plan;
+  t.kernels = program->kernels;
   t.config = manifest->configJson;
 
   Expected<runtime::TrainResult> result = runtime::train(program->graph, t);

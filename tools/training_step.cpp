@@ -32,6 +32,9 @@ void MemoryFlags::addTo(CLI::App& cmd) {
                  "Fuse the LM head into cross_entropy and compute it K token chunks at a time, never holding all "
                  "the logits; auto: only when that is the cheapest way to fit --budget; off: never")
       ->capture_default_str();
+  cmd.add_flag("--no-fuse", noFuse,
+               "Run every elementwise op as its own kernel (default: regions of elementwise ops are fused into "
+               "generated kernels whose intermediates are never stored)");
 }
 
 void OptimizerFlags::addTo(CLI::App& cmd) {
@@ -151,6 +154,7 @@ std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const Memory
     return std::nullopt;
   }
   options.lossChunks = *chunking;
+  options.fuseElementwise = !flags.noFuse;
   return options;
 }
 

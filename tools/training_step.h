@@ -25,6 +25,7 @@ struct MemoryFlags {
   std::string remat;               // "" = auto with a budget, none without
   std::string microBatches = "1";  // a count, or "auto"
   std::string lossChunks = "auto";  // a count, "auto" or "off" (passes/fuse_loss.h)
+  bool noFuse = false;              // --no-fuse: no elementwise fusion (passes/fuse.h)
 
   void addTo(CLI::App& cmd);
 };

@@ -16,6 +16,7 @@ namespace {
 
 TensorType f32(Shape s) { return {DType::f32, std::move(s)}; }
 TensorType i64(Shape s) { return {DType::i64, std::move(s)}; }
+TensorType bf16(Shape s) { return {DType::bf16, std::move(s)}; }
 std::int64_t I(std::int64_t v) { return v; }
 
 struct Case {
@@ -39,6 +40,14 @@ const std::vector<Case>& cases() {
       {"silu_backward", {f32({5, 3}), f32({5, 3})}, {}, {f32({5, 3})}},
       {"silu_backward", {f32({5, 3}), f32({5, 4})}, {}, {}, "must have one type"},
       {"exp", {f32({2})}, {}, {f32({2})}},
+      {"fused", {f32({4, 8}), f32({8})},
+       {{"body", std::string("%0 = add($0, $1); %1 = gelu(%0) {approximate = tanh}; return %1, %0")}},
+       {f32({4, 8}), f32({4, 8})}},
+      {"fused", {f32({4, 8}), f32({3})}, {{"body", std::string("%0 = add($0, $1); return %0")}}, {}, "do not broadcast"},
+      {"fused", {f32({8}), f32({4, 8})}, {{"body", std::string("%0 = relu($0); %1 = mul(%0, $1); return %1")}}, {},
+       "not the iteration space"},
+      {"fused", {f32({4})}, {{"body", std::string("%0 = softmax($0) {dim = 0}; return %0")}}, {}, "cannot be fused"},
+      {"fused", {bf16({4})}, {{"body", std::string("%0 = relu($0); return %0")}}, {}, "fused bodies compute f32 or f64"},
       {"exp", {i64({2})}, {}, {}, "floating-point"},
       {"rms_norm", {f32({4, 6, 8}), f32({8})}, {{"eps", 1e-6}}, {f32({4, 6, 8}), f32({4, 6, 1})}},
       {"rms_norm", {f32({4, 8}), f32({7})}, {{"eps", 1e-6}}, {}, "weight must be f32[8]"},

@@ -1,0 +1,58 @@
+// The op table's `fused` op: a region of elementwise ops executed as one generated kernel.
+//
+// fused(operands...){body} computes its body (ir/fused_body.h) over one iteration space and
+// returns the body's returned steps. Its rules are its steps' rules: the result types are the
+// returned steps' types, the FLOPs are the sum of the steps' FLOPs, and there is no workspace --
+// the generated kernel (codegen/) keeps every intermediate in registers and writes only the
+// results. It reads every operand contiguously (passes/fuse.cpp never fuses a strided operand),
+// so the planner models no hidden copies for it.
+#include <string>
+
+#include "ir/fused_body.h"
+#include "ir/op_rules.h"
+
+namespace gradc::ir {
+namespace {
+using namespace rules;
+using Types = std::span<const TensorType>;
+
+Results inferFused(const OpContext& c) {
+  Expected<std::shared_ptr<const FusedBody>> body = cachedFusedBody(*getString(c.attrs, "body"));
+  if (!body) return body.error();
+  Expected<std::vector<TensorType>> steps = inferFusedSteps(**body, c.inputs);
+  if (!steps) return steps.error();
+  for (const TensorType& in : c.inputs)
+    if (!broadcastShapes(in.shape, (*steps)[0].shape) || *broadcastShapes(in.shape, (*steps)[0].shape) != (*steps)[0].shape)
+      return fail("operand " + typeStr(in) + " does not broadcast to the iteration space " + typeStr((*steps)[0]));
+  std::vector<TensorType> results;
+  for (int s : (*body)->outputs) results.push_back((*steps)[static_cast<size_t>(s)]);
+  return results;
+}
+
+std::int64_t flopsFused(const OpContext& c, Types) {
+  Expected<std::shared_ptr<const FusedBody>> body = cachedFusedBody(*getString(c.attrs, "body"));
+  if (!body) return 0;
+  Expected<std::vector<TensorType>> steps = inferFusedSteps(**body, c.inputs);
+  if (!steps) return 0;
+  std::int64_t total = 0;
+  for (size_t i = 0; i < (*body)->steps.size(); ++i) {
+    const FusedStep& step = (*body)->steps[i];
+    std::vector<TensorType> operandTypes;
+    for (const FusedOperand& o : step.operands) operandTypes.push_back(o.isInput ? c.inputs[o.index] : (*steps)[o.index]);
+    total = saturatingAdd(total, opFlops(*step.op, operandTypes, step.attrs, std::span<const TensorType>(&(*steps)[i], 1)));
+  }
+  return total;
+}
+
+}  // namespace
+
+std::vector<OpInfo> fusedOps() {
+  return {
+      {.name = "fused", .minInputs = 1, .maxInputs = kVariadic,
+       .attrs = {{"body", AttrKind::String, true, "the region's elementwise steps (ir/fused_body.h)"}},
+       .infer = inferFused, .flops = flopsFused, .stridedReads = StridedReads::InPlace,
+       .summary = "a region of elementwise ops run as one generated kernel; intermediates never stored"},
+  };
+}
+
+}  // namespace gradc::ir

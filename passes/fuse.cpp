@@ -1,0 +1,192 @@
+#include "passes/fuse.h"
+
+#include <algorithm>
+#include <cassert>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ir/fused_body.h"
+
+namespace gradc::passes {
+namespace {
+
+// True unless `v` is certainly contiguous: graph inputs, parameters and results of non-view ops
+// are; views may not be, except the parts of a flat bucket and reshapes of contiguous memory.
+bool mayBeStrided(const ir::Value* v) {
+  while (v->kind() == ir::ValueKind::Result && v->producer()->op().view) {
+    switch (v->producer()->op().viewLayout) {
+      case ir::ViewLayout::BucketParts: return false;
+      case ir::ViewLayout::Reshape: v = v->producer()->operand(0); break;
+      default: return true;
+    }
+  }
+  return false;
+}
+
+bool isCandidate(const ir::Node& n) {
+  if (!ir::isFusableOp(n.op()) || n.numResults() != 1) return false;
+  const ir::DType t = n.result()->type().dtype;
+  if (t != ir::DType::f32 && t != ir::DType::f64) return false;
+  for (const ir::Value* v : n.operands())
+    if (v->type().dtype != t || mayBeStrided(v)) return false;
+  return true;
+}
+
+struct Region {
+  std::vector<ir::Node*> members;  // program order
+  ir::Phase phase;
+  ir::TensorType space;
+  bool merged = false;  // absorbed into another region
+};
+
+// "blocks.0.mlp" for members named "blocks.0.mlp.fc1" and "blocks.0.mlp.act"; the last
+// member's name when they share no leading component.
+std::string commonSpecName(const std::vector<ir::Node*>& members) {
+  std::string prefix = members.front()->specName();
+  for (const ir::Node* m : members) {
+    const std::string& name = m->specName();
+    size_t keep = 0, i = 0;
+    while (i < prefix.size() && i < name.size() && prefix[i] == name[i]) {
+      ++i;
+      if ((i == prefix.size() || prefix[i] == '.') && (i == name.size() || name[i] == '.')) keep = i;
+    }
+    prefix.resize(keep);
+  }
+  return prefix.empty() ? members.back()->specName() : prefix;
+}
+
+class Fuser {
+ public:
+  explicit Fuser(ir::Graph& graph) : graph_(graph) {
+    for (size_t i = 0; i < graph.numNodes(); ++i) position_.emplace(graph.nodes()[i].get(), i);
+  }
+
+  Expected<FuseStats> run() {
+    for (const auto& owned : graph_.nodes()) place(owned.get());
+    FuseStats stats;
+    std::unordered_set<const ir::Node*> replaced;
+    for (Region& r : regions_) {
+      if (r.merged || r.members.size() < 2) continue;
+      Expected<bool> made = build(r);
+      if (!made) return made.error();
+      if (!*made) continue;
+      ++stats.regions;
+      stats.fusedNodes += static_cast<int>(r.members.size());
+      for (ir::Node* m : r.members) replaced.insert(m);
+    }
+    graph_.setInsertionPoint(nullptr);
+    graph_.eraseIf([&](const ir::Node& n) { return replaced.count(&n) > 0; });
+    return stats;
+  }
+
+ private:
+  int regionOf(const ir::Node* n) const {
+    auto it = regionOf_.find(n);
+    return it == regionOf_.end() ? -1 : it->second;
+  }
+
+  // No node outside region r, other than n, uses a value of r before n.
+  bool canJoin(const Region& r, int id, const ir::Node* n) const {
+    const size_t at = position_.at(n);
+    for (const ir::Node* m : r.members)
+      for (const ir::Use& u : m->result()->uses())
+        if (u.user != n && regionOf(u.user) != id && position_.at(u.user) < at) return false;
+    return true;
+  }
+
+  void place(ir::Node* n) {
+    if (!isCandidate(*n)) return;
+    std::vector<int> joined;
+    size_t steps = 1;
+    for (const ir::Value* v : n->operands()) {
+      if (v->kind() != ir::ValueKind::Result) continue;
+      const int id = regionOf(v->producer());
+      if (id < 0 || std::find(joined.begin(), joined.end(), id) != joined.end()) continue;
+      const Region& r = regions_[static_cast<size_t>(id)];
+      if (r.phase != n->phase() || r.space != n->result()->type()) continue;
+      if (steps + r.members.size() > static_cast<size_t>(kMaxFusedSteps) || !canJoin(r, id, n)) continue;
+      steps += r.members.size();
+      joined.push_back(id);
+    }
+    if (joined.empty()) {
+      regions_.push_back(Region{{n}, n->phase(), n->result()->type()});
+      regionOf_[n] = static_cast<int>(regions_.size() - 1);
+      return;
+    }
+    const int into = joined.front();
+    Region& target = regions_[static_cast<size_t>(into)];
+    for (size_t k = 1; k < joined.size(); ++k) {
+      Region& other = regions_[static_cast<size_t>(joined[k])];
+      for (ir::Node* m : other.members) {
+        target.members.push_back(m);
+        regionOf_[m] = into;
+      }
+      other.members.clear();
+      other.merged = true;
+    }
+    target.members.push_back(n);
+    regionOf_[n] = into;
+    std::sort(target.members.begin(), target.members.end(),
+              [&](const ir::Node* a, const ir::Node* b) { return position_.at(a) < position_.at(b); });
+  }
+
+  // Replaces the region by one fused node; false (graph unchanged) when it reads too many values
+  // or nothing uses it.
+  Expected<bool> build(const Region& r) {
+    const int id = regionOf(r.members.front());
+    std::unordered_map<const ir::Node*, int> step;
+    std::unordered_map<ir::Value*, int> inputIndex;
+    std::vector<ir::Value*> inputs;
+    ir::FusedBody body;
+    for (ir::Node* m : r.members) {
+      ir::FusedStep s{&m->op(), {}, m->attrs(), m->specName()};
+      for (ir::Value* v : m->operands()) {
+        if (v->kind() == ir::ValueKind::Result && regionOf(v->producer()) == id) {
+          s.operands.push_back({false, step.at(v->producer())});
+          continue;
+        }
+        auto [it, fresh] = inputIndex.emplace(v, static_cast<int>(inputs.size()));
+        if (fresh) inputs.push_back(v);
+        s.operands.push_back({true, it->second});
+      }
+      step.emplace(m, static_cast<int>(body.steps.size()));
+      body.steps.push_back(std::move(s));
+    }
+    if (inputs.size() > static_cast<size_t>(kMaxFusedOperands)) return false;
+    std::vector<ir::Node*> outputs;
+    for (ir::Node* m : r.members) {
+      const ir::Value* v = m->result();
+      bool outside = v->isGraphOutput();
+      for (const ir::Use& u : v->uses()) outside = outside || regionOf(u.user) != id;
+      if (!outside) continue;
+      body.outputs.push_back(step.at(m));
+      outputs.push_back(m);
+    }
+    if (outputs.empty()) return false;  // dead code (dce removes it); nothing to fuse
+    graph_.setInsertionPoint(r.members.back());
+    Expected<ir::Node*> fused = graph_.create("fused", inputs, {{"body", ir::printFusedBody(body)}}, r.phase,
+                                              commonSpecName(r.members));
+    if (!fused) return Error{"internal: fusing " + r.members.front()->specName() + ": " + fused.error().message};
+    for (size_t k = 0; k < outputs.size(); ++k) graph_.replaceAllUsesWith(outputs[k]->result(), (*fused)->result(k));
+    return true;
+  }
+
+  ir::Graph& graph_;
+  std::unordered_map<const ir::Node*, size_t> position_;
+  std::unordered_map<const ir::Node*, int> regionOf_;
+  std::vector<Region> regions_;
+};
+
+}  // namespace
+
+Expected<FuseStats> fuseElementwise(ir::Graph& graph) { return Fuser(graph).run(); }
+
+Expected<bool> FuseElementwise::run(ir::Graph& graph) {
+  Expected<FuseStats> stats = fuseElementwise(graph);
+  if (!stats) return stats.error();
+  return stats->regions > 0;
+}
+
+}  // namespace gradc::passes

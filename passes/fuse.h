@@ -1,0 +1,50 @@
+// Elementwise fusion: maximal regions of elementwise ops become one `fused` node each
+// (ir/ops_fused.cpp), whose generated kernel (codegen/) reads the region's inputs once, keeps
+// every intermediate in registers and writes only the values used outside the region.
+//
+// What fuses: ops the op table marks elementwise and not random (ir::isFusableOp: add, sub,
+// mul, scale, relu, gelu, tanh, sigmoid, silu, exp and their backward ops), computing f32 or
+// f64, of one phase (forward, backward, optimizer: a region never mixes them, so remat and the
+// scheduler see phases as before). A region's iteration space is the shape of every member's
+// result; operands of other shapes are broadcast into it. Reductions, matmuls, views, random
+// ops and collectives end a region. An operand that may be strided (a view other than a reshape
+// of contiguous memory, passes/fuse.cpp mayBeStrided) is never read by a region: the kernel
+// reads contiguous memory, so the planner's model (no hidden copies) stays exact.
+//
+// Algorithm: one sweep in program order. Node n joins (and merges) the regions of those of its
+// operands' producers that are in a region of the same phase and iteration space, provided no
+// node outside such a region uses its values before n: the fused node takes the position of its
+// last member, so every outside user must come after it (this is also what keeps the graph
+// acyclic: a path region -> outside node -> n would need an outside user before n). Otherwise n
+// starts a region of its own. Regions of one node stay as they are. Then each region becomes a
+// fused node at its last member's place: its operands are the values it reads from outside (in
+// first-read order), its results the members used outside the region or as graph outputs (in
+// program order). O(nodes + uses * region size); regions are capped at kMaxFusedSteps steps.
+//
+// Invariants: the graph computes the same values (the fused kernel's arithmetic is each op's,
+// codegen/elementwise_ops.h); graph outputs keep their names; nodes that are not fused keep
+// their relative order; the program order stays a topological order.
+#pragma once
+
+#include "passes/pass.h"
+
+namespace gradc::passes {
+
+inline constexpr int kMaxFusedSteps = 64;
+inline constexpr int kMaxFusedOperands = 32;
+
+struct FuseStats {
+  int regions = 0;       // fused nodes created
+  int fusedNodes = 0;    // nodes they replaced
+};
+
+// Fuses `graph` in place. An Error is a bug (a region whose body the op table refuses).
+Expected<FuseStats> fuseElementwise(ir::Graph& graph);
+
+class FuseElementwise final : public Pass {
+ public:
+  std::string_view name() const override { return "fuse"; }
+  Expected<bool> run(ir::Graph& graph) override;
+};
+
+}  // namespace gradc::passes

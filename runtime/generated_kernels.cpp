@@ -1,0 +1,45 @@
+#include "runtime/generated_kernels.h"
+
+#include <dlfcn.h>
+
+#include "ir/fused_body.h"
+
+namespace gradc::runtime {
+
+Expected<std::shared_ptr<const GeneratedKernels>> GeneratedKernels::load(const std::filesystem::path& sharedObject) {
+  dlerror();
+  void* handle = dlopen(sharedObject.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* why = dlerror();
+    return Error{"cannot load the generated kernels " + sharedObject.string() + ": " + (why ? why : "dlopen failed")};
+  }
+  return std::shared_ptr<const GeneratedKernels>(new GeneratedKernels(handle, sharedObject));
+}
+
+GeneratedKernels::~GeneratedKernels() {
+  if (handle_) dlclose(handle_);
+}
+
+FusedKernelFn GeneratedKernels::find(std::string_view name) const {
+  return reinterpret_cast<FusedKernelFn>(dlsym(handle_, std::string(name).c_str()));
+}
+
+Status GeneratedKernels::covers(const ir::Graph& graph) const {
+  for (const auto& n : graph.nodes())
+    if (n->opName() == "fused" && !find(kernelNameOf(*n)))
+      return Error{"the generated kernels " + path_.string() + " have no kernel " + kernelNameOf(*n) +
+                   " for the fused node of " + n->specName() + " (the graph and its kernels come from different compiles)"};
+  return {};
+}
+
+std::string kernelNameOf(const ir::Node& node) {
+  return ir::fusedKernelName(ir::getString(node.attrs(), "body").value_or(""), node.operandTypes(), node.resultTypes());
+}
+
+bool hasFusedNodes(const ir::Graph& graph) {
+  for (const auto& n : graph.nodes())
+    if (n->opName() == "fused") return true;
+  return false;
+}
+
+}  // namespace gradc::runtime

@@ -1,0 +1,53 @@
+// The kernel of `fused` nodes: the region's generated code (runtime/generated_kernels.h), run
+// over the node's elements in parallel chunks on the intra-op thread pool. It writes only the
+// node's results (into their planned buffers) and allocates nothing: its workspace is 0, as the
+// op table declares. Operands are contiguous (passes/fuse.h never fuses a strided operand); a
+// strided one here means the graph did not come from the fuse pass, and is an error.
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include "ir/fused_body.h"
+#include "runtime/generated_kernels.h"
+#include "runtime/kernels.h"
+
+namespace gradc::runtime {
+namespace {
+using Results = std::vector<at::Tensor>;
+using kernel_detail::resultBuffer;
+
+// Elements per parallel task: large enough that scheduling costs nothing next to the work.
+constexpr std::int64_t kFusedGrain = 1 << 15;
+
+Results fusedKernel(const KernelArgs& a) {
+  TORCH_CHECK(a.ctx.kernels, "fused node of ", a.node.specName(),
+              ": no generated kernels are loaded (run the compiled artifact, which carries them)");
+  const std::string name = kernelNameOf(a.node);
+  FusedKernelFn fn = a.ctx.kernels->find(name);
+  TORCH_CHECK(fn, "fused node of ", a.node.specName(), ": kernel ", name, " is not in ", a.ctx.kernels->path().string());
+  std::vector<void*> buffers;
+  for (const at::Tensor& t : a.operands) {
+    TORCH_CHECK(t.is_contiguous(), "fused node of ", a.node.specName(), ": operand is not contiguous");
+    buffers.push_back(t.data_ptr());
+  }
+  Results results;
+  for (size_t i = 0; i < a.node.numResults(); ++i) {
+    results.push_back(resultBuffer(a, i));
+    buffers.push_back(results.back().data_ptr());
+  }
+  // The RNG inputs of its dropout steps (the same stream as the unfused dropout kernel's).
+  std::vector<std::int64_t> scalars{static_cast<std::int64_t>(a.ctx.seed), a.ctx.step};
+  Expected<std::shared_ptr<const ir::FusedBody>> body = ir::cachedFusedBody(*ir::getString(a.node.attrs(), "body"));
+  TORCH_CHECK(body, "fused node of ", a.node.specName(), ": ", body ? "" : body.error().message);
+  for (std::int64_t v : ir::fusedRandomStreams(**body)) scalars.push_back(v);
+  const std::int64_t n = a.node.result()->type().numel();
+  at::parallel_for(0, n, kFusedGrain,
+                   [&](std::int64_t begin, std::int64_t end) { fn(buffers.data(), begin, end, scalars.data()); });
+  return results;
+}
+
+const KernelEntry kEntries[] = {{"fused", fusedKernel}};
+}  // namespace
+
+std::span<const KernelEntry> fusedKernels() { return kEntries; }
+
+}  // namespace gradc::runtime

@@ -1,0 +1,312 @@
+// Generated kernels against ATen: every fusable op alone (f32 and f64, with broadcasting), then
+// 1,000 random fused regions (random DAGs of elementwise ops over broadcasting shapes) run fused
+// and unfused. Tolerances, per the kernels' arithmetic (codegen/elementwise_ops.h):
+//   - add, sub, mul, scale, relu, relu_backward: one IEEE operation (or a selection) per element,
+//     as ATen, so f32 within 2 ulp (in practice bit-identical), f64 exact to 1e-15;
+//   - exp, tanh, erf, what uses them (the C library's functions; ATen uses SLEEF and its own erf
+//     approximation) and compound formulas (tanh_backward, sigmoid_backward: ATen's compiler may
+//     contract them into FMAs): f32 within 1e-6 relative with an absolute floor of 1e-6 (gelu's
+//     negative tail is 1 + erf(x) cancelling, where ATen's erf alone is off by more than 1e-6
+//     relative), f64 within 1e-14 relative (floor 1e-14).
+#include <ATen/ATen.h>
+// After ATen: doctest's CHECK must win over glog's.
+#include <doctest/doctest.h>
+
+#include <random>
+
+#include "../temp_dir.h"
+#include "codegen/elementwise_ops.h"
+#include "codegen/iteration_space.h"
+#include "codegen/kernels.h"
+#include "ir/fused_body.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/fuse.h"
+#include "runtime/executor.h"
+#include "runtime/generated_kernels.h"
+
+using namespace gradc;
+
+namespace {
+
+std::shared_ptr<const runtime::GeneratedKernels> compileKernels(const ir::Graph& g, const std::string& tag) {
+  Expected<std::string> so = codegen::buildCpuSharedObject(g);
+  REQUIRE_MESSAGE(so, (so ? std::string() : so.error().message));
+  static int counter = 0;
+  const std::filesystem::path file = std::filesystem::temp_directory_path() /
+                                     ("gradc_codegen_" + tag + "_" + std::to_string(::getpid()) + "_" +
+                                      std::to_string(counter++) + ".so");
+  std::ofstream(file, std::ios::binary) << *so;
+  Expected<std::shared_ptr<const runtime::GeneratedKernels>> k = runtime::GeneratedKernels::load(file);
+  std::filesystem::remove(file);  // the mapping stays
+  REQUIRE_MESSAGE(k, (k ? std::string() : k.error().message));
+  return *k;
+}
+
+runtime::TensorMap runGraph(const ir::Graph& g, const runtime::TensorMap& inputs,
+                            std::shared_ptr<const runtime::GeneratedKernels> kernels = nullptr) {
+  Expected<runtime::Executor> exec = runtime::Executor::create(g);
+  REQUIRE_MESSAGE(exec, (exec ? std::string() : exec.error().message));
+  REQUIRE(exec->setGeneratedKernels(std::move(kernels)));
+  runtime::TensorMap state;
+  // A seed and step other than the defaults: dropout masks depend on both.
+  Expected<runtime::TensorMap> out = exec->run(inputs, state, runtime::RunContext{0x5eed, 7});
+  REQUIRE_MESSAGE(out, (out ? std::string() : out.error().message));
+  return *out;
+}
+
+at::ScalarType atenType(ir::DType t) { return t == ir::DType::f64 ? at::kDouble : at::kFloat; }
+
+at::Tensor randomInput(const ir::TensorType& t, std::mt19937& rng) {
+  std::vector<std::int64_t> sizes(t.shape.begin(), t.shape.end());
+  at::Tensor x = at::rand(sizes, at::TensorOptions().dtype(at::kDouble)) * 4.0 - 2.0;
+  // A few exact zeros and ties, where relu and its gradient switch.
+  if (x.numel() > 4) x.view(-1)[std::uniform_int_distribution<int>(0, static_cast<int>(x.numel()) - 1)(rng)] = 0.0;
+  return x.to(atenType(t.dtype));
+}
+
+// |a - b| <= 2 ulp of b, elementwise (NaN matches NaN, infinities match exactly).
+bool within2Ulp(const at::Tensor& ours, const at::Tensor& ref) {
+  at::Tensor a = ours.contiguous(), b = ref.contiguous();
+  if (a.scalar_type() == at::kFloat) {
+    const float* pa = a.data_ptr<float>();
+    const float* pb = b.data_ptr<float>();
+    for (std::int64_t i = 0; i < a.numel(); ++i) {
+      if (std::isnan(pa[i]) && std::isnan(pb[i])) continue;
+      float lo = std::nextafter(std::nextafter(pb[i], -INFINITY), -INFINITY);
+      float hi = std::nextafter(std::nextafter(pb[i], INFINITY), INFINITY);
+      if (!(pa[i] >= lo && pa[i] <= hi)) return false;
+    }
+    return true;
+  }
+  return at::allclose(a, b, 0, 0, /*equal_nan=*/true);
+}
+
+struct Tolerance {
+  double rtol, atol;
+};
+Tolerance transcendentalTolerance(at::ScalarType t) {
+  return t == at::kDouble ? Tolerance{1e-14, 1e-14} : Tolerance{1e-6, 1e-6};
+}
+
+void expectClose(const std::string& what, const at::Tensor& ours, const at::Tensor& ref, bool exactOps) {
+  REQUIRE_MESSAGE((ours.sizes() == ref.sizes()), what);
+  REQUIRE_MESSAGE((ours.scalar_type() == ref.scalar_type()), what);
+  if (exactOps && ref.scalar_type() == at::kFloat) {
+    CHECK_MESSAGE(within2Ulp(ours, ref), what << ": more than 2 ulp from ATen");
+    return;
+  }
+  const Tolerance tol = exactOps ? Tolerance{1e-15, 0} : transcendentalTolerance(ref.scalar_type());
+  at::Tensor a = ours.to(at::kDouble), b = ref.to(at::kDouble);
+  at::Tensor bad = ((a - b).abs() > tol.atol + tol.rtol * b.abs()) & ~(a.isnan() & b.isnan()) & ~(a == b);
+  const std::int64_t count = bad.sum().item<std::int64_t>();
+  if (count) {
+    const std::int64_t i = bad.view(-1).nonzero()[0][0].item<std::int64_t>();
+    MESSAGE(what << ": " << count << " elements off, e.g. " << a.view(-1)[i].item<double>() << " vs ATen "
+                 << b.view(-1)[i].item<double>());
+  }
+  CHECK_MESSAGE(count == 0, what << " exceeds rtol " << tol.rtol << ", atol " << tol.atol);
+}
+
+// Ops whose result is more than one IEEE operation (ATen's compiler may contract a multiply and an
+// add into one FMA, so compound formulas are compared with the relative tolerance).
+bool usesTranscendental(std::string_view op) {
+  for (std::string_view t : {"exp", "tanh", "sigmoid", "silu", "silu_backward", "gelu", "gelu_backward",
+                             "tanh_backward", "sigmoid_backward"})
+    if (op == t) return true;
+  return false;
+}
+
+ir::AttrMap attrsFor(std::string_view op, std::mt19937& rng) {
+  if (op == "dropout") {
+    const double ps[] = {0.0, 0.1, 0.5, 0.9};
+    ir::AttrMap a{{"p", ps[std::uniform_int_distribution<int>(0, 3)(rng)]},
+                  {"rng", std::int64_t{std::uniform_int_distribution<int>(0, 1000)(rng)}}};
+    if (std::bernoulli_distribution(0.5)(rng)) a["rng_offset"] = std::int64_t{std::uniform_int_distribution<int>(0, 999)(rng)};
+    return a;
+  }
+  if (op == "scale") return {{"factor", std::uniform_real_distribution<double>(-2, 2)(rng)}};
+  if (op == "gelu" || op == "gelu_backward")
+    return {{"approximate", std::string(std::bernoulli_distribution(0.5)(rng) ? "tanh" : "none")}};
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("every fusable op of the op table has a codegen rule, and no rule is for another op") {
+  for (const ir::OpInfo& op : ir::allOps())
+    if (ir::isFusableOp(op)) CHECK_MESSAGE(codegen::findElementOp(op.name), "no element rule for " << op.name);
+  for (const codegen::ElementOp& e : codegen::elementOps()) {
+    const ir::OpInfo* op = ir::findOp(e.op);
+    REQUIRE_MESSAGE(op, e.op);
+    CHECK(ir::isFusableOp(*op));
+  }
+}
+
+TEST_CASE("iteration spaces merge dimensions that every operand treats alike") {
+  using T = ir::TensorType;
+  const auto f = [](ir::Shape s) { return T{ir::DType::f32, std::move(s)}; };
+  codegen::IterationSpace full = codegen::iterationSpaceOf({4, 5, 6}, std::vector<T>{f({4, 5, 6}), f({4, 5, 6})});
+  CHECK(full.extents == std::vector<std::int64_t>({120}));
+  CHECK(full.strides[0] == std::vector<std::int64_t>({1}));
+  codegen::IterationSpace bias = codegen::iterationSpaceOf({4, 5, 6}, std::vector<T>{f({4, 5, 6}), f({6})});
+  CHECK(bias.extents == std::vector<std::int64_t>({20, 6}));
+  CHECK(bias.strides[0] == std::vector<std::int64_t>({6, 1}));
+  CHECK(bias.strides[1] == std::vector<std::int64_t>({0, 1}));
+  codegen::IterationSpace column = codegen::iterationSpaceOf({4, 1, 6}, std::vector<T>{f({4, 1, 1}), f({1, 6})});
+  CHECK(column.extents == std::vector<std::int64_t>({4, 6}));
+  CHECK(column.strides[0] == std::vector<std::int64_t>({1, 0}));
+  CHECK(column.strides[1] == std::vector<std::int64_t>({0, 1}));
+  codegen::IterationSpace scalar = codegen::iterationSpaceOf({}, std::vector<T>{f({})});
+  CHECK(scalar.extents == std::vector<std::int64_t>({1}));
+}
+
+TEST_CASE("every fusable op alone, f32 and f64, full and broadcast operands, against ATen") {
+  std::mt19937 rng(7);
+  for (ir::DType dtype : {ir::DType::f32, ir::DType::f64}) {
+    for (const codegen::ElementOp& e : codegen::elementOps()) {
+      const ir::OpInfo& op = *ir::findOp(e.op);
+      for (bool broadcast : {false, true}) {
+        // [37, 129]: rows that are not a multiple of any vector width; the last operand may be a row.
+        ir::Graph ref("ref");
+        std::vector<ir::Value*> operands;
+        for (int k = 0; k < op.minInputs; ++k) {
+          ir::Shape shape = broadcast && k == op.minInputs - 1 && op.minInputs > 1 ? ir::Shape{129} : ir::Shape{37, 129};
+          operands.push_back(ref.addInput("x" + std::to_string(k), {dtype, shape}));
+        }
+        // The backward rules read (grad, saved): both of the result's shape.
+        if (op.name.find("_backward") != std::string_view::npos && broadcast) continue;
+        ir::AttrMap attrs = attrsFor(op.name, rng);
+        Expected<ir::Node*> n = ref.create(op, operands, attrs);
+        REQUIRE_MESSAGE(n, (n ? std::string() : n.error().message));
+        ref.setOutput("y", (*n)->result());
+        ir::Graph fused("fused");
+        std::vector<ir::Value*> fusedOperands;
+        std::string body = "%0 = " + std::string(op.name) + "(";
+        for (int k = 0; k < op.minInputs; ++k) {
+          fusedOperands.push_back(fused.addInput("x" + std::to_string(k), operands[static_cast<size_t>(k)]->type()));
+          body += (k ? ", $" : "$") + std::to_string(k);
+        }
+        body += ")";
+        if (!attrs.empty()) {
+          ir::FusedBody parsed;
+          parsed.steps.push_back({&op, {}, attrs, ""});
+          for (int k = 0; k < op.minInputs; ++k) parsed.steps[0].operands.push_back({true, k});
+          parsed.outputs = {0};
+          body = ir::printFusedBody(parsed);
+        } else {
+          body += "; return %0";
+        }
+        Expected<ir::Node*> f = fused.create("fused", fusedOperands, {{"body", body}});
+        REQUIRE_MESSAGE(f, (f ? std::string() : f.error().message));
+        fused.setOutput("y", (*f)->result());
+        runtime::TensorMap inputs;
+        for (const auto& v : ref.inputs()) inputs[v->name()] = randomInput(v->type(), rng);
+        const std::string what = std::string(op.name) + " " + std::string(ir::dtypeName(dtype)) +
+                                 (broadcast ? " broadcast" : "") + " " + ir::toString(attrs);
+        at::Tensor expected = runGraph(ref, inputs).at("y");
+        at::Tensor got = runGraph(fused, inputs, compileKernels(fused, "op")).at("y");
+        expectClose(what, got, expected, !usesTranscendental(op.name));
+      }
+    }
+  }
+}
+
+namespace {
+
+// A random graph of `regions` independent groups of elementwise ops, each a DAG over a few
+// inputs whose shapes broadcast to the group's space.
+ir::Graph randomRegions(int regions, std::mt19937& rng, bool* anyTranscendental) {
+  ir::Graph g("fuzz");
+  std::vector<std::string_view> unary, binary;
+  for (const codegen::ElementOp& e : codegen::elementOps())
+    (ir::findOp(e.op)->minInputs == 1 ? unary : binary).push_back(e.op);
+  auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  for (int r = 0; r < regions; ++r) {
+    const ir::DType dtype = pick(2) ? ir::DType::f32 : ir::DType::f64;
+    ir::Shape space;
+    for (int d = 0, rank = 1 + pick(3); d < rank; ++d) space.push_back(1 + pick(d == rank - 1 ? 70 : 6));
+    std::vector<ir::Value*> values;
+    for (int k = 0, inputs = 1 + pick(3); k < inputs; ++k) {
+      ir::Shape s = space;
+      for (auto& e : s)
+        if (pick(3) == 0) e = 1;  // broadcast along this axis
+      if (pick(4) == 0 && s.size() > 1) s.erase(s.begin());
+      if (k == 0) s = space;  // one operand spans the space
+      values.push_back(g.addInput("r" + std::to_string(r) + "_in" + std::to_string(k), {dtype, s}));
+    }
+    const int ops = 2 + pick(5);
+    for (int i = 0; i < ops; ++i) {
+      const bool two = pick(2) == 0;
+      std::string_view name = two ? binary[static_cast<size_t>(pick(static_cast<int>(binary.size())))]
+                                  : unary[static_cast<size_t>(pick(static_cast<int>(unary.size())))];
+      // Backward rules need operands of the full space; use the latest full values.
+      std::vector<ir::Value*> operands;
+      const bool backward = name.find("_backward") != std::string_view::npos;
+      for (int k = 0; k < (two ? 2 : 1); ++k) {
+        ir::Value* v = values[static_cast<size_t>(pick(static_cast<int>(values.size())))];
+        if ((backward || k == 0) && v->type().shape != space) v = values[0];
+        operands.push_back(v);
+      }
+      *anyTranscendental |= usesTranscendental(name);
+      Expected<ir::Node*> n = g.create(name, operands, attrsFor(name, rng), ir::Phase::fwd, "r" + std::to_string(r));
+      REQUIRE_MESSAGE(n, (n ? std::string() : n.error().message));
+      values.push_back((*n)->result());
+      if (values.size() > 1 && values[0]->type().shape == space) std::swap(values[0], values.back());
+    }
+    // Every value made by an op is an output, so nothing is dead; fusion must still keep them.
+    for (size_t k = 0; k < values.size(); ++k)
+      if (values[k]->kind() == ir::ValueKind::Result && pick(3) == 0)
+        g.setOutput("r" + std::to_string(r) + "_out" + std::to_string(k), values[k]);
+    g.setOutput("r" + std::to_string(r) + "_last", values[0]->kind() == ir::ValueKind::Result ? values[0] : values.back());
+  }
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("1,000 random fused regions agree with the unfused ATen path") {
+  std::mt19937 rng(2024);
+  constexpr int kBatches = 5, kPerBatch = 250;
+  int regions = 0;
+  for (int batch = 0; batch < kBatches; ++batch) {
+    bool transcendental = false;
+    ir::Graph unfused = randomRegions(kPerBatch, rng, &transcendental);
+    REQUIRE(ir::verify(unfused));
+    Expected<ir::Graph> copy = ir::parseGraph(ir::printGraph(unfused), "fuzz.gir");
+    REQUIRE(copy);
+    ir::Graph fused = std::move(*copy);
+    Expected<passes::FuseStats> stats = passes::fuseElementwise(fused);
+    REQUIRE(stats);
+    REQUIRE(ir::verify(fused));
+    regions += stats->regions;
+    runtime::TensorMap inputs;
+    for (const auto& v : unfused.inputs()) inputs[v->name()] = randomInput(v->type(), rng);
+    runtime::TensorMap expected = runGraph(unfused, inputs);
+    runtime::TensorMap got = runGraph(fused, inputs, compileKernels(fused, "fuzz"));
+    for (const ir::GraphOutput& out : unfused.outputs()) {
+      // Chains of transcendentals can cancel; judge every output with their tolerance, relative
+      // to the larger of the result and 1.
+      at::Tensor a = got.at(out.name).to(at::kDouble), b = expected.at(out.name).to(at::kDouble);
+      const Tolerance tol = transcendentalTolerance(expected.at(out.name).scalar_type());
+      at::Tensor scale = at::clamp_min(b.abs(), 1.0);
+      at::Tensor bad = ((a - b).abs() > tol.rtol * 10 * scale) & ~(a.isnan() & b.isnan()) & ~(a == b);
+      CHECK_MESSAGE(bad.sum().item<std::int64_t>() == 0, out.name << " differs");
+    }
+  }
+  MESSAGE(regions << " fused regions");
+  CHECK(regions >= 1000);
+}
+
+TEST_CASE("PTX for every kernel is generated (and names its ops)") {
+  std::mt19937 rng(5);
+  bool transcendental = false;
+  ir::Graph g = randomRegions(20, rng, &transcendental);
+  REQUIRE(passes::fuseElementwise(g));
+  Expected<std::string> ptx = codegen::emitPtx(g);
+  REQUIRE_MESSAGE(ptx, (ptx ? std::string() : ptx.error().message));
+  CHECK(ptx->find(".target sm_90") != std::string::npos);
+  for (const codegen::KernelInfo& k : codegen::listKernels(g))
+    CHECK(ptx->find(".entry " + k.name) != std::string::npos);
+}

@@ -1,0 +1,150 @@
+// The elementwise fusion pass: which nodes form a region, what a region reads and returns, and
+// the cases that must stay apart (a use outside the region before its end, another phase, a
+// strided operand, a random op).
+#include <doctest/doctest.h>
+
+#include "../ir/test_util.h"
+#include "ir/fused_body.h"
+#include "ir/verifier.h"
+#include "passes/fuse.h"
+
+using namespace gradc;
+using gradc::testing::parseOrFail;
+
+namespace {
+
+// Runs the pass on IR text; returns the fused graph's text (verified, and round-tripped).
+std::string fuse(const std::string& text, passes::FuseStats* stats = nullptr) {
+  ir::Graph g = parseOrFail(text);
+  Expected<passes::FuseStats> s = passes::fuseElementwise(g);
+  REQUIRE(s);
+  if (stats) *stats = *s;
+  REQUIRE(ir::verify(g));
+  const std::string printed = ir::printGraph(g);
+  CHECK(ir::printGraph(parseOrFail(printed)) == printed);
+  return printed;
+}
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("a chain of elementwise ops becomes one node; only values used outside are results") {
+  passes::FuseStats stats;
+  const std::string out = fuse(R"(graph t
+  input %x : f32[4, 8]
+  param %b : f32[8]
+  param %w : f32[8, 8]
+  %0 = add(%x, %b) : f32[4, 8] fwd  # fc
+  %1 = relu(%0) : f32[4, 8] fwd  # act
+  %2 = scale(%1) {factor = 0.5} : f32[4, 8] fwd  # half
+  %3 = matmul(%2, %w) : f32[4, 8] fwd  # proj
+  output y = %3
+)", &stats);
+  CHECK(stats.regions == 1);
+  CHECK(stats.fusedNodes == 3);
+  CHECK(has(out, "%0 = fused(%x, %b) {body = \"%0 = add($0, $1) @fc; %1 = relu(%0) @act; "
+                 "%2 = scale(%1) {factor = 0.5} @half; return %2\"} : f32[4, 8] fwd"));
+  CHECK(has(out, "%1 = matmul(%0, %w)"));
+}
+
+TEST_CASE("values used after the region and graph outputs are results, in program order") {
+  const std::string out = fuse(R"(graph t
+  input %x : f32[4, 8]
+  %0 = tanh(%x) : f32[4, 8] fwd  # a
+  %1 = exp(%0) : f32[4, 8] fwd  # b
+  %2 = mul(%1, %0) : f32[4, 8] fwd  # c
+  %3 = softmax(%0) {dim = 1} : f32[4, 8] fwd  # s
+  output y = %2
+  output e = %1
+)");
+  CHECK(has(out, "%0, %1, %2 = fused(%x) {body = \"%0 = tanh($0) @a; %1 = exp(%0) @b; %2 = mul(%1, %0) @c; "
+                 "return %0, %1, %2\"}"));
+  CHECK(has(out, "softmax(%0)"));
+}
+
+TEST_CASE("a node does not join a region whose value an outside node reads before it") {
+  passes::FuseStats stats;
+  const std::string out = fuse(R"(graph t
+  input %x : f32[4, 8]
+  param %w : f32[8, 8]
+  %0 = relu(%x) : f32[4, 8] fwd
+  %1 = matmul(%0, %w) : f32[4, 8] fwd
+  %2 = exp(%0) : f32[4, 8] fwd
+  %3 = add(%2, %1) : f32[4, 8] fwd
+  output y = %3
+)", &stats);
+  // exp cannot join relu (matmul reads relu's value before exp), but add joins exp.
+  CHECK(stats.regions == 1);
+  CHECK(has(out, "= relu(%x)"));
+  CHECK(has(out, "fused(%0, %1) {body = \"%0 = exp($0); %1 = add(%0, $1); return %1\"}"));
+}
+
+TEST_CASE("regions stay within one phase and one iteration space") {
+  passes::FuseStats stats;
+  fuse(R"(graph t
+  input %x : f32[4, 8]
+  input %g : f32[4, 8]
+  input %v : f32[8]
+  %0 = relu(%x) : f32[4, 8] fwd
+  %1 = relu_backward(%g, %0) : f32[4, 8] bwd
+  %2 = exp(%v) : f32[8] fwd
+  %3 = mul(%1, %2) : f32[4, 8] bwd
+  output y = %3
+)", &stats);
+  // relu (fwd) and relu_backward (bwd) stay apart; exp's [8] is not mul's [4, 8] space, but the
+  // two backward ops fuse, reading exp's result broadcast.
+  CHECK(stats.regions == 1);
+  CHECK(stats.fusedNodes == 2);
+}
+
+TEST_CASE("strided operands and f16 are never fused; dropout is") {
+  passes::FuseStats stats;
+  const std::string out = fuse(R"(graph t
+  input %x : f32[8, 4]
+  input %h : f16[4, 4]
+  %0 = transpose(%x) {dim0 = 0, dim1 = 1} : f32[4, 8] fwd
+  %1 = relu(%0) : f32[4, 8] fwd
+  %2 = exp(%1) : f32[4, 8] fwd
+  %3 = dropout(%2) {p = 0.5, rng = 1} : f32[4, 8] fwd
+  %4 = tanh(%3) : f32[4, 8] fwd
+  %5 = relu(%h) : f16[4, 4] fwd
+  %6 = exp(%5) : f16[4, 4] fwd
+  output y = %4
+  output z = %6
+)", &stats);
+  // relu reads the transposed view (not a candidate); exp, dropout and tanh fuse; f16 does not.
+  CHECK(stats.regions == 1);
+  CHECK(has(out, "= fused(%1) {body = \"%0 = exp($0); %1 = dropout(%0) {p = 0.5, rng = 1}; %2 = tanh(%1); "
+                 "return %2\"}"));
+  CHECK(has(out, "= relu(%h)"));
+}
+
+TEST_CASE("a reshape of contiguous memory is read in place") {
+  passes::FuseStats stats;
+  fuse(R"(graph t
+  input %x : f32[32]
+  %0 = reshape(%x) {shape = [4, 8]} : f32[4, 8] fwd
+  %1 = relu(%0) : f32[4, 8] fwd
+  %2 = exp(%1) : f32[4, 8] fwd
+  output y = %2
+)", &stats);
+  CHECK(stats.regions == 1);
+}
+
+TEST_CASE("two regions merge through a node that reads both") {
+  passes::FuseStats stats;
+  const std::string out = fuse(R"(graph t
+  input %x : f32[4, 8]
+  input %z : f32[4, 8]
+  %0 = relu(%x) : f32[4, 8] fwd
+  %1 = exp(%0) : f32[4, 8] fwd
+  %2 = tanh(%z) : f32[4, 8] fwd
+  %3 = sigmoid(%2) : f32[4, 8] fwd
+  %4 = add(%1, %3) : f32[4, 8] fwd
+  output y = %4
+)", &stats);
+  CHECK(stats.regions == 1);
+  CHECK(stats.fusedNodes == 5);
+  CHECK(has(out, "fused(%x, %z)"));
+}
