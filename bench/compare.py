@@ -25,6 +25,8 @@ Sections (each writes bench/results/<section>.json and .md; `report.md` collects
             with glibc's defaults, and step time and page faults per step against PyTorch eager
   blas      gradc (automatic BLAS kernel selection) vs PyTorch eager: as a user gets each, with both
             forced to the same OpenBLAS core, and with both on Prescott (a misdetected CPU)
+  fusion    gradc with elementwise fusion (the default) and with --no-fuse vs PyTorch eager: step
+            time ratios and each variant's planned and measured peak (bench/fusion_section.py)
   planner   predicted peak and recompute FLOPs of gradc's plans (chain, auto, sqrt,
             selective, memory-poor) over a sweep of budgets; an SVG plot
 
@@ -64,6 +66,8 @@ sys.dont_write_bytecode = True  # keep bench/ free of __pycache__
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "pytorch"))
+sys.path.insert(0, HERE)
+import fusion_section  # noqa: E402  (bench/fusion_section.py)
 PY = "/usr/bin/python3"
 WORKER = os.path.join(HERE, "pytorch", "worker.py")
 MiB = 1 << 20
@@ -95,6 +99,7 @@ FULL = {
     "arena": {"budget_mib": 512, "rss_batches": [16, 96, 192],
               "speed": [("gpt-mini", 16, 6, 2), ("gpt-mini", 32, 6, 2), ("mlp", 4096, 15, 5)]},
     "blas": [("gpt-mini", 16, 5, 2), ("mlp", 4096, 12, 4), ("lstm-lm", 8, 4, 2)],
+    "fusion": [("gpt-mini", 16, 6, 2), ("gpt-mini", 32, 6, 2), ("mlp", 4096, 15, 5), ("lstm-lm", 16, 5, 2)],
 }
 QUICK = {
     "repeats": 2,
@@ -109,6 +114,7 @@ QUICK = {
     "alloc": [("gpt-mini", 16, 5, 2)],
     "arena": {"budget_mib": 512, "rss_batches": [16, 96], "speed": [("gpt-mini", 16, 5, 2), ("mlp", 4096, 12, 4)]},
     "blas": [("gpt-mini", 16, 4, 2)],
+    "fusion": [("gpt-mini", 16, 5, 2)],
 }
 
 SYSTEMS = {
@@ -1120,12 +1126,20 @@ def loadavg():
     return open("/proc/loadavg").read().split()[:3]
 
 
+def section_fusion(runner, cfg, log):
+    return fusion_section.section_fusion(runner, cfg, log, med, fmt_s, ratio, fmt_ratio)
+
+
+def format_fusion(rows, cfg, out_dir):
+    return fusion_section.format_fusion(rows, cfg, out_dir, fmt_s, ratio, fmt_ratio, fmt_bytes)
+
+
 FORMATTERS = {"parity": format_parity, "steptime": format_steptime, "alloc": format_alloc, "budget": format_budget,
               "maxbatch": format_maxbatch, "planner": format_planner, "arena": format_arena,
-              "blas": format_blas}
+              "blas": format_blas, "fusion": format_fusion}
 SECTIONS = {"parity": section_parity, "steptime": section_steptime, "alloc": section_alloc, "budget": section_budget,
             "maxbatch": section_maxbatch, "planner": section_planner, "arena": section_arena,
-            "blas": section_blas}
+            "blas": section_blas, "fusion": section_fusion}
 
 
 def write_report(out_dir):

@@ -94,6 +94,24 @@ Value* geluBackward(const ElementContext& c, Operands x, const ir::AttrMap& a) {
   return c.b.CreateFMul(g, c.b.CreateFAdd(cdf, c.b.CreateFMul(v, pdf)));
 }
 
+// ---- position-dependent: the causal mask over the last two axes ([..., i, j], j > i masked) ----
+
+Value* aboveDiagonal(const ElementContext& c) {
+  const ir::Shape& s = *c.space;
+  const std::int64_t cols = s.back();
+  const std::int64_t rows = s.size() >= 2 ? s[s.size() - 2] : 1;
+  Value* j = c.b.CreateURem(c.index, c.b.getInt64(static_cast<std::uint64_t>(cols)));
+  Value* i = c.b.CreateURem(c.b.CreateUDiv(c.index, c.b.getInt64(static_cast<std::uint64_t>(cols))),
+                            c.b.getInt64(static_cast<std::uint64_t>(rows)));
+  return c.b.CreateICmpUGT(j, i);
+}
+Value* causalMask(const ElementContext& c, Operands x, const ir::AttrMap&) {
+  return c.b.CreateSelect(aboveDiagonal(c), c.constant(-INFINITY), x[0]);
+}
+Value* causalMaskBackward(const ElementContext& c, Operands x, const ir::AttrMap&) {
+  return c.b.CreateSelect(aboveDiagonal(c), c.constant(0), x[0]);
+}
+
 // ---- dropout: Philox-4x32-10 keyed by (seed, stream), counter (position / 4, step) ------------
 
 Value* u64(const ElementContext& c, std::uint64_t v) { return c.b.getInt64(v); }
@@ -152,6 +170,8 @@ Value* dropout(const ElementContext& c, Operands x, const ir::AttrMap& a) {
 
 const ElementOp kOps[] = {
     {"dropout", dropout},
+    {"causal_mask", causalMask},
+    {"causal_mask_backward", causalMaskBackward},
     {"add", add},
     {"sub", sub},
     {"mul", mul},

@@ -17,6 +17,7 @@
 #include <llvm/IR/IRBuilder.h>
 
 #include "ir/attribute.h"
+#include "ir/tensor_type.h"
 
 namespace gradc::codegen {
 
@@ -44,6 +45,7 @@ struct ElementContext {
   llvm::Type* type;  // float or double
   MathLibrary& math;
   llvm::Value* index = nullptr;  // the element's row-major position in the iteration space (i64)
+  const ir::Shape* space = nullptr;  // the iteration space (the node's result shape)
   RandomStream random;           // set for random steps
   llvm::Value* constant(double v) const { return llvm::ConstantFP::get(type, v); }
 };

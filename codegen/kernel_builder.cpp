@@ -15,6 +15,7 @@ struct Body {
   std::shared_ptr<const ir::FusedBody> steps;
   IterationSpace space;
   llvm::Type* element;
+  ir::Shape shape;  // the iteration space before merging dimensions (position-dependent ops read it)
 };
 
 // The body's results for the element at `c.index`: `load(k)` gives operand k's element,
@@ -114,7 +115,7 @@ Status buildCpu(llvm::Function* f, const Body& body, MathLibrary& math, size_t n
   llvm::PHINode* j = b.CreatePHI(i64, 2, "j");
   j->addIncoming(llvm::ConstantInt::get(i64, 0), rowHead);
   Value* out = b.CreateAdd(i, j);
-  ElementContext c{b, body.element, math, out, {}};
+  ElementContext c{b, body.element, math, out, &body.shape, {}};
   Expected<std::vector<Value*>> results = computeElement(
       c, *body.steps,
       [&](int k) -> Value* {
@@ -165,7 +166,7 @@ Status buildNvptx(llvm::Function* f, const Body& body, MathLibrary& math, size_t
   b.SetInsertPoint(loop);
   llvm::PHINode* i = b.CreatePHI(i64, 2, "i");
   i->addIncoming(first, entry);
-  ElementContext c{b, body.element, math, i, {}};
+  ElementContext c{b, body.element, math, i, &body.shape, {}};
   Expected<std::vector<Value*>> results = computeElement(
       c, *body.steps,
       [&](int k) -> Value* {
@@ -200,7 +201,7 @@ Status addFusedKernel(llvm::Module& module, const ir::Node& node, const std::str
   llvm::LLVMContext& ctx = module.getContext();
   const ir::DType dtype = node.result()->type().dtype;
   llvm::Type* element = dtype == ir::DType::f64 ? llvm::Type::getDoubleTy(ctx) : llvm::Type::getFloatTy(ctx);
-  Body body{*steps, iterationSpaceOf(node.result()->type().shape, operands), element};
+  Body body{*steps, iterationSpaceOf(node.result()->type().shape, operands), element, node.result()->type().shape};
   const size_t numInputs = node.numOperands(), numOutputs = node.numResults();
   llvm::Type* ptr = llvm::PointerType::get(ctx, 0);
   llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);

@@ -71,7 +71,9 @@ struct OpInfo {
   CostFn flops = nullptr;           // floating-point operations of one execution
   CostFn workspaceBytes = nullptr;  // temporaries the kernel allocates beyond its results; null: 0
   IndexBoundFn indexBound = nullptr;  // null: no operand holds indices
-  bool elementwise = false;         // result[i] depends only on operand elements at i (fusable)
+  // result[i] depends only on operand elements at i (broadcast) and on the position i itself
+  // (causal_mask): fusable into a generated kernel (passes/fuse.h, codegen/elementwise_ops.h).
+  bool elementwise = false;
   bool sideEffects = false;         // never removed by dead-code elimination
   bool random = false;              // draws from the counter-based RNG (attribute "rng" keys it)
   // Results are views of operand 0's storage (no new memory; they keep it alive). The memory

@@ -341,7 +341,7 @@ std::vector<OpInfo> forwardOps() {
        .summary = "zero elements with probability p, scale the rest by 1/(1-p)"},
       {.name = "causal_mask", .minInputs = 1, .maxInputs = 1, .infer = inferCausalMask, .flops = noFlops,
        .workspaceBytes = workspaceCausalMask,
-       .stridedReads = StridedReads::InPlace,
+       .elementwise = true, .stridedReads = StridedReads::InPlace,
        .summary = "set x[..., i, j] = -inf where j > i"},
       {.name = "reshape", .minInputs = 1, .maxInputs = 1,
        .attrs = {{"shape", AttrKind::IntList, true, "the new extents (same element count)"}}, .infer = inferReshape,

@@ -183,7 +183,9 @@ std::int64_t workspaceClipCoef(const OpContext&, Types) { return 3 * 4 + scalarO
 // Scalar operand holds that Scalar's wrapper while it runs (scalarOperandBytes); AdamW's
 // denominator sqrt(v) is a parameter-sized temporary, and so is SGD's gradient plus weight
 // decay. A clipping scale multiplies the gradient in place, without a temporary.
+// The ATen path's sqrt(v) temporary and a wrapped Scalar; the one-pass (fused) update needs none.
 std::int64_t workspaceAdamwStep(const OpContext& c, Types) {
+  if (getBool(c.attrs, "fused").value_or(false)) return 0;
   return c.inputs[0].bytes() + scalarOperandBytes(c.inputs[0].dtype);
 }
 
@@ -323,7 +325,7 @@ std::vector<OpInfo> trainingOps() {
        .summary = "(grad, x, mean, rstd, weight, bias) -> (grad_x, grad_weight, grad_bias)"},
       {.name = "causal_mask_backward", .minInputs = 1, .maxInputs = 1, .infer = inferUnaryFloat, .flops = noFlops,
        .workspaceBytes = workspaceCausalMaskBackward,
-       .stridedReads = StridedReads::InPlace,
+       .elementwise = true, .stridedReads = StridedReads::InPlace,
        .summary = "grad with the masked (j > i) positions zeroed"},
       {.name = "slice_backward", .minInputs = 1, .maxInputs = 1,
        .attrs = {dimAttr, {"start", AttrKind::Int, true, "as in the forward slice"},
@@ -385,7 +387,9 @@ std::vector<OpInfo> trainingOps() {
        .attrs = {{"beta1", AttrKind::Float, true, "first-moment decay"},
                  {"beta2", AttrKind::Float, true, "second-moment decay"},
                  {"eps", AttrKind::Float, true, "added to the root of the second moment"},
-                 {"weight_decay", AttrKind::Float, true, "decoupled decay, scaled by lr"}},
+                 {"weight_decay", AttrKind::Float, true, "decoupled decay, scaled by lr"},
+                 {"fused", AttrKind::Bool, false,
+                  "one pass over param, grad and moments (set by the fuse pass; default: PyTorch's op-by-op update)"}},
        .infer = inferAdamwStep, .flops = flopsAdamwStep, .workspaceBytes = workspaceAdamwStep, .sideEffects = true,
        .stridedReads = StridedReads::InPlace,
        .summary = "(param, grad, m, v, lr, step, grad_scale): PyTorch AdamW update, in place"},

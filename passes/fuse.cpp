@@ -25,6 +25,10 @@ bool mayBeStrided(const ir::Value* v) {
   return false;
 }
 
+// True when the node's kernel creates memory: a non-view result (views and result-less updates
+// create none).
+bool allocates(const ir::Node& n) { return n.numResults() > 0 && !n.op().view; }
+
 bool isCandidate(const ir::Node& n) {
   if (!ir::isFusableOp(n.op()) || n.numResults() != 1) return false;
   const ir::DType t = n.result()->type().dtype;
@@ -78,6 +82,18 @@ class Fuser {
     }
     graph_.setInsertionPoint(nullptr);
     graph_.eraseIf([&](const ir::Node& n) { return replaced.count(&n) > 0; });
+    // Ops with a one-pass variant (the op table's optional Bool attribute `fused`: adamw_step)
+    // take it when they update f32 or f64 tensors read contiguously.
+    for (const auto& n : graph_.nodes()) {
+      const ir::AttrSpec* fusedAttr = ir::findAttrSpec(n->op(), "fused");
+      if (!fusedAttr || fusedAttr->kind != ir::AttrKind::Bool || ir::getBool(n->attrs(), "fused").value_or(false)) continue;
+      const ir::DType t = n->operand(0)->type().dtype;
+      bool onePass = t == ir::DType::f32 || t == ir::DType::f64;
+      for (const ir::Value* v : n->operands()) onePass = onePass && !mayBeStrided(v);
+      if (!onePass) continue;
+      n->attrs()["fused"] = true;
+      ++stats.onePassUpdates;
+    }
     return stats;
   }
 
@@ -110,6 +126,20 @@ class Fuser {
       steps += r.members.size();
       joined.push_back(id);
     }
+    // Nothing that allocates may run between a joined region's last member and n (other than
+    // the joined regions' own members): the fused node reads the region's inputs at n's place,
+    // so they would stay alive across that allocation (an accumulation chain add(add(g1, g2), g3)
+    // with g3 computed in between would keep every g alive at once).
+    std::erase_if(joined, [&](int id) {
+      const size_t last = position_.at(regions_[static_cast<size_t>(id)].members.back());
+      for (size_t p = last + 1; p < position_.at(n); ++p) {
+        const ir::Node* between = graph_.nodes()[p].get();
+        const int other = regionOf(between);
+        if (other >= 0 && std::find(joined.begin(), joined.end(), other) != joined.end()) continue;
+        if (allocates(*between)) return true;
+      }
+      return false;
+    });
     if (joined.empty()) {
       regions_.push_back(Region{{n}, n->phase(), n->result()->type()});
       regionOf_[n] = static_cast<int>(regions_.size() - 1);
@@ -186,7 +216,7 @@ Expected<FuseStats> fuseElementwise(ir::Graph& graph) { return Fuser(graph).run(
 Expected<bool> FuseElementwise::run(ir::Graph& graph) {
   Expected<FuseStats> stats = fuseElementwise(graph);
   if (!stats) return stats.error();
-  return stats->regions > 0;
+  return stats->regions > 0 || stats->onePassUpdates > 0;
 }
 
 }  // namespace gradc::passes

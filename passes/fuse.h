@@ -12,14 +12,25 @@
 // reads contiguous memory, so the planner's model (no hidden copies) stays exact.
 //
 // Algorithm: one sweep in program order. Node n joins (and merges) the regions of those of its
-// operands' producers that are in a region of the same phase and iteration space, provided no
+// operands' producers that are in a region of the same phase and iteration space, provided (1) no
 // node outside such a region uses its values before n: the fused node takes the position of its
 // last member, so every outside user must come after it (this is also what keeps the graph
-// acyclic: a path region -> outside node -> n would need an outside user before n). Otherwise n
-// starts a region of its own. Regions of one node stay as they are. Then each region becomes a
+// acyclic: a path region -> outside node -> n would need an outside user before n); and (2) no
+// node that allocates runs between the region's last member and n: the fused node reads every
+// input at its own position, so fusing across an allocation would keep the region's inputs alive
+// through it (fusing a gradient accumulation chain whose terms are computed in between would
+// hold all the terms at once). So fusion never lengthens a buffer's life past an allocation,
+// and removes the intermediates: without recompute a fused step's plan is no larger than the
+// unfused one's (a test checks it on the bundled models; a recompute strategy plans the fused
+// graph on its own terms). Otherwise n starts a region of its own. Regions of one node stay as they are. Then each region becomes a
 // fused node at its last member's place: its operands are the values it reads from outside (in
 // first-read order), its results the members used outside the region or as graph outputs (in
 // program order). O(nodes + uses * region size); regions are capped at kMaxFusedSteps steps.
+//
+// Optimizer updates: an op whose table entry has the optional Bool attribute `fused` (adamw_step)
+// gets fused = true when it updates f32 or f64 tensors none of which may be strided: its kernel
+// then reads and writes each element once (runtime/kernels_optimizer.cpp) instead of one ATen call
+// per operation, and needs no workspace.
 //
 // Invariants: the graph computes the same values (the fused kernel's arithmetic is each op's,
 // codegen/elementwise_ops.h); graph outputs keep their names; nodes that are not fused keep
@@ -34,8 +45,9 @@ inline constexpr int kMaxFusedSteps = 64;
 inline constexpr int kMaxFusedOperands = 32;
 
 struct FuseStats {
-  int regions = 0;       // fused nodes created
-  int fusedNodes = 0;    // nodes they replaced
+  int regions = 0;         // fused nodes created
+  int fusedNodes = 0;      // nodes they replaced
+  int onePassUpdates = 0;  // optimizer updates switched to their one-pass kernel
 };
 
 // Fuses `graph` in place. An Error is a bug (a region whose body the op table refuses).

@@ -39,7 +39,7 @@ TEST_CASE("malformed bodies are errors that say where and what") {
   };
   for (const Bad& b : {Bad{"%0 = add($0, $1)", "expected ';'"}, Bad{"%0 = frob($0); return %0", "unknown op 'frob'"},
                        Bad{"%0 = matmul($0, $1); return %0", "cannot be fused"},
-                       Bad{"%0 = causal_mask($0); return %0", "cannot be fused"},
+                       Bad{"%0 = softmax($0) {dim = 0}; return %0", "cannot be fused"},
                        Bad{"%1 = relu($0); return %1", "expected step %0"},
                        Bad{"%0 = relu(%0); return %0", "not an earlier step"},
                        Bad{"%0 = relu($0); return %3", "not a step"},
