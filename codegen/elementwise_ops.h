@@ -8,7 +8,8 @@
 // kernels', constant for constant (constants rounded to the element type, as ATen's vectorised
 // kernels do), so a fused region agrees with the unfused ATen path to a few ulp; the only
 // differences are the transcendental functions, which come from the target's math library
-// (MathLibrary: the C library on the CPU, libdevice on NVIDIA GPUs) rather than ATen's SLEEF.
+// (MathLibrary: libm and SLEEF's 1-ulp vector functions on the CPU, as ATen's exp and tanh;
+// libdevice on NVIDIA GPUs) and erf (SLEEF's, where ATen has its own approximation).
 #pragma once
 
 #include <span>

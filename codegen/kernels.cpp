@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include <llvm/Bitcode/BitcodeReader.h>
@@ -25,6 +26,7 @@
 #include <llvm/Target/TargetOptions.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/Transforms/IPO/Internalize.h>
+#include <llvm/Transforms/Utils/ModuleUtils.h>
 
 #include "codegen/kernel_builder.h"
 #include "ir/fused_body.h"
@@ -46,28 +48,58 @@ void initialiseTargets() {
   });
 }
 
-// The C library's functions (libm), which LLVM knows and the CPU shared object links.
+// The C library's functions (libm), with vector versions in the GNU vector-function ABI declared
+// as their variants, so LLVM's loop vectoriser calls 4, 8 or 16 lanes at once (SSE, AVX2,
+// AVX-512 as the host has them) instead of one scalar call per element. The vector versions come
+// from SLEEF's GNU-ABI library (libsleefgnuabi, Debian's libsleef3, which LibTorch itself links):
+// its plain names are the 1-ulp functions ATen's own vectorised exp and tanh call (Sleef_*_u10),
+// so fused and unfused agree closely; glibc's libmvec has the same names but documents 4 ulp,
+// which chains of transcendentals amplify (exp(exp(exp(x))) was off by 7e-6 relative).
 class CpuMath final : public MathLibrary {
  public:
-  explicit CpuMath(llvm::Module& m) : module_(m) {}
-  llvm::Value* exp(llvm::IRBuilder<>& b, llvm::Value* x) override {
-    return b.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
-  }
+  CpuMath(llvm::Module& m, bool avx2, bool avx512) : module_(m), avx2_(avx2), avx512_(avx512) {}
+  llvm::Value* exp(llvm::IRBuilder<>& b, llvm::Value* x) override { return call(b, x, "expf", "exp"); }
   llvm::Value* tanh(llvm::IRBuilder<>& b, llvm::Value* x) override { return call(b, x, "tanhf", "tanh"); }
   llvm::Value* erf(llvm::IRBuilder<>& b, llvm::Value* x) override { return call(b, x, "erff", "erf"); }
 
  private:
   llvm::Value* call(llvm::IRBuilder<>& b, llvm::Value* x, const char* f32, const char* f64) {
     llvm::Type* t = x->getType();
-    llvm::FunctionCallee f = module_.getOrInsertFunction(t->isFloatTy() ? f32 : f64, t, t);
+    const std::string scalar = t->isFloatTy() ? f32 : f64;
+    llvm::FunctionCallee f = module_.getOrInsertFunction(scalar, t, t);
     if (auto* fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
       fn->setDoesNotThrow();
       fn->setDoesNotAccessMemory();
       fn->setWillReturn();
     }
-    return b.CreateCall(f, {x});
+    llvm::CallInst* c = b.CreateCall(f, {x});
+    // libmvec's ISA letters and lanes: b = SSE4 (128 bits), d = AVX2 (256), e = AVX-512 (512).
+    const unsigned lanes128 = t->isFloatTy() ? 4 : 2;
+    std::vector<std::pair<char, unsigned>> isas{{'b', lanes128}};
+    if (avx2_) isas.push_back({'d', 2 * lanes128});
+    if (avx512_) isas.push_back({'e', 4 * lanes128});
+    std::vector<std::string> variants;
+    for (auto [isa, lanes] : isas) {
+      const std::string name = "_ZGV" + std::string(1, isa) + "N" + std::to_string(lanes) + "v_" + scalar;
+      auto* vt = llvm::FixedVectorType::get(t, lanes);
+      llvm::FunctionCallee v = module_.getOrInsertFunction(name, vt, vt);
+      if (auto* vf = llvm::dyn_cast<llvm::Function>(v.getCallee())) {
+        vf->setDoesNotThrow();
+        vf->setDoesNotAccessMemory();
+        vf->setWillReturn();
+        if (!declared_.count(name)) {
+          declared_.insert(name);
+          llvm::appendToCompilerUsed(module_, {vf});
+        }
+      }
+      variants.push_back("_ZGV_LLVM_N" + std::to_string(lanes) + "v_" + scalar + "(" + name + ")");
+    }
+    llvm::VFABI::setVectorVariantNames(c, variants);
+    return c;
   }
   llvm::Module& module_;
+  bool avx2_, avx512_;
+  std::set<std::string> declared_;
 };
 
 // CUDA's libdevice (__nv_expf, ...), linked into the module before optimisation.
@@ -148,7 +180,9 @@ Expected<Built> build(const ir::Graph& graph, Target target) {
   out.module = std::make_unique<llvm::Module>(graph.name(), *out.context);
   out.module->setTargetTriple(out.machine.triple);
   out.module->setDataLayout(out.machine.tm->createDataLayout());
-  CpuMath cpuMath(*out.module);
+  const std::string features = out.machine.tm->getTargetFeatureString().str();
+  CpuMath cpuMath(*out.module, features.find("+avx2") != std::string::npos,
+                  features.find("+avx512f") != std::string::npos);
   LibdeviceMath gpuMath(*out.module);
   MathLibrary& math = target == Target::Cpu ? static_cast<MathLibrary&>(cpuMath) : gpuMath;
   std::map<std::string, bool> done;
@@ -269,7 +303,9 @@ Expected<std::string> buildCpuSharedObject(const ir::Graph& graph) {
     if (!f) return Error{"cannot write " + obj.string()};
   }
   const char* driver = std::getenv("CC");
-  const int status = runProgram({driver && *driver ? driver : "cc", "-shared", "-o", so.string(), obj.string(), "-lm"});
+  const int status =
+      runProgram({driver && *driver ? driver : "cc", "-shared", "-o", so.string(), obj.string(),
+                  "-l:libsleefgnuabi.so.3", "-lm"});
   std::string bytes;
   if (status == 0) {
     std::ifstream f(so, std::ios::binary);
@@ -281,7 +317,8 @@ Expected<std::string> buildCpuSharedObject(const ir::Graph& graph) {
   if (status != 0)
     return Error{std::string("linking the CPU kernels failed: '") + (driver && *driver ? driver : "cc") +
                  " -shared' " + (status < 0 ? "could not run" : "exited with status " + std::to_string(status)) +
-                 " (a C compiler driver links generated kernels; install build-essential or set CC)"};
+                 " (a C compiler driver links generated kernels with libm and SLEEF's libsleefgnuabi.so.3: install "
+                 "build-essential and libsleef3, or set CC)"};
   return bytes;
 }
 

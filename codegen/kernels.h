@@ -5,8 +5,9 @@
 // Nodes with the same body and types share one kernel (ir::fusedKernelName), so a model's
 // repeated layers cost one compilation. Each kernel is built by codegen/kernel_builder.h, then
 // the module is optimised at O3 for its target (LLVM's loop vectoriser does the SIMD).
-// The CPU object is linked into a shared object by the system C compiler driver (`cc -shared`);
-// the PTX links in CUDA's libdevice for exp, tanh and erf and keeps only the kernels.
+// The CPU object is linked into a shared object by the system C compiler driver (`cc -shared`,
+// with libm and SLEEF's GNU-ABI vector functions: exp, tanh and erf, vectorised); the PTX links in CUDA's
+// libdevice for them and keeps only the kernels.
 #pragma once
 
 #include <string>

@@ -267,6 +267,13 @@ ir::Graph randomRegions(int regions, std::mt19937& rng, bool* anyTranscendental)
 
 }  // namespace
 
+// Random chains of transcendentals can be ill-conditioned (1 + tanh(x) near x = -10, then
+// multiplied by a large gradient), where any 1-ulp difference in tanh is amplified: neither ATen
+// nor the fused kernel is then within a fixed tolerance of the exact result. So each f32 output
+// is judged against the same graph evaluated in f64 (ATen, unfused): the fused kernel's error
+// must be no more than 4 times ATen's own error plus 1e-5 of max(|result|, 1) (a few roundings of
+// a chain, where ATen's kernels contract multiply-adds and the fused one does not). f64 outputs have
+// no higher-precision reference and are compared with ATen's f64 at 1e-12 of max(|result|, 1).
 TEST_CASE("1,000 random fused regions agree with the unfused ATen path") {
   std::mt19937 rng(2024);
   constexpr int kBatches = 5, kPerBatch = 250;
@@ -275,24 +282,46 @@ TEST_CASE("1,000 random fused regions agree with the unfused ATen path") {
     bool transcendental = false;
     ir::Graph unfused = randomRegions(kPerBatch, rng, &transcendental);
     REQUIRE(ir::verify(unfused));
-    Expected<ir::Graph> copy = ir::parseGraph(ir::printGraph(unfused), "fuzz.gir");
+    const std::string text = ir::printGraph(unfused);
+    Expected<ir::Graph> copy = ir::parseGraph(text, "fuzz.gir");
     REQUIRE(copy);
     ir::Graph fused = std::move(*copy);
     Expected<passes::FuseStats> stats = passes::fuseElementwise(fused);
     REQUIRE(stats);
     REQUIRE(ir::verify(fused));
     regions += stats->regions;
-    runtime::TensorMap inputs;
-    for (const auto& v : unfused.inputs()) inputs[v->name()] = randomInput(v->type(), rng);
+    // The f64 twin: the same graph with every f32 type read as f64.
+    std::string text64 = text;
+    for (size_t at = text64.find("f32["); at != std::string::npos; at = text64.find("f32[", at)) text64.replace(at, 4, "f64[");
+    Expected<ir::Graph> twin = ir::parseGraph(text64, "fuzz64.gir");
+    REQUIRE(twin);
+    runtime::TensorMap inputs, inputs64;
+    for (const auto& v : unfused.inputs()) {
+      inputs[v->name()] = randomInput(v->type(), rng);
+      inputs64[v->name()] = inputs[v->name()].to(at::kDouble);
+    }
     runtime::TensorMap expected = runGraph(unfused, inputs);
+    runtime::TensorMap exact = runGraph(*twin, inputs64);
     runtime::TensorMap got = runGraph(fused, inputs, compileKernels(fused, "fuzz"));
     for (const ir::GraphOutput& out : unfused.outputs()) {
-      // Chains of transcendentals can cancel; judge every output with their tolerance, relative
-      // to the larger of the result and 1.
+      const bool f32 = expected.at(out.name).scalar_type() == at::kFloat;
       at::Tensor a = got.at(out.name).to(at::kDouble), b = expected.at(out.name).to(at::kDouble);
-      const Tolerance tol = transcendentalTolerance(expected.at(out.name).scalar_type());
-      at::Tensor scale = at::clamp_min(b.abs(), 1.0);
-      at::Tensor bad = ((a - b).abs() > tol.rtol * 10 * scale) & ~(a.isnan() & b.isnan()) & ~(a == b);
+      at::Tensor ref = f32 ? exact.at(out.name) : b;
+      at::Tensor scale = at::clamp_min(ref.abs(), 1.0);
+      at::Tensor allowed = f32 ? 4 * (b - ref).abs() + 1e-5 * scale : 1e-12 * scale;
+      at::Tensor finite = a.isfinite() & ref.isfinite();
+      at::Tensor bad = (((a - ref).abs() > allowed) & finite) | (a.isfinite() != b.isfinite());
+      if (bad.sum().item<std::int64_t>() > 0) {
+        const std::int64_t i = bad.view(-1).nonzero()[0][0].item<std::int64_t>();
+        const ir::Value* v = fused.findOutput(out.name);
+        const std::string body = v->kind() == ir::ValueKind::Result && v->producer()->opName() == "fused"
+                                     ? *ir::getString(v->producer()->attrs(), "body") + " on " +
+                                           ir::toString(v->producer()->operandTypes()[0])
+                                     : std::string(v->kind() == ir::ValueKind::Result ? v->producer()->opName() : "input");
+        MESSAGE(out.name << " (" << (f32 ? "f32" : "f64") << ", " << body << "): element " << i << ": fused "
+                         << a.view(-1)[i].item<double>() << ", ATen " << b.view(-1)[i].item<double>() << ", exact "
+                         << ref.view(-1)[i].item<double>());
+      }
       CHECK_MESSAGE(bad.sum().item<std::int64_t>() == 0, out.name << " differs");
     }
   }
