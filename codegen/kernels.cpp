@@ -29,6 +29,7 @@
 #include <llvm/Transforms/Utils/ModuleUtils.h>
 
 #include "codegen/kernel_builder.h"
+#include "codegen/optimizer_kernels.h"
 #include "ir/fused_body.h"
 
 extern char** environ;
@@ -187,12 +188,16 @@ Expected<Built> build(const ir::Graph& graph, Target target) {
   MathLibrary& math = target == Target::Cpu ? static_cast<MathLibrary&>(cpuMath) : gpuMath;
   std::map<std::string, bool> done;
   for (const auto& n : graph.nodes()) {
-    if (n->opName() != "fused") continue;
-    const std::string name = ir::fusedKernelName(*ir::getString(n->attrs(), "body"), n->operandTypes(), n->resultTypes());
-    if (!done.emplace(name, true).second) continue;
-    if (Status s = addFusedKernel(*out.module, *n, name, target, math); !s)
-      return Error{"codegen of " + n->specName() + ": " + s.message()};
+    const std::string name = ir::generatedKernelName(*n);
+    if (name.empty() || !done.emplace(name, true).second) continue;
+    // The GPU runtime's optimizer update is not generated (yet): the PTX holds the regions.
+    Status s = n->opName() == "fused" ? addFusedKernel(*out.module, *n, name, target, math)
+               : target == Target::Cpu ? addAdamwKernel(*out.module, n->operand(0)->type().dtype, name)
+                                       : Status{};
+    if (!s) return Error{"codegen of " + n->specName() + ": " + s.message()};
   }
+  if (target == Target::Nvptx)
+    std::erase_if(out.kernels, [](const KernelInfo& k) { return k.name.rfind("gradc_adamw_", 0) == 0; });
   if (target == Target::Nvptx) {
     const char* libdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
     if (const char* home = std::getenv("CUDA_HOME")) {
@@ -245,11 +250,11 @@ std::vector<KernelInfo> listKernels(const ir::Graph& graph) {
   std::vector<KernelInfo> kernels;
   std::map<std::string, bool> seen;
   for (const auto& n : graph.nodes()) {
-    if (n->opName() != "fused") continue;
-    const std::string body = *ir::getString(n->attrs(), "body");
-    std::string name = ir::fusedKernelName(body, n->operandTypes(), n->resultTypes());
-    if (!seen.emplace(name, true).second) continue;
+    std::string name = ir::generatedKernelName(*n);
+    if (name.empty() || !seen.emplace(name, true).second) continue;
+    const std::string body = ir::getString(n->attrs(), "body").value_or("one-pass AdamW update (adamw_step {fused = true})");
     KernelInfo info{name, {}, body};
+    if (n->opName() != "fused") info.specNames.push_back(std::string(n->opName()) + " @" + n->specName());
     if (Expected<std::shared_ptr<const ir::FusedBody>> b = ir::cachedFusedBody(body))
       for (const ir::FusedStep& s : (*b)->steps) info.specNames.push_back(std::string(s.op->name) + " @" + s.specName);
     kernels.push_back(std::move(info));
@@ -286,7 +291,7 @@ Expected<std::string> emitPtx(const ir::Graph& graph) {
 Expected<std::string> buildCpuSharedObject(const ir::Graph& graph) {
   Expected<Built> built = build(graph, Target::Cpu);
   if (!built) return built.error();
-  if (built->kernels.empty()) return Error{"the graph has no fused nodes"};
+  if (built->kernels.empty()) return Error{"the graph runs no generated kernels"};
   Expected<std::string> object = emitFile(*built, llvm::CGFT_ObjectFile);
   if (!object) return object.error();
   std::error_code ec;

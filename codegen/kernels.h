@@ -1,6 +1,7 @@
 // Generated kernels of a graph: every distinct fused node (ir/ops_fused.cpp) compiled once, for
 // the host CPU (a shared object the runtime loads with dlopen) and for NVIDIA GPUs (PTX text for
-// sm_90, the runtime's cuModuleLoadData).
+// sm_90, the runtime's cuModuleLoadData); and on the CPU the one-pass AdamW update
+// (codegen/optimizer_kernels.h) when the graph's adamw_step nodes use it.
 //
 // Nodes with the same body and types share one kernel (ir::fusedKernelName), so a model's
 // repeated layers cost one compilation. Each kernel is built by codegen/kernel_builder.h, then

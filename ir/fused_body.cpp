@@ -1,5 +1,7 @@
 #include "ir/fused_body.h"
 
+#include "ir/graph.h"
+
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -300,6 +302,14 @@ std::string fusedKernelName(std::string_view body, std::span<const TensorType> i
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return std::string("gradc_fused_") + hex;
+}
+
+std::string generatedKernelName(const Node& node) {
+  if (node.opName() == "fused")
+    return fusedKernelName(getString(node.attrs(), "body").value_or(""), node.operandTypes(), node.resultTypes());
+  if (node.opName() == "adamw_step" && getBool(node.attrs(), "fused").value_or(false))
+    return std::string("gradc_adamw_") + std::string(dtypeName(node.operand(0)->type().dtype));
+  return {};
 }
 
 }  // namespace gradc::ir

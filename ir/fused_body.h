@@ -29,6 +29,8 @@
 
 namespace gradc::ir {
 
+class Node;
+
 // A step's operand: one of the node's operands ($index) or an earlier step's result (%index).
 struct FusedOperand {
   bool isInput = false;
@@ -74,5 +76,10 @@ std::vector<std::int64_t> fusedRandomStreams(const FusedBody& body);
 // "gradc_fused_" + 16 hex digits of a 64-bit FNV-1a hash of the body and the types.
 std::string fusedKernelName(std::string_view body, std::span<const TensorType> inputs,
                             std::span<const TensorType> results);
+
+// The generated kernel a node runs, or "" when it runs an ATen-backed kernel: a fused node's
+// (fusedKernelName), and the one-pass AdamW update of adamw_step {fused = true}
+// ("gradc_adamw_f32" or "gradc_adamw_f64", by the parameter's dtype).
+std::string generatedKernelName(const Node& node);
 
 }  // namespace gradc::ir

@@ -226,9 +226,9 @@ Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifes
   Expected<ArenaPlan> plan = loadRankPlan(dir, manifest, rank);
   if (!plan) return plan.error();
   RankProgram program{std::move(*graph), std::move(*plan), nullptr};
-  if (hasFusedNodes(program.graph)) {
+  if (needsGeneratedKernels(program.graph)) {
     const std::string& kernels = manifest.ranks[static_cast<size_t>(rank)].kernelsFile;
-    if (kernels.empty()) return corrupted(graphFile, "the graph has fused nodes but the artifact has no kernels for it");
+    if (kernels.empty()) return corrupted(graphFile, "the graph runs generated kernels but the artifact has no kernels file for it");
     Expected<std::shared_ptr<const GeneratedKernels>> loaded = GeneratedKernels::load(dir / kernels);
     if (!loaded) return loaded.error();
     if (Status s = (*loaded)->covers(program.graph); !s) return corrupted(dir / kernels, s.message());

@@ -20,25 +20,30 @@ GeneratedKernels::~GeneratedKernels() {
   if (handle_) dlclose(handle_);
 }
 
-FusedKernelFn GeneratedKernels::find(std::string_view name) const {
-  return reinterpret_cast<FusedKernelFn>(dlsym(handle_, std::string(name).c_str()));
+FusedKernelFn GeneratedKernels::find(std::string_view name) const { return reinterpret_cast<FusedKernelFn>(symbol(name)); }
+
+AdamwKernelFn GeneratedKernels::findAdamw(std::string_view name) const {
+  return reinterpret_cast<AdamwKernelFn>(symbol(name));
 }
 
+void* GeneratedKernels::symbol(std::string_view name) const { return dlsym(handle_, std::string(name).c_str()); }
+
 Status GeneratedKernels::covers(const ir::Graph& graph) const {
-  for (const auto& n : graph.nodes())
-    if (n->opName() == "fused" && !find(kernelNameOf(*n)))
-      return Error{"the generated kernels " + path_.string() + " have no kernel " + kernelNameOf(*n) +
-                   " for the fused node of " + n->specName() + " (the graph and its kernels come from different compiles)"};
+  for (const auto& n : graph.nodes()) {
+    const std::string name = ir::generatedKernelName(*n);
+    if (!name.empty() && !symbol(name))
+      return Error{"the generated kernels " + path_.string() + " have no kernel " + name + " for the " +
+                   std::string(n->opName()) + " node of " + n->specName() +
+                   " (the graph and its kernels come from different compiles)"};
+  }
   return {};
 }
 
-std::string kernelNameOf(const ir::Node& node) {
-  return ir::fusedKernelName(ir::getString(node.attrs(), "body").value_or(""), node.operandTypes(), node.resultTypes());
-}
+std::string kernelNameOf(const ir::Node& node) { return ir::generatedKernelName(node); }
 
-bool hasFusedNodes(const ir::Graph& graph) {
+bool needsGeneratedKernels(const ir::Graph& graph) {
   for (const auto& n : graph.nodes())
-    if (n->opName() == "fused") return true;
+    if (!ir::generatedKernelName(*n).empty()) return true;
   return false;
 }
 

@@ -20,6 +20,10 @@
 namespace gradc::runtime {
 
 using FusedKernelFn = void (*)(void* const* buffers, std::int64_t begin, std::int64_t end, const std::int64_t* scalars);
+// The one-pass AdamW update (adamw_step {fused = true}): buffers = param, grad, m, v; scalars =
+// grad_scale, 1 - lr * weight_decay, beta1, 1 - beta1, beta2, 1 - beta2, sqrt(1 - beta2^step),
+// eps, -lr / (1 - beta1^step), as doubles (rounded to the element type in the kernel).
+using AdamwKernelFn = void (*)(void* const* buffers, std::int64_t begin, std::int64_t end, const double* scalars);
 
 class GeneratedKernels {
  public:
@@ -31,19 +35,21 @@ class GeneratedKernels {
 
   // nullptr when the library has no kernel of that name.
   FusedKernelFn find(std::string_view name) const;
+  AdamwKernelFn findAdamw(std::string_view name) const;
   // Ok when every fused node of `graph` has its kernel here; else an Error naming the node.
   Status covers(const ir::Graph& graph) const;
   const std::filesystem::path& path() const { return path_; }
 
  private:
   GeneratedKernels(void* handle, std::filesystem::path path) : handle_(handle), path_(std::move(path)) {}
+  void* symbol(std::string_view name) const;
   void* handle_;
   std::filesystem::path path_;
 };
 
-// The kernel name of a fused node (ir::fusedKernelName of its body and types).
+// The generated kernel a node runs (ir::generatedKernelName), "" for ATen-backed nodes.
 std::string kernelNameOf(const ir::Node& node);
-// True when the graph has fused nodes, which need generated kernels to run.
-bool hasFusedNodes(const ir::Graph& graph);
+// True when some node of the graph runs a generated kernel (fused nodes, one-pass AdamW).
+bool needsGeneratedKernels(const ir::Graph& graph);
 
 }  // namespace gradc::runtime

@@ -185,8 +185,8 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   eo.checkArena = o.checkArena || arenaCheckRequestedByEnvironment();
   Expected<Executor> exec = arena ? Executor::create(g, *o.arenaPlan, eo) : Executor::create(g);
   if (!exec) return Error{exec.error().message};
-  if (hasFusedNodes(g) && !o.kernels)
-    return Error{"the graph has fused nodes but no generated kernels were loaded for it"};
+  if (needsGeneratedKernels(g) && !o.kernels)
+    return Error{"the graph runs generated kernels (fused nodes) but none were loaded for it"};
   if (Status s = exec->setGeneratedKernels(o.kernels); !s) return Error{s.message()};
   const int world = o.comm ? o.comm->worldSize() : 1;
   const int rank = o.comm ? o.comm->rank() : 0;

@@ -78,7 +78,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
       GraphFiles g{stem + ".gir", stem + ".plan.json", "", ""};
       files.push_back({g.graph, std::move(text)});
       files.push_back({g.plan, planToJson(step.plan)});
-      if (runtime::hasFusedNodes(step.graph)) {
+      if (runtime::needsGeneratedKernels(step.graph)) {
         Expected<std::string> so = codegen::buildCpuSharedObject(step.graph);
         if (!so) {
           std::cerr << "gradc: error: generating the fused kernels: " << so.error().message

@@ -340,3 +340,41 @@ TEST_CASE("PTX for every kernel is generated (and names its ops)") {
   for (const codegen::KernelInfo& k : codegen::listKernels(g))
     CHECK(ptx->find(".entry " + k.name) != std::string::npos);
 }
+
+TEST_CASE("the generated one-pass AdamW gives the runtime loop's bits, f32 and f64") {
+  for (ir::DType dtype : {ir::DType::f32, ir::DType::f64}) {
+    ir::Graph g("adamw");
+    const ir::TensorType t{dtype, {1031, 7}};
+    ir::Value* grad = g.addInput("grad", t);
+    ir::Value* lr = g.addInput("lr", {ir::DType::f32, {}});
+    ir::Value* step = g.addInput("step", {ir::DType::i64, {}});
+    ir::Value* scale = g.addInput("scale", {ir::DType::f32, {}});
+    ir::Value* p = g.addParam("p", t);
+    ir::Value* m = g.addParam("m", t);
+    ir::Value* v = g.addParam("v", t);
+    std::vector<ir::Value*> operands{p, grad, m, v, lr, step, scale};
+    Expected<ir::Node*> n = g.create("adamw_step", operands,
+                                     {{"beta1", 0.9}, {"beta2", 0.95}, {"eps", 1e-8}, {"weight_decay", 0.1}, {"fused", true}},
+                                     ir::Phase::opt, "optimizer");
+    REQUIRE_MESSAGE(n, (n ? std::string() : n.error().message));
+    CHECK(ir::generatedKernelName(**n) == "gradc_adamw_" + std::string(ir::dtypeName(dtype)));
+    std::shared_ptr<const runtime::GeneratedKernels> kernels = compileKernels(g, "adamw");
+    std::mt19937 rng(3);
+    const auto opts = at::TensorOptions().dtype(atenType(dtype));
+    runtime::TensorMap stateA{{"p", at::randn({1031, 7}, opts)}, {"m", at::zeros({1031, 7}, opts)},
+                              {"v", at::zeros({1031, 7}, opts)}};
+    runtime::TensorMap stateB;
+    for (const auto& [k, x] : stateA) stateB[k] = x.clone();
+    for (int s = 1; s <= 3; ++s) {
+      runtime::TensorMap inputs{{"grad", at::randn({1031, 7}, opts)}, {"lr", at::scalar_tensor(0.0078125, at::kFloat)},
+                                {"step", at::scalar_tensor(s, at::kLong)}, {"scale", at::scalar_tensor(0.75, at::kFloat)}};
+      for (auto* state : {&stateA, &stateB}) {
+        Expected<runtime::Executor> exec = runtime::Executor::create(g);
+        REQUIRE(exec);
+        REQUIRE(exec->setGeneratedKernels(state == &stateA ? kernels : nullptr));
+        REQUIRE(exec->run(inputs, *state, runtime::RunContext{}));
+      }
+    }
+    for (const char* k : {"p", "m", "v"}) CHECK_MESSAGE(at::equal(stateA.at(k), stateB.at(k)), k << " differs");
+  }
+}
