@@ -192,6 +192,23 @@ Status buildNvptx(llvm::Function* f, const Body& body, MathLibrary& math, size_t
 
 }  // namespace
 
+llvm::Function* addBufferArrayEntry(llvm::Module& module, const std::string& name, llvm::Function* loop,
+                                    unsigned buffers) {
+  llvm::LLVMContext& ctx = module.getContext();
+  llvm::Type* ptr = llvm::PointerType::get(ctx, 0);
+  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
+  auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, i64, i64, ptr}, false);
+  auto* f = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, module);
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", f));
+  std::vector<Value*> args;
+  for (unsigned k = 0; k < buffers; ++k) args.push_back(b.CreateLoad(ptr, b.CreateConstInBoundsGEP1_64(ptr, f->getArg(0), k)));
+  for (unsigned k = 1; k <= 3; ++k) args.push_back(f->getArg(k));
+  b.CreateCall(loop, args);
+  b.CreateRetVoid();
+  return f;
+}
+
 Status addFusedKernel(llvm::Module& module, const ir::Node& node, const std::string& name, Target target,
                       MathLibrary& math) {
   if (node.opName() != "fused") return Error{"internal: codegen of a " + std::string(node.opName()) + " node"};
@@ -223,18 +240,7 @@ Status addFusedKernel(llvm::Module& module, const ir::Node& node, const std::str
       if (k < numInputs || k == numInputs + numOutputs + 2) loop->addParamAttr(static_cast<unsigned>(k), llvm::Attribute::ReadOnly);
     }
     if (Status s = buildCpu(loop, body, math, numInputs, numOutputs); !s) return s;
-    auto* type = llvm::FunctionType::get(voidTy, {ptr, i64, i64, ptr}, false);
-    auto* f = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, module);
-    f->addFnAttr(llvm::Attribute::NoUnwind);
-    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", f));
-    std::vector<Value*> args;
-    for (size_t k = 0; k < numInputs + numOutputs; ++k)
-      args.push_back(b.CreateLoad(ptr, b.CreateConstInBoundsGEP1_64(ptr, f->getArg(0), k)));
-    args.push_back(f->getArg(1));
-    args.push_back(f->getArg(2));
-    args.push_back(f->getArg(3));
-    b.CreateCall(loop, args);
-    b.CreateRetVoid();
+    addBufferArrayEntry(module, name, loop, static_cast<unsigned>(numInputs + numOutputs));
     return {};
   }
   std::vector<llvm::Type*> params(numInputs + numOutputs, ptr);

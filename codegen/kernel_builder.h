@@ -28,6 +28,12 @@ namespace gradc::codegen {
 
 enum class Target { Cpu, Nvptx };
 
+// The exported CPU entry point `name(void* const* buffers, i64 begin, i64 end, ptr scalars)`: loads
+// the first `buffers` pointers of the array and calls `loop(buffer..., begin, end, scalars)`, whose
+// pointer arguments are noalias (inlined, LLVM keeps that as scopes).
+llvm::Function* addBufferArrayEntry(llvm::Module& module, const std::string& name, llvm::Function* loop,
+                                    unsigned buffers);
+
 // Adds the kernel of `node` (a `fused` node) to `module` as function `name`.
 Status addFusedKernel(llvm::Module& module, const ir::Node& node, const std::string& name, Target target,
                       MathLibrary& math);

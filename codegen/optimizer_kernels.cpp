@@ -2,6 +2,8 @@
 
 #include <llvm/IR/IRBuilder.h>
 
+#include "codegen/kernel_builder.h"
+
 namespace gradc::codegen {
 
 Status addAdamwKernel(llvm::Module& module, ir::DType dtype, const std::string& name) {
@@ -63,18 +65,7 @@ Status addAdamwKernel(llvm::Module& module, ir::DType dtype, const std::string& 
   b.SetInsertPoint(exit);
   b.CreateRetVoid();
 
-  // The exported entry point: buffers[0..3], the range, the scalars.
-  auto* type = llvm::FunctionType::get(voidTy, {ptr, i64, i64, ptr}, false);
-  auto* f = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, module);
-  f->addFnAttr(llvm::Attribute::NoUnwind);
-  llvm::IRBuilder<> e(llvm::BasicBlock::Create(ctx, "entry", f));
-  std::vector<llvm::Value*> args;
-  for (unsigned k = 0; k < 4; ++k) args.push_back(e.CreateLoad(ptr, e.CreateConstInBoundsGEP1_64(ptr, f->getArg(0), k)));
-  args.push_back(f->getArg(1));
-  args.push_back(f->getArg(2));
-  args.push_back(f->getArg(3));
-  e.CreateCall(loop, args);
-  e.CreateRetVoid();
+  addBufferArrayEntry(module, name, loop, 4);  // param, grad, m, v
   return {};
 }
 

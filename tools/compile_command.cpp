@@ -158,6 +158,7 @@ int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
   // With --devices N: rank 0's graph, so sizes and strategies are per device.
   std::optional<ir::Graph> partitioned;
   passes::TrainingPlanOptions options;
+  options.fuseElementwise = !o.memory.noFuse;  // the step gradc train would run
   if (o.parallel.devices > 1) {
     partitioned = rankZeroForward(fullForward, o);
     if (!partitioned) return kExitUserError;
@@ -188,8 +189,9 @@ int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
     std::cerr << "gradc: error: " << rows.error().message << "\n";
     return kExitUserError;
   }
-  text += "\nrecompute strategies for one training step (AdamW, whole step: parameters, gradients, optimizer "
-          "state, activations, workspaces)";
+  text += std::string("\nrecompute strategies for one training step (AdamW, whole step: parameters, gradients, "
+                      "optimizer state, activations, workspaces; ") +
+          (options.fuseElementwise ? "elementwise regions fused" : "--no-fuse") + ")";
   text += budget ? " under a budget of " + passes::formatBytes(*budget) + ":\n" : ":\n";
   text += passes::formatStrategySummaries(*rows);
   if (passes::countFusableLosses(forward) > 0) {
