@@ -56,6 +56,18 @@ void initialiseTargets() {
 // its plain names are the 1-ulp functions ATen's own vectorised exp and tanh call (Sleef_*_u10),
 // so fused and unfused agree closely; glibc's libmvec has the same names but documents 4 ulp,
 // which chains of transcendentals amplify (exp(exp(exp(x))) was off by 7e-6 relative).
+// A math function of one argument, declared pure (no memory, no unwinding), so LLVM may hoist,
+// vectorise or drop calls like arithmetic.
+llvm::FunctionCallee declarePure(llvm::Module& module, const std::string& name, llvm::Type* t) {
+  llvm::FunctionCallee f = module.getOrInsertFunction(name, t, t);
+  if (auto* fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
+    fn->setDoesNotThrow();
+    fn->setDoesNotAccessMemory();
+    fn->setWillReturn();
+  }
+  return f;
+}
+
 class CpuMath final : public MathLibrary {
  public:
   CpuMath(llvm::Module& m, bool avx2, bool avx512) : module_(m), avx2_(avx2), avx512_(avx512) {}
@@ -67,13 +79,7 @@ class CpuMath final : public MathLibrary {
   llvm::Value* call(llvm::IRBuilder<>& b, llvm::Value* x, const char* f32, const char* f64) {
     llvm::Type* t = x->getType();
     const std::string scalar = t->isFloatTy() ? f32 : f64;
-    llvm::FunctionCallee f = module_.getOrInsertFunction(scalar, t, t);
-    if (auto* fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
-      fn->setDoesNotThrow();
-      fn->setDoesNotAccessMemory();
-      fn->setWillReturn();
-    }
-    llvm::CallInst* c = b.CreateCall(f, {x});
+    llvm::CallInst* c = b.CreateCall(declarePure(module_, scalar, t), {x});
     // libmvec's ISA letters and lanes: b = SSE4 (128 bits), d = AVX2 (256), e = AVX-512 (512).
     const unsigned lanes128 = t->isFloatTy() ? 4 : 2;
     std::vector<std::pair<char, unsigned>> isas{{'b', lanes128}};
@@ -82,17 +88,9 @@ class CpuMath final : public MathLibrary {
     std::vector<std::string> variants;
     for (auto [isa, lanes] : isas) {
       const std::string name = "_ZGV" + std::string(1, isa) + "N" + std::to_string(lanes) + "v_" + scalar;
-      auto* vt = llvm::FixedVectorType::get(t, lanes);
-      llvm::FunctionCallee v = module_.getOrInsertFunction(name, vt, vt);
-      if (auto* vf = llvm::dyn_cast<llvm::Function>(v.getCallee())) {
-        vf->setDoesNotThrow();
-        vf->setDoesNotAccessMemory();
-        vf->setWillReturn();
-        if (!declared_.count(name)) {
-          declared_.insert(name);
-          llvm::appendToCompilerUsed(module_, {vf});
-        }
-      }
+      llvm::FunctionCallee v = declarePure(module_, name, llvm::FixedVectorType::get(t, lanes));
+      if (declared_.insert(name).second)  // kept until the vectoriser has had its chance to call it
+        if (auto* vf = llvm::dyn_cast<llvm::Function>(v.getCallee())) llvm::appendToCompilerUsed(module_, {vf});
       variants.push_back("_ZGV_LLVM_N" + std::to_string(lanes) + "v_" + scalar + "(" + name + ")");
     }
     llvm::VFABI::setVectorVariantNames(c, variants);
@@ -114,7 +112,7 @@ class LibdeviceMath final : public MathLibrary {
  private:
   llvm::Value* call(llvm::IRBuilder<>& b, llvm::Value* x, const char* f32, const char* f64) {
     llvm::Type* t = x->getType();
-    return b.CreateCall(module_.getOrInsertFunction(t->isFloatTy() ? f32 : f64, t, t), {x});
+    return b.CreateCall(declarePure(module_, t->isFloatTy() ? f32 : f64, t), {x});
   }
   llvm::Module& module_;
 };
@@ -199,15 +197,13 @@ Expected<Built> build(const ir::Graph& graph, Target target) {
   if (target == Target::Nvptx)
     std::erase_if(out.kernels, [](const KernelInfo& k) { return k.name.rfind("gradc_adamw_", 0) == 0; });
   if (target == Target::Nvptx) {
-    const char* libdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
-    if (const char* home = std::getenv("CUDA_HOME")) {
-      static std::string path;
-      path = std::string(home) + "/nvvm/libdevice/libdevice.10.bc";
-      if (std::filesystem::exists(path)) libdevice = path.c_str();
-    }
+    std::string libdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
+    if (const char* home = std::getenv("CUDA_HOME"))
+      if (std::string path = std::string(home) + "/nvvm/libdevice/libdevice.10.bc"; std::filesystem::exists(path))
+        libdevice = path;
     llvm::SMDiagnostic diag;
     std::unique_ptr<llvm::Module> lib = llvm::parseIRFile(libdevice, diag, *out.context);
-    if (!lib) return Error{std::string("cannot read CUDA's libdevice (") + libdevice + "): " + diag.getMessage().str()};
+    if (!lib) return Error{"cannot read CUDA's libdevice (" + libdevice + "): " + diag.getMessage().str()};
     lib->setTargetTriple(out.machine.triple);
     lib->setDataLayout(out.module->getDataLayout());
     if (llvm::Linker::linkModules(*out.module, std::move(lib), llvm::Linker::LinkOnlyNeeded))

@@ -21,8 +21,9 @@ Results inferFused(const OpContext& c) {
   if (!body) return body.error();
   Expected<std::vector<TensorType>> steps = inferFusedSteps(**body, c.inputs);
   if (!steps) return steps.error();
+  const Shape& space = (*steps)[0].shape;
   for (const TensorType& in : c.inputs)
-    if (!broadcastShapes(in.shape, (*steps)[0].shape) || *broadcastShapes(in.shape, (*steps)[0].shape) != (*steps)[0].shape)
+    if (std::optional<Shape> joint = broadcastShapes(in.shape, space); !joint || *joint != space)
       return fail("operand " + typeStr(in) + " does not broadcast to the iteration space " + typeStr((*steps)[0]));
   std::vector<TensorType> results;
   for (int s : (*body)->outputs) results.push_back((*steps)[static_cast<size_t>(s)]);

@@ -1,7 +1,6 @@
 #include "passes/fuse.h"
 
 #include <algorithm>
-#include <cassert>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -130,16 +129,21 @@ class Fuser {
     // the joined regions' own members): the fused node reads the region's inputs at n's place,
     // so they would stay alive across that allocation (an accumulation chain add(add(g1, g2), g3)
     // with g3 computed in between would keep every g alive at once).
-    std::erase_if(joined, [&](int id) {
-      const size_t last = position_.at(regions_[static_cast<size_t>(id)].members.back());
-      for (size_t p = last + 1; p < position_.at(n); ++p) {
-        const ir::Node* between = graph_.nodes()[p].get();
-        const int other = regionOf(between);
-        if (other >= 0 && std::find(joined.begin(), joined.end(), other) != joined.end()) continue;
-        if (allocates(*between)) return true;
-      }
-      return false;
-    });
+    // Dropping a region can expose another one's members as allocations in between: repeat
+    // until the set is stable (it only shrinks).
+    for (bool dropped = true; dropped;) {
+      const std::vector<int> candidates = joined;
+      dropped = std::erase_if(joined, [&](int id) {
+        const size_t last = position_.at(regions_[static_cast<size_t>(id)].members.back());
+        for (size_t p = last + 1; p < position_.at(n); ++p) {
+          const ir::Node* between = graph_.nodes()[p].get();
+          const int other = regionOf(between);
+          if (other >= 0 && std::find(candidates.begin(), candidates.end(), other) != candidates.end()) continue;
+          if (allocates(*between)) return true;
+        }
+        return false;
+      }) > 0;
+    }
     if (joined.empty()) {
       regions_.push_back(Region{{n}, n->phase(), n->result()->type()});
       regionOf_[n] = static_cast<int>(regions_.size() - 1);

@@ -10,6 +10,7 @@
 #include <exception>
 #include <unordered_map>
 
+#include "ir/fused_body.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "runtime/dtype_map.h"
@@ -307,6 +308,16 @@ Expected<Executor> Executor::create(const ir::Graph& graph) {
 Status Executor::setGeneratedKernels(std::shared_ptr<const GeneratedKernels> kernels) {
   if (kernels)
     if (Status s = kernels->covers(*graph_); !s) return s;
+  for (Step& step : steps_) {
+    step.generated = {};
+    const std::string name = kernels ? ir::generatedKernelName(*step.node) : std::string();
+    if (name.empty()) continue;
+    step.generated.fn = kernels->find(name);
+    if (step.node->opName() == "fused")
+      if (Expected<std::shared_ptr<const ir::FusedBody>> body =
+              ir::cachedFusedBody(*ir::getString(step.node->attrs(), "body")))
+        step.generated.streams = ir::fusedRandomStreams(**body);
+  }
   kernels_ = std::move(kernels);
   return {};
 }
@@ -315,7 +326,6 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
   std::vector<at::Tensor> slots(static_cast<size_t>(numSlots_));
   RunContext ctx = runContext;
   if (!ctx.device) ctx.device = device_;
-  if (!ctx.kernels) ctx.kernels = kernels_.get();
 
   auto bind = [&](const Binding& b, const TensorMap& from, std::string_view what) -> Status {
     const std::string& name = b.value->name();
@@ -373,7 +383,7 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
         if (Status s = checkPoison(placed_[static_cast<size_t>(b)], index, "before"); !s)
           return Error{atNode(*graph_, *step.node) + s.message()};
     if (step.beginBytes) MemoryTracker::addArenaBytes(step.beginBytes);
-    const KernelArgs args{*step.node, operands, ctx, step.outs};
+    const KernelArgs args{*step.node, operands, ctx, step.outs, step.generated.fn ? &step.generated : nullptr};
     if (beforeHook_) beforeHook_(*step.node);
 
     std::int64_t outsideBefore = 0, heapBefore = 0;

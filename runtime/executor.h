@@ -106,8 +106,9 @@ class Executor {
   // Kernel failures (ATen errors) come back as an Error naming the node.
   Expected<TensorMap> run(const TensorMap& inputs, TensorMap& state, const RunContext& ctx) const;
 
-  // The generated kernels of the graph's fused nodes (runtime/generated_kernels.h): every run
-  // passes them to the kernels. An Error (nothing changed) when one of the nodes has none there.
+  // The generated kernels of the graph's fused nodes and one-pass updates
+  // (runtime/generated_kernels.h): each such node's kernel is resolved here, once, and handed to
+  // it on every run (KernelArgs::generated). An Error (nothing changed) when one has none there.
   Status setGeneratedKernels(std::shared_ptr<const GeneratedKernels> kernels);
 
   void setNodeHook(NodeHook hook) { hook_ = std::move(hook); }
@@ -134,6 +135,7 @@ class Executor {
     std::int64_t beginBytes = 0, endBytes = 0;
     // The step's planned workspace range (the kernel's temporaries are carved from it).
     std::int64_t workspaceOffset = 0, workspaceBytes = 0;
+    GeneratedCall generated;  // fn == nullptr: the node runs no generated kernel
   };
   // A planned buffer of the arena (not persistent, not workspace), for accounting and checks.
   struct Placed {

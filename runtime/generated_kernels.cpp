@@ -20,26 +20,18 @@ GeneratedKernels::~GeneratedKernels() {
   if (handle_) dlclose(handle_);
 }
 
-FusedKernelFn GeneratedKernels::find(std::string_view name) const { return reinterpret_cast<FusedKernelFn>(symbol(name)); }
-
-AdamwKernelFn GeneratedKernels::findAdamw(std::string_view name) const {
-  return reinterpret_cast<AdamwKernelFn>(symbol(name));
-}
-
-void* GeneratedKernels::symbol(std::string_view name) const { return dlsym(handle_, std::string(name).c_str()); }
+void* GeneratedKernels::find(std::string_view name) const { return dlsym(handle_, std::string(name).c_str()); }
 
 Status GeneratedKernels::covers(const ir::Graph& graph) const {
   for (const auto& n : graph.nodes()) {
     const std::string name = ir::generatedKernelName(*n);
-    if (!name.empty() && !symbol(name))
+    if (!name.empty() && !find(name))
       return Error{"the generated kernels " + path_.string() + " have no kernel " + name + " for the " +
                    std::string(n->opName()) + " node of " + n->specName() +
                    " (the graph and its kernels come from different compiles)"};
   }
   return {};
 }
-
-std::string kernelNameOf(const ir::Node& node) { return ir::generatedKernelName(node); }
 
 bool needsGeneratedKernels(const ir::Graph& graph) {
   for (const auto& n : graph.nodes())

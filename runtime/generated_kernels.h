@@ -33,22 +33,18 @@ class GeneratedKernels {
   GeneratedKernels& operator=(const GeneratedKernels&) = delete;
   ~GeneratedKernels();
 
-  // nullptr when the library has no kernel of that name.
-  FusedKernelFn find(std::string_view name) const;
-  AdamwKernelFn findAdamw(std::string_view name) const;
+  // The kernel of that name, nullptr when the library has none (cast it to the op's ABI).
+  void* find(std::string_view name) const;
   // Ok when every fused node of `graph` has its kernel here; else an Error naming the node.
   Status covers(const ir::Graph& graph) const;
   const std::filesystem::path& path() const { return path_; }
 
  private:
   GeneratedKernels(void* handle, std::filesystem::path path) : handle_(handle), path_(std::move(path)) {}
-  void* symbol(std::string_view name) const;
   void* handle_;
   std::filesystem::path path_;
 };
 
-// The generated kernel a node runs (ir::generatedKernelName), "" for ATen-backed nodes.
-std::string kernelNameOf(const ir::Node& node);
 // True when some node of the graph runs a generated kernel (fused nodes, one-pass AdamW).
 bool needsGeneratedKernels(const ir::Graph& graph);
 

@@ -53,7 +53,6 @@ namespace gradc::runtime {
 
 class CollectiveContext;  // runtime/collective_context.h
 class Device;             // runtime/device.h
-class GeneratedKernels;   // runtime/generated_kernels.h
 
 // What varies between runs of one compiled graph.
 struct RunContext {
@@ -63,8 +62,13 @@ struct RunContext {
   CollectiveContext* collectives = nullptr;
   // Where tensors live; nullptr: the CPU.
   const Device* device = nullptr;
-  // The generated kernels of the graph's fused nodes (the artifact's shared object).
-  const GeneratedKernels* kernels = nullptr;
+};
+
+// A node's generated kernel (runtime/generated_kernels.h), resolved once by the executor
+// (Executor::setGeneratedKernels): the function and the node's constant kernel arguments.
+struct GeneratedCall {
+  void* fn = nullptr;                 // cast to the op's kernel ABI (FusedKernelFn, AdamwKernelFn)
+  std::vector<std::int64_t> streams;  // fused nodes: (rng, rng_offset) per random step
 };
 
 struct KernelArgs {
@@ -74,6 +78,8 @@ struct KernelArgs {
   // One entry per result: the planned buffer to write (contiguous, exactly the result's IR
   // type), or undefined where the kernel allocates (views; every result without a plan).
   std::span<const at::Tensor> outs = {};
+  // The node's generated kernel when one is loaded (fused nodes, one-pass AdamW); else nullptr.
+  const GeneratedCall* generated = nullptr;
 };
 
 using KernelFn = std::vector<at::Tensor> (*)(const KernelArgs&);

@@ -6,7 +6,6 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
-#include "ir/fused_body.h"
 #include "runtime/generated_kernels.h"
 #include "runtime/kernels.h"
 
@@ -19,11 +18,9 @@ using kernel_detail::resultBuffer;
 constexpr std::int64_t kFusedGrain = 1 << 15;
 
 Results fusedKernel(const KernelArgs& a) {
-  TORCH_CHECK(a.ctx.kernels, "fused node of ", a.node.specName(),
+  TORCH_CHECK(a.generated, "fused node of ", a.node.specName(),
               ": no generated kernels are loaded (run the compiled artifact, which carries them)");
-  const std::string name = kernelNameOf(a.node);
-  FusedKernelFn fn = a.ctx.kernels->find(name);
-  TORCH_CHECK(fn, "fused node of ", a.node.specName(), ": kernel ", name, " is not in ", a.ctx.kernels->path().string());
+  const auto fn = reinterpret_cast<FusedKernelFn>(a.generated->fn);
   std::vector<void*> buffers;
   for (const at::Tensor& t : a.operands) {
     TORCH_CHECK(t.is_contiguous(), "fused node of ", a.node.specName(), ": operand is not contiguous");
@@ -34,11 +31,9 @@ Results fusedKernel(const KernelArgs& a) {
     results.push_back(resultBuffer(a, i));
     buffers.push_back(results.back().data_ptr());
   }
-  // The RNG inputs of its dropout steps (the same stream as the unfused dropout kernel's).
+  // The run's RNG inputs, then its dropout steps' streams (as the unfused dropout kernel draws).
   std::vector<std::int64_t> scalars{static_cast<std::int64_t>(a.ctx.seed), a.ctx.step};
-  Expected<std::shared_ptr<const ir::FusedBody>> body = ir::cachedFusedBody(*ir::getString(a.node.attrs(), "body"));
-  TORCH_CHECK(body, "fused node of ", a.node.specName(), ": ", body ? "" : body.error().message);
-  for (std::int64_t v : ir::fusedRandomStreams(**body)) scalars.push_back(v);
+  scalars.insert(scalars.end(), a.generated->streams.begin(), a.generated->streams.end());
   const std::int64_t n = a.node.result()->type().numel();
   at::parallel_for(0, n, kFusedGrain,
                    [&](std::int64_t begin, std::int64_t end) { fn(buffers.data(), begin, end, scalars.data()); });

@@ -18,7 +18,6 @@
 #include <cmath>
 #include <numbers>
 
-#include "ir/fused_body.h"
 #include "runtime/generated_kernels.h"
 #include "runtime/kernels.h"
 
@@ -137,16 +136,15 @@ Results adamwOnePassKernel(const KernelArgs& a, double lr, std::int64_t step) {
   for (size_t k : {0, 1, 2, 3}) TORCH_CHECK(a.operands[k].is_contiguous(), "adamw_step: operand ", k, " is strided");
   // The generated kernel (codegen/optimizer_kernels.h) when the artifact carries one: the same
   // arithmetic, vectorised for this CPU.
-  if (a.ctx.kernels)
-    if (AdamwKernelFn fn = a.ctx.kernels->findAdamw(ir::generatedKernelName(a.node))) {
-      void* buffers[4] = {param.data_ptr(), a.operands[1].data_ptr(), a.operands[2].data_ptr(), a.operands[3].data_ptr()};
-      const double scalars[9] = {gradScale, 1.0 - lr * weightDecay, beta1, 1.0 - beta1, beta2, 1.0 - beta2,
-                                 std::sqrt(bias2), eps, -lr / bias1};
-      at::parallel_for(0, param.numel(), 1 << 14, [&](std::int64_t begin, std::int64_t end) {
-        fn(buffers, begin, end, scalars);
-      });
-      return {};
-    }
+  if (a.generated) {
+    const auto fn = reinterpret_cast<AdamwKernelFn>(a.generated->fn);
+    void* buffers[4] = {param.data_ptr(), a.operands[1].data_ptr(), a.operands[2].data_ptr(), a.operands[3].data_ptr()};
+    const double scalars[9] = {gradScale, 1.0 - lr * weightDecay, beta1, 1.0 - beta1, beta2, 1.0 - beta2,
+                               std::sqrt(bias2), eps, -lr / bias1};
+    at::parallel_for(0, param.numel(), 1 << 14,
+                     [&](std::int64_t begin, std::int64_t end) { fn(buffers, begin, end, scalars); });
+    return {};
+  }
   auto run = [&](auto zero) {
     using T = decltype(zero);
     adamwOnePass<T>(param.data_ptr<T>(), a.operands[1].data_ptr<T>(), a.operands[2].data_ptr<T>(),
