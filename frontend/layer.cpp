@@ -161,7 +161,10 @@ std::nullptr_t Layer::error(SourcePos pos, std::string message, std::string hint
   return nullptr;
 }
 
-ir::Value* Layer::param(std::string_view suffix, const ir::Shape& shape, ir::AttrMap init) {
+std::string typeOf(const LayerInput& in) { return "'" + in.name + "' is " + ir::toString(in.value->type()); }
+
+ir::Value* Layer::param(std::string_view suffix, const ir::Shape& shape, ir::AttrMap init,
+                        std::optional<ir::DType> dtype) {
   std::string name = specName_ + "." + std::string(suffix);
   if (!ir::checkedNumel(shape))
     return error(pos_, describe() + ": tensor of shape " + ir::shapeToString(shape) +
@@ -172,7 +175,7 @@ ir::Value* Layer::param(std::string_view suffix, const ir::Shape& shape, ir::Att
                  "duplicate parameter '" + name + "': the layer at line " + std::to_string(it->second.line) +
                      " already defines it",
                  "give this layer a different 'name:'");
-  return state_.graph.addParam(std::move(name), ir::TensorType{state_.dtype, shape}, std::move(init));
+  return state_.graph.addParam(std::move(name), ir::TensorType{dtype.value_or(state_.dtype), shape}, std::move(init));
 }
 
 ir::Value* Layer::tiedParam(std::string_view attr, std::string_view suffix, const ir::Shape* expected) {

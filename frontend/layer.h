@@ -23,6 +23,9 @@ struct LayerInput {
   SourcePos pos;     // where it is named (the op name when implicit)
 };
 
+// "'x' is f32[4, 8]": an input as messages name it.
+std::string typeOf(const LayerInput& in);
+
 class Layer {
  public:
   Layer(LoweringState& state, const SpecOp& op, const YamlNode& node, std::string specName, SourcePos pos,
@@ -58,7 +61,9 @@ class Layer {
   std::nullptr_t error(SourcePos pos, std::string message, std::string hint = {});
 
   // Adds the parameter "<specName>.<suffix>"; nullptr after an error (too large, duplicate).
-  ir::Value* param(std::string_view suffix, const ir::Shape& shape, ir::AttrMap init);
+  // `dtype`: the model's dtype unless given (batch_norm's i64 num_batches_tracked).
+  ir::Value* param(std::string_view suffix, const ir::Shape& shape, ir::AttrMap init,
+                   std::optional<ir::DType> dtype = std::nullopt);
   // The parameter "<word(attr)>.<suffix>" an earlier layer made, shared by this one (weight
   // tying); nullptr after an error (no such parameter, or not of shape `expected` when given).
   ir::Value* tiedParam(std::string_view attr, std::string_view suffix, const ir::Shape* expected = nullptr);

@@ -196,8 +196,8 @@ std::optional<std::int64_t> expandedLayers(const YamlNode& list, const DimTable&
 bool lowerRepeat(LoweringState& state, const YamlNode& item, size_t index, Scope& scope, const std::string& prefix,
                  int depth) {
   DiagSink& diags = state.diags;
-  if (!checkKeys(item, {"repeat", "name", "layers", "input", "output"}, diags, "a repeat block", "key",
-                 "a repeat block has 'repeat', 'layers' and optionally 'name', 'input' and 'output'"))
+  if (!checkKeys(item, {"repeat", "name", "layers", "input", "output", "first"}, diags, "a repeat block", "key",
+                 "a repeat block has 'repeat', 'layers' and optionally 'name', 'first', 'input' and 'output'"))
     return false;
   const YamlNode* repeatKey = item.keyNode("repeat");
   if (depth >= kMaxRepeatNesting) {
@@ -213,6 +213,19 @@ bool lowerRepeat(LoweringState& state, const YamlNode& item, size_t index, Scope
     diags.error(countNode.pos, "the repeat count must be a positive integer, but " +
                                    (literal ? std::string("it is ") : "'" + shown + "' is ") + std::to_string(*count));
     return false;
+  }
+
+  // The number of the first iteration's scope (default 0): a block continuing another block's
+  // numbering (ResNet's layer2.1 after a differently shaped layer2.0).
+  std::int64_t first = 0;
+  if (const YamlNode* f = item.get("first")) {
+    std::optional<std::int64_t> v = readInt(*f, state.dims, diags, "'first'");
+    if (!v) return false;
+    if (*v < 0) {
+      diags.error(f->pos, "'first' of a repeat block must be >= 0, got " + std::to_string(*v));
+      return false;
+    }
+    first = *v;
   }
 
   std::string name = "repeat_" + std::to_string(index);
@@ -257,7 +270,8 @@ bool lowerRepeat(LoweringState& state, const YamlNode& item, size_t index, Scope
     Scope iteration(&scope);
     iteration.bind("x", current);
     iteration.bind("_", current);
-    if (!lowerLayers(state, *body, iteration, prefix + name + "." + std::to_string(i) + ".", depth + 1)) return false;
+    if (!lowerLayers(state, *body, iteration, prefix + name + "." + std::to_string(first + i) + ".", depth + 1))
+      return false;
     current = iteration.find("_");
   }
   scope.bind("_", current);

@@ -8,12 +8,6 @@
 
 namespace gradc::frontend {
 
-namespace {
-
-std::string typeOf(const LayerInput& in) { return "'" + in.name + "' is " + ir::toString(in.value->type()); }
-
-}  // namespace
-
 std::optional<double> initStdAttr(Layer& layer, std::string_view attr, bool& ok) {
   ok = true;
   if (!layer.has(attr)) return std::nullopt;

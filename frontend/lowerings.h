@@ -35,6 +35,14 @@ std::optional<double> initStdAttr(Layer& layer, std::string_view attr, bool& ok)
 ir::Value* lowerAttention(Layer& layer);
 ir::Value* lowerLstm(Layer& layer);
 
+// Image layers (lower_conv.cpp).
+ir::Value* lowerConv2d(Layer& layer);
+ir::Value* lowerBatchNorm(Layer& layer);
+ir::Value* lowerMaxPool2d(Layer& layer);
+ir::Value* lowerAvgPool2d(Layer& layer);
+ir::Value* lowerAdaptiveAvgPool2d(Layer& layer);
+ir::Value* lowerFlatten(Layer& layer);
+
 // Parameter-free layers (lower_tensor_ops.cpp).
 ir::Value* lowerSameOp(Layer& layer);  // the IR op of the same name, no attributes
 ir::Value* lowerGelu(Layer& layer);

@@ -233,4 +233,10 @@ Value* Graph::findOutput(std::string_view name) const {
   return nullptr;
 }
 
+bool isLearned(const Value& param) {
+  if (param.kind() != ValueKind::Param) return false;
+  const std::optional<std::string> role = getString(param.attrs(), "role");
+  return !role || (*role != "opt_state" && *role != "running_stat");
+}
+
 }  // namespace gradc::ir

@@ -118,6 +118,12 @@ class Node {
   std::string specName_;
 };
 
+// A learned parameter: one that gets a gradient and an optimizer update. Every parameter is,
+// except optimizer state (attribute role = "opt_state", passes/optimizer.h) and running
+// statistics (role = "running_stat": batch_norm's running mean and variance and its batch
+// counter, which the forward updates in place; PyTorch's buffers).
+bool isLearned(const Value& param);
+
 struct GraphOutput {
   std::string name;  // "loss", "grad.fc1.weight", ...
   Value* value;

@@ -20,6 +20,8 @@ std::vector<OpInfo> fusedLossOps();  // ir/ops_fused_loss.cpp
 std::vector<OpInfo> transformerOps();  // ir/ops_transformer.cpp
 std::vector<OpInfo> reductionOps();    // ir/ops_reductions.cpp
 std::vector<OpInfo> fusedOps();        // ir/ops_fused.cpp
+std::vector<OpInfo> convOps();         // ir/ops_conv.cpp
+std::vector<OpInfo> batchNormOps();    // ir/ops_batch_norm.cpp
 
 namespace rules {
 

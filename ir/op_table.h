@@ -87,6 +87,11 @@ struct OpInfo {
   Collective collective = Collective::None;
   // The identity outside training (dropout): evaluation graphs drop it (passes/strip_dropout.h).
   bool evalIdentity = false;
+  // Normalises with statistics over the batch axis (batch_norm): a split batch (micro-batches,
+  // data-parallel ranks) computes each shard's own statistics, so splitting changes the
+  // result. `auto` micro-batching never splits such a graph; an explicit count does, as
+  // gradient accumulation does in PyTorch.
+  bool batchStatistics = false;
   std::string_view summary;         // one line for docs and error hints
 };
 

@@ -404,6 +404,8 @@ const std::vector<OpInfo>& table() {
     for (OpInfo& op : transformerOps()) all.push_back(std::move(op));
     for (OpInfo& op : reductionOps()) all.push_back(std::move(op));
     for (OpInfo& op : fusedOps()) all.push_back(std::move(op));
+    for (OpInfo& op : convOps()) all.push_back(std::move(op));
+    for (OpInfo& op : batchNormOps()) all.push_back(std::move(op));
     return all;
   }();
   return ops;

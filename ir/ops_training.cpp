@@ -5,6 +5,7 @@
 // Optimizer step ops update their first operands in place (parameter, then optimizer state)
 // and have no results; they are marked sideEffects so no pass removes them, and they must be
 // the last users of the tensors they update.
+#include <algorithm>
 #include <string>
 
 #include "ir/op_rules.h"
@@ -157,7 +158,10 @@ std::int64_t flopsCrossEntropyBackward(const OpContext& c, Types) { return 6 * c
 std::int64_t workspaceCrossEntropyBackward(const OpContext& c, Types) {
   const std::int64_t widened = c.inputs[2].dtype == DType::i32 ? c.inputs[2].numel() * 8 : 0;
   if (getInt(c.attrs, "ignore_index") || getFloat(c.attrs, "label_smoothing").value_or(0.0) > 0) return widened;
-  return c.inputs[2].numel() * dtypeSize(c.inputs[1].dtype) + widened;
+  // The -1 column scattered into the probabilities, then (after it is freed) grad / rows: a
+  // wrapped f64 number, its cast and the quotient. The second is larger below 4 rows.
+  const DType t = c.inputs[1].dtype;
+  return std::max(c.inputs[2].numel() * dtypeSize(t), scalarOperandBytes(t) + dtypeSize(t)) + widened;
 }
 
 // ATen's CPU kernel sums the weight and bias gradients in per-thread partial rows:

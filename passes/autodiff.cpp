@@ -47,7 +47,7 @@ Status checkPreconditions(const ir::Graph& graph) {
   if (loss->type().rank() != 0 || !ir::isFloating(loss->type().dtype))
     return Error{"autodiff: the loss must be a float scalar such as f32[], got " + ir::toString(loss->type())};
   for (const auto& p : graph.params())
-    if (graph.findOutput("grad." + p->name()))
+    if (ir::isLearned(*p) && graph.findOutput("grad." + p->name()))
       return Error{"autodiff: the graph already has an output 'grad." + p->name() + "'"};
   return {};
 }
@@ -56,7 +56,7 @@ Status checkPreconditions(const ir::Graph& graph) {
 ValueSet dependOnParams(const ir::Graph& graph, const std::vector<ir::Node*>& forward) {
   ValueSet set;
   for (const auto& p : graph.params())
-    if (ir::isFloating(p->type().dtype)) set.insert(p.get());
+    if (ir::isFloating(p->type().dtype) && ir::isLearned(*p)) set.insert(p.get());
   for (const ir::Node* n : forward) {
     bool reached = false;
     for (const ir::Value* v : n->operands()) reached = reached || set.count(v);
@@ -160,8 +160,9 @@ Expected<bool> Autodiff::run(ir::Graph& graph) {
     for (size_t r = 0; r < node.numResults(); ++r) grads.erase(node.result(r));
   }
 
-  // 4. One output per parameter.
+  // 4. One output per learned parameter (running statistics have none).
   for (const auto& p : graph.params()) {
+    if (!ir::isLearned(*p)) continue;
     ir::Value* g = nullptr;
     if (auto found = grads.find(p.get()); found != grads.end()) {
       g = found->second;

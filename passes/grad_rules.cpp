@@ -386,8 +386,11 @@ struct RuleEntry {
 // The table: one entry per differentiable op, sorted by name (a test checks the order).
 constexpr RuleEntry kRules[] = {
     {"add", gradAdd},
+    {"avg_pool2d", conv_rules::gradAvgPool2d},
+    {"batch_norm", conv_rules::gradBatchNorm},
     {"causal_mask", gradCausalMask},
     {"concat", gradConcat},
+    {"conv2d", conv_rules::gradConv2d},
     {"cross_entropy", gradCrossEntropy},
     {"dropout", gradDropout},
     {"embedding", gradEmbedding},
@@ -401,6 +404,7 @@ constexpr RuleEntry kRules[] = {
     {"linear_cross_entropy", gradLinearCrossEntropy},
     {"log_softmax", gradSoftmaxLike<kLogSoftmaxBackward>},
     {"matmul", gradMatmul},
+    {"max_pool2d", conv_rules::gradMaxPool2d},
     {"mean", gradReduction},
     {"mse", gradMse},
     {"mul", gradMul},

@@ -66,6 +66,14 @@ class GradBuilder {
 using OperandGrads = std::vector<ir::Value*>;
 using GradRule = OperandGrads (*)(GradBuilder& b);
 
+// Rules of the convolution, pooling and batch-norm ops (passes/grad_rules_conv.cpp).
+namespace conv_rules {
+OperandGrads gradConv2d(GradBuilder& b);
+OperandGrads gradBatchNorm(GradBuilder& b);
+OperandGrads gradMaxPool2d(GradBuilder& b);
+OperandGrads gradAvgPool2d(GradBuilder& b);
+}  // namespace conv_rules
+
 // The rule of an op; nullptr when the op has none.
 GradRule findGradRule(std::string_view opName);
 // Every op with a rule, sorted by name.

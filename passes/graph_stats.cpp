@@ -25,8 +25,14 @@ GraphStats computeGraphStats(const ir::Graph& graph) {
   GraphStats s;
   s.nodes = static_cast<std::int64_t>(graph.numNodes());
   for (const auto& p : graph.params()) {
-    s.paramCount += p->type().numel();
-    s.paramBytes += p->type().bytes();
+    if (ir::isLearned(*p)) {
+      s.paramCount += p->type().numel();
+      s.paramBytes += p->type().bytes();
+      ++s.paramTensors;
+    } else {
+      s.stateCount += p->type().numel();
+      s.stateBytes += p->type().bytes();
+    }
   }
   for (const auto& in : graph.inputs()) s.inputBytes += in->type().bytes();
 

@@ -25,8 +25,11 @@ struct ActivationClass {
 
 struct GraphStats {
   std::int64_t nodes = 0;
-  std::int64_t paramCount = 0;  // elements
+  std::int64_t paramCount = 0;  // elements of the learned parameters (ir::isLearned)
   std::int64_t paramBytes = 0;
+  std::int64_t paramTensors = 0;
+  std::int64_t stateCount = 0;  // elements of the other parameters: running statistics, optimizer state
+  std::int64_t stateBytes = 0;
   std::int64_t inputBytes = 0;
   std::int64_t forwardFlops = 0;
   std::int64_t backwardFlops = 0;   // of bwd/recompute nodes, or the estimate below

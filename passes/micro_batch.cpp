@@ -114,6 +114,9 @@ std::vector<int> microBatchCandidates(const ir::Graph& forward) {
   std::vector<int> ks;
   Expected<std::int64_t> batch = batchSize(forward);
   if (!batch) return {1};
+  // Splitting would change batch statistics (OpInfo::batchStatistics): only an explicit count.
+  for (const auto& n : forward.nodes())
+    if (n->op().batchStatistics) return {1};
   for (int k = 1; k <= kMaxAutoMicroBatches && k <= *batch; ++k)
     if (*batch % k == 0) ks.push_back(k);
   return ks;
@@ -173,7 +176,11 @@ Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
 
   const std::int64_t size = *batch / k;
   ir::Value* lossSum = nullptr;
-  std::vector<ir::Value*> gradSums(forward.params().size(), nullptr);
+  // Learned parameters, whose gradients are summed over the micro-batches.
+  std::vector<const ir::Value*> learned;
+  for (const auto& p : forward.params())
+    if (ir::isLearned(*p)) learned.push_back(p.get());
+  std::vector<ir::Value*> gradSums(learned.size(), nullptr);
   for (int j = 0; j < k; ++j) {
     std::unordered_map<const ir::Value*, ir::Value*> map;
     for (size_t i = 0; i < m.inputs().size(); ++i) {
@@ -223,7 +230,7 @@ Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
     if (!lossAdded)
       if (Status s = addLoss(); !s) return Error{s.message()};
     for (size_t p = 0; p < gradSums.size(); ++p) {
-      ir::Value* g = map.at(m.findOutput("grad." + forward.params()[p]->name()));
+      ir::Value* g = map.at(m.findOutput("grad." + learned[p]->name()));
       if (gradSums[p]) {
         Expected<ir::Value*> sum = emit(out, "add", {gradSums[p], g}, {}, ir::Phase::bwd);
         if (!sum) return sum.error();
@@ -236,7 +243,7 @@ Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
   for (size_t p = 0; p < gradSums.size(); ++p) {
     Expected<ir::Value*> mean = emit(out, "scale", {gradSums[p]}, {{"factor", 1.0 / k}}, ir::Phase::bwd);
     if (!mean) return mean.error();
-    out.setOutput("grad." + forward.params()[p]->name(), *mean);
+    out.setOutput("grad." + learned[p]->name(), *mean);
   }
   return out;
 }

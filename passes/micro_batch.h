@@ -57,7 +57,8 @@ Expected<ir::Graph> rebatchForward(const ir::Graph& forward, std::int64_t batch,
 
 Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k);
 
-// What `--micro-batches auto` tries: the divisors of the batch up to kMaxAutoMicroBatches.
+// What `--micro-batches auto` tries: the divisors of the batch up to kMaxAutoMicroBatches; only 1
+// for a graph with batch statistics (OpInfo::batchStatistics), whose results a split would change.
 std::vector<int> microBatchCandidates(const ir::Graph& forward);
 
 struct TrainingPlanOptions {

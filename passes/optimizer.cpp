@@ -56,7 +56,8 @@ Expected<bool> OptimizerPass::run(ir::Graph& graph) {
   for (std::string_view out : {"lr", "grad_norm"})
     if (graph.findOutput(out)) return Error{"optimizer: the graph already has an output '" + std::string(out) + "'"};
   std::vector<ir::Value*> params;
-  for (const auto& p : graph.params()) params.push_back(p.get());
+  for (const auto& p : graph.params())
+    if (ir::isLearned(*p)) params.push_back(p.get());
   if (params.empty()) return Error{"optimizer: the graph has no parameters to update"};
   // Outputs and names by name, once: a lookup per parameter must not scan them all.
   std::unordered_map<std::string_view, ir::Value*> outputs;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "passes/autodiff.h"
+#include "passes/batch_norm_inference.h"
 #include "passes/dce.h"
 #include "passes/fuse.h"
 #include "passes/optimizer.h"
@@ -22,6 +23,7 @@ const std::vector<std::pair<std::string_view, Factory>>& factories() {
       {"optimizer", [] { return std::unique_ptr<Pass>(std::make_unique<OptimizerPass>()); }},
       {"fuse", [] { return std::unique_ptr<Pass>(std::make_unique<FuseElementwise>()); }},
       {"strip-dropout", [] { return std::unique_ptr<Pass>(std::make_unique<StripDropout>()); }},
+      {"batch-norm-inference", [] { return std::unique_ptr<Pass>(std::make_unique<BatchNormInference>()); }},
       // Without a budget (gradc opt has no flag for one): Chen's sqrt plan.
       {"schedule", [] { return std::unique_ptr<Pass>(std::make_unique<Schedule>()); }},
       {"remat", [] { return std::unique_ptr<Pass>(std::make_unique<RematPass>(RematOptions{RematStrategy::Sqrt, {}})); }},

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "passes/batch_norm_inference.h"
 #include "passes/dce.h"
 #include "passes/pass_manager.h"
 #include "passes/strip_dropout.h"
@@ -38,7 +39,7 @@ int runEval(const EvalOptions& o) {
   std::optional<ir::Graph> graph = loadSpec(o.spec, o.sets, exitCode);
   if (!graph) return exitCode;
   passes::PassManager pm;
-  pm.add<passes::StripDropout>().add<passes::DeadCodeElimination>();
+  pm.add<passes::StripDropout>().add<passes::BatchNormInference>().add<passes::DeadCodeElimination>();
   if (Expected<bool> r = pm.run(*graph); !r) return fail(r.error().message);
 
   // The vocabulary comes with the weights: weights.safetensors records it (and the model) in

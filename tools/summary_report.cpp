@@ -46,8 +46,11 @@ std::string formatSummary(const ir::Graph& graph, const passes::GraphStats& s) {
   for (const auto& in : graph.inputs())
     inputs += (inputs.empty() ? "" : ", ") + in->name() + " " + ir::toString(in->type());
   out += fmt::format("inputs       {}  ({} per step)\n", inputs.empty() ? "none" : inputs, formatBytes(s.inputBytes));
-  out += fmt::format("parameters   {} in {} tensors ({})\n", formatCount(s.paramCount), graph.params().size(),
+  out += fmt::format("parameters   {} in {} tensors ({})", formatCount(s.paramCount), s.paramTensors,
                      formatBytes(s.paramBytes));
+  if (s.stateCount > 0)
+    out += fmt::format("; state {} elements ({})", formatCount(s.stateCount), formatBytes(s.stateBytes));
+  out += "\n";
   out += fmt::format("FLOPs        forward {}; training step {}{}\n", formatFlops(s.forwardFlops),
                      formatFlops(s.trainingStepFlops()),
                      s.backwardEstimated ? " (backward estimated as 2x forward: the graph has no backward yet)" : "");

@@ -19,6 +19,31 @@ TensorType i64(Shape s) { return {DType::i64, std::move(s)}; }
 TensorType bf16(Shape s) { return {DType::bf16, std::move(s)}; }
 std::int64_t I(std::int64_t v) { return v; }
 
+AttrMap conv(std::int64_t stride, std::int64_t padding, std::int64_t dilation, std::int64_t groups) {
+  return {{"stride", std::vector<std::int64_t>{stride, stride}},
+          {"padding", std::vector<std::int64_t>{padding, padding}},
+          {"dilation", std::vector<std::int64_t>{dilation, dilation}},
+          {"groups", groups}};
+}
+AttrMap pool(std::int64_t kernel, std::int64_t stride, std::int64_t padding, bool ceil) {
+  return {{"kernel", std::vector<std::int64_t>{kernel, kernel}},
+          {"stride", std::vector<std::int64_t>{stride, stride}},
+          {"padding", std::vector<std::int64_t>{padding, padding}},
+          {"dilation", std::vector<std::int64_t>{1, 1}},
+          {"ceil_mode", ceil}};
+}
+AttrMap avgPool(std::int64_t kernel, std::int64_t stride, std::int64_t padding) {
+  return {{"kernel", std::vector<std::int64_t>{kernel, kernel}},
+          {"stride", std::vector<std::int64_t>{stride, stride}},
+          {"padding", std::vector<std::int64_t>{padding, padding}},
+          {"ceil_mode", false},
+          {"count_include_pad", true}};
+}
+AttrMap withShape(AttrMap attrs, const char* key, std::vector<std::int64_t> shape) {
+  attrs[key] = std::move(shape);
+  return attrs;
+}
+
 struct Case {
   std::string op;
   std::vector<TensorType> inputs;
@@ -230,6 +255,53 @@ const std::vector<Case>& cases() {
        {{"world", I(4)}, {"root", I(0)}, {"seq", I(1)}, {"shape", std::vector<std::int64_t>{4, 3}},
         {"dtype", DType::f32}},
        {}, "must be a scalar"},
+      // Convolution: stride 2, padding 1 on 8x8 -> 4x4; two groups.
+      {"conv2d", {f32({2, 4, 8, 8}), f32({6, 2, 3, 3}), f32({6})}, conv(2, 1, 1, 2), {f32({2, 6, 4, 4})}},
+      {"conv2d", {f32({2, 4, 8, 8}), f32({6, 4, 3, 3})}, conv(1, 1, 2, 1), {f32({2, 6, 6, 6})}},
+      {"conv2d", {f32({2, 4, 8, 8}), f32({6, 4, 3, 3})}, conv(1, 1, 1, 2), {}, "input channels"},
+      {"conv2d", {f32({2, 4, 8}), f32({6, 4, 3})}, conv(1, 0, 1, 1), {}, "image batch"},
+      {"conv2d", {f32({2, 4, 2, 2}), f32({6, 4, 5, 5})}, conv(1, 0, 1, 1), {}, "does not fit"},
+      {"conv2d", {f32({2, 4, 8, 8}), f32({6, 4, 3, 3}), f32({5})}, conv(1, 1, 1, 1), {}, "the bias must be"},
+      {"conv2d_input_grad", {f32({2, 6, 4, 4}), f32({6, 2, 3, 3})}, withShape(conv(2, 1, 1, 2), "input_shape", {2, 4, 8, 8}),
+       {f32({2, 4, 8, 8})}},
+      {"conv2d_input_grad", {f32({2, 6, 5, 5}), f32({6, 2, 3, 3})}, withShape(conv(2, 1, 1, 2), "input_shape", {2, 4, 8, 8}),
+       {}, "the gradient must be"},
+      {"conv2d_weight_grad", {f32({2, 6, 4, 4}), f32({2, 4, 8, 8})},
+       withShape(conv(2, 1, 1, 2), "weight_shape", {6, 2, 3, 3}), {f32({6, 2, 3, 3})}},
+      {"conv2d_weight_grad", {f32({2, 6, 4, 4}), f32({2, 4, 8, 8})},
+       withShape(conv(2, 1, 1, 2), "weight_shape", {6, 2, 3}), {}, "4 extents"},
+      // Pooling: 3x3 windows, stride 2, padding 1 on 7x7 -> 4x4; ceil_mode rounds 6x6 / 4 up.
+      {"max_pool2d", {f32({2, 3, 7, 7})}, pool(3, 2, 1, false), {f32({2, 3, 4, 4}), i64({2, 3, 4, 4})}},
+      {"max_pool2d", {f32({2, 3, 6, 6})}, pool(4, 4, 0, true), {f32({2, 3, 2, 2}), i64({2, 3, 2, 2})}},
+      {"max_pool2d", {f32({2, 3, 7, 7})}, pool(2, 2, 2, false), {}, "at most half the kernel"},
+      {"max_pool2d_backward", {f32({2, 3, 4, 4}), i64({2, 3, 4, 4})},
+       withShape(pool(3, 2, 1, false), "input_shape", {2, 3, 7, 7}), {f32({2, 3, 7, 7})}},
+      {"max_pool2d_backward", {f32({2, 3, 4, 4}), i64({2, 3, 3, 3})},
+       withShape(pool(3, 2, 1, false), "input_shape", {2, 3, 7, 7}), {}, "the indices must be"},
+      {"avg_pool2d", {f32({2, 3, 8, 8})}, avgPool(2, 2, 0), {f32({2, 3, 4, 4})}},
+      {"avg_pool2d", {i64({2, 3, 8, 8})}, avgPool(2, 2, 0), {}, "floating-point"},
+      {"avg_pool2d_backward", {f32({2, 3, 4, 4})}, withShape(avgPool(2, 2, 0), "input_shape", {2, 3, 8, 8}),
+       {f32({2, 3, 8, 8})}},
+      {"avg_pool2d_backward", {f32({2, 3, 3, 3})}, withShape(avgPool(2, 2, 0), "input_shape", {2, 3, 8, 8}), {},
+       "the gradient must be"},
+      // Batch normalisation over (N, H, W) per channel.
+      {"batch_norm", {f32({4, 3, 5, 5}), f32({3}), f32({3})}, {{"eps", 1e-5}},
+       {f32({4, 3, 5, 5}), f32({3}), f32({3}), f32({3})}},
+      {"batch_norm", {f32({1, 3, 1, 1}), f32({3}), f32({3})}, {{"eps", 1e-5}}, {}, "more than one value per channel"},
+      {"batch_norm", {f32({4, 3, 5, 5}), f32({4}), f32({3})}, {{"eps", 1e-5}}, {}, "the weight must be f32[3]"},
+      {"batch_norm_backward", {f32({4, 3, 5, 5}), f32({4, 3, 5, 5}), f32({3}), f32({3}), f32({3})}, {},
+       {f32({4, 3, 5, 5}), f32({3}), f32({3})}},
+      {"batch_norm_backward", {f32({4, 3, 5, 4}), f32({4, 3, 5, 5}), f32({3}), f32({3}), f32({3})}, {}, {},
+       "the gradient must have the input's type"},
+      {"running_stats_update", {f32({3}), f32({3}), i64({}), f32({3}), f32({3})}, {{"momentum", 0.1}}, {}},
+      {"running_stats_update", {f32({3}), f32({3}), f32({}), f32({3}), f32({3})}, {{"momentum", 0.1}}, {},
+       "num_batches_tracked must be i64[]"},
+      {"running_stats_update", {f32({3}), f32({3}), i64({}), f32({3}), f32({3})}, {{"momentum", 1.5}}, {},
+       "momentum must be in [0, 1]"},
+      {"batch_norm_inference", {f32({4, 3, 5, 5}), f32({3}), f32({3}), f32({3}), f32({3})}, {{"eps", 1e-5}},
+       {f32({4, 3, 5, 5})}},
+      {"batch_norm_inference", {f32({4, 3, 5, 5}), f32({3}), f32({3}), f32({2}), f32({3})}, {{"eps", 1e-5}}, {},
+       "the running mean must be"},
   };
   return list;
 }
@@ -265,6 +337,21 @@ TEST_CASE("every op in the table has accepted and rejected inference cases") {
     CHECK(static_cast<bool>(op.flops));
     CHECK_FALSE(op.summary.empty());
   }
+}
+
+TEST_CASE("convolution workspace: one sample's im2col matrix, none for pointwise windows") {
+  const OpInfo* conv2d = findOp("conv2d");
+  REQUIRE(conv2d);
+  const std::vector<TensorType> in{f32({2, 4, 8, 8}), f32({6, 2, 3, 3})};
+  const std::vector<TensorType> out{f32({2, 6, 4, 4})};
+  // [C/g * kh * kw, OH * OW] = [2 * 9, 16] floats.
+  CHECK(opWorkspaceBytes(*conv2d, in, conv(2, 1, 1, 2), out) == 2 * 9 * 16 * 4);
+  CHECK(opFlops(*conv2d, in, conv(2, 1, 1, 2), out) == 2 * 2 * 9 * 2 * 6 * 16);
+  const std::vector<TensorType> pin{f32({2, 4, 8, 8}), f32({6, 4, 1, 1})};
+  const std::vector<TensorType> pout{f32({2, 6, 8, 8})};
+  CHECK(opWorkspaceBytes(*conv2d, pin, conv(1, 0, 1, 1), pout) == 0);
+  CHECK(findOp("batch_norm")->batchStatistics);
+  CHECK(findOp("running_stats_update")->sideEffects);
 }
 
 TEST_CASE("FLOP and workspace rules") {

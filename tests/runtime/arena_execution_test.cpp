@@ -207,6 +207,18 @@ TEST_CASE("arena execution: gpt2 (tied), llama (rope, GQA, RMSNorm, SwiGLU), ber
   checkCase({"bert-mlm", bert, "", "chain", 2});
 }
 
+TEST_CASE("arena execution: resnets (conv2d, batch norm with running statistics, pooling)") {
+  runtime::MemoryTracker::install();
+  using Kind = passes::OptimizerOptions::Kind;
+  const testing::DimOverrides r18{{"batch", "4"}, {"image", "8"}, {"width", "4"}};
+  checkCase({"resnet18-cifar", r18});
+  checkCase({"resnet18-cifar", r18, "", "sqrt", 1, Kind::Sgd, 0.5});
+  checkCase({"resnet18-cifar", r18, "", "none", 2});  // micro-batches: per-micro-batch statistics
+  const testing::DimOverrides deep{{"batch", "2"}, {"image", "8"}, {"depth", "29"}, {"width", "2"}};
+  checkCase({"resnet-deep", deep, "", "chain"});
+  checkCase({"resnet-deep", deep, "", "memory-poor"});
+}
+
 TEST_CASE("arena execution: the fused LM-head loss, alone, with micro-batches, remat and a budget") {
   runtime::MemoryTracker::install();
   using Kind = passes::OptimizerOptions::Kind;

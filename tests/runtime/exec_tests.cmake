@@ -3,6 +3,7 @@ gradc_add_test(runtime_exec_tests
   runtime/kernels_test.cpp
   runtime/kernels_backward_test.cpp
   runtime/kernels_optimizer_test.cpp
+  runtime/batch_norm_test.cpp
   runtime/executor_test.cpp
   runtime/counter_rng_test.cpp
   runtime/memory_tracker_test.cpp

@@ -117,6 +117,44 @@ std::vector<OpCase> cases() {
        [](Tensors& t) { return torch::softmax(t["a"], 1); }},
       {"log_softmax", "param %a : f32[3, 4, 6]\n", "%0 = log_softmax(%a) {dim = 2} : f32[3, 4, 6] fwd\n", "%0",
        "f32[3, 4, 6]", [](Tensors& t) { return torch::log_softmax(t["a"], 2); }},
+      {"conv2d (stride 2, padding 1, 2 groups, bias)",
+       "param %x : f32[2, 4, 9, 9]\nparam %w : f32[6, 2, 3, 3]\nparam %b : f32[6]\n",
+       "%0 = conv2d(%x, %w, %b) {dilation = [1, 1], groups = 2, padding = [1, 1], stride = [2, 2]} : f32[2, 6, 5, 5] fwd\n",
+       "%0", "f32[2, 6, 5, 5]",
+       [](Tensors& t) { return F::conv2d(t["x"], t["w"], F::Conv2dFuncOptions().bias(t["b"]).stride(2).padding(1).groups(2)); }},
+      {"conv2d (dilation 2, rectangular padding, no bias)", "param %x : f32[2, 3, 8, 7]\nparam %w : f32[5, 3, 3, 2]\n",
+       "%0 = conv2d(%x, %w) {dilation = [2, 2], groups = 1, padding = [2, 0], stride = [1, 1]} : f32[2, 5, 8, 5] fwd\n",
+       "%0", "f32[2, 5, 8, 5]",
+       [](Tensors& t) { return F::conv2d(t["x"], t["w"], F::Conv2dFuncOptions().dilation(2).padding({2, 0})); }},
+      {"conv2d (pointwise 1x1)", "param %x : f32[3, 4, 5, 5]\nparam %w : f32[6, 4, 1, 1]\nparam %b : f32[6]\n",
+       "%0 = conv2d(%x, %w, %b) {dilation = [1, 1], groups = 1, padding = [0, 0], stride = [1, 1]} : f32[3, 6, 5, 5] fwd\n",
+       "%0", "f32[3, 6, 5, 5]", [](Tensors& t) { return F::conv2d(t["x"], t["w"], F::Conv2dFuncOptions().bias(t["b"])); }},
+      {"batch_norm (training, batch statistics)", "param %x : f32[4, 3, 5, 5]\nparam %w : f32[3]\nparam %b : f32[3]\n",
+       "%0, %1, %2, %3 = batch_norm(%x, %w, %b) {eps = 1e-05} : f32[4, 3, 5, 5], f32[3], f32[3], f32[3] fwd\n", "%0",
+       "f32[4, 3, 5, 5]",
+       [](Tensors& t) { return torch::batch_norm(t["x"], t["w"], t["b"], {}, {}, true, 0.1, 1e-5, false); }},
+      {"max_pool2d (3x3, stride 2, padding 1)", "param %x : f32[2, 3, 7, 7]\n",
+       "%0, %1 = max_pool2d(%x) {ceil_mode = false, dilation = [1, 1], kernel = [3, 3], padding = [1, 1], stride = [2, 2]} "
+       ": f32[2, 3, 4, 4], i64[2, 3, 4, 4] fwd\n",
+       "%0", "f32[2, 3, 4, 4]",
+       [](Tensors& t) { return F::max_pool2d(t["x"], F::MaxPool2dFuncOptions(3).stride(2).padding(1)); }},
+      {"max_pool2d (ceil_mode, dilation 2)", "param %x : f32[2, 2, 8, 8]\n",
+       "%0, %1 = max_pool2d(%x) {ceil_mode = true, dilation = [2, 2], kernel = [2, 2], padding = [0, 0], stride = [2, 2]} "
+       ": f32[2, 2, 4, 4], i64[2, 2, 4, 4] fwd\n",
+       "%0", "f32[2, 2, 4, 4]",
+       [](Tensors& t) { return F::max_pool2d(t["x"], F::MaxPool2dFuncOptions(2).stride(2).dilation(2).ceil_mode(true)); }},
+      {"avg_pool2d (3x3, stride 2, padding 1, padding not counted)", "param %x : f32[2, 3, 7, 7]\n",
+       "%0 = avg_pool2d(%x) {ceil_mode = false, count_include_pad = false, kernel = [3, 3], padding = [1, 1], "
+       "stride = [2, 2]} : f32[2, 3, 4, 4] fwd\n",
+       "%0", "f32[2, 3, 4, 4]",
+       [](Tensors& t) {
+         return F::avg_pool2d(t["x"], F::AvgPool2dFuncOptions(3).stride(2).padding(1).count_include_pad(false));
+       }},
+      {"avg_pool2d (global 4x4)", "param %x : f32[2, 5, 4, 4]\n",
+       "%0 = avg_pool2d(%x) {ceil_mode = false, count_include_pad = true, kernel = [4, 4], padding = [0, 0], "
+       "stride = [4, 4]} : f32[2, 5, 1, 1] fwd\n",
+       "%0", "f32[2, 5, 1, 1]",
+       [](Tensors& t) { return F::adaptive_avg_pool2d(t["x"], F::AdaptiveAvgPool2dFuncOptions(1)); }},
       {"layer_norm", "param %x : f32[3, 4, 8]\nparam %w : f32[8]\nparam %b : f32[8]\n",
        "%0, %1, %2 = layer_norm(%x, %w, %b) {eps = 1e-05} : f32[3, 4, 8], f32[3, 4, 1], f32[3, 4, 1] fwd\n", "%0",
        "f32[3, 4, 8]",
@@ -222,7 +260,8 @@ TEST_CASE("every forward op: gradc forward and gradients through autodiff vs Lib
   for (const char* op : {"embedding", "add", "sub", "mul", "scale", "matmul", "linear", "relu", "gelu", "tanh", "sigmoid",
                          "softmax", "log_softmax", "layer_norm", "dropout", "causal_mask", "reshape", "transpose",
                          "slice", "select", "split", "unbind", "stack", "zeros", "cross_entropy", "mse", "silu", "exp",
-                         "rms_norm", "rope", "sum", "mean", "concat"}) {
+                         "rms_norm", "rope", "sum", "mean", "concat", "conv2d", "batch_norm", "max_pool2d",
+                         "avg_pool2d"}) {
     CAPTURE(op);
     CHECK(covered.count(op));
   }

@@ -1,0 +1,180 @@
+// Lowering of the image layers: conv2d, batch_norm, max_pool2d, avg_pool2d,
+// adaptive_avg_pool2d and flatten (docs/spec.md). Inputs are NCHW image batches; windows are
+// square in the spec (kernel, stride, padding and dilation are single integers) and the IR
+// takes [height, width] pairs.
+#include <cmath>
+
+#include "frontend/lowerings.h"
+
+namespace gradc::frontend {
+
+namespace {
+
+// The layer's input as an image batch [N, C, H, W], or an error.
+ir::Value* imageInput(Layer& layer) {
+  const LayerInput& x = layer.inputs[0];
+  if (x.value->type().rank() != 4)
+    return layer.error(x.pos, layer.describe() + " needs an image batch [batch, channels, height, width], but " +
+                                  typeOf(x),
+                       "image inputs are declared as {shape: [batch, channels, height, width], dtype: f32}");
+  return x.value;
+}
+
+std::vector<std::int64_t> square(std::int64_t v) { return {v, v}; }
+
+// padding >= 0 (reported at the attribute); nullopt after an error.
+std::optional<std::int64_t> padding(Layer& layer) {
+  const std::int64_t p = layer.integer("padding");
+  if (p < 0) {
+    layer.error(layer.attrPos("padding"), "padding of " + layer.describe() + " must be >= 0, got " + std::to_string(p));
+    return std::nullopt;
+  }
+  return p;
+}
+
+// The stride: given, or the kernel (PyTorch's pooling default).
+std::int64_t poolStride(Layer& layer) { return layer.has("stride") ? layer.integer("stride") : layer.integer("kernel"); }
+
+}  // namespace
+
+// conv2d: weight [out, in / groups, k, k] initialised as torch.nn.Conv2d's (uniform with bound
+// 1 / sqrt(fan_in) for weight and bias), or N(0, init_std^2) with a zero bias.
+ir::Value* lowerConv2d(Layer& layer) {
+  ir::Value* x = imageInput(layer);
+  if (!x) return nullptr;
+  const std::int64_t in = x->type().shape[1], out = layer.integer("out"), k = layer.integer("kernel");
+  const std::int64_t groups = layer.integer("groups");
+  if (in % groups != 0 || out % groups != 0)
+    return layer.error(layer.attrPos("groups"), layer.describe() + ": groups = " + std::to_string(groups) +
+                                                    " must divide the input channels (" + std::to_string(in) +
+                                                    ") and out (" + std::to_string(out) + ")");
+  std::optional<std::int64_t> pad = padding(layer);
+  if (!pad) return nullptr;
+  bool ok = true;
+  const std::optional<double> initStd = initStdAttr(layer, "init_std", ok);
+  if (!ok) return nullptr;
+  const double fanIn = static_cast<double>(in / groups * k * k);
+  const double bound = 1.0 / std::sqrt(fanIn);
+  ir::Value* w = layer.param("weight", {out, in / groups, k, k}, initStd ? normalInit(*initStd) : uniformInit(bound));
+  if (!w) return nullptr;
+  std::vector<ir::Value*> operands{x, w};
+  if (layer.flag("bias")) {
+    ir::Value* b = layer.param("bias", {out}, initStd ? zerosInit() : uniformInit(bound));
+    if (!b) return nullptr;
+    operands.push_back(b);
+  }
+  return layer.emit1("conv2d", std::move(operands),
+                     {{"stride", square(layer.integer("stride"))},
+                      {"padding", square(*pad)},
+                      {"dilation", square(layer.integer("dilation"))},
+                      {"groups", groups}});
+}
+
+// batch_norm: weight [C] (ones), bias [C] (zeros), and the running statistics running_mean
+// (zeros), running_var (ones) and num_batches_tracked (i64, 0), PyTorch's buffers, updated in
+// place right after the normalisation (ir/ops_batch_norm.cpp).
+ir::Value* lowerBatchNorm(Layer& layer) {
+  const LayerInput& x = layer.inputs[0];
+  if (x.value->type().rank() < 2)
+    return layer.error(x.pos, layer.describe() + " needs an input [batch, channels, ...], but " + typeOf(x));
+  const double eps = layer.real("eps"), momentum = layer.real("momentum");
+  if (!(eps > 0)) return layer.error(layer.attrPos("eps"), "eps of " + layer.describe() + " must be positive");
+  if (!(momentum >= 0 && momentum <= 1))
+    return layer.error(layer.attrPos("momentum"), "momentum of " + layer.describe() + " must be in [0, 1]");
+  const std::int64_t c = x.value->type().shape[1];
+  ir::Value* w = nullptr;
+  ir::Value* b = nullptr;
+  if (layer.flag("affine")) {
+    w = layer.param("weight", {c}, onesInit());
+    b = w ? layer.param("bias", {c}, zerosInit()) : nullptr;
+  } else {
+    const ir::AttrMap constant{{"shape", std::vector<std::int64_t>{c}}, {"dtype", x.value->type().dtype}};
+    ir::AttrMap ones = constant, zeros = constant;
+    ones["value"] = 1.0;
+    zeros["value"] = 0.0;
+    w = layer.emit1("full", {}, std::move(ones));
+    b = w ? layer.emit1("full", {}, std::move(zeros)) : nullptr;
+  }
+  if (!b) return nullptr;
+  ir::Node* norm = layer.emit("batch_norm", {x.value, w, b}, {{"eps", eps}});
+  if (!norm) return nullptr;
+  if (layer.flag("track_running_stats")) {
+    auto stat = [](const char* init) {
+      return ir::AttrMap{{"init", std::string(init)}, {"role", std::string("running_stat")}};
+    };
+    ir::Value* mean = layer.param("running_mean", {c}, stat("zeros"));
+    ir::Value* var = mean ? layer.param("running_var", {c}, stat("ones")) : nullptr;
+    ir::Value* tracked = var ? layer.param("num_batches_tracked", {}, stat("zeros"), ir::DType::i64) : nullptr;
+    if (!tracked) return nullptr;
+    if (!layer.emit("running_stats_update", {mean, var, tracked, norm->result(1), norm->result(3)},
+                    {{"momentum", momentum}}))
+      return nullptr;
+  }
+  return norm->result(0);
+}
+
+ir::Value* lowerMaxPool2d(Layer& layer) {
+  ir::Value* x = imageInput(layer);
+  if (!x) return nullptr;
+  std::optional<std::int64_t> pad = padding(layer);
+  if (!pad) return nullptr;
+  ir::Node* n = layer.emit("max_pool2d", {x},
+                           {{"kernel", square(layer.integer("kernel"))},
+                            {"stride", square(poolStride(layer))},
+                            {"padding", square(*pad)},
+                            {"dilation", square(layer.integer("dilation"))},
+                            {"ceil_mode", layer.flag("ceil_mode")}});
+  return n ? n->result(0) : nullptr;  // result 1 (the indices of the maxima) is for backward
+}
+
+ir::Value* lowerAvgPool2d(Layer& layer) {
+  ir::Value* x = imageInput(layer);
+  if (!x) return nullptr;
+  std::optional<std::int64_t> pad = padding(layer);
+  if (!pad) return nullptr;
+  return layer.emit1("avg_pool2d", {x},
+                     {{"kernel", square(layer.integer("kernel"))},
+                      {"stride", square(poolStride(layer))},
+                      {"padding", square(*pad)},
+                      {"ceil_mode", layer.flag("ceil_mode")},
+                      {"count_include_pad", layer.flag("count_include_pad")}});
+}
+
+// adaptive_avg_pool2d to size x size: windows of (H / size) x (W / size) with that stride, which
+// is what PyTorch's adaptive pooling computes when the size divides the input (global average
+// pooling, size 1, always does).
+ir::Value* lowerAdaptiveAvgPool2d(Layer& layer) {
+  ir::Value* x = imageInput(layer);
+  if (!x) return nullptr;
+  const std::int64_t size = layer.integer("size"), h = x->type().shape[2], w = x->type().shape[3];
+  if (h % size != 0 || w % size != 0 || h / size != w / size)
+    return layer.error(layer.attrPos("size"),
+                       layer.describe() + ": size " + std::to_string(size) + " must divide the input's height (" +
+                           std::to_string(h) + ") and width (" + std::to_string(w) + ") into equal square windows",
+                       "gradc's adaptive pooling takes sizes that divide the input; size 1 is global average pooling");
+  const std::int64_t k = h / size;
+  return layer.emit1("avg_pool2d", {x},
+                     {{"kernel", square(k)},
+                      {"stride", square(k)},
+                      {"padding", square(0)},
+                      {"ceil_mode", false},
+                      {"count_include_pad", true}});
+}
+
+// flatten: axes start_dim .. last merged into one (a reshape view), torch.flatten's rule.
+ir::Value* lowerFlatten(Layer& layer) {
+  const ir::TensorType& t = layer.input()->type();
+  std::optional<int> start = ir::normalizeAxis(layer.integer("start_dim"), t.rank());
+  if (!start)
+    return layer.error(layer.attrPos("start_dim"), layer.describe() + ": start_dim " +
+                                                       std::to_string(layer.integer("start_dim")) +
+                                                       " is out of range for its input " + ir::toString(t));
+  ir::Shape shape(t.shape.begin(), t.shape.begin() + *start);
+  std::int64_t rest = 1;
+  for (size_t a = static_cast<size_t>(*start); a < t.shape.size(); ++a) rest *= t.shape[a];
+  shape.push_back(rest);
+  if (shape == t.shape) return layer.input();
+  return layer.emit1("reshape", {layer.input()}, {{"shape", shape}});
+}
+
+}  // namespace gradc::frontend

@@ -1,0 +1,326 @@
+// Kernels of the convolution and pooling ops (ir/ops_conv.cpp) and of batch normalisation
+// (ir/ops_batch_norm.cpp).
+//
+// Convolution is one GEMM per sample and group against the sample's im2col matrix
+// [C/g * kh * kw, OH * OW] (ATen's im2col/col2im), written straight into the planned result;
+// the column matrix is the only memory a convolution kernel allocates (the op table's
+// workspace), and pointwise windows (1x1, stride 1, no padding) need none: the image is its own
+// column matrix. The weight gradient accumulates over the samples in place (addmm_), so it
+// needs no per-sample temporary either. Batch normalisation is a loop per channel over
+// contiguous planes with f64 accumulation for f32 data, as ATen's CPU kernel accumulates,
+// and allocates nothing. Pooling calls ATen's `_out` kernels.
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/avg_pool2d.h>
+#include <ATen/ops/avg_pool2d_backward.h>
+#include <ATen/ops/col2im.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/im2col.h>
+#include <ATen/ops/max_pool2d_with_indices.h>
+#include <ATen/ops/max_pool2d_with_indices_backward.h>
+#include <ATen/ops/mm.h>
+
+#include <cassert>
+#include <cmath>
+
+#include "ir/window_geometry.h"
+#include "runtime/kernels.h"
+
+namespace gradc::runtime {
+namespace {
+
+using namespace kernel_detail;
+using Results = std::vector<at::Tensor>;
+
+ir::WindowGeometry geometry(const ir::Node& node, std::optional<std::array<std::int64_t, 2>> kernel = std::nullopt) {
+  ir::WindowGeometry g;
+  [[maybe_unused]] std::optional<std::string> error = ir::readWindow(node.attrs(), g, kernel);
+  assert(!error && "the verifier checked the window attributes");
+  return g;
+}
+
+std::vector<std::int64_t> list(const std::array<std::int64_t, 2>& a) { return {a[0], a[1]}; }
+
+// The loop nest the three convolution kernels share: for each sample n and group g, the
+// sample's channels of the group as a [C/g, H, W] view and its im2col matrix.
+struct ConvLoop {
+  ir::WindowGeometry g;
+  std::int64_t N, C, H, W, O, OH, OW, groups;
+  std::int64_t cg() const { return C / groups; }
+  std::int64_t og() const { return O / groups; }
+  std::int64_t columns() const { return cg() * g.kernel[0] * g.kernel[1]; }
+  std::int64_t outPixels() const { return OH * OW; }
+
+  // x[n]'s channels of group `grp` ([C/g, H, W]) as a column matrix [C/g*kh*kw, OH*OW]: the
+  // image itself for pointwise windows, else im2col into `cols`.
+  at::Tensor columnsOf(const at::Tensor& x, std::int64_t n, std::int64_t grp, at::Tensor& cols) const {
+    at::Tensor plane = x.select(0, n).narrow(0, grp * cg(), cg());
+    if (g.pointwise()) return plane.reshape({cg(), H * W});
+    return at::im2col_out(cols, plane, list(g.kernel), list(g.dilation), list(g.padding), list(g.stride));
+  }
+};
+
+ConvLoop convLoop(const ir::Node& node, at::IntArrayRef x, at::IntArrayRef w, at::IntArrayRef y) {
+  ConvLoop l{geometry(node, std::array<std::int64_t, 2>{w[2], w[3]}), x[0], x[1], x[2], x[3], w[0], y[2], y[3],
+             kernel_detail::intAttr(node, "groups")};
+  return l;
+}
+
+at::Tensor columnBuffer(const KernelArgs& a, const ConvLoop& l, ir::DType dtype) {
+  return l.g.pointwise() ? at::Tensor() : at::empty({l.columns(), l.outPixels()}, optionsFor(a, dtype));
+}
+
+// y[n, group] = w[group] @ columns(x[n, group]) (+ bias).
+Results conv2dKernel(const KernelArgs& a) {
+  const at::Tensor x = a.operands[0].contiguous(), w = a.operands[1].contiguous();
+  at::Tensor y = resultBuffer(a);
+  const ConvLoop l = convLoop(a.node, x.sizes(), w.sizes(), y.sizes());
+  at::Tensor cols = columnBuffer(a, l, a.node.result()->type().dtype);
+  for (std::int64_t n = 0; n < l.N; ++n)
+    for (std::int64_t grp = 0; grp < l.groups; ++grp) {
+      at::Tensor out = y.select(0, n).narrow(0, grp * l.og(), l.og()).view({l.og(), l.outPixels()});
+      at::Tensor weight = w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()});
+      at::mm_out(out, weight, l.columnsOf(x, n, grp, cols));
+    }
+  if (a.operands.size() == 3) y.add_(a.operands[2].view({1, l.O, 1, 1}));
+  return {y};
+}
+
+// gx[n, group] = col2im(w[group]^T @ grad[n, group]).
+Results conv2dInputGradKernel(const KernelArgs& a) {
+  const at::Tensor gy = a.operands[0].contiguous(), w = a.operands[1].contiguous();
+  at::Tensor gx = resultBuffer(a);
+  const ConvLoop l = convLoop(a.node, gx.sizes(), w.sizes(), gy.sizes());
+  at::Tensor cols = columnBuffer(a, l, a.node.result()->type().dtype);
+  for (std::int64_t n = 0; n < l.N; ++n)
+    for (std::int64_t grp = 0; grp < l.groups; ++grp) {
+      at::Tensor g = gy.select(0, n).narrow(0, grp * l.og(), l.og()).view({l.og(), l.outPixels()});
+      at::Tensor weightT = w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()}).t();
+      at::Tensor plane = gx.select(0, n).narrow(0, grp * l.cg(), l.cg());
+      if (l.g.pointwise()) {
+        at::Tensor out = plane.view({l.cg(), l.H * l.W});
+        at::mm_out(out, weightT, g);
+      } else {
+        at::mm_out(cols, weightT, g);
+        at::col2im_out(plane, cols, {l.H, l.W}, list(l.g.kernel), list(l.g.dilation), list(l.g.padding),
+                       list(l.g.stride));
+      }
+    }
+  return {gx};
+}
+
+// gw[group] = sum over n of grad[n, group] @ columns(x[n, group])^T, accumulated in place.
+Results conv2dWeightGradKernel(const KernelArgs& a) {
+  const at::Tensor gy = a.operands[0].contiguous(), x = a.operands[1].contiguous();
+  at::Tensor gw = resultBuffer(a);
+  const ConvLoop l = convLoop(a.node, x.sizes(), gw.sizes(), gy.sizes());
+  at::Tensor cols = columnBuffer(a, l, a.node.result()->type().dtype);
+  for (std::int64_t n = 0; n < l.N; ++n)
+    for (std::int64_t grp = 0; grp < l.groups; ++grp) {
+      at::Tensor g = gy.select(0, n).narrow(0, grp * l.og(), l.og()).view({l.og(), l.outPixels()});
+      at::Tensor out = gw.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()});
+      at::Tensor colsT = l.columnsOf(x, n, grp, cols).t();
+      if (n == 0) at::mm_out(out, g, colsT);
+      else out.addmm_(g, colsT);
+    }
+  return {gw};
+}
+
+// ---- pooling ----------------------------------------------------------------------------------
+
+Results maxPool2dKernel(const KernelArgs& a) {
+  const ir::WindowGeometry g = geometry(a.node);
+  at::Tensor y = resultBuffer(a, 0), indices = resultBuffer(a, 1);
+  at::max_pool2d_with_indices_out(y, indices, a.operands[0].contiguous(), list(g.kernel), list(g.stride),
+                                  list(g.padding), list(g.dilation), g.ceilMode);
+  return {y, indices};
+}
+
+// ATen's pooling backwards read the forward input only for its shape: the result buffer,
+// which has that shape, stands in for it, so the input need not stay alive.
+Results maxPool2dBackwardKernel(const KernelArgs& a) {
+  const ir::WindowGeometry g = geometry(a.node);
+  at::Tensor gx = resultBuffer(a);
+  at::max_pool2d_with_indices_backward_out(gx, a.operands[0].contiguous(), gx, list(g.kernel), list(g.stride),
+                                           list(g.padding), list(g.dilation), g.ceilMode,
+                                           a.operands[1].contiguous());
+  return {gx};
+}
+
+Results avgPool2dKernel(const KernelArgs& a) {
+  const ir::WindowGeometry g = geometry(a.node);
+  at::Tensor y = resultBuffer(a);
+  const bool countPad = ir::getBool(a.node.attrs(), "count_include_pad").value_or(true);
+  at::avg_pool2d_out(y, a.operands[0].contiguous(), list(g.kernel), list(g.stride), list(g.padding), g.ceilMode,
+                     countPad);
+  return {y};
+}
+
+Results avgPool2dBackwardKernel(const KernelArgs& a) {
+  const ir::WindowGeometry g = geometry(a.node);
+  at::Tensor gx = resultBuffer(a);
+  const bool countPad = ir::getBool(a.node.attrs(), "count_include_pad").value_or(true);
+  at::avg_pool2d_backward_out(gx, a.operands[0].contiguous(), gx, list(g.kernel), list(g.stride), list(g.padding),
+                              g.ceilMode, countPad, c10::nullopt);
+  return {gx};
+}
+
+// ---- batch normalisation ----------------------------------------------------------------------
+
+// x[N, C, S] contiguous: channel c's values are N planes of S elements, plane n at
+// (n * C + c) * S.
+struct Planes {
+  std::int64_t N, C, S;
+  std::int64_t count() const { return N * S; }
+  template <class T, class F>
+  void forEach(T* base, std::int64_t c, F&& f) const {
+    for (std::int64_t n = 0; n < N; ++n) {
+      T* p = base + (n * C + c) * S;
+      for (std::int64_t s = 0; s < S; ++s) f(p[s]);
+    }
+  }
+};
+
+Planes planesOf(const at::Tensor& x) { return {x.size(0), x.size(1), x.numel() / (x.size(0) * x.size(1))}; }
+
+template <class T>
+using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+
+// Two passes over each channel: the mean, then the biased variance about it.
+Results batchNormKernel(const KernelArgs& a) {
+  const at::Tensor x = a.operands[0].contiguous(), w = a.operands[1].contiguous(), b = a.operands[2].contiguous();
+  at::Tensor y = resultBuffer(a, 0), mean = resultBuffer(a, 1), invstd = resultBuffer(a, 2), var = resultBuffer(a, 3);
+  const Planes P = planesOf(x);
+  const double eps = floatAttr(a.node, "eps");
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "batch_norm", [&] {
+    using A = Acc<scalar_t>;
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    scalar_t* yp = y.data_ptr<scalar_t>();
+    at::parallel_for(0, P.C, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t c = begin; c < end; ++c) {
+        A sum = 0;
+        P.forEach(xp, c, [&](scalar_t v) { sum += v; });
+        const A m = sum / static_cast<A>(P.count());
+        A squares = 0;
+        P.forEach(xp, c, [&](scalar_t v) { squares += (v - m) * (v - m); });
+        const A biased = squares / static_cast<A>(P.count());
+        const A inv = 1 / std::sqrt(biased + static_cast<A>(eps));
+        mean.data_ptr<scalar_t>()[c] = static_cast<scalar_t>(m);
+        invstd.data_ptr<scalar_t>()[c] = static_cast<scalar_t>(inv);
+        var.data_ptr<scalar_t>()[c] = static_cast<scalar_t>(squares / static_cast<A>(P.count() - 1));
+        // y = x * alpha + beta, as ATen's CPU transform computes it.
+        const A alpha = inv * static_cast<A>(w.data_ptr<scalar_t>()[c]);
+        const A beta = static_cast<A>(b.data_ptr<scalar_t>()[c]) - m * alpha;
+        for (std::int64_t n = 0; n < P.N; ++n) {
+          const scalar_t* xi = xp + (n * P.C + c) * P.S;
+          scalar_t* yi = yp + (n * P.C + c) * P.S;
+          for (std::int64_t s = 0; s < P.S; ++s) yi[s] = static_cast<scalar_t>(xi[s] * alpha + beta);
+        }
+      }
+    });
+  });
+  return {y, mean, invstd, var};
+}
+
+// gx = (g - mean(g) - xhat * mean(g * xhat)) * invstd * w with xhat = (x - mean) * invstd;
+// gw = sum(g * xhat), gb = sum(g).
+Results batchNormBackwardKernel(const KernelArgs& a) {
+  const at::Tensor gy = a.operands[0].contiguous(), x = a.operands[1].contiguous();
+  const at::Tensor mean = a.operands[2].contiguous(), invstd = a.operands[3].contiguous(), w = a.operands[4].contiguous();
+  at::Tensor gx = resultBuffer(a, 0), gw = resultBuffer(a, 1), gb = resultBuffer(a, 2);
+  const Planes P = planesOf(x);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "batch_norm_backward", [&] {
+    using A = Acc<scalar_t>;
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    const scalar_t* gp = gy.data_ptr<scalar_t>();
+    scalar_t* gxp = gx.data_ptr<scalar_t>();
+    at::parallel_for(0, P.C, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t c = begin; c < end; ++c) {
+        const A m = mean.data_ptr<scalar_t>()[c], inv = invstd.data_ptr<scalar_t>()[c];
+        A sumG = 0, dot = 0;
+        for (std::int64_t n = 0; n < P.N; ++n) {
+          const std::int64_t off = (n * P.C + c) * P.S;
+          for (std::int64_t s = 0; s < P.S; ++s) {
+            sumG += gp[off + s];
+            dot += gp[off + s] * (xp[off + s] - m);
+          }
+        }
+        gb.data_ptr<scalar_t>()[c] = static_cast<scalar_t>(sumG);
+        gw.data_ptr<scalar_t>()[c] = static_cast<scalar_t>(dot * inv);
+        const A count = static_cast<A>(P.count());
+        const A gradMean = sumG / count, projection = dot * inv * inv / count;
+        const A scale = inv * static_cast<A>(w.data_ptr<scalar_t>()[c]);
+        for (std::int64_t n = 0; n < P.N; ++n) {
+          const std::int64_t off = (n * P.C + c) * P.S;
+          for (std::int64_t s = 0; s < P.S; ++s)
+            gxp[off + s] = static_cast<scalar_t>((gp[off + s] - gradMean - (xp[off + s] - m) * projection) * scale);
+        }
+      }
+    });
+  });
+  return {gx, gw, gb};
+}
+
+// running = (1 - momentum) * running + momentum * batch, in place; num_batches_tracked + 1.
+Results runningStatsUpdateKernel(const KernelArgs& a) {
+  at::Tensor rm = a.operands[0], rv = a.operands[1], tracked = a.operands[2];
+  const at::Tensor mean = a.operands[3].contiguous(), var = a.operands[4].contiguous();
+  const double m = floatAttr(a.node, "momentum");
+  AT_DISPATCH_FLOATING_TYPES(rm.scalar_type(), "running_stats_update", [&] {
+    using A = Acc<scalar_t>;
+    scalar_t* rmp = rm.data_ptr<scalar_t>();
+    scalar_t* rvp = rv.data_ptr<scalar_t>();
+    for (std::int64_t c = 0; c < rm.numel(); ++c) {
+      rmp[c] = static_cast<scalar_t>(m * static_cast<A>(mean.data_ptr<scalar_t>()[c]) + (1 - m) * static_cast<A>(rmp[c]));
+      rvp[c] = static_cast<scalar_t>(m * static_cast<A>(var.data_ptr<scalar_t>()[c]) + (1 - m) * static_cast<A>(rvp[c]));
+    }
+  });
+  tracked.data_ptr<std::int64_t>()[0] += 1;
+  return {};
+}
+
+// y = (x - running_mean) / sqrt(running_var + eps) * w + b.
+Results batchNormInferenceKernel(const KernelArgs& a) {
+  const at::Tensor x = a.operands[0].contiguous();
+  at::Tensor y = resultBuffer(a);
+  const Planes P = planesOf(x);
+  const double eps = floatAttr(a.node, "eps");
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "batch_norm_inference", [&] {
+    using A = Acc<scalar_t>;
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    scalar_t* yp = y.data_ptr<scalar_t>();
+    const at::Tensor w = a.operands[1].contiguous(), b = a.operands[2].contiguous();
+    const at::Tensor rm = a.operands[3].contiguous(), rv = a.operands[4].contiguous();
+    auto at = [](const at::Tensor& t, std::int64_t c) { return static_cast<A>(t.data_ptr<scalar_t>()[c]); };
+    for (std::int64_t c = 0; c < P.C; ++c) {
+      const A alpha = at(w, c) / std::sqrt(at(rv, c) + static_cast<A>(eps));
+      const A beta = at(b, c) - at(rm, c) * alpha;
+      for (std::int64_t n = 0; n < P.N; ++n) {
+        const std::int64_t off = (n * P.C + c) * P.S;
+        for (std::int64_t s = 0; s < P.S; ++s) yp[off + s] = static_cast<scalar_t>(xp[off + s] * alpha + beta);
+      }
+    }
+  });
+  return {y};
+}
+
+const KernelEntry kConv[] = {
+    {"conv2d", conv2dKernel},
+    {"conv2d_input_grad", conv2dInputGradKernel},
+    {"conv2d_weight_grad", conv2dWeightGradKernel},
+    {"max_pool2d", maxPool2dKernel},
+    {"max_pool2d_backward", maxPool2dBackwardKernel},
+    {"avg_pool2d", avgPool2dKernel},
+    {"avg_pool2d_backward", avgPool2dBackwardKernel},
+    {"batch_norm", batchNormKernel},
+    {"batch_norm_backward", batchNormBackwardKernel},
+    {"running_stats_update", runningStatsUpdateKernel},
+    {"batch_norm_inference", batchNormInferenceKernel},
+};
+
+}  // namespace
+
+std::span<const KernelEntry> convKernels() { return kConv; }
+
+}  // namespace gradc::runtime

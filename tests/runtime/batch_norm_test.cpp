@@ -1,0 +1,64 @@
+// Batch normalisation's state against LibTorch: the running statistics after several training
+// steps (torch.nn.functional.batch_norm with training = true updates them in place), the batch
+// counter, and evaluation with the running statistics (training = false).
+//
+// Tolerance (fp32): running mean and variance within 1e-6 relative (both accumulate in f64,
+// then round); evaluation output within 1e-5 * max|torch| + 1e-6.
+#include <torch/torch.h>
+
+#include "runtime/executor.h"
+
+#undef CHECK  // c10 brings glog's CHECK; doctest's must win
+#include <doctest/doctest.h>
+
+using namespace gradc;
+
+namespace {
+
+double relErr(const torch::Tensor& ours, const torch::Tensor& ref) {
+  const double scale = ref.abs().max().item<double>();
+  return (ours - ref).abs().max().item<double>() / (scale > 0 ? scale : 1.0);
+}
+
+}  // namespace
+
+TEST_CASE("batch_norm + running_stats_update track torch's running statistics; batch_norm_inference its eval mode") {
+  torch::manual_seed(3);
+  const std::int64_t C = 5;
+  const double momentum = 0.1, eps = 1e-5;
+  torch::Tensor w = torch::randn({C}), b = torch::randn({C});
+  // gradc's state and torch's: running mean zeros, variance ones, no batches seen.
+  torch::Tensor mean = torch::zeros({C}), var = torch::ones({C}), tracked = torch::zeros({}, torch::kLong);
+  torch::Tensor refMean = mean.clone(), refVar = var.clone();
+  for (int step = 0; step < 4; ++step) {
+    CAPTURE(step);
+    torch::Tensor x = torch::randn({6, C, 3, 4}) * (1 + step) + step;
+    Expected<std::vector<at::Tensor>> norm = runtime::callOp("batch_norm", std::vector<at::Tensor>{x, w, b}, {{"eps", eps}});
+    REQUIRE_MESSAGE(norm.ok(), norm.error().message);
+    Expected<std::vector<at::Tensor>> update = runtime::callOp(
+        "running_stats_update", std::vector<at::Tensor>{mean, var, tracked, (*norm)[1], (*norm)[3]}, {{"momentum", momentum}});
+    REQUIRE_MESSAGE(update.ok(), update.error().message);
+    torch::Tensor y = torch::batch_norm(x, w, b, refMean, refVar, /*training=*/true, momentum, eps, false);
+    CHECK(relErr((*norm)[0], y) < 1e-5);
+    CHECK(relErr(mean, refMean) < 1e-6);
+    CHECK(relErr(var, refVar) < 1e-6);
+    CHECK(tracked.item<std::int64_t>() == step + 1);
+  }
+  CHECK_FALSE(torch::allclose(var, torch::ones({C})));  // the statistics moved
+  torch::Tensor x = torch::randn({2, C, 3, 3});
+  Expected<std::vector<at::Tensor>> eval =
+      runtime::callOp("batch_norm_inference", std::vector<at::Tensor>{x, w, b, mean, var}, {{"eps", eps}});
+  REQUIRE_MESSAGE(eval.ok(), eval.error().message);
+  torch::Tensor ref = torch::batch_norm(x, w, b, refMean, refVar, /*training=*/false, momentum, eps, false);
+  CHECK(relErr((*eval)[0], ref) < 1e-5);
+}
+
+TEST_CASE("batch_norm in f64 matches torch to 1e-12") {
+  torch::manual_seed(4);
+  auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  torch::Tensor x = torch::randn({4, 3, 5}, opts), w = torch::randn({3}, opts), b = torch::randn({3}, opts);
+  Expected<std::vector<at::Tensor>> norm = runtime::callOp("batch_norm", std::vector<at::Tensor>{x, w, b}, {{"eps", 1e-5}});
+  REQUIRE(norm.ok());
+  torch::Tensor y = torch::batch_norm(x, w, b, {}, {}, true, 0.1, 1e-5, false);
+  CHECK(relErr((*norm)[0], y) < 1e-12);
+}
