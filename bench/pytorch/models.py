@@ -23,6 +23,10 @@ distributions and op order:
   llama     models/llama.yaml     Hugging Face's LlamaForCausalLM computation: RMSNorm, rotary
                                   embeddings (rotate_half), grouped-query attention (repeat_kv),
                                   SwiGLU, no biases; names are Hugging Face's without "model."
+  resnet18-cifar  models/resnet18-cifar.yaml  torchvision's ResNet-18 with a 3x3 stem and no max
+                                  pooling (CIFAR), BatchNorm2d in training mode, global average
+                                  pooling, mean cross entropy over class labels
+  resnet-deep     models/resnet-deep.yaml  the bottleneck ResNet of depth 9n + 2 (He et al. 2016)
 
 Every model's forward takes a `mode`:
 
@@ -56,6 +60,8 @@ DEFAULT_DIMS = {
     "llama": {"batch": 8, "seq": 128, "vocab": 256, "d_model": 256, "heads": 8, "kv_heads": 2, "layers": 4,
               "d_ff": 688},
     "gpt2": {"batch": 8, "context": 1024, "seq": 1024, "vocab": 50257, "d_model": 768, "heads": 12, "layers": 12},
+    "resnet18-cifar": {"batch": 32, "channels": 3, "image": 32, "classes": 10, "width": 64},
+    "resnet-deep": {"batch": 16, "channels": 3, "image": 32, "classes": 10, "depth": 164, "width": 16},
 }
 
 
@@ -492,6 +498,107 @@ class LSTMLM(nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+# ---- resnets -------------------------------------------------------------------------------
+
+
+def _conv(c_in, c_out, k, stride=1):
+    return nn.Conv2d(c_in, c_out, k, stride=stride, padding=k // 2, bias=False)
+
+
+class _BasicBlock(nn.Module):
+    """conv3x3-bn-relu-conv3x3-bn plus the shortcut, then relu; the first block of a stage
+    projects the shortcut (strided 1x1 conv + bn), named downsample_conv/downsample_bn as the spec."""
+
+    def __init__(self, c_in, c_out, stride):
+        super().__init__()
+        self.conv1, self.bn1 = _conv(c_in, c_out, 3, stride), nn.BatchNorm2d(c_out)
+        self.conv2, self.bn2 = _conv(c_out, c_out, 3), nn.BatchNorm2d(c_out)
+        self.down = stride != 1 or c_in != c_out
+        if self.down:
+            self.downsample_conv, self.downsample_bn = _conv(c_in, c_out, 1, stride), nn.BatchNorm2d(c_out)
+
+    def forward(self, x):
+        main = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        if self.down:
+            return F.relu(main + self.downsample_bn(self.downsample_conv(x)))
+        return F.relu(x + main)
+
+
+class _Bottleneck(nn.Module):
+    """1x1 reduce, 3x3 (strided in a stage's first block), 1x1 expand to 4x the width, each
+    with batch norm; the shortcut added before the last relu."""
+
+    def __init__(self, c_in, width, stride):
+        super().__init__()
+        self.conv1, self.bn1 = _conv(c_in, width, 1), nn.BatchNorm2d(width)
+        self.conv2, self.bn2 = _conv(width, width, 3, stride), nn.BatchNorm2d(width)
+        self.conv3, self.bn3 = _conv(width, 4 * width, 1), nn.BatchNorm2d(4 * width)
+        self.down = stride != 1 or c_in != 4 * width
+        if self.down:
+            self.downsample_conv, self.downsample_bn = _conv(c_in, 4 * width, 1, stride), nn.BatchNorm2d(4 * width)
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = F.relu(self.bn2(self.conv2(y)))
+        main = self.bn3(self.conv3(y))
+        if self.down:
+            return F.relu(main + self.downsample_bn(self.downsample_conv(x)))
+        return F.relu(x + main)
+
+
+class _ResNet(nn.Module):
+    """Stem (conv1, bn1, relu), residual stages, global average pooling and fc; modes as
+    blocks_then_head over the residual blocks (the stem runs eagerly)."""
+
+    def input_names(self):
+        return ("images", "labels")
+
+    def _stem_and_head(self, channels, width, features, classes):
+        self.conv1, self.bn1 = _conv(channels, width, 3), nn.BatchNorm2d(width)
+        self.fc = nn.Linear(features, classes)
+
+    def _classify(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+    def forward(self, images, labels, mode="eager"):
+        x = F.relu(self.bn1(self.conv1(images)))
+        blocks = [b for stage in self.stages() for b in stage]
+        logits = blocks_then_head(blocks, [self._classify], x, mode)
+        return F.cross_entropy(logits, labels)
+
+
+class ResNet18Cifar(_ResNet):
+    def __init__(self, channels, classes, width, **_):
+        super().__init__()
+        self._stem_and_head(channels, width, 8 * width, classes)
+        c = width
+        for s, w in enumerate((width, 2 * width, 4 * width, 8 * width), start=1):
+            stride = 1 if s == 1 else 2
+            setattr(self, f"layer{s}", nn.Sequential(_BasicBlock(c, w, stride), _BasicBlock(w, w, 1)))
+            c = w
+
+    def stages(self):
+        return (self.layer1, self.layer2, self.layer3, self.layer4)
+
+
+class ResNetDeep(_ResNet):
+    def __init__(self, channels, classes, width, depth, **_):
+        super().__init__()
+        if (depth - 2) % 9 != 0 or depth < 20:
+            raise ValueError(f"depth must be 9 n + 2 with n >= 2, got {depth}")
+        n = (depth - 2) // 9
+        self._stem_and_head(channels, width, 16 * width, classes)
+        c = width
+        for s in (1, 2, 3):
+            w = width * 2 ** (s - 1)
+            blocks = [_Bottleneck(c, w, 1 if s == 1 else 2)] + [_Bottleneck(4 * w, w, 1) for _ in range(n - 1)]
+            setattr(self, f"stage{s}", nn.Sequential(*blocks))
+            c = 4 * w
+
+    def stages(self):
+        return (self.stage1, self.stage2, self.stage3)
+
+
 def build(model, dims):
     if model == "mlp":
         return MLP(**dims)
@@ -505,6 +612,10 @@ def build(model, dims):
         return Llama(**dims)
     if model == "bert-mlm":
         return BertMLM(**dims)
+    if model == "resnet18-cifar":
+        return ResNet18Cifar(**dims)
+    if model == "resnet-deep":
+        return ResNetDeep(**dims)
     raise ValueError(model)
 
 
@@ -514,6 +625,10 @@ def make_batch(model, dims, generator):
         x = torch.randn(dims["batch"], dims["features"], generator=generator)
         y = torch.randn(dims["batch"], dims["outputs"], generator=generator)
         return {"x": x, "y": y}
+    if model.startswith("resnet"):
+        images = torch.randn(dims["batch"], dims["channels"], dims["image"], dims["image"], generator=generator)
+        labels = torch.randint(0, dims["classes"], (dims["batch"],), generator=generator, dtype=torch.int64)
+        return {"images": images, "labels": labels}
     shape = (dims["batch"], dims["seq"])
     if model == "bert-mlm":
         # 15% of the positions masked: their targets are the original tokens, the rest -100.
