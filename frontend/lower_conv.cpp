@@ -82,19 +82,7 @@ ir::Value* lowerBatchNorm(Layer& layer) {
   if (!(momentum >= 0 && momentum <= 1))
     return layer.error(layer.attrPos("momentum"), "momentum of " + layer.describe() + " must be in [0, 1]");
   const std::int64_t c = x.value->type().shape[1];
-  ir::Value* w = nullptr;
-  ir::Value* b = nullptr;
-  if (layer.flag("affine")) {
-    w = layer.param("weight", {c}, onesInit());
-    b = w ? layer.param("bias", {c}, zerosInit()) : nullptr;
-  } else {
-    const ir::AttrMap constant{{"shape", std::vector<std::int64_t>{c}}, {"dtype", x.value->type().dtype}};
-    ir::AttrMap ones = constant, zeros = constant;
-    ones["value"] = 1.0;
-    zeros["value"] = 0.0;
-    w = layer.emit1("full", {}, std::move(ones));
-    b = w ? layer.emit1("full", {}, std::move(zeros)) : nullptr;
-  }
+  auto [w, b] = normAffine(layer, c);
   if (!b) return nullptr;
   ir::Node* norm = layer.emit("batch_norm", {x.value, w, b}, {{"eps", eps}});
   if (!norm) return nullptr;

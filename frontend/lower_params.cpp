@@ -140,6 +140,20 @@ ir::Value* lowerPosEmbedding(Layer& layer) {
   return layer.emit1("add", {x.value, table});
 }
 
+std::pair<ir::Value*, ir::Value*> normAffine(Layer& layer, std::int64_t d) {
+  if (layer.flag("affine")) {
+    ir::Value* w = layer.param("weight", {d}, onesInit());
+    return {w, w ? layer.param("bias", {d}, zerosInit()) : nullptr};
+  }
+  // No parameters: the kernel's weight and bias are constant ones and zeros.
+  const ir::AttrMap constant{{"shape", std::vector<std::int64_t>{d}}, {"dtype", layer.input()->type().dtype}};
+  ir::AttrMap ones = constant, zeros = constant;
+  ones["value"] = 1.0;
+  zeros["value"] = 0.0;
+  ir::Value* w = layer.emit1("full", {}, std::move(ones));
+  return {w, w ? layer.emit1("full", {}, std::move(zeros)) : nullptr};
+}
+
 ir::Value* lowerLayerNorm(Layer& layer) {
   const LayerInput& x = layer.inputs[0];
   if (x.value->type().rank() < 1)
@@ -147,20 +161,7 @@ ir::Value* lowerLayerNorm(Layer& layer) {
   double eps = layer.real("eps");
   if (!(eps > 0)) return layer.error(layer.attrPos("eps"), "eps of " + layer.describe() + " must be positive");
   std::int64_t d = x.value->type().shape.back();
-  ir::Value* w = nullptr;
-  ir::Value* b = nullptr;
-  if (layer.flag("affine")) {
-    w = layer.param("weight", {d}, onesInit());
-    b = w ? layer.param("bias", {d}, zerosInit()) : nullptr;
-  } else {
-    // No parameters: the kernel's weight and bias are constant ones and zeros.
-    const ir::AttrMap constant{{"shape", std::vector<std::int64_t>{d}}, {"dtype", x.value->type().dtype}};
-    ir::AttrMap ones = constant, zeros = constant;
-    ones["value"] = 1.0;
-    zeros["value"] = 0.0;
-    w = layer.emit1("full", {}, std::move(ones));
-    b = w ? layer.emit1("full", {}, std::move(zeros)) : nullptr;
-  }
+  auto [w, b] = normAffine(layer, d);
   if (!b) return nullptr;
   ir::Node* node = layer.emit("layer_norm", {x.value, w, b}, {{"eps", eps}});
   return node ? node->result(0) : nullptr;  // results 1 and 2 (mean, rstd) are for backward

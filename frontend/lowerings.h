@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "frontend/layer.h"
 
@@ -26,6 +27,11 @@ ir::Value* lowerParam(Layer& layer);
 // names them "<layer>.weight" and "<layer>.bias".
 ir::Value* linearWithParams(Layer& layer, ir::Value* x, std::string_view prefix, std::int64_t out, bool bias,
                             std::optional<double> initStd = std::nullopt);
+
+// A normalisation layer's weight and bias [d]: parameters "<layer>.weight" (ones) and
+// "<layer>.bias" (zeros) when its `affine` flag is set, else constant ones and zeros; a nullptr
+// second after an error.
+std::pair<ir::Value*, ir::Value*> normAffine(Layer& layer, std::int64_t d);
 
 // The layer's `attr` (a standard deviation) when given; an error when it is not positive.
 // nullopt and `ok` when absent.

@@ -231,18 +231,23 @@ Expected<Batcher> Batcher::synthetic(std::int64_t vocab, const BatcherOptions& o
   return Batcher(std::nullopt, vocab, o, 0);
 }
 
+std::vector<std::int64_t> epochOrder(std::uint64_t seed, std::int64_t epoch, std::int64_t n, bool shuffle) {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) order[i] = i;
+  if (shuffle) {
+    // Fisher-Yates: position i takes a uniform pick among the not yet placed [0, i].
+    SplitMix64 rng(combine(combine(seed, kShuffleTag), static_cast<std::uint64_t>(epoch)));
+    for (std::int64_t i = n - 1; i > 0; --i) {
+      auto j = static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(i) + 1));
+      std::swap(order[i], order[j]);
+    }
+  }
+  return order;
+}
+
 const std::vector<std::int64_t>& Batcher::permutation(std::int64_t epoch) const {
   if (cached_epoch_ != epoch) {
-    cached_permutation_.resize(static_cast<std::size_t>(windows_));
-    for (std::int64_t i = 0; i < windows_; ++i) cached_permutation_[i] = i;
-    if (options_.shuffle) {
-      // Fisher-Yates: position i takes a uniform pick among the not yet placed [0, i].
-      SplitMix64 rng(combine(combine(options_.seed, kShuffleTag), static_cast<std::uint64_t>(epoch)));
-      for (std::int64_t i = windows_ - 1; i > 0; --i) {
-        auto j = static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(i) + 1));
-        std::swap(cached_permutation_[i], cached_permutation_[j]);
-      }
-    }
+    cached_permutation_ = epochOrder(options_.seed, epoch, windows_, options_.shuffle);
     cached_epoch_ = epoch;
   }
   return cached_permutation_;

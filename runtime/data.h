@@ -125,6 +125,11 @@ struct BatcherOptions {
   bool shuffle = true;      // false: windows in stream order every epoch (debugging)
 };
 
+// The order in which epoch `epoch` visits `n` samples: a Fisher-Yates permutation drawn from
+// SplitMix64 seeded by (seed, epoch) when `shuffle`, else 0 .. n-1. Shared by the text and the
+// image batchers (runtime/image_data.h).
+std::vector<std::int64_t> epochOrder(std::uint64_t seed, std::int64_t epoch, std::int64_t n, bool shuffle = true);
+
 // Not thread-safe: one Batcher per thread (the permutation cache is shared state).
 class Batcher {
  public:

@@ -34,9 +34,9 @@ void Progress::update(const StepMetrics& m) {
     int filled = std::clamp(static_cast<int>(frac * width), 0, width);
     std::string bar(static_cast<size_t>(filled), '#');
     bar.append(static_cast<size_t>(width - filled), '.');
-    std::fprintf(out_, "\r[%s] step %lld/%lld  loss %.4f  %.0f tok/s  ETA %s   ", bar.c_str(),
+    std::fprintf(out_, "\r[%s] step %lld/%lld  loss %.4f  %.0f %s  ETA %s   ", bar.c_str(),
                  static_cast<long long>(m.step), static_cast<long long>(totalSteps_), m.loss, m.tokensPerS,
-                 formatDuration(eta).c_str());
+                 rateUnit_.c_str(), formatDuration(eta).c_str());
     std::fflush(out_);
     barShown_ = true;
     return;
@@ -44,9 +44,9 @@ void Progress::update(const StepMetrics& m) {
   // Plain lines: about 20 per run, plus the first and the last step.
   std::int64_t every = std::max<std::int64_t>(1, (totalSteps_ - firstStep_ + 1) / 20);
   if (m.step == firstStep_ || m.step == totalSteps_ || m.step - lastLogged_ >= every) {
-    std::fprintf(out_, "step %lld/%lld  loss %.4f  lr %.3g  %.3f s/step  %.0f tok/s  ETA %s\n",
+    std::fprintf(out_, "step %lld/%lld  loss %.4f  lr %.3g  %.3f s/step  %.0f %s  ETA %s\n",
                  static_cast<long long>(m.step), static_cast<long long>(totalSteps_), m.loss, m.lr, m.stepTimeS,
-                 m.tokensPerS, formatDuration(eta).c_str());
+                 m.tokensPerS, rateUnit_.c_str(), formatDuration(eta).c_str());
     std::fflush(out_);
     lastLogged_ = m.step;
   }

@@ -19,8 +19,11 @@ class Progress {
   // Prints a line that must not be overwritten by the bar (e.g. "saved checkpoint ...").
   void note(const std::string& line);
   void finish();
+  // What the throughput counts: "tok/s" (the default: language models) or "examples/s".
+  void setRateUnit(std::string unit) { rateUnit_ = std::move(unit); }
 
  private:
+  std::string rateUnit_ = "tok/s";
   std::int64_t firstStep_;
   std::int64_t totalSteps_;
   std::FILE* out_;

@@ -21,6 +21,7 @@
 #include "runtime/collective_context.h"
 #include "runtime/dtype_map.h"
 #include "runtime/executor.h"
+#include "runtime/image_data.h"
 #include "runtime/init.h"
 #include "runtime/memory_tracker.h"
 #include "runtime/op_profile.h"
@@ -108,6 +109,38 @@ Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, s
   if (Status s = batcher->setPosition(position); !s) return Error{s.message()};
   return TokenData{std::move(*batcher), bo.batch * bo.seq, toScalarType(tokens->type().dtype),
                    toScalarType(targets->type().dtype)};
+}
+
+// Data for image classifiers (inputs `images` [batch, C, H, W] and `labels` [batch]) from --data
+// (runtime/image_data.h); without --data they get synthetic values like any input.
+struct ImageData {
+  ImageBatcher batcher;
+  at::ScalarType imageType, labelType;  // of the graph's inputs
+};
+
+bool isImageClassifier(const ir::Graph& g) {
+  const ir::Value* images = findInput(g, "images");
+  const ir::Value* labels = findInput(g, "labels");
+  return images && labels && images->type().rank() == 4 && ir::isFloating(images->type().dtype) &&
+         labels->type().rank() == 1 && ir::isInteger(labels->type().dtype) &&
+         labels->type().shape[0] == images->type().shape[0];
+}
+
+Expected<ImageData> makeImageData(const ir::Graph& g, const TrainerOptions& o, std::uint64_t seed,
+                                  const DataPosition& position, nlohmann::json& config, int world) {
+  const ir::Value* images = findInput(g, "images");
+  const ir::Value* labels = findInput(g, "labels");
+  Expected<ImageDataset> data = ImageDataset::fromFile(*o.data);
+  if (!data) return Error{data.error().message};
+  const std::optional<ir::IndexBound> bound = ir::indexBound(*labels);
+  const ir::Shape& shape = images->type().shape;
+  if (Status s = data->check(at::IntArrayRef(shape).slice(1), bound ? std::optional(bound->bound) : std::nullopt); !s)
+    return Error{s.message()};
+  Expected<ImageBatcher> batcher = ImageBatcher::create(*data, shape[0] * world, seed);  // the global batch
+  if (!batcher) return Error{batcher.error().message};
+  if (Status s = batcher->setPosition(position); !s) return Error{s.message()};
+  config["data"] = "images:" + std::to_string(data->size());
+  return ImageData{std::move(*batcher), toScalarType(images->type().dtype), toScalarType(labels->type().dtype)};
 }
 
 Status save(const std::filesystem::path& dir, const ir::Graph& g, const TensorMap& state, std::int64_t step,
@@ -245,9 +278,16 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     Expected<TokenData> td = makeTokenData(g, o, seed, restoredVocab, position, config, world);
     if (!td) return Error{td.error().message};
     tokenData = std::move(*td);
-  } else if (o.data) {
-    return Error{"model '" + o.model + "' has no `tokens`/`targets` inputs, so it cannot read a text file; "
-                 "train it with --synthetic"};
+  }
+  std::optional<ImageData> imageData;
+  if (!tokenData && o.data) {
+    if (!isImageClassifier(g))
+      return Error{"model '" + o.model + "' has neither `tokens`/`targets` inputs (a text file) nor `images`/`labels` "
+                   "inputs (a safetensors file of images and labels), so it cannot read --data; train it with "
+                   "--synthetic"};
+    Expected<ImageData> id = makeImageData(g, o, seed, position, config, world);
+    if (!id) return Error{id.error().message};
+    imageData = std::move(*id);
   }
   const ir::Value* stepInput = findInput(g, "step");
   // Parameters and optimizer state move into their planned buffers once (arena runs).
@@ -261,6 +301,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
 
   const bool show = o.progress && rank == 0;
   Progress progress(firstStep, o.steps);
+  if (!tokenData) progress.setRateUnit("examples/s");  // the first batched input's rows
   OpProfile profile;
   // The roofline's ceilings, measured before the first step (outside every step's peak).
   std::optional<MachinePeaks> peaks;
@@ -281,6 +322,11 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
       // The batcher's i64 indices in the inputs' own integer type.
       inputs.emplace("tokens", shardOf(b.tokens, world, rank).to(tokenData->tokenType));
       inputs.emplace("targets", shardOf(b.targets, world, rank).to(tokenData->targetType));
+    }
+    if (imageData) {
+      ImageBatch b = imageData->batcher.next();
+      inputs.emplace("images", shardOf(b.images, world, rank).to(imageData->imageType));
+      inputs.emplace("labels", shardOf(b.labels, world, rank).to(imageData->labelType));
     }
     for (const auto& in : g.inputs()) {
       if (inputs.count(in->name())) continue;
@@ -341,7 +387,9 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     bool stop = o.onStep && !o.onStep(m);
     bool due = rank == 0 && o.saveDir && ((o.saveEvery > 0 && step % o.saveEvery == 0) || step == o.steps || stop);
     if (due) {
-      DataPosition pos = tokenData ? tokenData->batcher.position() : DataPosition{0, step};
+      DataPosition pos = tokenData   ? tokenData->batcher.position()
+                         : imageData ? imageData->batcher.position()
+                                     : DataPosition{0, step};
       if (Status s = save(*o.saveDir, g, result.state, step, seed, pos, config); !s) return Error{s.message()};
       if (show) progress.note("saved checkpoint " + o.saveDir->string() + " at step " + std::to_string(step));
     }

@@ -1,6 +1,8 @@
-// gradc eval SPEC --weights W [--data FILE] : mean loss over every window of a text file, with
-// dropout off (evaluation mode). W is a weights.safetensors file or a checkpoint folder (whose
-// stored vocabulary is then used).
+// gradc eval SPEC --weights W --data FILE: the mean loss in evaluation mode (dropout off,
+// batch norm with its running statistics) over every window of a text file (language models),
+// or over every image of a safetensors file of `images` and `labels` (image classifiers, with
+// the top-1 accuracy). W is a weights.safetensors file or a checkpoint folder (whose stored
+// vocabulary is then used).
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -8,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ir/index_bounds.h"
 #include "passes/batch_norm_inference.h"
 #include "passes/dce.h"
 #include "passes/pass_manager.h"
@@ -15,6 +18,8 @@
 #include "runtime/checkpoint.h"
 #include "runtime/data.h"
 #include "runtime/executor.h"
+#include "runtime/dtype_map.h"
+#include "runtime/image_data.h"
 #include "runtime/safetensors.h"
 #include "tools/commands.h"
 #include "tools/spec_loading.h"
@@ -32,6 +37,45 @@ struct EvalOptions {
 int fail(const std::string& message, int code = kExitUserError) {
   std::cerr << "gradc: error: " << message << "\n";
   return code;
+}
+
+// The image-classifier path: every full batch of the file, in file order.
+int evalImages(ir::Graph& graph, runtime::SafetensorsFile& weights, const std::string& path) {
+  const ir::Value* images = graph.findNamed("images");
+  const ir::Value* labels = graph.findNamed("labels");
+  Expected<runtime::ImageDataset> data = runtime::ImageDataset::fromFile(path);
+  if (!data) return fail(data.error().message);
+  const ir::Shape& shape = images->type().shape;
+  const std::optional<ir::IndexBound> bound = ir::indexBound(*labels);
+  if (Status s = data->check(at::IntArrayRef(shape).slice(1), bound ? std::optional(bound->bound) : std::nullopt); !s)
+    return fail(s.message());
+  // The logits of a cross_entropy loss, for the accuracy.
+  const ir::Value* loss = graph.findOutput("loss");
+  const bool classifier = loss && loss->producer() && loss->producer()->opName() == "cross_entropy";
+  if (classifier) graph.setOutput("logits", loss->producer()->operand(0));
+  Expected<runtime::Executor> exec = runtime::Executor::create(graph);
+  if (!exec) return fail(exec.error().message, kExitInternal);
+  const std::int64_t batch = shape[0];
+  double sum = 0;
+  std::int64_t counted = 0, correct = 0;
+  for (std::int64_t first = 0; first + batch <= data->size(); first += batch) {
+    runtime::ImageBatch b = runtime::imageRange(*data, first, batch);
+    runtime::TensorMap inputs{{"images", b.images.to(runtime::toScalarType(images->type().dtype))},
+                              {"labels", b.labels.to(runtime::toScalarType(labels->type().dtype))}};
+    Expected<runtime::TensorMap> out = exec->run(inputs, weights.tensors, runtime::RunContext{});
+    if (!out) return fail(out.error().message);
+    sum += out->at("loss").item<double>();
+    if (classifier) correct += out->at("logits").argmax(-1).eq(b.labels).sum().item<std::int64_t>();
+    ++counted;
+  }
+  if (counted == 0) return fail("'" + path + "' has fewer images than one batch of " + std::to_string(batch));
+  std::cout << "loss " << sum / static_cast<double>(counted);
+  if (classifier)
+    std::cout << ", accuracy " << static_cast<double>(correct) / static_cast<double>(counted * batch);
+  std::cout << " over " << counted * batch << " images";
+  if (const std::int64_t left = data->size() - counted * batch) std::cout << " (" << left << " of a short last batch left out)";
+  std::cout << "\n";
+  return kExitOk;
 }
 
 int runEval(const EvalOptions& o) {
@@ -72,8 +116,12 @@ int runEval(const EvalOptions& o) {
   }
 
   const ir::Value* tokens = graph->findNamed("tokens");
+  const ir::Value* images = graph->findNamed("images");
+  if ((!tokens || tokens->type().rank() != 2) && images && images->type().rank() == 4 && graph->findNamed("labels"))
+    return evalImages(*graph, *weights, o.data);
   if (!tokens || !graph->findNamed("targets") || tokens->type().rank() != 2)
-    return fail("gradc eval reads text into `tokens`/`targets` inputs; this model has none");
+    return fail("gradc eval reads text into `tokens`/`targets` inputs, or a safetensors file into `images`/`labels` "
+                "inputs; this model has neither");
   std::int64_t batch = tokens->type().shape[0], seq = tokens->type().shape[1];
   Expected<runtime::TextDataset> data = runtime::TextDataset::fromFile(o.data, vocab);
   if (!data) return fail(data.error().message);
@@ -109,7 +157,8 @@ Runner addEvalCommand(CLI::App& cmd) {
   cmd.add_option("spec", o->spec, "The YAML model spec")->required();
   cmd.add_option("--set", o->sets, "Override a dim: --set batch=4 (repeatable)");
   cmd.add_option("--weights", o->weights, "weights.safetensors, or a checkpoint folder")->required();
-  cmd.add_option("--data", o->data, "Text file to evaluate on")->required();
+  cmd.add_option("--data", o->data, "Text file (language models) or safetensors file of images and labels to evaluate on")
+      ->required();
   return [o] { return runEval(*o); };
 }
 
