@@ -27,6 +27,8 @@ Sections (each writes bench/results/<section>.json and .md; `report.md` collects
             forced to the same OpenBLAS core, and with both on Prescott (a misdetected CPU)
   fusion    gradc with elementwise fusion (the default) and with --no-fuse vs PyTorch eager: step
             time ratios and each variant's planned and measured peak (bench/fusion_section.py)
+  convnets  the ResNets: resnet18-cifar step time, peak and largest batch under a budget vs PyTorch
+            eager and checkpointing; resnet-deep's recompute-vs-memory sweep (bench/convnet_section.py)
   planner   predicted peak and recompute FLOPs of gradc's plans (chain, auto, sqrt,
             selective, memory-poor) over a sweep of budgets; an SVG plot
 
@@ -67,6 +69,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "pytorch"))
 sys.path.insert(0, HERE)
+import models  # noqa: E402  (bench/pytorch/models.py)
+import convnet_section  # noqa: E402  (bench/convnet_section.py)
 import fusion_section  # noqa: E402  (bench/fusion_section.py)
 PY = "/usr/bin/python3"
 WORKER = os.path.join(HERE, "pytorch", "worker.py")
@@ -100,6 +104,7 @@ FULL = {
               "speed": [("gpt-mini", 16, 6, 2), ("gpt-mini", 32, 6, 2), ("mlp", 4096, 15, 5)]},
     "blas": [("gpt-mini", 16, 5, 2), ("mlp", 4096, 12, 4), ("lstm-lm", 8, 4, 2)],
     "fusion": [("gpt-mini", 16, 6, 2), ("gpt-mini", 32, 6, 2), ("mlp", 4096, 15, 5), ("lstm-lm", 16, 5, 2)],
+    "convnets": convnet_section.FULL,
 }
 QUICK = {
     "repeats": 2,
@@ -115,6 +120,7 @@ QUICK = {
     "arena": {"budget_mib": 512, "rss_batches": [16, 96], "speed": [("gpt-mini", 16, 5, 2), ("mlp", 4096, 12, 4)]},
     "blas": [("gpt-mini", 16, 4, 2)],
     "fusion": [("gpt-mini", 16, 5, 2)],
+    "convnets": convnet_section.QUICK,
 }
 
 SYSTEMS = {
@@ -742,7 +748,7 @@ def section_maxbatch(runner, cfg, log):
     overheads = {}
     idle = {}  # gradc's baseline RSS at the bundled batch
     for model, (budgets, unit, cap) in cfg["maxbatch"].items():
-        default_batch = {"gpt-mini": 16, "lstm-lm": 8, "mlp": 64}[model]
+        default_batch = models.DEFAULT_DIMS[model]["batch"]
         # gradc's RSS beyond its tracked tensors, at the bundled batch (LibTorch and OpenBLAS
         # buffers, executor and graph structures), rounded up to a MiB.
         r = runner.gradc_train(model, default_batch, 2, [], mem=True)
@@ -1134,12 +1140,20 @@ def format_fusion(rows, cfg, out_dir):
     return fusion_section.format_fusion(rows, cfg, out_dir, fmt_s, ratio, fmt_ratio, fmt_bytes)
 
 
+def section_convnets(runner, cfg, log):
+    return convnet_section.section_convnets(runner, cfg, log, sys.modules[__name__])
+
+
+def format_convnets(data, cfg, out_dir):
+    return convnet_section.format_convnets(data, cfg, out_dir, sys.modules[__name__])
+
+
 FORMATTERS = {"parity": format_parity, "steptime": format_steptime, "alloc": format_alloc, "budget": format_budget,
               "maxbatch": format_maxbatch, "planner": format_planner, "arena": format_arena,
-              "blas": format_blas, "fusion": format_fusion}
+              "blas": format_blas, "fusion": format_fusion, "convnets": format_convnets}
 SECTIONS = {"parity": section_parity, "steptime": section_steptime, "alloc": section_alloc, "budget": section_budget,
             "maxbatch": section_maxbatch, "planner": section_planner, "arena": section_arena,
-            "blas": section_blas, "fusion": section_fusion}
+            "blas": section_blas, "fusion": section_fusion, "convnets": section_convnets}
 
 
 def write_report(out_dir):

@@ -40,7 +40,7 @@ def proc_status_kb(field, pid="self"):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", required=True, choices=["mlp", "gpt-mini", "lstm-lm"])
+    ap.add_argument("--model", required=True, choices=["mlp", "gpt-mini", "lstm-lm", "resnet18-cifar", "resnet-deep"])
     ap.add_argument("--mode", default="eager")
     ap.add_argument("--set", action="append", default=[], help="dim override, as gradc --set")
     ap.add_argument("--steps", type=int, default=6)
