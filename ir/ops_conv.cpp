@@ -4,6 +4,8 @@
 //   -> y[N, O, OH, OW]. The kernel (runtime/kernels_conv.cpp) lowers each sample and group to
 //   one GEMM against an im2col matrix of [C/g * kh * kw, OH * OW] elements: that matrix is its
 //   workspace, except for pointwise windows (1x1, stride 1, no padding), which read x directly.
+//   Small outputs batch several samples per GEMM (ir/window_geometry.h, convChunkSamples): the
+//   workspace is then the chunk's column matrix and its [O/g, samples * OH * OW] result.
 // conv2d_input_grad(grad, w){..., input_shape} and conv2d_weight_grad(grad, x){..., weight_shape}
 //   are its two backward GEMMs (col2im of w^T grad; grad times the im2col matrix), each with
 //   the same column workspace; the bias gradient is a sum over (N, OH, OW).
@@ -133,12 +135,19 @@ std::int64_t flopsConv2d(const OpContext& c, Types r) {
 std::int64_t flopsConv2dInputGrad(const OpContext& c, Types) { return convGemmFlops(c.inputs[1], c.inputs[0]); }
 std::int64_t flopsConv2dWeightGrad(const OpContext& c, Types r) { return convGemmFlops(r[0], c.inputs[0]); }
 
-// One sample's im2col matrix [C/g * kh * kw, OH * OW]; none for pointwise windows.
+// One sample's im2col matrix [C/g * kh * kw, OH * OW] (none for pointwise windows); when the
+// kernel puts several samples in one GEMM (convChunkSamples), the chunk's column matrix and its
+// [O/g, samples * OH * OW] GEMM result or gathered gradient.
 std::int64_t columnBytes(const OpContext& c, const TensorType& w, const TensorType& y) {
   WindowGeometry g;
-  if (readWindow(c.attrs, g, std::array<std::int64_t, 2>{w.shape[2], w.shape[3]}) || g.pointwise()) return 0;
-  return saturatingMul(saturatingMul(w.shape[1] * w.shape[2] * w.shape[3], y.shape[2] * y.shape[3]),
-                       dtypeSize(y.dtype));
+  if (readWindow(c.attrs, g, std::array<std::int64_t, 2>{w.shape[2], w.shape[3]})) return 0;
+  const std::int64_t pixels = y.shape[2] * y.shape[3], rows = w.shape[1] * w.shape[2] * w.shape[3];
+  const std::int64_t chunk = convChunkSamples(y.shape[0], pixels);
+  const std::int64_t groups = getInt(c.attrs, "groups").value_or(1);
+  if (chunk > 1)
+    return saturatingMul(saturatingMul(rows + w.shape[0] / groups, chunk * pixels), dtypeSize(y.dtype));
+  if (g.pointwise()) return 0;
+  return saturatingMul(saturatingMul(rows, pixels), dtypeSize(y.dtype));
 }
 std::int64_t workspaceConv2d(const OpContext& c, Types r) { return columnBytes(c, c.inputs[1], r[0]); }
 std::int64_t workspaceConv2dInputGrad(const OpContext& c, Types) { return columnBytes(c, c.inputs[1], c.inputs[0]); }

@@ -41,6 +41,17 @@ struct WindowGeometry {
   }
 };
 
+// Samples a convolution kernel (runtime/kernels_conv.cpp) puts in one GEMM: one when a sample
+// has at least kConvGemmColumns output pixels, else enough samples to reach that many columns,
+// at most the batch. Small images (ResNets' deep stages: 4x4, 8x8) would otherwise run GEMMs
+// too narrow for the BLAS to reach its speed. The op table sizes the workspace with it.
+inline constexpr std::int64_t kConvGemmColumns = 4096;
+inline std::int64_t convChunkSamples(std::int64_t batch, std::int64_t outPixels) {
+  if (outPixels >= kConvGemmColumns || batch <= 1) return 1;
+  const std::int64_t n = (kConvGemmColumns + outPixels - 1) / outPixels;
+  return n < batch ? n : batch;
+}
+
 // Reads stride, padding and dilation (each a 2-element IntList; dilation optional, default
 // 1) and ceil_mode (optional Bool) from `attrs`; the kernel extents come from the caller (the
 // weight's shape for convolutions) or from the attribute "kernel" when `kernel` is nullopt.

@@ -5,7 +5,9 @@
 // [C/g * kh * kw, OH * OW] (ATen's im2col/col2im), written straight into the planned result;
 // the column matrix is the only memory a convolution kernel allocates (the op table's
 // workspace), and pointwise windows (1x1, stride 1, no padding) need none: the image is its own
-// column matrix. The weight gradient accumulates over the samples in place (addmm_), so it
+// column matrix. Outputs of fewer than kConvGemmColumns pixels put several samples in one GEMM
+// (ir/window_geometry.h): their column matrix and the GEMM's other side, gathered into or
+// scattered from the result's layout, are then the workspace. The weight gradient accumulates over the samples in place (addmm_), so it
 // needs no per-sample temporary either. Batch normalisation is a loop per channel over
 // contiguous planes with f64 accumulation for f32 data, as ATen's CPU kernel accumulates,
 // and allocates nothing. Pooling calls ATen's `_out` kernels.
@@ -21,6 +23,7 @@
 #include <ATen/ops/max_pool2d_with_indices_backward.h>
 #include <ATen/ops/mm.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 
@@ -71,18 +74,125 @@ at::Tensor columnBuffer(const KernelArgs& a, const ConvLoop& l, ir::DType dtype)
   return l.g.pointwise() ? at::Tensor() : at::empty({l.columns(), l.outPixels()}, optionsFor(a, dtype));
 }
 
+// ---- several samples per GEMM (small outputs: ir/window_geometry.h, convChunkSamples) ---------
+//
+// The chunk's column matrix is [C/g*kh*kw, m*OH*OW] with sample i's pixels in columns
+// [i*OH*OW, (i+1)*OH*OW); the GEMM's other side is the chunk's [O/g, m*OH*OW] result or
+// gathered gradient. im2col and col2im are written here because they read and write one
+// sample's block of those wider rows.
+
+// cols[row][col0 + p] = x[c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw] (0 outside the image), row =
+// (c*kh + ki)*kw + kj, p = oh*OW + ow; `plane` is one sample's [C/g, H, W].
+template <class T>
+void im2colBlock(const T* plane, const ConvLoop& l, T* cols, std::int64_t ld, std::int64_t col0) {
+  const auto& g = l.g;
+  for (std::int64_t c = 0; c < l.cg(); ++c)
+    for (std::int64_t ki = 0; ki < g.kernel[0]; ++ki)
+      for (std::int64_t kj = 0; kj < g.kernel[1]; ++kj) {
+        T* dst = cols + ((c * g.kernel[0] + ki) * g.kernel[1] + kj) * ld + col0;
+        for (std::int64_t oh = 0; oh < l.OH; ++oh) {
+          const std::int64_t ih = oh * g.stride[0] - g.padding[0] + ki * g.dilation[0];
+          T* row = dst + oh * l.OW;
+          if (ih < 0 || ih >= l.H) {
+            std::fill(row, row + l.OW, T(0));
+            continue;
+          }
+          const T* src = plane + (c * l.H + ih) * l.W;
+          for (std::int64_t ow = 0; ow < l.OW; ++ow) {
+            const std::int64_t iw = ow * g.stride[1] - g.padding[1] + kj * g.dilation[1];
+            row[ow] = iw >= 0 && iw < l.W ? src[iw] : T(0);
+          }
+        }
+      }
+}
+
+// The adjoint of im2colBlock: every column entry added back to the pixel it was read from.
+// `plane` ([C/g, H, W]) must be zeroed first.
+template <class T>
+void col2imBlock(const T* cols, std::int64_t ld, std::int64_t col0, const ConvLoop& l, T* plane) {
+  const auto& g = l.g;
+  for (std::int64_t c = 0; c < l.cg(); ++c)
+    for (std::int64_t ki = 0; ki < g.kernel[0]; ++ki)
+      for (std::int64_t kj = 0; kj < g.kernel[1]; ++kj) {
+        const T* src = cols + ((c * g.kernel[0] + ki) * g.kernel[1] + kj) * ld + col0;
+        for (std::int64_t oh = 0; oh < l.OH; ++oh) {
+          const std::int64_t ih = oh * g.stride[0] - g.padding[0] + ki * g.dilation[0];
+          if (ih < 0 || ih >= l.H) continue;
+          T* dst = plane + (c * l.H + ih) * l.W;
+          const T* row = src + oh * l.OW;
+          for (std::int64_t ow = 0; ow < l.OW; ++ow) {
+            const std::int64_t iw = ow * g.stride[1] - g.padding[1] + kj * g.dilation[1];
+            if (iw >= 0 && iw < l.W) dst[iw] += row[ow];
+          }
+        }
+      }
+}
+
+// The workspace of a chunked kernel: the column matrix and the [O/g, m*OH*OW] partner, sized
+// for the largest chunk; chunk() gives views for `m` samples.
+struct ChunkBuffers {
+  at::Tensor cols, partner;
+  std::int64_t chunk;
+  ChunkBuffers(const KernelArgs& a, const ConvLoop& l, ir::DType dtype, std::int64_t chunk) : chunk(chunk) {
+    at::Tensor all = at::empty({(l.columns() + l.og()) * chunk * l.outPixels()}, optionsFor(a, dtype));
+    cols = all.narrow(0, 0, l.columns() * chunk * l.outPixels());
+    partner = all.narrow(0, l.columns() * chunk * l.outPixels(), l.og() * chunk * l.outPixels());
+  }
+  at::Tensor colsFor(const ConvLoop& l, std::int64_t m) const {
+    return cols.narrow(0, 0, l.columns() * m * l.outPixels()).view({l.columns(), m * l.outPixels()});
+  }
+  at::Tensor partnerFor(const ConvLoop& l, std::int64_t m) const {
+    return partner.narrow(0, 0, l.og() * m * l.outPixels()).view({l.og(), m * l.outPixels()});
+  }
+};
+
+// Group `grp` of samples [first, first + m) of an [N, channels, OH, OW] tensor as
+// [channels/g, m, OH*OW]: the layout of a chunk's GEMM partner.
+at::Tensor chunkView(const at::Tensor& t, std::int64_t first, std::int64_t m, std::int64_t grp, std::int64_t per,
+                     std::int64_t pixels) {
+  return t.narrow(0, first, m).narrow(1, grp * per, per).view({m, per, pixels}).permute({1, 0, 2});
+}
+
+template <class F>
+void forEachChunk(const ConvLoop& l, std::int64_t chunk, F&& f) {
+  for (std::int64_t first = 0; first < l.N; first += chunk) f(first, std::min(chunk, l.N - first));
+}
+
+// The columns of samples [first, first + m), group grp, into cols [C/g*kh*kw, m*OH*OW].
+void fillColumns(const at::Tensor& x, const ConvLoop& l, std::int64_t first, std::int64_t m, std::int64_t grp,
+                 at::Tensor& cols) {
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "im2col", [&] {
+    for (std::int64_t i = 0; i < m; ++i)
+      im2colBlock(x.data_ptr<scalar_t>() + ((first + i) * l.C + grp * l.cg()) * l.H * l.W, l, cols.data_ptr<scalar_t>(),
+                  m * l.outPixels(), i * l.outPixels());
+  });
+}
+
 // y[n, group] = w[group] @ columns(x[n, group]) (+ bias).
 Results conv2dKernel(const KernelArgs& a) {
   const at::Tensor x = a.operands[0].contiguous(), w = a.operands[1].contiguous();
   at::Tensor y = resultBuffer(a);
   const ConvLoop l = convLoop(a.node, x.sizes(), w.sizes(), y.sizes());
-  at::Tensor cols = columnBuffer(a, l, a.node.result()->type().dtype);
-  for (std::int64_t n = 0; n < l.N; ++n)
-    for (std::int64_t grp = 0; grp < l.groups; ++grp) {
-      at::Tensor out = y.select(0, n).narrow(0, grp * l.og(), l.og()).view({l.og(), l.outPixels()});
-      at::Tensor weight = w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()});
-      at::mm_out(out, weight, l.columnsOf(x, n, grp, cols));
-    }
+  const ir::DType dtype = a.node.result()->type().dtype;
+  if (const std::int64_t chunk = ir::convChunkSamples(l.N, l.outPixels()); chunk > 1) {
+    ChunkBuffers buf(a, l, dtype, chunk);
+    forEachChunk(l, chunk, [&](std::int64_t first, std::int64_t m) {
+      for (std::int64_t grp = 0; grp < l.groups; ++grp) {
+        at::Tensor cols = buf.colsFor(l, m), out = buf.partnerFor(l, m);
+        fillColumns(x, l, first, m, grp, cols);
+        at::mm_out(out, w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()}), cols);
+        chunkView(y, first, m, grp, l.og(), l.outPixels()).copy_(out.view({l.og(), m, l.outPixels()}));
+      }
+    });
+  } else {
+    at::Tensor cols = columnBuffer(a, l, dtype);
+    for (std::int64_t n = 0; n < l.N; ++n)
+      for (std::int64_t grp = 0; grp < l.groups; ++grp) {
+        at::Tensor out = y.select(0, n).narrow(0, grp * l.og(), l.og()).view({l.og(), l.outPixels()});
+        at::Tensor weight = w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()});
+        at::mm_out(out, weight, l.columnsOf(x, n, grp, cols));
+      }
+  }
   if (a.operands.size() == 3) y.add_(a.operands[2].view({1, l.O, 1, 1}));
   return {y};
 }
@@ -92,7 +202,25 @@ Results conv2dInputGradKernel(const KernelArgs& a) {
   const at::Tensor gy = a.operands[0].contiguous(), w = a.operands[1].contiguous();
   at::Tensor gx = resultBuffer(a);
   const ConvLoop l = convLoop(a.node, gx.sizes(), w.sizes(), gy.sizes());
-  at::Tensor cols = columnBuffer(a, l, a.node.result()->type().dtype);
+  const ir::DType dtype = a.node.result()->type().dtype;
+  if (const std::int64_t chunk = ir::convChunkSamples(l.N, l.outPixels()); chunk > 1) {
+    ChunkBuffers buf(a, l, dtype, chunk);
+    gx.zero_();
+    forEachChunk(l, chunk, [&](std::int64_t first, std::int64_t m) {
+      for (std::int64_t grp = 0; grp < l.groups; ++grp) {
+        at::Tensor cols = buf.colsFor(l, m), g = buf.partnerFor(l, m);
+        g.view({l.og(), m, l.outPixels()}).copy_(chunkView(gy, first, m, grp, l.og(), l.outPixels()));
+        at::mm_out(cols, w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()}).t(), g);
+        AT_DISPATCH_FLOATING_TYPES(gx.scalar_type(), "col2im", [&] {
+          for (std::int64_t i = 0; i < m; ++i)
+            col2imBlock(cols.data_ptr<scalar_t>(), m * l.outPixels(), i * l.outPixels(), l,
+                        gx.data_ptr<scalar_t>() + ((first + i) * l.C + grp * l.cg()) * l.H * l.W);
+        });
+      }
+    });
+    return {gx};
+  }
+  at::Tensor cols = columnBuffer(a, l, dtype);
   for (std::int64_t n = 0; n < l.N; ++n)
     for (std::int64_t grp = 0; grp < l.groups; ++grp) {
       at::Tensor g = gy.select(0, n).narrow(0, grp * l.og(), l.og()).view({l.og(), l.outPixels()});
@@ -115,7 +243,22 @@ Results conv2dWeightGradKernel(const KernelArgs& a) {
   const at::Tensor gy = a.operands[0].contiguous(), x = a.operands[1].contiguous();
   at::Tensor gw = resultBuffer(a);
   const ConvLoop l = convLoop(a.node, x.sizes(), gw.sizes(), gy.sizes());
-  at::Tensor cols = columnBuffer(a, l, a.node.result()->type().dtype);
+  const ir::DType dtype = a.node.result()->type().dtype;
+  if (const std::int64_t chunk = ir::convChunkSamples(l.N, l.outPixels()); chunk > 1) {
+    ChunkBuffers buf(a, l, dtype, chunk);
+    forEachChunk(l, chunk, [&](std::int64_t first, std::int64_t m) {
+      for (std::int64_t grp = 0; grp < l.groups; ++grp) {
+        at::Tensor cols = buf.colsFor(l, m), g = buf.partnerFor(l, m);
+        g.view({l.og(), m, l.outPixels()}).copy_(chunkView(gy, first, m, grp, l.og(), l.outPixels()));
+        fillColumns(x, l, first, m, grp, cols);
+        at::Tensor out = gw.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()});
+        if (first == 0) at::mm_out(out, g, cols.t());
+        else out.addmm_(g, cols.t());
+      }
+    });
+    return {gw};
+  }
+  at::Tensor cols = columnBuffer(a, l, dtype);
   for (std::int64_t n = 0; n < l.N; ++n)
     for (std::int64_t grp = 0; grp < l.groups; ++grp) {
       at::Tensor g = gy.select(0, n).narrow(0, grp * l.og(), l.og()).view({l.og(), l.outPixels()});
@@ -173,12 +316,19 @@ Results avgPool2dBackwardKernel(const KernelArgs& a) {
 struct Planes {
   std::int64_t N, C, S;
   std::int64_t count() const { return N * S; }
-  template <class T, class F>
-  void forEach(T* base, std::int64_t c, F&& f) const {
+  // The sum over channel c's values of f(value), in four interleaved partial sums (independent
+  // additions the CPU can overlap).
+  template <class A, class T, class F>
+  A sum(const T* base, std::int64_t c, F&& f) const {
+    A part[4] = {0, 0, 0, 0};
     for (std::int64_t n = 0; n < N; ++n) {
-      T* p = base + (n * C + c) * S;
-      for (std::int64_t s = 0; s < S; ++s) f(p[s]);
+      const T* p = base + (n * C + c) * S;
+      std::int64_t s = 0;
+      for (; s + 4 <= S; s += 4)
+        for (int k = 0; k < 4; ++k) part[k] += f(p[s + k]);
+      for (; s < S; ++s) part[0] += f(p[s]);
     }
+    return (part[0] + part[1]) + (part[2] + part[3]);
   }
 };
 
@@ -199,23 +349,21 @@ Results batchNormKernel(const KernelArgs& a) {
     scalar_t* yp = y.data_ptr<scalar_t>();
     at::parallel_for(0, P.C, 1, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t c = begin; c < end; ++c) {
-        A sum = 0;
-        P.forEach(xp, c, [&](scalar_t v) { sum += v; });
-        const A m = sum / static_cast<A>(P.count());
-        A squares = 0;
-        P.forEach(xp, c, [&](scalar_t v) { squares += (v - m) * (v - m); });
+        const A m = P.sum<A>(xp, c, [](scalar_t v) { return static_cast<A>(v); }) / static_cast<A>(P.count());
+        const A squares = P.sum<A>(xp, c, [m](scalar_t v) { return (static_cast<A>(v) - m) * (static_cast<A>(v) - m); });
         const A biased = squares / static_cast<A>(P.count());
         const A inv = 1 / std::sqrt(biased + static_cast<A>(eps));
         mean.data_ptr<scalar_t>()[c] = static_cast<scalar_t>(m);
         invstd.data_ptr<scalar_t>()[c] = static_cast<scalar_t>(inv);
         var.data_ptr<scalar_t>()[c] = static_cast<scalar_t>(squares / static_cast<A>(P.count() - 1));
-        // y = x * alpha + beta, as ATen's CPU transform computes it.
-        const A alpha = inv * static_cast<A>(w.data_ptr<scalar_t>()[c]);
-        const A beta = static_cast<A>(b.data_ptr<scalar_t>()[c]) - m * alpha;
+        // y = x * alpha + beta in the data's type, as ATen's CPU transform computes it (a loop
+        // the compiler vectorises).
+        const auto alpha = static_cast<scalar_t>(inv * static_cast<A>(w.data_ptr<scalar_t>()[c]));
+        const auto beta = static_cast<scalar_t>(static_cast<A>(b.data_ptr<scalar_t>()[c]) - m * static_cast<A>(alpha));
         for (std::int64_t n = 0; n < P.N; ++n) {
           const scalar_t* xi = xp + (n * P.C + c) * P.S;
           scalar_t* yi = yp + (n * P.C + c) * P.S;
-          for (std::int64_t s = 0; s < P.S; ++s) yi[s] = static_cast<scalar_t>(xi[s] * alpha + beta);
+          for (std::int64_t s = 0; s < P.S; ++s) yi[s] = xi[s] * alpha + beta;
         }
       }
     });
@@ -238,23 +386,35 @@ Results batchNormBackwardKernel(const KernelArgs& a) {
     at::parallel_for(0, P.C, 1, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t c = begin; c < end; ++c) {
         const A m = mean.data_ptr<scalar_t>()[c], inv = invstd.data_ptr<scalar_t>()[c];
-        A sumG = 0, dot = 0;
+        // sum(g) and sum(g * (x - mean)) in one pass, four partial sums each.
+        A g4[4] = {0, 0, 0, 0}, d4[4] = {0, 0, 0, 0};
         for (std::int64_t n = 0; n < P.N; ++n) {
           const std::int64_t off = (n * P.C + c) * P.S;
-          for (std::int64_t s = 0; s < P.S; ++s) {
-            sumG += gp[off + s];
-            dot += gp[off + s] * (xp[off + s] - m);
+          std::int64_t s = 0;
+          for (; s + 4 <= P.S; s += 4)
+            for (int k = 0; k < 4; ++k) {
+              const A gv = gp[off + s + k];
+              g4[k] += gv;
+              d4[k] += gv * (static_cast<A>(xp[off + s + k]) - m);
+            }
+          for (; s < P.S; ++s) {
+            g4[0] += gp[off + s];
+            d4[0] += gp[off + s] * (static_cast<A>(xp[off + s]) - m);
           }
         }
+        const A sumG = (g4[0] + g4[1]) + (g4[2] + g4[3]), dot = (d4[0] + d4[1]) + (d4[2] + d4[3]);
         gb.data_ptr<scalar_t>()[c] = static_cast<scalar_t>(sumG);
         gw.data_ptr<scalar_t>()[c] = static_cast<scalar_t>(dot * inv);
         const A count = static_cast<A>(P.count());
         const A gradMean = sumG / count, projection = dot * inv * inv / count;
         const A scale = inv * static_cast<A>(w.data_ptr<scalar_t>()[c]);
+        // gx = g * scale - x * projection * scale + (m * projection - gradMean) * scale, with the
+        // coefficients in the data's type (a vectorised loop).
+        const auto kg = static_cast<scalar_t>(scale), kx = static_cast<scalar_t>(-projection * scale);
+        const auto k0 = static_cast<scalar_t>((m * projection - gradMean) * scale);
         for (std::int64_t n = 0; n < P.N; ++n) {
           const std::int64_t off = (n * P.C + c) * P.S;
-          for (std::int64_t s = 0; s < P.S; ++s)
-            gxp[off + s] = static_cast<scalar_t>((gp[off + s] - gradMean - (xp[off + s] - m) * projection) * scale);
+          for (std::int64_t s = 0; s < P.S; ++s) gxp[off + s] = gp[off + s] * kg + xp[off + s] * kx + k0;
         }
       }
     });

@@ -344,12 +344,17 @@ TEST_CASE("convolution workspace: one sample's im2col matrix, none for pointwise
   REQUIRE(conv2d);
   const std::vector<TensorType> in{f32({2, 4, 8, 8}), f32({6, 2, 3, 3})};
   const std::vector<TensorType> out{f32({2, 6, 4, 4})};
-  // [C/g * kh * kw, OH * OW] = [2 * 9, 16] floats.
-  CHECK(opWorkspaceBytes(*conv2d, in, conv(2, 1, 1, 2), out) == 2 * 9 * 16 * 4);
+  // Two samples of 16 output pixels in one GEMM (convChunkSamples): the chunk's column matrix
+  // [C/g * kh * kw, 2 * 16] and its [O/g, 2 * 16] result, in floats.
+  CHECK(opWorkspaceBytes(*conv2d, in, conv(2, 1, 1, 2), out) == (2 * 9 + 3) * 2 * 16 * 4);
   CHECK(opFlops(*conv2d, in, conv(2, 1, 1, 2), out) == 2 * 2 * 9 * 2 * 6 * 16);
-  const std::vector<TensorType> pin{f32({2, 4, 8, 8}), f32({6, 4, 1, 1})};
-  const std::vector<TensorType> pout{f32({2, 6, 8, 8})};
-  CHECK(opWorkspaceBytes(*conv2d, pin, conv(1, 0, 1, 1), pout) == 0);
+  // 64x64 outputs (kConvGemmColumns pixels): one sample per GEMM, its column matrix only;
+  // pointwise windows none.
+  const std::vector<TensorType> big{f32({2, 4, 64, 64}), f32({6, 4, 3, 3})};
+  const std::vector<TensorType> bigOut{f32({2, 6, 64, 64})};
+  CHECK(opWorkspaceBytes(*conv2d, big, conv(1, 1, 1, 1), bigOut) == 4 * 9 * 4096 * 4);
+  const std::vector<TensorType> pin{f32({2, 4, 64, 64}), f32({6, 4, 1, 1})};
+  CHECK(opWorkspaceBytes(*conv2d, pin, conv(1, 0, 1, 1), bigOut) == 0);
   CHECK(findOp("batch_norm")->batchStatistics);
   CHECK(findOp("running_stats_update")->sideEffects);
 }

@@ -126,6 +126,13 @@ std::vector<OpCase> cases() {
        "%0 = conv2d(%x, %w) {dilation = [2, 2], groups = 1, padding = [2, 0], stride = [1, 1]} : f32[2, 5, 8, 5] fwd\n",
        "%0", "f32[2, 5, 8, 5]",
        [](Tensors& t) { return F::conv2d(t["x"], t["w"], F::Conv2dFuncOptions().dilation(2).padding({2, 0})); }},
+      // 64x64 outputs: one sample per GEMM (the cases above batch their small outputs).
+      {"conv2d (3x3, 64x64 output, one sample per GEMM)", "param %x : f32[2, 3, 64, 64]\nparam %w : f32[4, 3, 3, 3]\n",
+       "%0 = conv2d(%x, %w) {dilation = [1, 1], groups = 1, padding = [1, 1], stride = [1, 1]} : f32[2, 4, 64, 64] fwd\n",
+       "%0", "f32[2, 4, 64, 64]", [](Tensors& t) { return F::conv2d(t["x"], t["w"], F::Conv2dFuncOptions().padding(1)); }},
+      {"conv2d (pointwise, 64x64, groups 2)", "param %x : f32[2, 4, 64, 64]\nparam %w : f32[6, 2, 1, 1]\n",
+       "%0 = conv2d(%x, %w) {dilation = [1, 1], groups = 2, padding = [0, 0], stride = [1, 1]} : f32[2, 6, 64, 64] fwd\n",
+       "%0", "f32[2, 6, 64, 64]", [](Tensors& t) { return F::conv2d(t["x"], t["w"], F::Conv2dFuncOptions().groups(2)); }},
       {"conv2d (pointwise 1x1)", "param %x : f32[3, 4, 5, 5]\nparam %w : f32[6, 4, 1, 1]\nparam %b : f32[6]\n",
        "%0 = conv2d(%x, %w, %b) {dilation = [1, 1], groups = 1, padding = [0, 0], stride = [1, 1]} : f32[3, 6, 5, 5] fwd\n",
        "%0", "f32[3, 6, 5, 5]", [](Tensors& t) { return F::conv2d(t["x"], t["w"], F::Conv2dFuncOptions().bias(t["b"])); }},
