@@ -34,6 +34,19 @@ else bad "gradc eval images: $(tail -2 "$work/err")"; fi
 grep -Eq '^loss [0-9.e-]+, accuracy (0\.[5-9]|1)[0-9]* over 96 images$' "$work/out" && ok \
   || bad "eval output (accuracy above 0.5 expected): $(cat "$work/out")"
 
+# Two data-parallel ranks on the same file: each normalises its shard with its own batch
+# statistics (as DDP without SyncBatchNorm); measured == planned on every rank.
+if timeout 300 "$gradc" train "$src/models/resnet18-cifar.yaml" "${small[@]}" --data "$work/train.safetensors" --steps 4 \
+    --devices 2 --save "$work/dp" --metrics-out "$work/dp.json" >"$work/out" 2>"$work/err"; then ok
+else bad "2 ranks: $(tail -3 "$work/err")"; fi
+python3 -c "
+import json, sys
+m = json.load(open(sys.argv[1]))
+ranks = m['ranks']
+sys.exit(0 if len(ranks) == 2 and all(r['peak_bytes_measured'] == r['peak_bytes_planned'] for r in ranks) else 1)" \
+  "$work/dp.json" && ok || bad "2 ranks: measured != planned or not 2 ranks"
+[ -f "$work/dp/weights.safetensors" ] && ok || bad "2 ranks: no checkpoint"
+
 # Bad image files: exit 2 with the reason.
 expect_error() {  # file, text
   timeout 60 "$gradc" train "$src/models/resnet18-cifar.yaml" "${small[@]}" --data "$1" --steps 1 -q >"$work/out" 2>"$work/err"
