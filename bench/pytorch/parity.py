@@ -17,6 +17,10 @@ the names and shapes of the PyTorch model's state_dict.
 
     /usr/bin/python3 bench/pytorch/parity.py --gradc build-bench/gradc [--json out.json]
 
+For the ResNets also evaluation mode with state: the weights `gradc train --steps 1 --save`
+wrote (running statistics updated once) load into the PyTorch model, whose eval() loss on a
+generated image file must equal `gradc eval`'s (1e-5 relative).
+
 The ResNets' gradients are compared in f64 (a copy of the spec with `dtype: f64`, the PyTorch
 model in double), tolerance 1e-10: in f32 their gradients at initialisation are ill-conditioned
 (a ReLU input within rounding of 0 takes the other branch, and batch norm's backward cancels
@@ -211,11 +215,48 @@ def check_model(gradc, model, tmp, sets=None, seed=0, env=None):
         result["init_names_shapes_match"] = same
         result["init_parameters"] = len(gw)
         ok = ok and same
+        if model in GRADS_IN_F64 and same:
+            rel = eval_mode_parity(gradc, model, ck, init_sets, tmp, env)
+            result["eval_mode_loss_rel_error"] = rel
+            ok = ok and rel is not None and rel <= LOSS_TOL
     else:
         result["init_names_shapes_match"] = None
         result["init_error"] = r.stderr.strip()[-300:]
     result["ok"] = ok
     return result
+
+
+def eval_mode_parity(gradc, model, ck, sets, tmp, env):
+    """Evaluation mode with state: the weights gradc saved after a step (running statistics
+    moved once) loaded into the PyTorch model in eval() mode, against `gradc eval` on the same
+    images; the relative difference of the mean losses, or None when a side failed."""
+    import torch
+
+    import models
+    import st_io
+
+    dims = models.resolve_dims(model, sets)
+    data = os.path.join(tmp, model + "-eval.safetensors")
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_image_data.py"), data, "--count",
+                    str(2 * dims["batch"]), "--size", str(dims["image"]), "--channels", str(dims["channels"]),
+                    "--classes", str(dims["classes"])], check=True)
+    cmd = [gradc, "eval", os.path.join(ROOT, "models", model + ".yaml"), "--weights", ck, "--data", data]
+    for k, v in sets.items():
+        cmd += ["--set", f"{k}={v}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return None
+    gradc_loss = float(r.stdout.split()[1].rstrip(","))
+    weights, _ = st_io.load(os.path.join(ck, "weights.safetensors"))
+    net = models.build(model, dims)
+    net.load_state_dict(weights)
+    net.eval()
+    images, _ = st_io.load(data)
+    b = dims["batch"]
+    with torch.no_grad():
+        losses = [net(images["images"][i:i + b], images["labels"][i:i + b]).item() for i in range(0, 2 * b, b)]
+    torch_loss = sum(losses) / len(losses)
+    return abs(gradc_loss - torch_loss) / abs(torch_loss)
 
 
 ALL_MODELS = ("mlp", "gpt-mini", "lstm-lm", "gpt2", "llama", "bert-mlm", "resnet18-cifar", "resnet-deep")
