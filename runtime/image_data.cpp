@@ -5,17 +5,14 @@
 
 #include <cstring>
 
+#include "ir/index_bounds.h"
 #include "runtime/safetensors.h"
 
 namespace gradc::runtime {
 
 namespace {
 
-std::string shapeText(at::IntArrayRef shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
+std::string shapeText(at::IntArrayRef shape) { return ir::shapeToString(shape.vec()); }
 
 }  // namespace
 
@@ -52,16 +49,33 @@ Expected<ImageDataset> ImageDataset::fromFile(const std::filesystem::path& path)
   return ImageDataset(std::move(storage), imageView, labelView, path.string());
 }
 
-Status ImageDataset::check(at::IntArrayRef imageShape, std::optional<std::int64_t> classes) const {
-  if (images_.sizes().slice(1) != imageShape)
-    return Error{"image data '" + source_ + "' holds images of " + shapeText(images_.sizes().slice(1)) +
+std::optional<ImageInputs> imageInputs(const ir::Graph& graph) {
+  const ir::Value* images = graph.findNamed("images");
+  const ir::Value* labels = graph.findNamed("labels");
+  if (!images || !labels || images->kind() != ir::ValueKind::Input || labels->kind() != ir::ValueKind::Input)
+    return std::nullopt;
+  const ir::TensorType& x = images->type();
+  const ir::TensorType& y = labels->type();
+  if (x.rank() != 4 || !ir::isFloating(x.dtype) || y.rank() != 1 || !ir::isInteger(y.dtype) || y.shape[0] != x.shape[0])
+    return std::nullopt;
+  return ImageInputs{images, labels};
+}
+
+Expected<ImageDataset> loadImagesFor(const std::filesystem::path& path, const ImageInputs& inputs) {
+  Expected<ImageDataset> data = ImageDataset::fromFile(path);
+  if (!data) return data;
+  const at::IntArrayRef imageShape = at::IntArrayRef(inputs.images->type().shape).slice(1);
+  if (data->images().sizes().slice(1) != imageShape)
+    return Error{"image data '" + data->source() + "' holds images of " + shapeText(data->images().sizes().slice(1)) +
                  ", but the model's `images` input takes " + shapeText(imageShape) + " (--set the model's dims)"};
-  const std::int64_t* l = labels_.data_ptr<std::int64_t>();
-  for (std::int64_t i = 0; i < labels_.numel(); ++i)
-    if (l[i] < 0 || (classes && l[i] >= *classes))
-      return Error{"image data '" + source_ + "': label " + std::to_string(l[i]) + " of image " + std::to_string(i) +
-                   " is not a class in [0, " + (classes ? std::to_string(*classes) : std::string("...")) + ")"};
-  return {};
+  const std::optional<ir::IndexBound> bound = ir::indexBound(*inputs.labels);
+  const std::int64_t* l = data->labels().data_ptr<std::int64_t>();
+  for (std::int64_t i = 0; i < data->labels().numel(); ++i)
+    if (l[i] < 0 || (bound && l[i] >= bound->bound))
+      return Error{"image data '" + data->source() + "': label " + std::to_string(l[i]) + " of image " +
+                   std::to_string(i) + " is not a class in [0, " +
+                   (bound ? std::to_string(bound->bound) : std::string("...")) + ")"};
+  return data;
 }
 
 Expected<ImageBatcher> ImageBatcher::create(ImageDataset data, std::int64_t batch, std::uint64_t seed) {

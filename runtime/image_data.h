@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/graph.h"
 #include "ir/status.h"
 #include "runtime/data.h"
 
@@ -33,8 +34,6 @@ class ImageDataset {
   const at::Tensor& labels() const { return labels_; }  // i64 [N]
   const std::string& source() const { return source_; }
 
-  // Checks one image's shape against [C, H, W] and every label against [0, classes).
-  Status check(at::IntArrayRef imageShape, std::optional<std::int64_t> classes) const;
 
  private:
   ImageDataset(std::shared_ptr<std::vector<std::byte>> storage, at::Tensor images, at::Tensor labels, std::string source)
@@ -43,6 +42,20 @@ class ImageDataset {
   at::Tensor images_, labels_;
   std::string source_;
 };
+
+// A graph's image-classifier inputs: `images` [batch, C, H, W] (floating point) and `labels`
+// [batch] (integer class indices).
+struct ImageInputs {
+  const ir::Value* images;
+  const ir::Value* labels;
+};
+// nullopt when the graph has no such pair.
+std::optional<ImageInputs> imageInputs(const ir::Graph& graph);
+
+// Reads `path` (ImageDataset::fromFile) and checks it against the graph's inputs: each image
+// of the input's [C, H, W], every label in [0, classes) of the op that reads `labels`
+// (ir::indexBound).
+Expected<ImageDataset> loadImagesFor(const std::filesystem::path& path, const ImageInputs& inputs);
 
 struct ImageBatch {
   at::Tensor images;  // [batch, C, H, W]

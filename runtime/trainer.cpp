@@ -118,29 +118,16 @@ struct ImageData {
   at::ScalarType imageType, labelType;  // of the graph's inputs
 };
 
-bool isImageClassifier(const ir::Graph& g) {
-  const ir::Value* images = findInput(g, "images");
-  const ir::Value* labels = findInput(g, "labels");
-  return images && labels && images->type().rank() == 4 && ir::isFloating(images->type().dtype) &&
-         labels->type().rank() == 1 && ir::isInteger(labels->type().dtype) &&
-         labels->type().shape[0] == images->type().shape[0];
-}
-
-Expected<ImageData> makeImageData(const ir::Graph& g, const TrainerOptions& o, std::uint64_t seed,
+Expected<ImageData> makeImageData(const ImageInputs& in, const TrainerOptions& o, std::uint64_t seed,
                                   const DataPosition& position, nlohmann::json& config, int world) {
-  const ir::Value* images = findInput(g, "images");
-  const ir::Value* labels = findInput(g, "labels");
-  Expected<ImageDataset> data = ImageDataset::fromFile(*o.data);
+  Expected<ImageDataset> data = loadImagesFor(*o.data, in);
   if (!data) return Error{data.error().message};
-  const std::optional<ir::IndexBound> bound = ir::indexBound(*labels);
-  const ir::Shape& shape = images->type().shape;
-  if (Status s = data->check(at::IntArrayRef(shape).slice(1), bound ? std::optional(bound->bound) : std::nullopt); !s)
-    return Error{s.message()};
-  Expected<ImageBatcher> batcher = ImageBatcher::create(*data, shape[0] * world, seed);  // the global batch
+  // The global batch; each rank keeps its rows.
+  Expected<ImageBatcher> batcher = ImageBatcher::create(*data, in.images->type().shape[0] * world, seed);
   if (!batcher) return Error{batcher.error().message};
   if (Status s = batcher->setPosition(position); !s) return Error{s.message()};
   config["data"] = "images:" + std::to_string(data->size());
-  return ImageData{std::move(*batcher), toScalarType(images->type().dtype), toScalarType(labels->type().dtype)};
+  return ImageData{std::move(*batcher), toScalarType(in.images->type().dtype), toScalarType(in.labels->type().dtype)};
 }
 
 Status save(const std::filesystem::path& dir, const ir::Graph& g, const TensorMap& state, std::int64_t step,
@@ -281,11 +268,12 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   }
   std::optional<ImageData> imageData;
   if (!tokenData && o.data) {
-    if (!isImageClassifier(g))
+    const std::optional<ImageInputs> images = imageInputs(g);
+    if (!images)
       return Error{"model '" + o.model + "' has neither `tokens`/`targets` inputs (a text file) nor `images`/`labels` "
                    "inputs (a safetensors file of images and labels), so it cannot read --data; train it with "
                    "--synthetic"};
-    Expected<ImageData> id = makeImageData(g, o, seed, position, config, world);
+    Expected<ImageData> id = makeImageData(*images, o, seed, position, config, world);
     if (!id) return Error{id.error().message};
     imageData = std::move(*id);
   }

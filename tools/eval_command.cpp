@@ -10,7 +10,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/index_bounds.h"
 #include "passes/batch_norm_inference.h"
 #include "passes/dce.h"
 #include "passes/pass_manager.h"
@@ -40,28 +39,23 @@ int fail(const std::string& message, int code = kExitUserError) {
 }
 
 // The image-classifier path: every full batch of the file, in file order.
-int evalImages(ir::Graph& graph, runtime::SafetensorsFile& weights, const std::string& path) {
-  const ir::Value* images = graph.findNamed("images");
-  const ir::Value* labels = graph.findNamed("labels");
-  Expected<runtime::ImageDataset> data = runtime::ImageDataset::fromFile(path);
+int evalImages(ir::Graph& graph, const runtime::ImageInputs& in, runtime::SafetensorsFile& weights,
+               const std::string& path) {
+  Expected<runtime::ImageDataset> data = runtime::loadImagesFor(path, in);
   if (!data) return fail(data.error().message);
-  const ir::Shape& shape = images->type().shape;
-  const std::optional<ir::IndexBound> bound = ir::indexBound(*labels);
-  if (Status s = data->check(at::IntArrayRef(shape).slice(1), bound ? std::optional(bound->bound) : std::nullopt); !s)
-    return fail(s.message());
   // The logits of a cross_entropy loss, for the accuracy.
   const ir::Value* loss = graph.findOutput("loss");
   const bool classifier = loss && loss->producer() && loss->producer()->opName() == "cross_entropy";
   if (classifier) graph.setOutput("logits", loss->producer()->operand(0));
   Expected<runtime::Executor> exec = runtime::Executor::create(graph);
   if (!exec) return fail(exec.error().message, kExitInternal);
-  const std::int64_t batch = shape[0];
+  const std::int64_t batch = in.images->type().shape[0];
   double sum = 0;
   std::int64_t counted = 0, correct = 0;
   for (std::int64_t first = 0; first + batch <= data->size(); first += batch) {
     runtime::ImageBatch b = runtime::imageRange(*data, first, batch);
-    runtime::TensorMap inputs{{"images", b.images.to(runtime::toScalarType(images->type().dtype))},
-                              {"labels", b.labels.to(runtime::toScalarType(labels->type().dtype))}};
+    runtime::TensorMap inputs{{"images", b.images.to(runtime::toScalarType(in.images->type().dtype))},
+                              {"labels", b.labels.to(runtime::toScalarType(in.labels->type().dtype))}};
     Expected<runtime::TensorMap> out = exec->run(inputs, weights.tensors, runtime::RunContext{});
     if (!out) return fail(out.error().message);
     sum += out->at("loss").item<double>();
@@ -116,9 +110,9 @@ int runEval(const EvalOptions& o) {
   }
 
   const ir::Value* tokens = graph->findNamed("tokens");
-  const ir::Value* images = graph->findNamed("images");
-  if ((!tokens || tokens->type().rank() != 2) && images && images->type().rank() == 4 && graph->findNamed("labels"))
-    return evalImages(*graph, *weights, o.data);
+  if (!tokens || tokens->type().rank() != 2)
+    if (std::optional<runtime::ImageInputs> images = runtime::imageInputs(*graph))
+      return evalImages(*graph, *images, *weights, o.data);
   if (!tokens || !graph->findNamed("targets") || tokens->type().rank() != 2)
     return fail("gradc eval reads text into `tokens`/`targets` inputs, or a safetensors file into `images`/`labels` "
                 "inputs; this model has neither");
