@@ -10,6 +10,7 @@
 // attributes match the op's schema; input, parameter and output names are unique.
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -179,6 +180,9 @@ class Graph {
   void reorder(const std::vector<Node*>& order);
 
   void replaceAllUsesWith(Value* from, Value* to);
+  // Removes every parameter for which `dead` is true; such parameters must have no uses.
+  template <class Pred>
+  size_t eraseParamsIf(Pred dead);
 
   void setOutput(std::string name, Value* value);
   // Removes the output of that name; false if there is none.
@@ -213,6 +217,17 @@ size_t Graph::eraseIf(Pred dead) {
   }
   nodes_ = std::move(kept);
   return before - nodes_.size();
+}
+
+template <class Pred>
+size_t Graph::eraseParamsIf(Pred dead) {
+  const size_t before = params_.size();
+  std::erase_if(params_, [&](const std::unique_ptr<Value>& p) {
+    const bool gone = dead(*p);
+    assert(!gone || !p->hasUses());
+    return gone;
+  });
+  return before - params_.size();
 }
 
 }  // namespace gradc::ir

@@ -22,6 +22,7 @@ std::vector<OpInfo> reductionOps();    // ir/ops_reductions.cpp
 std::vector<OpInfo> fusedOps();        // ir/ops_fused.cpp
 std::vector<OpInfo> convOps();         // ir/ops_conv.cpp
 std::vector<OpInfo> batchNormOps();    // ir/ops_batch_norm.cpp
+std::vector<OpInfo> shardOps();        // ir/ops_shard.cpp
 
 namespace rules {
 

@@ -60,7 +60,18 @@ enum class StridedReads {
 };
 
 // The part an op plays in communication between data-parallel ranks (OpInfo::collective).
-enum class Collective { None, AllReduceStart, AllReduceWait, Gather, GatherSend, Scatter, ScatterRecv };
+enum class Collective {
+  None,
+  AllReduceStart,
+  AllReduceWait,
+  Gather,
+  GatherSend,
+  Scatter,
+  ScatterRecv,
+  ReduceScatterStart,
+  ReduceScatterWait,
+  AllGatherParams,
+};
 
 struct OpInfo {
   std::string_view name;

@@ -406,6 +406,7 @@ const std::vector<OpInfo>& table() {
     for (OpInfo& op : fusedOps()) all.push_back(std::move(op));
     for (OpInfo& op : convOps()) all.push_back(std::move(op));
     for (OpInfo& op : batchNormOps()) all.push_back(std::move(op));
+    for (OpInfo& op : shardOps()) all.push_back(std::move(op));
     return all;
   }();
   return ops;

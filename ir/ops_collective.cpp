@@ -17,9 +17,18 @@
 //    update that reads one).
 //  - gather / scatter and their non-root halves are blocking and return fresh tensors; the rows
 //    move straight between the root's tensor and the other ranks' (no workspace).
+//  - reduce_scatter_start (ZeRO stage 2, passes/shard_state.h) copies its operands into one
+//    fresh flat bucket padded with zeros to world x s elements (s = the shard size,
+//    ir/shard_layout.h) and starts the sum whose block `rank` this rank keeps;
+//    reduce_scatter_wait waits for it and copies that block into its fresh [s] result, so the
+//    bucket dies at the wait and only the shard lives on to the optimizer update.
+//  - all_gather_params (ZeRO stages 1 and 2) is blocking: every rank's updated shard [s] goes
+//    into a world x s workspace, from which the parameters (its other operands, written in
+//    place) are copied back; it has no results.
 #include <string>
 
 #include "ir/op_rules.h"
+#include "ir/shard_layout.h"
 
 namespace gradc::ir {
 namespace {
@@ -118,6 +127,64 @@ Results inferScatterRecv(const OpContext& c) {
   return single(TensorType{*getDType(c.attrs, "dtype"), shape});
 }
 
+// The rank of a sharded collective, checked against its world.
+Status checkRank(const OpContext& c) {
+  if (Status s = checkWorld(c); !s) return s;
+  const std::int64_t rank = *getInt(c.attrs, "rank"), world = *getInt(c.attrs, "world");
+  if (rank < 0 || rank >= world) return Error{"rank " + std::to_string(rank) + " is not a rank of a world of " + std::to_string(world)};
+  return {};
+}
+
+// The element count of float operands [first, last) of one dtype.
+Expected<std::int64_t> bucketElements(const OpContext& c, size_t first, size_t last) {
+  std::int64_t total = 0;
+  for (size_t i = first; i < last; ++i) {
+    if (Status s = requireFloat(c.inputs[i], "operand " + std::to_string(i)); !s) return Error{s.message()};
+    if (c.inputs[i].dtype != c.inputs[first].dtype)
+      return Error{"every operand must have the first one's dtype " + std::string(dtypeName(c.inputs[first].dtype)) +
+                   ", operand " + std::to_string(i) + " is " + typeStr(c.inputs[i])};
+    total = saturatingAdd(total, c.inputs[i].numel());
+  }
+  return total;
+}
+
+Results inferReduceScatterStart(const OpContext& c) {
+  if (Status s = checkRank(c); !s) return Error{s.message()};
+  Expected<std::int64_t> total = bucketElements(c, 0, c.inputs.size());
+  if (!total) return Error{total.error().message};
+  const std::int64_t world = *getInt(c.attrs, "world");
+  return single(TensorType{c.inputs[0].dtype, {saturatingMul(world, shardSize(*total, world))}});
+}
+
+Results inferReduceScatterWait(const OpContext& c) {
+  if (Status s = checkRank(c); !s) return Error{s.message()};
+  const TensorType& bucket = c.inputs[0];
+  const std::int64_t world = *getInt(c.attrs, "world");
+  if (bucket.rank() != 1 || bucket.shape[0] % world != 0)
+    return fail("the bucket must be flat with a multiple of " + std::to_string(world) + " elements, got " +
+                typeStr(bucket));
+  return single(TensorType{bucket.dtype, {bucket.shape[0] / world}});
+}
+
+Results inferAllGatherParams(const OpContext& c) {
+  if (Status s = checkRank(c); !s) return Error{s.message()};
+  if (c.inputs.size() < 2) return fail("needs the parameters and the shard");
+  Expected<std::int64_t> total = bucketElements(c, 0, c.inputs.size() - 1);
+  if (!total) return Error{total.error().message};
+  const TensorType& shard = c.inputs.back();
+  const std::int64_t world = *getInt(c.attrs, "world");
+  if (shard.rank() != 1 || shard.dtype != c.inputs[0].dtype || shard.shape[0] != shardSize(*total, world))
+    return fail("the shard must be " + std::string(dtypeName(c.inputs[0].dtype)) + "[" +
+                std::to_string(shardSize(*total, world)) + "] (the parameters hold " + std::to_string(*total) +
+                " elements over " + std::to_string(world) + " ranks), got " + typeStr(shard));
+  return std::vector<TensorType>{};
+}
+
+// The gathered shards of every rank, before they are copied into the parameters.
+std::int64_t workspaceAllGatherParams(const OpContext& c, Types) {
+  return saturatingMul(*getInt(c.attrs, "world"), c.inputs.back().bytes());
+}
+
 // Reduction arithmetic of one rank in a ring all-reduce: about 2 (world-1)/world adds per
 // element; counted as one per element.
 std::int64_t flopsAllReduce(const OpContext& c, Types) {
@@ -133,6 +200,7 @@ std::vector<OpInfo> collectiveOps() {
   const AttrSpec seq{"seq", AttrKind::Int, true, "position in the order every rank issues its collectives"};
   const AttrSpec root{"root", AttrKind::Int, true, "the rank that holds the gathered tensor"};
   const AttrSpec bucket{"bucket", AttrKind::Int, false, "bucket number, for messages"};
+  const AttrSpec rank{"rank", AttrKind::Int, true, "this rank: whose shard it keeps"};
   return {
       {.name = "all_reduce_start", .minInputs = 1, .maxInputs = kVariadic, .attrs = {world, seq, bucket},
        .infer = inferAllReduceStart, .flops = flopsAllReduce, .sideEffects = true, .issuesCollective = true,
@@ -164,6 +232,20 @@ std::vector<OpInfo> collectiveOps() {
        .infer = inferScatterRecv, .flops = noFlops, .sideEffects = true, .issuesCollective = true,
        .stridedReads = StridedReads::InPlace, .collective = Collective::ScatterRecv,
        .summary = "on the other ranks: receives this rank's rows of the root's scatter; operand orders it"},
+      {.name = "reduce_scatter_start", .minInputs = 1, .maxInputs = kVariadic, .attrs = {world, rank, seq, bucket},
+       .infer = inferReduceScatterStart, .flops = flopsAllReduce, .sideEffects = true, .issuesCollective = true,
+       .stridedReads = StridedReads::InPlace, .collective = Collective::ReduceScatterStart,
+       .summary = "copies the operands into one flat bucket padded to world x shard and starts its sum over all "
+                  "ranks, of which this rank keeps block `rank`"},
+      {.name = "reduce_scatter_wait", .minInputs = 1, .maxInputs = 1, .attrs = {world, rank, seq, bucket},
+       .infer = inferReduceScatterWait, .flops = noFlops, .sideEffects = true,
+       .collective = Collective::ReduceScatterWait,
+       .summary = "waits for the bucket's sum; the result is this rank's block of it (a fresh [shard] tensor)"},
+      {.name = "all_gather_params", .minInputs = 2, .maxInputs = kVariadic, .attrs = {world, rank, seq, bucket},
+       .infer = inferAllGatherParams, .flops = noFlops, .workspaceBytes = workspaceAllGatherParams,
+       .sideEffects = true, .issuesCollective = true, .stridedReads = StridedReads::InPlace,
+       .collective = Collective::AllGatherParams,
+       .summary = "(params..., shard): every rank's updated shard gathered and copied into the parameters, in place"},
   };
 }
 

@@ -70,6 +70,9 @@ struct DataParallelOptions {
   LossPlacement placement = LossPlacement::Local;
   std::int64_t bucketBytes = kDefaultBucketBytes;
   std::int64_t firstBucketBytes = kDefaultFirstBucketBytes;
+  // ZeRO stage (passes/shard_state.h): 0 replicated, 1 optimizer state sharded, 2 gradients
+  // too; -1: auto, chosen with the budget (passes/micro_batch.h, chooseTrainingPlan).
+  int shard = 0;
 };
 
 Expected<ir::Graph> partitionForward(const ir::Graph& forward, const DataParallelOptions& options);

@@ -10,6 +10,7 @@
 #include "passes/fuse.h"
 #include "passes/liveness.h"
 #include "passes/schedule.h"
+#include "passes/shard_state.h"
 #include "passes/pass_manager.h"
 
 namespace gradc::passes {
@@ -284,23 +285,34 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
     if (Expected<int> n = fuseLinearCrossEntropy(*fusedForward, first); !n) return n.error();
   }
 
+  // ZeRO stages (passes/shard_state.h): the one asked for, or under auto with a budget every
+  // stage (without a budget auto means replicated).
+  std::vector<int> stages{0};
+  if (options.dataParallel && options.dataParallel->world > 1) {
+    const int asked = options.dataParallel->shard;
+    if (asked > 0) stages = {asked};
+    else if (asked < 0 && options.remat.budgetBytes) stages = {0, 1, 2};
+  }
+
   struct Built {
     ir::Graph graph;
     int microBatches;
     std::vector<int> lossChunks;
+    int shardStage = 0;
   };
   std::vector<Built> graphs;
   graphs.reserve(2 * ks.size());
   auto select = [&]() -> Expected<RematChoice> {
     std::vector<RematGraph> views;
-    for (Built& b : graphs) views.push_back(RematGraph{&b.graph, b.microBatches, b.lossChunks});
+    for (Built& b : graphs) views.push_back(RematGraph{&b.graph, b.microBatches, b.lossChunks, b.shardStage});
     Expected<RematSelection> s = selectRematPlan(views, options.remat);
     if (!s) return s.error();
     Built& chosen = graphs[s->graph];
     const int lossChunks = lossChunksOf(chosen.graph);
-    return RematChoice{std::move(chosen.graph), std::move(s->report), chosen.microBatches, lossChunks};
+    return RematChoice{std::move(chosen.graph), std::move(s->report), chosen.microBatches, lossChunks,
+                       chosen.shardStage};
   };
-  auto build = [&](const ir::Graph& from, int k) -> Expected<ir::Graph> {
+  auto build = [&](const ir::Graph& from, int k, int stage) -> Expected<ir::Graph> {
     Expected<ir::Graph> g = microBatchedGradients(from, k);
     if (!g) {
       if (options.dataParallel && options.dataParallel->world > 1)  // `forward` is one rank's shard
@@ -313,6 +325,11 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
       if (Status s = insertCollectives(*g, *options.dataParallel); !s) return Error{s.message()};
     PassManager pm;
     if (options.optimizer) pm.add<OptimizerPass>(*options.optimizer);
+    if (options.optimizer && stage > 0) {
+      DataParallelOptions sharded = *options.dataParallel;
+      sharded.shard = stage;
+      pm.add<ShardStatePass>(sharded);
+    }
     pm.add<DeadCodeElimination>();
     if (options.fuseElementwise) pm.add<FuseElementwise>();
     if (Expected<bool> r = pm.run(*g); !r) return r.error();
@@ -327,29 +344,32 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
   const bool keepFirst =
       options.remat.budgetBytes && (strategy == RematStrategy::Auto || strategy == RematStrategy::None ||
                                     strategy == RematStrategy::Chain);
-  const bool several = ks.size() > 1 || (buildUnfused && buildFused);
-  for (int k : ks) {
-    if (buildUnfused) {
-      Expected<ir::Graph> g = build(forward, k);
-      if (!g) return g.error();
-      graphs.push_back(Built{std::move(*g), k, {}});
-      if (keepFirst && several && scheduledPeakBytes(graphs.back().graph) <= *options.remat.budgetBytes)
-        return select();
-    }
-    if (buildFused) {
-      Expected<ir::Graph> g = build(*fusedForward, k);
-      if (!g) return g.error();
-      std::vector<int> chunks;
-      if (chunking.mode == LossChunking::Mode::Auto) chunks = lossChunkCandidates(*g);
-      graphs.push_back(Built{std::move(*g), k, chunks});
-      if (keepFirst && several) {
-        // At its finest chunking (the selection sets the count of every proposal it measures).
-        ir::Graph& last = graphs.back().graph;
-        if (!chunks.empty()) setLossChunks(last, chunks.back());
-        if (scheduledPeakBytes(last) <= *options.remat.budgetBytes) return select();
+  const bool several = ks.size() > 1 || stages.size() > 1 || (buildUnfused && buildFused);
+  // Built in the selection order (count, then stage, then unfused before fused), so the first
+  // graph that fits as it is ends the search.
+  for (int k : ks)
+    for (int stage : stages) {
+      if (buildUnfused) {
+        Expected<ir::Graph> g = build(forward, k, stage);
+        if (!g) return g.error();
+        graphs.push_back(Built{std::move(*g), k, {}, stage});
+        if (keepFirst && several && scheduledPeakBytes(graphs.back().graph) <= *options.remat.budgetBytes)
+          return select();
+      }
+      if (buildFused) {
+        Expected<ir::Graph> g = build(*fusedForward, k, stage);
+        if (!g) return g.error();
+        std::vector<int> chunks;
+        if (chunking.mode == LossChunking::Mode::Auto) chunks = lossChunkCandidates(*g);
+        graphs.push_back(Built{std::move(*g), k, chunks, stage});
+        if (keepFirst && several) {
+          // At its finest chunking (the selection sets the count of every proposal it measures).
+          ir::Graph& last = graphs.back().graph;
+          if (!chunks.empty()) setLossChunks(last, chunks.back());
+          if (scheduledPeakBytes(last) <= *options.remat.budgetBytes) return select();
+        }
       }
     }
-  }
   return select();
 }
 

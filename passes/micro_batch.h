@@ -80,6 +80,7 @@ struct RematChoice {
   RematReport report;
   int microBatches = 1;
   int lossChunks = 0;  // the fused loss's chunks; 0: not fused
+  int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
 };
 
 // forward graph -> the planned joint graph of one training step.

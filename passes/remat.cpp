@@ -44,6 +44,7 @@ struct GraphState {
   ir::Graph* graph = nullptr;
   int microBatches = 1;
   std::vector<int> lossChunks;  // the counts to measure; {current} when not varied (0: unfused)
+  int shardStage = 0;
   remat::Analysis analysis;
   std::vector<remat::Candidate> candidates;
   std::vector<std::optional<remat::RewritePlan>> plans;
@@ -56,6 +57,7 @@ struct Entry {
   size_t chunkIndex;
   std::int64_t flops;
   int microBatches;
+  int shardStage;
   int lossChunks;
   int rank;
 };
@@ -68,12 +70,14 @@ class Chooser {
  public:
   explicit Chooser(PeakCache* shared = nullptr) : shared_(shared) {}
 
-  Status add(ir::Graph& graph, int microBatches, RematStrategy strategy, std::vector<int> lossChunks = {}) {
+  Status add(ir::Graph& graph, int microBatches, RematStrategy strategy, std::vector<int> lossChunks = {},
+             int shardStage = 0) {
     Expected<remat::Analysis> a = remat::analyze(graph);
     if (!a) return a.error();
     GraphState s;
     s.graph = &graph;
     s.microBatches = microBatches;
+    s.shardStage = shardStage;
     s.lossChunks = lossChunks.empty() ? std::vector<int>{lossChunksOf(graph)} : std::move(lossChunks);
     s.analysis = std::move(*a);
     s.candidates = remat::candidates(s.analysis, strategy);
@@ -89,11 +93,12 @@ class Chooser {
     for (size_t g = 0; g < states_.size(); ++g)
       for (size_t c = 0; c < states_[g].candidates.size(); ++c)
         for (size_t k = 0; k < states_[g].lossChunks.size(); ++k)
-          out.push_back(Entry{g, c, k, plan(g, c).recomputeFlops, states_[g].microBatches,
+          out.push_back(Entry{g, c, k, plan(g, c).recomputeFlops, states_[g].microBatches, states_[g].shardStage,
                               states_[g].lossChunks[k], strategyRank(states_[g].candidates[c].strategy)});
     std::stable_sort(out.begin(), out.end(), [](const Entry& x, const Entry& y) {
       if (x.flops != y.flops) return x.flops < y.flops;
       if (x.microBatches != y.microBatches) return x.microBatches < y.microBatches;
+      if (x.shardStage != y.shardStage) return x.shardStage < y.shardStage;
       if (x.lossChunks != y.lossChunks) return x.lossChunks < y.lossChunks;
       return x.rank < y.rank;
     });
@@ -277,9 +282,11 @@ std::string dominance(const ir::Graph& graph, const ScheduledLiveness& scheduled
          " (operands, results and kernel workspace)";
 }
 
-std::string describe(const remat::Candidate& c, int microBatches, int lossChunks) {
+std::string describe(const remat::Candidate& c, int microBatches, int lossChunks, int shardStage = 0) {
   std::string d = c.description;
   if (microBatches > 1) d += "; " + std::to_string(microBatches) + " micro-batches";
+  if (shardStage == 1) d += "; optimizer state sharded (--shard 1)";
+  if (shardStage == 2) d += "; optimizer state and gradients sharded (--shard 2)";
   if (lossChunks > 0) d += "; fused loss in " + std::to_string(lossChunks) + " chunk" + (lossChunks == 1 ? "" : "s");
   return d;
 }
@@ -293,7 +300,7 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   PeakCache measured;
   Chooser chooser(&measured);
   for (const RematGraph& g : graphs)
-    if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy, g.lossChunks); !s)
+    if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy, g.lossChunks, g.shardStage); !s)
       return Error{s.message()};
   std::vector<Entry> order = chooser.entries();
   if (order.empty()) return Error{"remat: internal error: no proposal"};
@@ -313,16 +320,16 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
       if (options.strategy != RematStrategy::Auto)
         message += " with --remat " + std::string(rematStrategyName(options.strategy));
       message += "; " + std::string(kSmallestFeasiblePhrase) + formatBytesExact(l.peakBytes) + ", reached with " +
-                 describe(chooser.candidate(best), best.microBatches, best.lossChunks) + " (dominated by: " + why + ")";
+                 describe(chooser.candidate(best), best.microBatches, best.lossChunks, best.shardStage) + " (dominated by: " + why + ")";
       if (options.strategy != RematStrategy::Auto) {
         // Would another strategy do better? Measured on the same graphs.
         Chooser all(&measured);
         for (const RematGraph& g : graphs)
-          if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto, g.lossChunks); !st)
+          if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto, g.lossChunks, g.shardStage); !st)
             return Error{st.message()};
         std::vector<Entry> allOrder = all.entries();
         if (std::optional<Entry> fit = firstFit(all, allOrder, *options.budgetBytes))
-          message += "; --remat auto fits (" + describe(all.candidate(*fit), fit->microBatches, fit->lossChunks) + ", peak " +
+          message += "; --remat auto fits (" + describe(all.candidate(*fit), fit->microBatches, fit->lossChunks, fit->shardStage) + ", peak " +
                      formatBytes(all.peak(*fit)) + ")";
         else if (std::optional<Entry> low = smallestPeak(all, allOrder); low && all.peak(*low) < l.peakBytes)
           message += "; --remat auto reaches " + formatBytesExact(all.peak(*low));
@@ -344,8 +351,9 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   RematReport& r = out.report;
   r.requested = options.strategy;
   r.chosen = s.candidates[chosen->candidate].strategy;
-  r.plan = describe(s.candidates[chosen->candidate], s.microBatches, chosen->lossChunks);
+  r.plan = describe(s.candidates[chosen->candidate], s.microBatches, chosen->lossChunks, s.shardStage);
   r.lossChunks = chosen->lossChunks;
+  r.shardStage = s.shardStage;
   r.microBatches = s.microBatches;
   r.budgetBytes = options.budgetBytes.value_or(-1);
   r.predictedPeakBytes = peak;

@@ -82,6 +82,7 @@ struct RematReport {
   std::int64_t recomputeFlops = 0;  // remat's clones
   int recomputeNodes = 0;
   int lossChunks = 0;               // the fused loss's chunks; 0: not fused
+  int shardStage = 0;               // ZeRO stage of the chosen graph (passes/shard_state.h)
   int chainStages = 0;  // stages the chain solver saw (first episode)
   int candidates = 0;   // proposals considered
   int evaluated = 0;    // proposals whose program-order peak and lower bound were measured
@@ -112,13 +113,15 @@ struct RematGraph {
   int microBatches = 1;
   // A graph with a fused loss: the chunk counts to choose from (empty: as the graph has it).
   std::vector<int> lossChunks;
+  int shardStage = 0;  // ZeRO stage the graph was built with (passes/shard_state.h)
 };
 struct RematSelection {
   size_t graph = 0;  // index of the graph the chosen plan was applied to
   RematReport report;
 };
 // Chooses over the proposals of every graph together and applies the choice to its graph; the
-// other graphs are left unchanged. Order: recompute FLOPs, then micro-batch count, then loss
+// other graphs are left unchanged. Order: recompute FLOPs, then micro-batch count, then the
+// ZeRO stage (sharding costs no FLOPs, only communication: the least that fits), then loss
 // chunks (unfused first, then the fewest), then the strategy rank above.
 Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, const RematOptions& options);
 

@@ -154,6 +154,18 @@ Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
     p.orderSuccs[static_cast<size_t>(collectives[k - 1].second)].push_back(collectives[k].second);
     ++p.orderPreds[static_cast<size_t>(collectives[k].second)];
   }
+  // A reduce-scatter's wait frees its bucket, so the eager rule would run it right after its
+  // start and leave nothing to overlap with. It waits for the collective issued just before it
+  // in the input order (the next bucket's start, passes/shard_state.h) instead.
+  int lastIssued = -1;
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Node& node = *p.nodes[i];
+    if (node.op().issuesCollective) lastIssued = static_cast<int>(i);
+    if (node.op().collective != ir::Collective::ReduceScatterWait || lastIssued < 0) continue;
+    if (p.nodes[static_cast<size_t>(lastIssued)] == node.operand(0)->producer()) continue;
+    p.orderSuccs[static_cast<size_t>(lastIssued)].push_back(static_cast<int>(i));
+    ++p.orderPreds[i];
+  }
   return p;
 }
 

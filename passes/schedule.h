@@ -6,7 +6,10 @@
 //   between the writer and every other node that touches the same storage (views of it
 //   included), in the direction of the input order: readers before the update stay before it,
 //   readers after it stay after it; and order edges between the nodes that issue collectives
-//   (OpInfo::issuesCollective), in the order of their seq attribute, which every rank follows.
+//   (OpInfo::issuesCollective), in the order of their seq attribute, which every rank follows;
+//   and one from the collective issued last before a reduce_scatter_wait in the input order to
+//   it, so the eager rule (the wait frees a bucket) cannot pull it up to its own start and end
+//   the overlap of the reduction with the backward.
 //   Round "eager": among the ready nodes, run first (lowest input index first) a node that
 //     frees memory: it is the last remaining user of some buffer, and frees at least the bytes
 //     of the fresh results it allocates. Otherwise run the ready node that came first in the

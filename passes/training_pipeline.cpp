@@ -9,6 +9,7 @@
 #include "passes/optimizer.h"
 #include "passes/remat_strategies.h"
 #include "passes/schedule.h"
+#include "passes/shard_state.h"
 
 namespace gradc::passes {
 
@@ -51,7 +52,8 @@ Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward,
   shard.reset();
 
   // 2. The chosen configuration as one pipeline.
-  TrainingStepResult result{remat::cloneGraph(forward), {}, {}, choice->microBatches, choice->lossChunks};
+  TrainingStepResult result{remat::cloneGraph(forward), {}, {}, choice->microBatches, choice->lossChunks,
+                            choice->shardStage};
   RematOptions remat = options.remat;
   remat.strategy = choice->report.chosen;
   PassManager pm(pmOptions);
@@ -60,6 +62,11 @@ Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward,
   pm.add<MicroBatchPass>(choice->microBatches);
   if (options.dataParallel) pm.add<CollectivesPass>(*options.dataParallel);
   if (options.optimizer) pm.add<OptimizerPass>(*options.optimizer);
+  if (options.optimizer && choice->shardStage > 0) {
+    DataParallelOptions sharded = *options.dataParallel;
+    sharded.shard = choice->shardStage;
+    pm.add<ShardStatePass>(sharded);
+  }
   pm.add<DeadCodeElimination>();
   if (options.fuseElementwise) pm.add<FuseElementwise>();
   auto rematPass = std::make_unique<RematPass>(remat);

@@ -6,6 +6,7 @@
 //   -> micro-batch     k micro-batches with gradient accumulation; k = 1 is autodiff
 //   -> collectives     bucketed gradient all-reduce (data parallelism)
 //   -> optimizer       the parameter updates
+//   -> shard-state     ZeRO: optimizer state (and gradients) sharded over the ranks (passes/shard_state.h)
 //   -> dce
 //   -> fuse            elementwise regions as fused nodes (passes/fuse.h; when asked)
 //   -> remat           recompute under the byte budget (passes/remat.h)
@@ -83,6 +84,7 @@ struct TrainingStepResult {
   MemoryPlan plan;
   int microBatches = 1;
   int lossChunks = 0;  // 0: the loss is not fused
+  int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
 };
 
 // Searches the micro-batch count and recompute plan (chooseTrainingPlan), then runs the chosen

@@ -19,14 +19,30 @@ Status CollectiveContext::wait(const ir::Node* start) {
 std::string CollectiveContext::describe(const ir::Node& node, std::int64_t step) {
   std::string what;
   const ir::Collective role = node.op().collective;
+  const std::int64_t bucket = ir::getInt(node.attrs(), "bucket").value_or(-1);
+  auto bucketText = [&](const char* verb, const ir::Node& start, std::int64_t bytes) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s of gradient bucket %lld (%zu tensor%s, %.2f MiB)", verb,
+                  static_cast<long long>(bucket), start.numOperands(), start.numOperands() == 1 ? "" : "s",
+                  static_cast<double>(bytes) / (1 << 20));
+    return std::string(buf);
+  };
   if (role == ir::Collective::AllReduceStart || role == ir::Collective::AllReduceWait) {
-    const std::int64_t bucket = ir::getInt(node.attrs(), "bucket").value_or(-1);
     const ir::Node& start = role == ir::Collective::AllReduceStart ? node : *node.operand(0)->producer();
-    const double mib = static_cast<double>(start.result(0)->type().bytes()) / (1 << 20);
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "all_reduce of gradient bucket %lld (%zu tensor%s, %.2f MiB)",
-                  static_cast<long long>(bucket), start.numOperands(), start.numOperands() == 1 ? "" : "s", mib);
-    what = bucket < 0 ? "all_reduce of the loss" : buf;
+    what = bucket == -1   ? "all_reduce of the loss"
+           : bucket == -2 ? "all_reduce of the gradient norm"
+                          : bucketText("all_reduce", start, start.result(0)->type().bytes());
+  } else if (role == ir::Collective::ReduceScatterStart || role == ir::Collective::ReduceScatterWait) {
+    const ir::Node& start = role == ir::Collective::ReduceScatterStart ? node : *node.operand(0)->producer();
+    what = bucketText("reduce_scatter", start, start.result(0)->type().bytes());
+  } else if (role == ir::Collective::AllGatherParams) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "all_gather of the parameters of bucket %lld (%zu tensor%s, %.2f MiB)",
+                  static_cast<long long>(bucket), node.numOperands() - 1, node.numOperands() == 2 ? "" : "s",
+                  static_cast<double>(node.operands().back()->type().bytes() *
+                                      ir::getInt(node.attrs(), "world").value_or(1)) /
+                      (1 << 20));
+    what = buf;
   } else {
     // What travels: the operands, or for a receive (scatter_recv) the result.
     std::string types;

@@ -48,6 +48,11 @@ class Communicator {
   // alive and untouched until wait() returns.
   virtual Expected<std::unique_ptr<PendingCollective>> startAllReduceSum(at::Tensor buffer, std::string what) = 0;
 
+  // Starts the sum over all ranks of `buffer` (contiguous, worldSize() equal blocks along dim
+  // 0) of which this rank keeps block rank(): once wait() returns, that block holds the sum of
+  // every rank's block rank(); the other blocks are unspecified. Same lifetime rule.
+  virtual Expected<std::unique_ptr<PendingCollective>> startReduceScatterSum(at::Tensor buffer, std::string what) = 0;
+
   // Blocking collectives.
   // gather: every rank sends `input` (contiguous, same shape everywhere); on `root`, `output`
   // (contiguous, shape [world * input.size(0), ...], allocated by the caller) receives the

@@ -195,6 +195,14 @@ Expected<std::unique_ptr<PendingCollective>> GlooCommunicator::startAllReduceSum
   }
 }
 
+Expected<std::unique_ptr<PendingCollective>> GlooCommunicator::startReduceScatterSum(at::Tensor buffer,
+                                                                                     std::string what) {
+  if (buffer.defined() && (buffer.dim() == 0 || buffer.size(0) % worldSize_ != 0))
+    return argumentError(rank_, what, "the buffer's leading extent is not a multiple of the " +
+                                          std::to_string(worldSize_) + " ranks");
+  return startAllReduceSum(std::move(buffer), std::move(what));
+}
+
 // gather and scatter move each rank's rows with point-to-point messages straight between the
 // rows of the root's tensor and the other ranks' tensors: no staging copy of the whole data
 // (c10d's own gather and scatter stage it in one flat temporary). Every rank calls them in the
@@ -250,17 +258,32 @@ Status GlooCommunicator::moveRows(bool toRoot, const at::Tensor& stacked, const 
   }
 }
 
+// Every rank sends its block straight to every other rank and receives theirs straight into
+// the rows of `output`, with point-to-point messages: no staging copy of the whole output
+// (c10d's allgather stages one), so an all-gather inside a step allocates nothing beyond its
+// output.
 Status GlooCommunicator::allGather(const at::Tensor& input, at::Tensor output, std::string what) {
   if (auto problem = checkTensor(input, "the input"); !problem.empty()) return argumentError(rank_, what, problem);
   if (auto problem = checkStacked(output, input, worldSize_, "the output"); !problem.empty())
     return argumentError(rank_, what, problem);
+  const int tag = nextTag();
   const auto start = Clock::now();
   try {
-    std::vector<at::Tensor> inputs{input};
-    std::vector<std::vector<at::Tensor>> outputs{rowBlocks(output, worldSize_)};
-    c10d::AllgatherOptions options;
-    options.timeout = timeout_;
-    return finish(impl_->group->allgather(outputs, inputs, options), rank_, timeout_, what, start);
+    std::vector<at::Tensor> blocks = rowBlocks(output, worldSize_);
+    std::vector<std::vector<at::Tensor>> messages;  // send/recv take their tensors by reference
+    messages.reserve(2 * static_cast<size_t>(worldSize_));
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (int r = 0; r < worldSize_; ++r) {
+      if (r == rank_) continue;
+      messages.push_back({input});
+      works.push_back(impl_->group->send(messages.back(), r, tag));
+      messages.push_back({blocks[static_cast<size_t>(r)]});
+      works.push_back(impl_->group->recv(messages.back(), r, tag));
+    }
+    blocks[static_cast<size_t>(rank_)].copy_(input);
+    for (const auto& work : works)
+      if (Status s = finish(work, rank_, timeout_, what, start); !s) return s;
+    return Status::success();
   } catch (const std::exception& e) {
     return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
   }

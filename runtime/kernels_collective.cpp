@@ -3,7 +3,9 @@
 //
 // all_reduce_start copies its operands into one fresh flat bucket and starts the sum on it;
 // all_reduce_wait waits for it and returns views of the bucket's parts. gather, gather_send,
-// scatter and scatter_recv block until done. A communication failure or timeout throws, and
+// scatter and scatter_recv block until done. ZeRO's reduce_scatter_start / reduce_scatter_wait
+// work like the all-reduce pair but keep this rank's block of the sum in a fresh shard;
+// all_gather_params blocks. A communication failure or timeout throws, and
 // the executor reports it naming the node; the message itself names the rank, the collective
 // and the step.
 #include <ATen/ops/empty.h>
@@ -62,6 +64,49 @@ Results allReduceWait(const KernelArgs& a) {
   return parts;
 }
 
+// The bucket padded to world x shard (ZeRO stage 2): the gradients, then zeros.
+Results reduceScatterStart(const KernelArgs& a) {
+  CollectiveContext& cc = contextOf(a);
+  at::Tensor bucket = resultBuffer(a);
+  std::int64_t at = 0;
+  for (const at::Tensor& t : a.operands) {
+    bucket.narrow(0, at, t.numel()).view(t.sizes()).copy_(t);
+    at += t.numel();
+  }
+  if (at < bucket.numel()) bucket.narrow(0, at, bucket.numel() - at).zero_();
+  auto pending = cc.comm().startReduceScatterSum(bucket, CollectiveContext::describe(a.node, a.ctx.step));
+  if (!pending) check(cc, Status(pending.error()));
+  cc.started(&a.node, std::move(*pending));
+  return {bucket};
+}
+
+// This rank's block of the summed bucket, into the fresh shard; the bucket dies here.
+Results reduceScatterWait(const KernelArgs& a) {
+  CollectiveContext& cc = contextOf(a);
+  check(cc, cc.wait(a.node.operand(0)->producer()));
+  at::Tensor shard = resultBuffer(a);
+  const std::int64_t s = shard.numel();
+  shard.copy_(a.operands[0].narrow(0, intAttr(a.node, "rank") * s, s));
+  return {shard};
+}
+
+// Every rank's updated shard into one world x shard buffer (the declared workspace), then back
+// into the parameters.
+Results allGatherParams(const KernelArgs& a) {
+  CollectiveContext& cc = contextOf(a);
+  const at::Tensor shard = a.operands.back().contiguous();
+  at::Tensor gathered = at::empty({intAttr(a.node, "world") * shard.numel()}, shard.options());
+  const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
+  check(cc, cc.blocking([&] { return cc.comm().allGather(shard, gathered, what); }));
+  std::int64_t at = 0;
+  for (size_t i = 0; i + 1 < a.operands.size(); ++i) {
+    const at::Tensor& p = a.operands[i];
+    p.view({-1}).copy_(gathered.narrow(0, at, p.numel()));
+    at += p.numel();
+  }
+  return {};
+}
+
 int rootOf(const ir::Node& n) { return static_cast<int>(intAttr(n, "root")); }
 
 Results gatherKernel(const KernelArgs& a) {
@@ -101,6 +146,8 @@ Results scatterRecvKernel(const KernelArgs& a) {
 constexpr KernelEntry kCollectiveKernels[] = {
     {"all_reduce_start", allReduceStart}, {"all_reduce_wait", allReduceWait},  {"gather", gatherKernel},
     {"gather_send", gatherSendKernel},    {"scatter", scatterKernel},          {"scatter_recv", scatterRecvKernel},
+    {"reduce_scatter_start", reduceScatterStart}, {"reduce_scatter_wait", reduceScatterWait},
+    {"all_gather_params", allGatherParams},
 };
 
 }  // namespace

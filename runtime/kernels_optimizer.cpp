@@ -12,12 +12,14 @@
 #include <ATen/ops/clamp_max.h>
 #include <ATen/ops/norm.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/sqrt.h>
 #include <ATen/ops/stack.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
+#include "ir/shard_layout.h"
 #include "runtime/generated_kernels.h"
 #include "runtime/kernels.h"
 
@@ -36,7 +38,15 @@ Results globalNormKernel(const KernelArgs& a) {
     norms.push_back(n.scalar_type() == at::kFloat ? n : n.to(at::kFloat));
   }
   at::Tensor out = resultBuffer(a);
-  return {at::norm_out(out, at::stack(norms), 2)};
+  at::norm_out(out, at::stack(norms), 2);
+  if (ir::getBool(a.node.attrs(), "squared").value_or(false)) out.mul_(out);  // {squared}: no root
+  return {out};
+}
+
+// sqrt of the all-reduced sum of the ranks' squared norms (ZeRO stage 2's global norm).
+Results normFromSquaresKernel(const KernelArgs& a) {
+  at::Tensor out = resultBuffer(a);
+  return {at::sqrt_out(out, a.operands[0])};
 }
 
 // min(1, max_norm / (norm + 1e-6)), computed like clip_grad_norm_ (reciprocal, multiply,
@@ -81,20 +91,27 @@ const at::Tensor& scaledGrad(const at::Tensor& grad, const at::Tensor& gradScale
 //   g = grad * grad_scale + weight_decay * param
 //   buf = momentum * buf + g        (buf starts at zeros: equal to PyTorch's first-step clone)
 //   param -= lr * buf               (lr * g without momentum)
-Results sgdStepKernel(const KernelArgs& a) {
-  const at::Tensor& param = a.operands[0];
-  const auto lr = a.operands[2].item<double>();
-  const double momentum = floatAttr(a.node, "momentum");
-  const double weightDecay = floatAttr(a.node, "weight_decay");
-  at::Tensor g = scaledGrad(a.operands[1], a.operands[3]);
-  if (weightDecay != 0.0) g = g.add(param, weightDecay);
-  if (momentum != 0.0) {
-    const at::Tensor& buf = a.operands[4];
-    buf.mul_(momentum).add_(g);
+struct SgdHyper {
+  double momentum, weightDecay;
+  explicit SgdHyper(const ir::Node& n) : momentum(floatAttr(n, "momentum")), weightDecay(floatAttr(n, "weight_decay")) {}
+};
+
+// The update of one parameter (or one stretch of one); `buf` is undefined without momentum.
+void sgdUpdate(const at::Tensor& param, const at::Tensor& grad, double lr, const at::Tensor& gradScale,
+               const at::Tensor& buf, const SgdHyper& h) {
+  at::Tensor g = scaledGrad(grad, gradScale);
+  if (h.weightDecay != 0.0) g = g.add(param, h.weightDecay);
+  if (h.momentum != 0.0) {
+    buf.mul_(h.momentum).add_(g);
     param.add_(buf, -lr);
   } else {
     param.add_(g, -lr);
   }
+}
+
+Results sgdStepKernel(const KernelArgs& a) {
+  sgdUpdate(a.operands[0], a.operands[1], a.operands[2].item<double>(), a.operands[3],
+            a.operands.size() == 5 ? a.operands[4] : at::Tensor(), SgdHyper(a.node));
   return {};
 }
 
@@ -126,61 +143,134 @@ void adamwOnePass(T* p, const T* g, T* m, T* v, std::int64_t n, T gradScale, T d
   });
 }
 
-Results adamwOnePassKernel(const KernelArgs& a, double lr, std::int64_t step) {
-  const at::Tensor& param = a.operands[0];
-  const double beta1 = floatAttr(a.node, "beta1"), beta2 = floatAttr(a.node, "beta2");
-  const double eps = floatAttr(a.node, "eps"), weightDecay = floatAttr(a.node, "weight_decay");
-  const double gradScale = a.operands[6].item<double>();
-  const double bias1 = 1.0 - std::pow(beta1, static_cast<double>(step));
-  const double bias2 = 1.0 - std::pow(beta2, static_cast<double>(step));
-  for (size_t k : {0, 1, 2, 3}) TORCH_CHECK(a.operands[k].is_contiguous(), "adamw_step: operand ", k, " is strided");
+struct AdamwHyper {
+  double beta1, beta2, eps, weightDecay;
+  bool fused;
+  explicit AdamwHyper(const ir::Node& n)
+      : beta1(floatAttr(n, "beta1")), beta2(floatAttr(n, "beta2")), eps(floatAttr(n, "eps")),
+        weightDecay(floatAttr(n, "weight_decay")), fused(ir::getBool(n.attrs(), "fused").value_or(false)) {}
+};
+
+// The one-pass update of contiguous tensors: the generated kernel when there is one.
+void adamwOnePassUpdate(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& m, const at::Tensor& v,
+                        double lr, std::int64_t step, double gradScale, const AdamwHyper& h,
+                        const GeneratedCall* generated) {
+  const double bias1 = 1.0 - std::pow(h.beta1, static_cast<double>(step));
+  const double bias2 = 1.0 - std::pow(h.beta2, static_cast<double>(step));
+  for (const at::Tensor* t : {&param, &grad, &m, &v}) TORCH_CHECK(t->is_contiguous(), "adamw: an operand is strided");
   // The generated kernel (codegen/optimizer_kernels.h) when the artifact carries one: the same
   // arithmetic, vectorised for this CPU.
-  if (a.generated) {
-    const auto fn = reinterpret_cast<AdamwKernelFn>(a.generated->fn);
-    void* buffers[4] = {param.data_ptr(), a.operands[1].data_ptr(), a.operands[2].data_ptr(), a.operands[3].data_ptr()};
-    const double scalars[9] = {gradScale, 1.0 - lr * weightDecay, beta1, 1.0 - beta1, beta2, 1.0 - beta2,
-                               std::sqrt(bias2), eps, -lr / bias1};
+  if (generated) {
+    const auto fn = reinterpret_cast<AdamwKernelFn>(generated->fn);
+    void* buffers[4] = {param.data_ptr(), grad.data_ptr(), m.data_ptr(), v.data_ptr()};
+    const double scalars[9] = {gradScale, 1.0 - lr * h.weightDecay, h.beta1, 1.0 - h.beta1, h.beta2, 1.0 - h.beta2,
+                               std::sqrt(bias2), h.eps, -lr / bias1};
     at::parallel_for(0, param.numel(), 1 << 14,
                      [&](std::int64_t begin, std::int64_t end) { fn(buffers, begin, end, scalars); });
-    return {};
+    return;
   }
   auto run = [&](auto zero) {
     using T = decltype(zero);
-    adamwOnePass<T>(param.data_ptr<T>(), a.operands[1].data_ptr<T>(), a.operands[2].data_ptr<T>(),
-                    a.operands[3].data_ptr<T>(), param.numel(), static_cast<T>(gradScale),
-                    static_cast<T>(1.0 - lr * weightDecay), static_cast<T>(beta1), static_cast<T>(1.0 - beta1),
-                    static_cast<T>(beta2), static_cast<T>(1.0 - beta2), static_cast<T>(std::sqrt(bias2)),
-                    static_cast<T>(eps), static_cast<T>(-lr / bias1), gradScale != 1.0, weightDecay != 0.0);
+    adamwOnePass<T>(param.data_ptr<T>(), grad.data_ptr<T>(), m.data_ptr<T>(), v.data_ptr<T>(), param.numel(),
+                    static_cast<T>(gradScale), static_cast<T>(1.0 - lr * h.weightDecay), static_cast<T>(h.beta1),
+                    static_cast<T>(1.0 - h.beta1), static_cast<T>(h.beta2), static_cast<T>(1.0 - h.beta2),
+                    static_cast<T>(std::sqrt(bias2)), static_cast<T>(h.eps), static_cast<T>(-lr / bias1),
+                    gradScale != 1.0, h.weightDecay != 0.0);
   };
   if (param.scalar_type() == at::kDouble) run(0.0);
   else if (param.scalar_type() == at::kFloat) run(0.0f);
-  else TORCH_CHECK(false, "adamw_step {fused = true} updates f32 or f64 parameters, got ", param.scalar_type());
-  return {};
+  else TORCH_CHECK(false, "adamw {fused = true} updates f32 or f64 parameters, got ", param.scalar_type());
+}
+
+// The update of one parameter (or one stretch of one), one pass or op by op.
+void adamwUpdate(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& m, const at::Tensor& v, double lr,
+                 std::int64_t step, const at::Tensor& gradScale, const AdamwHyper& h,
+                 const GeneratedCall* generated) {
+  if (h.fused) return adamwOnePassUpdate(param, grad, m, v, lr, step, gradScale.item<double>(), h, generated);
+  at::Tensor g = scaledGrad(grad, gradScale);
+  if (h.weightDecay != 0.0) param.mul_(1.0 - lr * h.weightDecay);
+  const double biasCorrection1 = 1.0 - std::pow(h.beta1, static_cast<double>(step));
+  const double biasCorrection2 = 1.0 - std::pow(h.beta2, static_cast<double>(step));
+  m.mul_(h.beta1).add_(g, 1.0 - h.beta1);
+  v.mul_(h.beta2).addcmul_(g, g, 1.0 - h.beta2);
+  at::Tensor denom = v.sqrt().div_(std::sqrt(biasCorrection2)).add_(h.eps);
+  param.addcdiv_(m, denom, -lr / biasCorrection1);
 }
 
 Results adamwStepKernel(const KernelArgs& a) {
-  if (ir::getBool(a.node.attrs(), "fused").value_or(false))
-    return adamwOnePassKernel(a, a.operands[4].item<double>(), a.operands[5].item<std::int64_t>());
-  const at::Tensor& param = a.operands[0];
-  const at::Tensor& m = a.operands[2];
-  const at::Tensor& v = a.operands[3];
-  const auto lr = a.operands[4].item<double>();
-  const auto step = a.operands[5].item<std::int64_t>();
-  const double beta1 = floatAttr(a.node, "beta1");
-  const double beta2 = floatAttr(a.node, "beta2");
-  const double eps = floatAttr(a.node, "eps");
-  const double weightDecay = floatAttr(a.node, "weight_decay");
-  at::Tensor g = scaledGrad(a.operands[1], a.operands[6]);
-
-  if (weightDecay != 0.0) param.mul_(1.0 - lr * weightDecay);
-  const double biasCorrection1 = 1.0 - std::pow(beta1, static_cast<double>(step));
-  const double biasCorrection2 = 1.0 - std::pow(beta2, static_cast<double>(step));
-  m.mul_(beta1).add_(g, 1.0 - beta1);
-  v.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
-  at::Tensor denom = v.sqrt().div_(std::sqrt(biasCorrection2)).add_(eps);
-  param.addcdiv_(m, denom, -lr / biasCorrection1);
+  adamwUpdate(a.operands[0], a.operands[1], a.operands[2], a.operands[3], a.operands[4].item<double>(),
+              a.operands[5].item<std::int64_t>(), a.operands[6], AdamwHyper(a.node), a.generated);
   return {};
+}
+
+// ZeRO's sharded updates (ir/ops_shard.cpp), segment by segment (ir/shard_layout.h): each
+// stretch of a parameter inside this rank's shard is copied into the result, then updated there
+// by the replicated update's arithmetic with the matching stretch of gradient and state.
+struct ShardView {
+  std::vector<ir::ShardSegment> segments;
+  size_t parts = 0;
+  bool gradShard = false;
+};
+
+ShardView shardView(const KernelArgs& a) {
+  ShardView v;
+  v.parts = static_cast<size_t>(intAttr(a.node, "parts"));
+  v.gradShard = ir::getBool(a.node.attrs(), "grad_shard").value_or(false);
+  std::vector<std::int64_t> numels;
+  for (size_t i = 0; i < v.parts; ++i) numels.push_back(a.operands[i].numel());
+  v.segments = ir::shardSegments(numels, intAttr(a.node, "offset"), intAttr(a.node, "shard"));
+  return v;
+}
+
+// The result with the shard's parameter values (zeros past the bucket's end), and per segment
+// the stretches of result, gradient and state it updates.
+struct SegmentTensors {
+  at::Tensor param, grad;
+  std::vector<at::Tensor> state;
+};
+
+std::vector<SegmentTensors> segmentTensors(const KernelArgs& a, const ShardView& v, const at::Tensor& out,
+                                           std::span<const at::Tensor> state) {
+  out.zero_();
+  std::vector<SegmentTensors> out_segments;
+  for (const ir::ShardSegment& s : v.segments) {
+    SegmentTensors t;
+    t.param = out.narrow(0, s.shardOffset, s.length);
+    t.param.copy_(a.operands[s.part].view({-1}).narrow(0, s.begin, s.length));
+    t.grad = v.gradShard ? a.operands[v.parts].narrow(0, s.shardOffset, s.length)
+                         : a.operands[v.parts + s.part].view({-1}).narrow(0, s.begin, s.length);
+    for (const at::Tensor& st : state) t.state.push_back(st.narrow(0, s.shardOffset, s.length));
+    out_segments.push_back(std::move(t));
+  }
+  return out_segments;
+}
+
+// (params..., grad..., m, v, lr, step, grad_scale)
+Results adamwShardStepKernel(const KernelArgs& a) {
+  const ShardView v = shardView(a);
+  const size_t at = v.parts + (v.gradShard ? 1 : v.parts);
+  at::Tensor out = resultBuffer(a);
+  const at::Tensor state[2] = {a.operands[at], a.operands[at + 1]};
+  const double lr = a.operands[at + 2].item<double>();
+  const std::int64_t step = a.operands[at + 3].item<std::int64_t>();
+  const AdamwHyper h(a.node);
+  for (const SegmentTensors& t : segmentTensors(a, v, out, state))
+    adamwUpdate(t.param, t.grad, t.state[0], t.state[1], lr, step, a.operands[at + 4], h, nullptr);
+  return {out};
+}
+
+// (params..., grad..., lr, grad_scale[, momentum_buf])
+Results sgdShardStepKernel(const KernelArgs& a) {
+  const ShardView v = shardView(a);
+  const size_t at = v.parts + (v.gradShard ? 1 : v.parts);
+  at::Tensor out = resultBuffer(a);
+  std::vector<at::Tensor> state;
+  if (a.operands.size() == at + 3) state.push_back(a.operands[at + 2]);
+  const double lr = a.operands[at].item<double>();
+  const SgdHyper h(a.node);
+  for (const SegmentTensors& t : segmentTensors(a, v, out, state))
+    sgdUpdate(t.param, t.grad, lr, a.operands[at + 1], t.state.empty() ? at::Tensor() : t.state[0], h);
+  return {out};
 }
 
 const KernelEntry kOptimizer[] = {
@@ -189,6 +279,9 @@ const KernelEntry kOptimizer[] = {
     {"lr_schedule", lrScheduleKernel},
     {"sgd_step", sgdStepKernel},
     {"adamw_step", adamwStepKernel},
+    {"adamw_shard_step", adamwShardStepKernel},
+    {"sgd_shard_step", sgdShardStepKernel},
+    {"norm_from_squares", normFromSquaresKernel},
 };
 
 }  // namespace

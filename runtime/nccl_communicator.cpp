@@ -244,6 +244,26 @@ Expected<std::unique_ptr<NcclCommunicator::Pending>> NcclCommunicator::startAllR
   return enqueued(r, stream, std::move(what), start);
 }
 
+Expected<std::unique_ptr<NcclCommunicator::Pending>> NcclCommunicator::startReduceScatterSum(
+    void* devicePtr, std::size_t countPerRank, NcclDType dtype, cudaStream_t stream, std::string what) {
+  if (Status s = usable(what); !s) return Error{s.message()};
+  const auto start = Clock::now();
+  std::size_t elementBytes = 1;
+  switch (dtype) {
+    case NcclDType::Float64:
+    case NcclDType::Int64: elementBytes = 8; break;
+    case NcclDType::Float32:
+    case NcclDType::Int32: elementBytes = 4; break;
+    case NcclDType::Float16:
+    case NcclDType::BFloat16: elementBytes = 2; break;
+    case NcclDType::UInt8: elementBytes = 1; break;
+  }
+  // In place: NCCL's reduce-scatter may receive into the sender's own block.
+  void* own = static_cast<char*>(devicePtr) + static_cast<std::size_t>(rank_) * countPerRank * elementBytes;
+  ncclResult_t r = ncclReduceScatter(devicePtr, own, countPerRank, toNccl(dtype), ncclSum, comm_, stream);
+  return enqueued(r, stream, std::move(what), start);
+}
+
 Status NcclCommunicator::allReduceSum(void* devicePtr, std::size_t count, NcclDType dtype, cudaStream_t stream,
                                       std::string what) {
   auto pending = startAllReduceSum(devicePtr, count, dtype, stream, std::move(what));

@@ -67,6 +67,11 @@ class NcclCommunicator {
   // In-place sum of `count` elements at `devicePtr` over all ranks, enqueued on `stream`.
   Expected<std::unique_ptr<Pending>> startAllReduceSum(void* devicePtr, std::size_t count, NcclDType dtype,
                                                        cudaStream_t stream, std::string what);
+  // Sum over all ranks of a buffer of worldSize blocks of countPerRank elements, of which this
+  // rank keeps its own block, in place (block `rank` of `devicePtr`; the others are left
+  // unspecified), enqueued on `stream`: ZeRO stage 2's gradient reduction.
+  Expected<std::unique_ptr<Pending>> startReduceScatterSum(void* devicePtr, std::size_t countPerRank, NcclDType dtype,
+                                                           cudaStream_t stream, std::string what);
   // Blocking: enqueue, then wait.
   Status allReduceSum(void* devicePtr, std::size_t count, NcclDType dtype, cudaStream_t stream, std::string what);
   Status broadcast(void* devicePtr, std::size_t count, NcclDType dtype, int root, cudaStream_t stream, std::string what);

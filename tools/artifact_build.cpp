@@ -39,6 +39,9 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
       std::cerr << "gradc: error: " << parallel.error().message << "\n";
       return kExitUserError;
     }
+    // Every rank must run the same collectives: the ZeRO stage rank 0 chose (its peak is the
+    // largest: the gather placement loads it most) is every rank's.
+    if (rank > 0) parallel->shard = steps.front().shardStage;
     passes::PassManagerOptions pm = r.passManager;
     if (pm.dumpDir && world > 1) *pm.dumpDir /= "rank" + std::to_string(rank);
     std::optional<TrainingStep> step = buildTrainingStep(*forward, *planOptions, exitCode, *parallel, pm);

@@ -59,6 +59,7 @@ int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
       return kExitUserError;
     }
     if (rank == 1 && parallel->placement == passes::LossPlacement::Local) break;
+    if (rank > 0) parallel->shard = steps.front().shardStage;  // one stage for every rank
     passes::PassManagerOptions pm = o.pipeline.passManagerOptions();
     if (pm.dumpDir && o.parallel.devices > 1) *pm.dumpDir /= "rank" + std::to_string(rank);
     std::optional<TrainingStep> step = buildTrainingStep(forward, *planOptions, exitCode, *parallel, pm);

@@ -10,6 +10,7 @@
 #include "passes/micro_batch.h"
 #include "passes/pass_manager.h"
 #include "passes/schedule.h"
+#include "passes/shard_state.h"
 #include "passes/training_pipeline.h"
 #include "runtime/cpu_cores.h"
 #include "tools/commands.h"
@@ -92,6 +93,12 @@ void ParallelFlags::addTo(CLI::App& cmd) {
                  "the loss, as torch.nn.DataParallel (the baseline)")
       ->check(CLI::IsMember({"local", "gather"}))
       ->capture_default_str();
+  cmd.add_option("--shard", shard,
+                 "ZeRO stage over the data-parallel ranks: 0 replicated; 1 each rank keeps and updates 1/N of the "
+                 "optimizer state, then the parameters are all-gathered; 2 the gradients are also reduce-scattered, "
+                 "so each rank keeps 1/N of them; auto: the least that fits --budget (0 without one)")
+      ->check(CLI::IsMember({"0", "1", "2", "auto"}))
+      ->capture_default_str();
   cmd.add_option("--bucket-mib", bucketMiB, "Gradient all-reduce bucket size in MiB (the first bucket: 1 MiB)")
       ->check(numberIn(1.0 / 1024, 1 << 20, /*closedHigh=*/true))
       ->capture_default_str();
@@ -104,6 +111,12 @@ Expected<passes::DataParallelOptions> ParallelFlags::forRank(int rank) const {
   Expected<passes::LossPlacement> placement = passes::parseLossPlacement(lossPlacement);
   if (!placement) return placement.error();
   o.placement = *placement;
+  Expected<int> stage = passes::parseShardStage(shard);
+  if (!stage) return stage.error();
+  if (*stage > 0 && devices == 1)
+    return Error{"--shard " + shard + " partitions state over data-parallel ranks; with --devices 1 there is nothing "
+                 "to shard (use --devices N)"};
+  o.shard = *stage;
   auto bytes = [](double mib) { return static_cast<std::int64_t>(mib * 1024 * 1024); };
   if (bytes(bucketMiB) < 1) return Error{"--bucket-mib must be positive"};
   o.bucketBytes = bytes(bucketMiB);
@@ -185,7 +198,7 @@ std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const pa
     return std::nullopt;
   }
   TrainingStep step{std::move(built->graph), built->remat, std::move(built->plan), built->microBatches,
-                    built->lossChunks};
+                    built->lossChunks, built->shardStage};
   if (options.remat.budgetBytes && step.plan.peakBytes > *options.remat.budgetBytes) {
     // Remat checks its own prediction; the schedule never raises the peak. A failure here is a bug.
     std::cerr << "gradc: error: internal: the scheduled step needs " << step.plan.peakBytes
@@ -206,6 +219,9 @@ std::string describeStep(const TrainingStep& step) {
     line += fmt::format(", recompute {:.1f}% of a forward", step.remat.recomputePercent());
   if (step.lossChunks > 0)
     line += fmt::format(", fused loss in {} chunk{}", step.lossChunks, step.lossChunks == 1 ? "" : "s");
+  if (step.shardStage > 0)
+    line += fmt::format(", ZeRO stage {} ({})", step.shardStage,
+                        step.shardStage == 1 ? "optimizer state sharded" : "optimizer state and gradients sharded");
   return line;
 }
 

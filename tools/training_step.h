@@ -36,6 +36,7 @@ struct ParallelFlags {
   std::string lossPlacement = "local";
   double bucketMiB = 25;      // as PyTorch DDP's bucket_cap_mb
   double firstBucketMiB = 1;  // the first bucket, small so that communication starts early
+  std::string shard = "auto";  // ZeRO stage: 0, 1, 2, or auto (chosen with --budget; 0 without)
 
   void addTo(CLI::App& cmd);
   // The pass options of one rank; an Error for bad flag values.
@@ -69,6 +70,7 @@ struct TrainingStep {
   passes::MemoryPlan plan;
   int microBatches = 1;
   int lossChunks = 0;  // 0: the loss is not fused
+  int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
 };
 
 // --budget, --remat, --micro-batches and --loss-chunks parsed once into the options every rank's step is

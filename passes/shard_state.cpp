@@ -1,0 +1,263 @@
+#include "passes/shard_state.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/shard_layout.h"
+
+namespace gradc::passes {
+
+namespace {
+
+constexpr std::string_view kSpecName = "shard_state";
+
+Expected<ir::Node*> emitAt(ir::Graph& g, ir::Node* before, std::string_view op, std::vector<ir::Value*> operands,
+                           ir::AttrMap attrs, ir::Phase phase) {
+  g.setInsertionPoint(before);
+  Expected<ir::Node*> n = g.create(op, operands, std::move(attrs), phase, std::string(kSpecName));
+  g.setInsertionPoint(nullptr);
+  if (!n) return Error{"optimizer-state sharding: internal error: cannot build '" + std::string(op) + "': " +
+                       n.error().message};
+  return *n;
+}
+
+ir::Node* nextNode(const ir::Graph& g, const ir::Node* n) {
+  const size_t i = *g.indexOf(n) + 1;
+  return i < g.numNodes() ? g.nodes()[i].get() : nullptr;
+}
+
+bool isUpdate(const ir::Node& n) { return n.opName() == "adamw_step" || n.opName() == "sgd_step"; }
+
+// One gradient bucket and what reads its reduced parts.
+struct Bucket {
+  ir::Node* start = nullptr;
+  ir::Node* wait = nullptr;
+  std::int64_t number = 0;
+  std::vector<ir::Node*> updates;  // per part, in bucket order
+  std::vector<ir::Value*> params;
+  std::int64_t total = 0;  // elements
+};
+
+// The replicated state prefixes an update reads, in operand order ("opt.adam_m.", ...).
+std::vector<std::string> statePrefixes(const ir::Node& update) {
+  if (update.opName() == "adamw_step") return {"opt.adam_m.", "opt.adam_v."};
+  return update.numOperands() == 5 ? std::vector<std::string>{"opt.momentum."} : std::vector<std::string>{};
+}
+
+std::string joinNames(const std::vector<ir::Value*>& params) {
+  std::string out;
+  for (const ir::Value* p : params) out += (out.empty() ? "" : ",") + p->name();
+  return out;
+}
+
+}  // namespace
+
+Expected<int> parseShardStage(std::string_view text) {
+  if (text == "0") return 0;
+  if (text == "1") return 1;
+  if (text == "2") return 2;
+  if (text == "auto") return -1;
+  return Error{"--shard expects 0, 1, 2 or auto, got '" + std::string(text) + "'"};
+}
+
+Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
+  if (o.shard == 0 || o.world == 1) return {};
+  if (o.shard != 1 && o.shard != 2) return Error{"optimizer-state sharding: stage must be 0, 1 or 2, got " +
+                                                 std::to_string(o.shard)};
+  const std::int64_t world = o.world, rank = o.rank;
+
+  // The buckets, in seq order, and the update reading each part.
+  std::unordered_map<const ir::Value*, ir::Node*> updateOf;
+  for (const auto& n : g.nodes())
+    if (isUpdate(*n)) updateOf[n->operand(1)] = n.get();
+  std::vector<Bucket> buckets;
+  std::int64_t maxSeq = 0;
+  for (const auto& n : g.nodes()) {
+    if (n->op().issuesCollective) maxSeq = std::max(maxSeq, ir::getInt(n->attrs(), "seq").value_or(0));
+    if (n->op().collective != ir::Collective::AllReduceStart) continue;
+    const std::int64_t number = ir::getInt(n->attrs(), "bucket").value_or(-1);
+    if (number < 0) continue;  // the loss
+    Bucket b{n.get(), nullptr, number, {}, {}, 0};
+    for (const ir::Use& u : n->result(0)->uses())
+      if (u.user->op().collective == ir::Collective::AllReduceWait) b.wait = u.user;
+    if (!b.wait) return Error{"optimizer-state sharding: bucket " + std::to_string(number) + " is never waited for"};
+    for (size_t r = 0; r < b.wait->numResults(); ++r) {
+      auto it = updateOf.find(b.wait->result(r));
+      if (it == updateOf.end())
+        return Error{"optimizer-state sharding: a gradient of bucket " + std::to_string(number) +
+                     " feeds no optimizer update (run the optimizer pass first)"};
+      b.updates.push_back(it->second);
+      b.params.push_back(it->second->operand(0));
+      b.total += b.wait->result(r)->type().numel();
+    }
+    buckets.push_back(std::move(b));
+  }
+  if (buckets.empty()) return {};
+  const std::string kind(buckets[0].updates[0]->opName());
+  for (const Bucket& b : buckets)
+    for (const ir::Node* u : b.updates)
+      if (u->opName() != kind) return Error{"optimizer-state sharding: the updates mix " + kind + " and " +
+                                            std::string(u->opName())};
+
+  // Gradient-norm clipping: the global_norm over the reduced gradients, when there is one.
+  ir::Node* norm = nullptr;
+  for (const auto& n : g.nodes())
+    if (n->opName() == "global_norm") norm = n.get();
+
+  // 2. Stage 2: reduce-scatters in place of the buckets' all-reduces.
+  std::vector<ir::Value*> gradSource(buckets.size());  // the reduced shard (stage 2)
+  if (o.shard == 2) {
+    std::vector<ir::Node*> starts;
+    for (Bucket& b : buckets) {
+      const ir::AttrMap attrs{{"world", world}, {"rank", rank}, {"seq", *ir::getInt(b.start->attrs(), "seq")},
+                              {"bucket", b.number}};
+      std::vector<ir::Value*> grads(b.start->operands().begin(), b.start->operands().end());
+      auto start = emitAt(g, b.start, "reduce_scatter_start", grads, attrs, ir::Phase::comm);
+      if (!start) return start.error();
+      starts.push_back(*start);
+    }
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      ir::Node* at = k + 1 < buckets.size() ? nextNode(g, starts[k + 1]) : buckets[k].wait;
+      const ir::AttrMap attrs{{"world", world}, {"rank", rank}, {"seq", *ir::getInt(buckets[k].start->attrs(), "seq")},
+                              {"bucket", buckets[k].number}};
+      auto wait = emitAt(g, at, "reduce_scatter_wait", {starts[k]->result(0)}, attrs, ir::Phase::comm);
+      if (!wait) return wait.error();
+      gradSource[k] = (*wait)->result(0);
+    }
+  }
+
+  // 1 and 3. Shard state, one update per bucket, the all-gathers.
+  std::unordered_set<const ir::Value*> oldState;
+  std::unordered_set<const ir::Node*> dead;
+  std::vector<ir::Node*> shardUpdates;
+  std::int64_t seq = maxSeq + 1;
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    const Bucket& b = buckets[k];
+    const ir::Node& first = *b.updates[0];
+    const std::int64_t s = ir::shardSize(b.total, world);
+    const ir::TensorType shardType{b.params[0]->type().dtype, {s}};
+    std::vector<ir::Value*> state;
+    for (const std::string& prefix : statePrefixes(first)) {
+      const std::string name = prefix + "bucket" + std::to_string(b.number);
+      if (g.findNamed(name)) return Error{"optimizer-state sharding: the name '" + name + "' is already taken"};
+      state.push_back(g.addParam(name, shardType,
+                                 {{"init", std::string("zeros")},
+                                  {"role", std::string("opt_state")},
+                                  {"of", "gradient bucket " + std::to_string(b.number) + ".shard"},
+                                  {"shard_of", joinNames(b.params)},
+                                  {"shard_prefix", prefix},
+                                  {"shard_offset", rank * s},
+                                  {"shard_world", world}}));
+    }
+    for (const ir::Node* u : b.updates) {
+      dead.insert(u);
+      for (size_t i = kind == "adamw_step" ? 2 : 4; i < u->numOperands(); ++i)
+        if (u->operand(i)->kind() == ir::ValueKind::Param) oldState.insert(u->operand(i));
+    }
+    std::vector<ir::Value*> operands(b.params.begin(), b.params.end());
+    if (o.shard == 2) {
+      operands.push_back(gradSource[k]);
+    } else {
+      for (size_t r = 0; r < b.wait->numResults(); ++r) operands.push_back(b.wait->result(r));
+    }
+    ir::AttrMap attrs{{"parts", static_cast<std::int64_t>(b.params.size())},
+                      {"offset", rank * s},
+                      {"shard", s},
+                      {"grad_shard", o.shard == 2}};
+    for (const char* a : {"beta1", "beta2", "eps", "weight_decay", "momentum"})
+      if (auto v = ir::getFloat(first.attrs(), a)) attrs[a] = *v;
+    Expected<ir::Node*> update = nullptr;
+    if (kind == "adamw_step") {
+      // (p, grad, m, v, lr, step, scale)
+      for (ir::Value* v : state) operands.push_back(v);
+      for (size_t i : {4, 5, 6}) operands.push_back(first.operand(i));
+      update = emitAt(g, nullptr, "adamw_shard_step", operands, attrs, ir::Phase::opt);
+    } else {
+      // (p, grad, lr, scale[, momentum])
+      for (size_t i : {2, 3}) operands.push_back(first.operand(i));
+      for (ir::Value* v : state) operands.push_back(v);
+      update = emitAt(g, nullptr, "sgd_shard_step", operands, attrs, ir::Phase::opt);
+    }
+    if (!update) return update.error();
+    shardUpdates.push_back(*update);
+  }
+
+  // Clipping under stage 2: the global norm from the ranks' squared shard norms.
+  if (norm && o.shard == 2) {
+    auto local = emitAt(g, norm, "global_norm", gradSource, {{"squared", true}}, ir::Phase::opt);
+    if (!local) return local.error();
+    const ir::AttrMap attrs{{"world", world}, {"seq", seq++}, {"bucket", std::int64_t{-2}}};
+    auto start = emitAt(g, norm, "all_reduce_start", {(*local)->result(0)}, attrs, ir::Phase::comm);
+    if (!start) return start.error();
+    ir::AttrMap waitAttrs = attrs;
+    waitAttrs["part_ranks"] = std::vector<std::int64_t>{0};
+    waitAttrs["part_shapes"] = std::vector<std::int64_t>{};
+    auto wait = emitAt(g, norm, "all_reduce_wait", {(*start)->result(0)}, waitAttrs, ir::Phase::comm);
+    if (!wait) return wait.error();
+    auto root = emitAt(g, norm, "norm_from_squares", {(*wait)->result(0)}, {}, ir::Phase::opt);
+    if (!root) return root.error();
+    g.replaceAllUsesWith(norm->result(0), (*root)->result(0));
+    dead.insert(norm);
+  }
+
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    std::vector<ir::Value*> operands(buckets[k].params.begin(), buckets[k].params.end());
+    operands.push_back(shardUpdates[k]->result(0));
+    const ir::AttrMap attrs{{"world", world}, {"rank", rank}, {"seq", seq++}, {"bucket", buckets[k].number}};
+    if (auto gather = emitAt(g, nullptr, "all_gather_params", operands, attrs, ir::Phase::comm); !gather)
+      return gather.error();
+  }
+
+  // The replaced nodes (updates, and under stage 2 the all-reduces) and the replicated state.
+  if (o.shard == 2)
+    for (const Bucket& b : buckets) {
+      dead.insert(b.wait);
+      dead.insert(b.start);
+    }
+  g.eraseIf([&](const ir::Node& n) { return dead.count(&n) > 0; });
+  g.eraseParamsIf([&](const ir::Value& p) { return oldState.count(&p) > 0; });
+  return {};
+}
+
+Expected<bool> ShardStatePass::run(ir::Graph& graph) {
+  if (options_.shard == 0 || options_.world == 1) return false;
+  if (Status s = shardOptimizerState(graph, options_); !s) return Error{s.message()};
+  return true;
+}
+
+int shardStageOf(const ir::Graph& graph) {
+  int stage = 0;
+  for (const auto& n : graph.nodes()) {
+    if (n->op().collective == ir::Collective::ReduceScatterStart) return 2;
+    if (n->opName() == "adamw_shard_step" || n->opName() == "sgd_shard_step") stage = 1;
+  }
+  return stage;
+}
+
+CommunicationVolume communicationVolume(const ir::Graph& graph) {
+  CommunicationVolume v;
+  for (const auto& n : graph.nodes()) {
+    const std::int64_t world = ir::getInt(n->attrs(), "world").value_or(1);
+    if (world <= 1) continue;
+    auto ring = [&](std::int64_t bytes) { return bytes * (world - 1) / world; };
+    switch (n->op().collective) {
+      case ir::Collective::AllReduceStart: v.allReduceBytes += 2 * ring(n->result(0)->type().bytes()); break;
+      case ir::Collective::ReduceScatterStart: v.reduceScatterBytes += ring(n->result(0)->type().bytes()); break;
+      case ir::Collective::AllGatherParams:
+        v.allGatherBytes += ring(world * n->operands().back()->type().bytes());
+        break;
+      case ir::Collective::Scatter:  // the root sends every other rank its rows
+        v.otherBytes += ring(n->operand(0)->type().bytes());
+        break;
+      case ir::Collective::GatherSend:  // every other rank sends its rows to the root
+        for (const ir::Value* x : n->operands()) v.otherBytes += x->type().bytes();
+        break;
+      default: break;
+    }
+  }
+  return v;
+}
+
+}  // namespace gradc::passes
