@@ -27,6 +27,7 @@
 #include "runtime/op_profile.h"
 #include "runtime/trace.h"
 #include "runtime/progress.h"
+#include "runtime/shard_checkpoint.h"
 #include "runtime/synthetic_inputs.h"
 
 namespace gradc::runtime {
@@ -133,7 +134,11 @@ Expected<ImageData> makeImageData(const ImageInputs& in, const TrainerOptions& o
 Status save(const std::filesystem::path& dir, const ir::Graph& g, const TensorMap& state, std::int64_t step,
             std::uint64_t seed, const DataPosition& position, const nlohmann::json& config) {
   CheckpointData ck;
-  for (const auto& p : g.params()) (isOptimizerState(*p) ? ck.optimizer : ck.weights).emplace(p->name(), state.at(p->name()));
+  for (const auto& [name, t] : state) {
+    // A name the graph lacks is sharded state in the replicated layout (runtime/shard_checkpoint.h).
+    const ir::Value* p = g.findNamed(name);
+    (!p || isOptimizerState(*p) ? ck.optimizer : ck.weights).emplace(name, t);
+  }
   ck.step = step;
   ck.seed = seed;
   ck.data = position;
@@ -160,10 +165,12 @@ Expected<std::vector<std::string>> gatherText(Communicator& comm, const std::str
   return out;
 }
 
-// FNV-1a over the bytes of every parameter and optimizer-state tensor, in graph order.
+// FNV-1a over the bytes of every parameter and optimizer-state tensor, in graph order; a rank's
+// shard of sharded state is its own, so it is left out.
 std::int64_t stateChecksum(const ir::Graph& g, const TensorMap& state) {
   std::uint64_t h = 1469598103934665603ull;
   for (const auto& p : g.params()) {
+    if (isShardedState(*p)) continue;
     at::Tensor t = state.at(p->name()).contiguous();
     const auto* bytes = static_cast<const unsigned char*>(t.data_ptr());
     for (size_t i = 0, n = t.nbytes(); i < n; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
@@ -238,6 +245,8 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     if (!ck) return Error{ck.error().message};
     for (auto* part : {&ck->weights, &ck->optimizer})
       for (auto& [name, t] : *part) result.state.emplace(name, t);
+    // A checkpoint holds replicated state; a sharded rank keeps its shard of it.
+    if (Status s = shardReplicatedState(g, result.state, ck->loaded_from.string()); !s) return Error{s.message()};
     if (Status s = checkState(g, result.state, ck->loaded_from); !s) return Error{s.message()};
     seed = ck->seed;
     firstStep = ck->step + 1;
@@ -302,6 +311,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
       if (profiling) profile.add(node, elapsed);
       if (trace) trace->node(node, elapsed);
     });
+  const bool sharded = hasShardedState(g);
   std::int64_t peak = 0;
   for (std::int64_t step = firstStep; step <= o.steps; ++step) {
     TensorMap inputs;
@@ -373,12 +383,20 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     }
 
     bool stop = o.onStep && !o.onStep(m);
-    bool due = rank == 0 && o.saveDir && ((o.saveEvery > 0 && step % o.saveEvery == 0) || step == o.steps || stop);
-    if (due) {
+    const bool due = o.saveDir && ((o.saveEvery > 0 && step % o.saveEvery == 0) || step == o.steps || stop);
+    // Sharded state is gathered by every rank into the replicated layout; rank 0 writes.
+    std::optional<TensorMap> replicated;
+    if (due && o.comm && sharded) {
+      Expected<TensorMap> full = replicatedState(g, result.state, *o.comm);
+      if (!full) return Error{full.error().message};
+      replicated = std::move(*full);
+    }
+    if (due && rank == 0) {
       DataPosition pos = tokenData   ? tokenData->batcher.position()
                          : imageData ? imageData->batcher.position()
                                      : DataPosition{0, step};
-      if (Status s = save(*o.saveDir, g, result.state, step, seed, pos, config); !s) return Error{s.message()};
+      if (Status s = save(*o.saveDir, g, replicated ? *replicated : result.state, step, seed, pos, config); !s)
+        return Error{s.message()};
       if (show) progress.note("saved checkpoint " + o.saveDir->string() + " at step " + std::to_string(step));
     }
     if (stop) break;

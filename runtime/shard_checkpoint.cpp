@@ -1,0 +1,109 @@
+#include "runtime/shard_checkpoint.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+
+#include <vector>
+
+#include "ir/shard_layout.h"
+#include "runtime/dtype_map.h"
+
+namespace gradc::runtime {
+
+namespace {
+
+struct ShardInfo {
+  std::vector<std::string> params;
+  std::vector<const ir::Value*> values;
+  std::vector<std::int64_t> numels;
+  std::string prefix;
+  std::int64_t offset = 0;
+  std::int64_t world = 1;
+};
+
+Expected<ShardInfo> shardInfo(const ir::Graph& g, const ir::Value& p) {
+  ShardInfo info;
+  const std::string of = ir::getString(p.attrs(), "shard_of").value_or("");
+  info.prefix = ir::getString(p.attrs(), "shard_prefix").value_or("");
+  info.offset = ir::getInt(p.attrs(), "shard_offset").value_or(0);
+  info.world = ir::getInt(p.attrs(), "shard_world").value_or(1);
+  size_t at = 0;
+  while (at <= of.size()) {
+    const size_t comma = std::min(of.find(',', at), of.size());
+    info.params.push_back(of.substr(at, comma - at));
+    at = comma + 1;
+  }
+  for (const std::string& name : info.params) {
+    const ir::Value* v = g.findNamed(name);
+    if (!v) return Error{"internal: sharded state '" + p.name() + "' names '" + name + "', which the graph lacks"};
+    info.values.push_back(v);
+    info.numels.push_back(v->type().numel());
+  }
+  return info;
+}
+
+}  // namespace
+
+bool isShardedState(const ir::Value& param) { return ir::getString(param.attrs(), "shard_of").has_value(); }
+
+bool hasShardedState(const ir::Graph& graph) {
+  for (const auto& p : graph.params())
+    if (isShardedState(*p)) return true;
+  return false;
+}
+
+Expected<TensorMap> replicatedState(const ir::Graph& g, const TensorMap& state, Communicator& comm) {
+  TensorMap out;
+  for (const auto& p : g.params()) {
+    const at::Tensor& mine = state.at(p->name());
+    if (!isShardedState(*p)) {
+      out.emplace(p->name(), mine);
+      continue;
+    }
+    Expected<ShardInfo> info = shardInfo(g, *p);
+    if (!info) return info.error();
+    at::Tensor shard = mine.contiguous();
+    at::Tensor all = at::empty({comm.worldSize() * shard.numel()}, shard.options());
+    if (Status s = comm.allGather(shard, all, "all_gather of the optimizer state shard '" + p->name() + "' at save");
+        !s)
+      return Error{s.message()};
+    std::int64_t at = 0;
+    for (size_t i = 0; i < info->params.size(); ++i) {
+      const ir::Shape& shape = info->values[i]->type().shape;
+      out.emplace(info->prefix + info->params[i],
+                  all.narrow(0, at, info->numels[i]).view(std::vector<std::int64_t>(shape.begin(), shape.end())).clone());
+      at += info->numels[i];
+    }
+  }
+  return out;
+}
+
+Status shardReplicatedState(const ir::Graph& g, TensorMap& state, const std::string& from) {
+  std::vector<std::string> replaced;
+  for (const auto& p : g.params()) {
+    if (!isShardedState(*p)) continue;
+    Expected<ShardInfo> info = shardInfo(g, *p);
+    if (!info) return Error{info.error().message};
+    const std::int64_t size = p->type().numel();
+    at::Tensor shard = at::zeros({size}, at::TensorOptions().dtype(toScalarType(p->type().dtype)));
+    std::vector<at::Tensor> full;
+    for (size_t i = 0; i < info->params.size(); ++i) {
+      const std::string name = info->prefix + info->params[i];
+      auto it = state.find(name);
+      if (it == state.end())
+        return Error{"checkpoint " + from + " has no tensor '" + name + "' (was it written for another model or optimizer?)"};
+      if (it->second.numel() != info->numels[i] || it->second.scalar_type() != shard.scalar_type())
+        return Error{"checkpoint " + from + ": '" + name + "' does not match its parameter '" + info->params[i] + "' (" +
+                     ir::toString(info->values[i]->type()) + ")"};
+      full.push_back(it->second.contiguous().view({-1}));
+      replaced.push_back(name);
+    }
+    for (const ir::ShardSegment& s : ir::shardSegments(info->numels, info->offset, size))
+      shard.narrow(0, s.shardOffset, s.length).copy_(full[s.part].narrow(0, s.begin, s.length));
+    state[p->name()] = shard;
+  }
+  for (const std::string& name : replaced) state.erase(name);
+  return {};
+}
+
+}  // namespace gradc::runtime
