@@ -1,7 +1,10 @@
 """Compares two gradc training runs: per-step losses (metrics JSON) and the tensors of two
 checkpoint folders (weights.safetensors), with a relative tolerance. Standard library only.
 
-usage: compare_runs.py METRICS_A METRICS_B [CHECKPOINT_A CHECKPOINT_B] --rtol X
+usage: compare_runs.py METRICS_A METRICS_B [CHECKPOINT_A CHECKPOINT_B] --rtol X [--common-steps]
+                       [--tensors FILE]
+--common-steps compares the steps both runs logged (a resumed run against a straight one);
+--tensors names the checkpoint file to compare (default weights.safetensors).
 Prints the largest relative differences; exits 1 when one is above the tolerance.
 """
 import argparse
@@ -35,10 +38,15 @@ def main():
     p.add_argument("metrics", nargs=2)
     p.add_argument("checkpoints", nargs="*")
     p.add_argument("--rtol", type=float, required=True)
+    p.add_argument("--common-steps", action="store_true")
+    p.add_argument("--tensors", default="weights.safetensors")
     a = p.parse_args()
     failed = False
 
     steps = [json.load(open(m))["steps"] for m in a.metrics]
+    if a.common_steps:
+        common = {x["step"] for x in steps[0]} & {x["step"] for x in steps[1]}
+        steps = [[x for x in s if x["step"] in common] for s in steps]
     if len(steps[0]) != len(steps[1]) or not steps[0]:
         print(f"step counts differ: {len(steps[0])} vs {len(steps[1])}")
         return 1
@@ -48,7 +56,7 @@ def main():
     failed |= worst > a.rtol
 
     if a.checkpoints:
-        ta, tb = (read_safetensors(os.path.join(c, "weights.safetensors")) for c in a.checkpoints)
+        ta, tb = (read_safetensors(os.path.join(c, a.tensors)) for c in a.checkpoints)
         if set(ta) != set(tb):
             print("the checkpoints hold different tensors")
             return 1
