@@ -21,6 +21,7 @@
 #include "passes/liveness.h"
 #include "passes/pass_manager.h"
 #include "passes/schedule.h"
+#include "passes/shard_state.h"
 #include "tools/artifact_build.h"
 #include "tools/commands.h"
 #include "tools/output.h"
@@ -153,6 +154,40 @@ std::optional<std::string> lossChunkTable(const ir::Graph& forward, passes::Trai
   return out;
 }
 
+// What each ZeRO stage (passes/shard_state.h) does to one rank's step without recompute: its
+// peak, the parameters and optimizer state it keeps, the reduced gradients it holds for the
+// update, and the bytes it sends per step.
+std::optional<std::string> shardTable(const ir::Graph& forward, passes::TrainingPlanOptions options, int world) {
+  std::string out = fmt::format(
+      "\nZeRO sharding over the {} ranks (--shard S), per rank, no recompute; sent = bytes each rank sends per step "
+      "(ring collectives):\n", world);
+  out += fmt::format("{:<6} {:<16} {:<14} {:<16} {:<18} {}\n", "stage", "predicted peak", "parameters",
+                     "optimizer state", "reduced gradients", "sent per step");
+  options.remat.strategy = passes::RematStrategy::None;
+  options.remat.budgetBytes.reset();
+  for (int stage : {0, 1, 2}) {
+    options.dataParallel->shard = stage;
+    Expected<passes::RematChoice> step = passes::chooseTrainingPlan(forward, options);
+    if (!step) {
+      std::cerr << "gradc: error: --shard " << stage << ": " << step.error().message << "\n";
+      return std::nullopt;
+    }
+    std::int64_t params = 0, state = 0, grads = 0;
+    for (const auto& p : step->graph.params()) (ir::isLearned(*p) ? params : state) += p->type().bytes();
+    for (const auto& n : step->graph.nodes()) {
+      const std::int64_t bucket = ir::getInt(n->attrs(), "bucket").value_or(-1);
+      if (bucket < 0) continue;
+      if (n->op().collective == ir::Collective::AllReduceStart) grads += n->result(0)->type().bytes();
+      if (n->op().collective == ir::Collective::ReduceScatterWait) grads += n->result(0)->type().bytes();
+    }
+    const passes::CommunicationVolume sent = passes::communicationVolume(step->graph);
+    out += fmt::format("{:<6} {:<16} {:<14} {:<16} {:<18} {}\n", stage, passes::formatBytes(step->report.predictedPeakBytes),
+                       passes::formatBytes(params), passes::formatBytes(state), passes::formatBytes(grads),
+                       passes::formatBytes(sent.total()));
+  }
+  return out;
+}
+
 // The forward graph's summary, then every recompute strategy's predicted peak and overhead on
 // the training step (AdamW), under --budget when given.
 int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
@@ -197,6 +232,11 @@ int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
   text += passes::formatStrategySummaries(*rows);
   if (passes::countFusableLosses(forward) > 0) {
     std::optional<std::string> table = lossChunkTable(forward, options, passes::scheduledPeakBytes(joint->graph));
+    if (!table) return kExitUserError;
+    text += *table;
+  }
+  if (partitioned && options.optimizer) {
+    std::optional<std::string> table = shardTable(forward, options, o.parallel.devices);
     if (!table) return kExitUserError;
     text += *table;
   }
