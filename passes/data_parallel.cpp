@@ -208,11 +208,13 @@ Status insertCollectives(ir::Graph& g, const DataParallelOptions& o) {
 std::vector<GradientBucket> gradientBuckets(const ir::Graph& graph) {
   std::vector<GradientBucket> out;
   for (const auto& n : graph.nodes()) {
-    if (n->op().collective != ir::Collective::AllReduceStart) continue;
+    if (n->op().collective != ir::Collective::AllReduceStart && n->op().collective != ir::Collective::ReduceScatterStart)
+      continue;
     const std::int64_t bucket = ir::getInt(n->attrs(), "bucket").value_or(-1);
     if (bucket < 0) continue;  // the loss
-    out.push_back({bucket, *ir::getInt(n->attrs(), "seq"), static_cast<std::int64_t>(n->numOperands()),
-                   n->result(0)->type().bytes()});
+    std::int64_t bytes = 0;  // the gradients (a reduce-scatter's bucket also holds its padding)
+    for (const ir::Value* v : n->operands()) bytes += v->type().bytes();
+    out.push_back({bucket, *ir::getInt(n->attrs(), "seq"), static_cast<std::int64_t>(n->numOperands()), bytes});
   }
   std::sort(out.begin(), out.end(), [](const GradientBucket& a, const GradientBucket& b) { return a.seq < b.seq; });
   return out;

@@ -79,7 +79,8 @@ Expected<ir::Graph> partitionForward(const ir::Graph& forward, const DataParalle
 
 Status insertCollectives(ir::Graph& graph, const DataParallelOptions& options);
 
-// The gradient buckets of a graph with collectives, in seq order (for logs and summaries).
+// The gradient buckets of a graph with collectives (all-reduced, or reduce-scattered under ZeRO
+// stage 2), in seq order (for logs and summaries); bytes are the gradients'.
 struct GradientBucket {
   std::int64_t bucket = 0;
   std::int64_t seq = 0;

@@ -116,6 +116,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
                           {"devices", world},
                           {"loss_placement", r.parallel.lossPlacement},
                           {"bucket_mib", r.parallel.bucketMiB},
+                          {"shard", r.parallel.shard},
                           {"optimizer", r.optimizer.optimizer},
                           {"lr", r.optimizer.lr},
                           {"min_lr", r.optimizer.minLr},
@@ -124,7 +125,10 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
                           {"clip_norm", r.optimizer.clipNorm},
                           {"warmup_steps", r.optimizer.warmupSteps},
                           {"decay_steps", r.optimizer.decaySteps},
-                          {"chosen", {{"remat", remat}, {"micro_batches", first.microBatches}, {"loss_chunks", first.lossChunks}}},
+                          {"chosen", {{"remat", remat},
+                                      {"micro_batches", first.microBatches},
+                                      {"loss_chunks", first.lossChunks},
+                                      {"shard", first.shardStage}}},
                           {"summary", describeStep(first)}};
   if (world > 1) {
     std::vector<passes::GradientBucket> buckets = passes::gradientBuckets(first.graph);
@@ -132,6 +136,9 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
                        r.parallel.lossPlacement + ", " + std::to_string(buckets.size()) + " gradient bucket" +
                        (buckets.size() == 1 ? "" : "s") + " of";
     for (const passes::GradientBucket& b : buckets) line += " " + passes::formatBytes(b.bytes);
+    if (first.shardStage > 0)
+      line += ", ZeRO stage " + std::to_string(first.shardStage) +
+              (first.shardStage == 1 ? " (optimizer state sharded)" : " (optimizer state and gradients sharded)");
     flags["parallel_summary"] = line;
   }
   m.flagsJson = flags.dump();
@@ -150,7 +157,8 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
                            {"remat", remat},
                            {"micro_batches", first.microBatches},
                            {"devices", world},
-                           {"loss_placement", r.parallel.lossPlacement}};
+                           {"loss_placement", r.parallel.lossPlacement},
+                           {"shard", first.shardStage}};
   m.configJson = config.dump();
   if (Status s = runtime::writeArtifact(out, m, files); !s) {
     std::cerr << "gradc: error: " << s.message() << "\n";
