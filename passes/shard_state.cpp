@@ -119,7 +119,10 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
       starts.push_back(*start);
     }
     for (size_t k = 0; k < buckets.size(); ++k) {
-      ir::Node* at = k + 1 < buckets.size() ? nextNode(g, starts[k + 1]) : buckets[k].wait;
+      // A bucket over the size cap (one large gradient) is waited for at once: in flight beyond
+      // the bucket being filled is never more than one cap's worth.
+      const bool overlap = k + 1 < buckets.size() && starts[k]->result(0)->type().bytes() <= o.bucketBytes;
+      ir::Node* at = overlap ? nextNode(g, starts[k + 1]) : k + 1 < buckets.size() ? nextNode(g, starts[k]) : buckets[k].wait;
       const ir::AttrMap attrs{{"world", world}, {"rank", rank}, {"seq", *ir::getInt(buckets[k].start->attrs(), "seq")},
                               {"bucket", buckets[k].number}};
       auto wait = emitAt(g, at, "reduce_scatter_wait", {starts[k]->result(0)}, attrs, ir::Phase::comm);

@@ -15,7 +15,9 @@
 //      (same seq, same place) and reduce_scatter_wait, placed right after the next bucket's
 //      start (the last bucket's: where its all-reduce wait was), so each reduction overlaps the
 //      backward that produces the next bucket, and a full bucket lives only until then: what
-//      stays is the [s] shard of the reduced gradient.
+//      stays is the [s] shard of the reduced gradient. A bucket larger than the bucket size
+//      (one gradient over the cap, e.g. an embedding's) is waited for right after its start,
+//      so what is in flight beside the bucket being filled never exceeds one cap.
 //   3. The bucket's parameter updates (adamw_step / sgd_step, one per parameter) become one
 //      adamw_shard_step / sgd_shard_step over the shard (ir/ops_shard.cpp), reading the full
 //      reduced gradients (stage 1) or the reduced shard (stage 2), whose result is the updated
