@@ -35,14 +35,21 @@ void check(CollectiveContext& cc, const Status& s) {
   throw std::runtime_error(s.message());
 }
 
-Results allReduceStart(const KernelArgs& a) {
-  CollectiveContext& cc = contextOf(a);
-  at::Tensor bucket = resultBuffer(a);
+// The operands one after another at the start of the flat bucket (strided operands are read in
+// place, no temporary); returns the elements written.
+std::int64_t packInto(const at::Tensor& bucket, std::span<const at::Tensor> operands) {
   std::int64_t at = 0;
-  for (const at::Tensor& t : a.operands) {  // strided operands are read in place, no temporary
+  for (const at::Tensor& t : operands) {
     bucket.narrow(0, at, t.numel()).view(t.sizes()).copy_(t);
     at += t.numel();
   }
+  return at;
+}
+
+Results allReduceStart(const KernelArgs& a) {
+  CollectiveContext& cc = contextOf(a);
+  at::Tensor bucket = resultBuffer(a);
+  packInto(bucket, a.operands);
   auto pending = cc.comm().startAllReduceSum(bucket, CollectiveContext::describe(a.node, a.ctx.step));
   if (!pending) check(cc, Status(pending.error()));
   cc.started(&a.node, std::move(*pending));
@@ -68,11 +75,7 @@ Results allReduceWait(const KernelArgs& a) {
 Results reduceScatterStart(const KernelArgs& a) {
   CollectiveContext& cc = contextOf(a);
   at::Tensor bucket = resultBuffer(a);
-  std::int64_t at = 0;
-  for (const at::Tensor& t : a.operands) {
-    bucket.narrow(0, at, t.numel()).view(t.sizes()).copy_(t);
-    at += t.numel();
-  }
+  const std::int64_t at = packInto(bucket, a.operands);
   if (at < bucket.numel()) bucket.narrow(0, at, bucket.numel() - at).zero_();
   auto pending = cc.comm().startReduceScatterSum(bucket, CollectiveContext::describe(a.node, a.ctx.step));
   if (!pending) check(cc, Status(pending.error()));

@@ -19,8 +19,11 @@
 #include "passes/pass_manager.h"
 #include "passes/schedule.h"
 #include "tests/bundled_model.h"
+#include "tests/passes/rank_step.h"
 
 using namespace gradc;
+using testing::nodesOf;
+using testing::rankStep;
 
 namespace {
 
@@ -35,27 +38,6 @@ passes::DataParallelOptions dp(int world, int rank, passes::LossPlacement placem
   return o;
 }
 
-// The scheduled training step of one rank, as `gradc train` builds it (AdamW, no budget).
-ir::Graph rankStep(const ir::Graph& forward, const passes::DataParallelOptions& o) {
-  Expected<ir::Graph> local = passes::partitionForward(forward, o);
-  REQUIRE_MESSAGE(local.ok(), local.error().message);
-  passes::TrainingPlanOptions options;
-  options.dataParallel = o;
-  Expected<passes::RematChoice> choice = passes::chooseTrainingPlan(*local, options);
-  REQUIRE_MESSAGE(choice.ok(), choice.error().message);
-  passes::PassManager pm;
-  pm.add<passes::Schedule>();
-  Expected<bool> ran = pm.run(choice->graph);
-  REQUIRE_MESSAGE(ran.ok(), ran.error().message);
-  return std::move(choice->graph);
-}
-
-std::vector<const ir::Node*> nodesOf(const ir::Graph& g, std::string_view op) {
-  std::vector<const ir::Node*> out;
-  for (const auto& n : g.nodes())
-    if (n->opName() == op) out.push_back(n.get());
-  return out;
-}
 
 }  // namespace
 

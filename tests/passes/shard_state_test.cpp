@@ -21,8 +21,11 @@
 #include "passes/schedule.h"
 #include "passes/shard_state.h"
 #include "tests/bundled_model.h"
+#include "tests/passes/rank_step.h"
 
 using namespace gradc;
+using testing::nodesOf;
+using testing::rankStep;
 
 namespace {
 
@@ -45,23 +48,6 @@ Expected<passes::RematChoice> plan(const ir::Graph& forward, const passes::DataP
   REQUIRE_MESSAGE(local.ok(), local.error().message);
   options.dataParallel = o;
   return passes::chooseTrainingPlan(*local, options);
-}
-
-ir::Graph rankStep(const ir::Graph& forward, const passes::DataParallelOptions& o, passes::TrainingPlanOptions options = {}) {
-  Expected<passes::RematChoice> choice = plan(forward, o, options);
-  REQUIRE_MESSAGE(choice.ok(), choice.error().message);
-  passes::PassManager pm;
-  pm.add<passes::Schedule>();
-  Expected<bool> ran = pm.run(choice->graph);
-  REQUIRE_MESSAGE(ran.ok(), ran.error().message);
-  return std::move(choice->graph);
-}
-
-std::vector<const ir::Node*> nodesOf(const ir::Graph& g, std::string_view op) {
-  std::vector<const ir::Node*> out;
-  for (const auto& n : g.nodes())
-    if (n->opName() == op) out.push_back(n.get());
-  return out;
 }
 
 // "op(bucket)" of every collective-issuing node, in seq order: what the ranks must agree on.

@@ -1,0 +1,40 @@
+// Helpers of the data-parallel pass tests: one rank's scheduled training step, as `gradc
+// train` builds it, and the nodes of one op.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/data_parallel.h"
+#include "passes/micro_batch.h"
+#include "passes/pass_manager.h"
+#include "passes/schedule.h"
+
+namespace gradc::testing {
+
+// The scheduled training step of one rank (AdamW; no budget unless `options` has one).
+inline ir::Graph rankStep(const ir::Graph& forward, const passes::DataParallelOptions& o,
+                          passes::TrainingPlanOptions options = {}) {
+  Expected<ir::Graph> local = passes::partitionForward(forward, o);
+  REQUIRE_MESSAGE(local.ok(), local.error().message);
+  options.dataParallel = o;
+  Expected<passes::RematChoice> choice = passes::chooseTrainingPlan(*local, options);
+  REQUIRE_MESSAGE(choice.ok(), choice.error().message);
+  passes::PassManager pm;
+  pm.add<passes::Schedule>();
+  Expected<bool> ran = pm.run(choice->graph);
+  REQUIRE_MESSAGE(ran.ok(), ran.error().message);
+  return std::move(choice->graph);
+}
+
+inline std::vector<const ir::Node*> nodesOf(const ir::Graph& g, std::string_view op) {
+  std::vector<const ir::Node*> out;
+  for (const auto& n : g.nodes())
+    if (n->opName() == op) out.push_back(n.get());
+  return out;
+}
+
+}  // namespace gradc::testing
