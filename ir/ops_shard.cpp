@@ -114,8 +114,9 @@ std::int64_t longestSegmentBytes(const OpContext& c) {
 }
 
 // As adamw_step's, for the longest segment: sqrt(v) and a wrapped Scalar (none when fused).
+// A shard past the bucket's end (small buckets, last ranks) has no segment and runs nothing.
 std::int64_t workspaceAdamwShardStep(const OpContext& c, Types) {
-  if (getBool(c.attrs, "fused").value_or(false)) return 0;
+  if (getBool(c.attrs, "fused").value_or(false) || longestSegmentBytes(c) == 0) return 0;
   return longestSegmentBytes(c) + scalarOperandBytes(c.inputs[0].dtype);
 }
 
@@ -123,6 +124,7 @@ std::int64_t workspaceAdamwShardStep(const OpContext& c, Types) {
 std::int64_t workspaceSgdShardStep(const OpContext& c, Types) {
   const bool decay = getFloat(c.attrs, "weight_decay").value_or(0) != 0;
   const bool momentum = getFloat(c.attrs, "momentum").value_or(0) != 0;
+  if (longestSegmentBytes(c) == 0) return 0;
   return (decay ? longestSegmentBytes(c) : 0) + (momentum ? scalarOperandBytes(c.inputs[0].dtype) : 0);
 }
 

@@ -301,7 +301,7 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
     int shardStage = 0;
   };
   std::vector<Built> graphs;
-  graphs.reserve(2 * ks.size());
+  graphs.reserve(2 * ks.size() * stages.size());
   auto select = [&]() -> Expected<RematChoice> {
     std::vector<RematGraph> views;
     for (Built& b : graphs) views.push_back(RematGraph{&b.graph, b.microBatches, b.lossChunks, b.shardStage});

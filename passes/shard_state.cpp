@@ -95,11 +95,19 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
     buckets.push_back(std::move(b));
   }
   if (buckets.empty()) return {};
+  // One sharded update per bucket takes its hyperparameters and per-step scalars from the first
+  // update: every update of the bucket must agree on them.
   const std::string kind(buckets[0].updates[0]->opName());
+  const size_t scalarsFrom = kind == "adamw_step" ? 4 : 2, scalars = kind == "adamw_step" ? 3 : 2;
   for (const Bucket& b : buckets)
-    for (const ir::Node* u : b.updates)
-      if (u->opName() != kind) return Error{"optimizer-state sharding: the updates mix " + kind + " and " +
-                                            std::string(u->opName())};
+    for (const ir::Node* u : b.updates) {
+      const ir::Node& first = *b.updates[0];
+      bool same = u->opName() == kind && u->attrs() == first.attrs() && u->numOperands() == first.numOperands();
+      for (size_t i = scalarsFrom; same && i < scalarsFrom + scalars; ++i) same = u->operand(i) == first.operand(i);
+      if (!same)
+        return Error{"optimizer-state sharding: the updates of bucket " + std::to_string(b.number) +
+                     " differ in op, hyperparameters or step scalars; one sharded update cannot apply them"};
+    }
 
   // Gradient-norm clipping: the global_norm over the reduced gradients, when there is one.
   ir::Node* norm = nullptr;
@@ -121,7 +129,9 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
     for (size_t k = 0; k < buckets.size(); ++k) {
       // A bucket over the size cap (one large gradient) is waited for at once: in flight beyond
       // the bucket being filled is never more than one cap's worth.
-      const bool overlap = k + 1 < buckets.size() && starts[k]->result(0)->type().bytes() <= o.bucketBytes;
+      std::int64_t gradientBytes = 0;
+      for (const ir::Value* v : starts[k]->operands()) gradientBytes += v->type().bytes();
+      const bool overlap = k + 1 < buckets.size() && gradientBytes <= o.bucketBytes;
       ir::Node* at = overlap ? nextNode(g, starts[k + 1]) : k + 1 < buckets.size() ? nextNode(g, starts[k]) : buckets[k].wait;
       const ir::AttrMap attrs{{"world", world}, {"rank", rank}, {"seq", *ir::getInt(buckets[k].start->attrs(), "seq")},
                               {"bucket", buckets[k].number}};
@@ -219,6 +229,19 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
       dead.insert(b.wait);
       dead.insert(b.start);
     }
+  for (const ir::Node* n : dead)
+    for (size_t r = 0; r < n->numResults(); ++r) {
+      const ir::Value* v = n->result(r);
+      bool stillRead = v->isGraphOutput();
+      for (const ir::Use& u : v->uses()) stillRead |= dead.count(u.user) == 0;
+      if (stillRead)
+        return Error{"optimizer-state sharding: a replaced " + std::string(n->opName()) +
+                     " result is still read by another node or an output"};
+    }
+  for (const ir::Value* p : oldState)
+    for (const ir::Use& u : p->uses())
+      if (dead.count(u.user) == 0)
+        return Error{"optimizer-state sharding: the optimizer state '" + p->name() + "' is read outside its update"};
   g.eraseIf([&](const ir::Node& n) { return dead.count(&n) > 0; });
   g.eraseParamsIf([&](const ir::Value& p) { return oldState.count(&p) > 0; });
   return {};

@@ -53,20 +53,21 @@ bool hasShardedState(const ir::Graph& graph) {
 }
 
 Expected<TensorMap> replicatedState(const ir::Graph& g, const TensorMap& state, Communicator& comm) {
+  const bool root = comm.rank() == 0;
   TensorMap out;
   for (const auto& p : g.params()) {
     const at::Tensor& mine = state.at(p->name());
     if (!isShardedState(*p)) {
-      out.emplace(p->name(), mine);
+      if (root) out.emplace(p->name(), mine);
       continue;
     }
     Expected<ShardInfo> info = shardInfo(g, *p);
     if (!info) return info.error();
     at::Tensor shard = mine.contiguous();
-    at::Tensor all = at::empty({comm.worldSize() * shard.numel()}, shard.options());
-    if (Status s = comm.allGather(shard, all, "all_gather of the optimizer state shard '" + p->name() + "' at save");
-        !s)
+    at::Tensor all = root ? at::empty({comm.worldSize() * shard.numel()}, shard.options()) : at::Tensor();
+    if (Status s = comm.gather(shard, all, 0, "gather of the optimizer state shard '" + p->name() + "' at save"); !s)
       return Error{s.message()};
+    if (!root) continue;
     std::int64_t at = 0;
     for (size_t i = 0; i < info->params.size(); ++i) {
       const ir::Shape& shape = info->values[i]->type().shape;

@@ -21,9 +21,11 @@ namespace gradc::runtime {
 bool isShardedState(const ir::Value& param);
 bool hasShardedState(const ir::Graph& graph);
 
-// The replicated state: every tensor of `state` that is not a shard as it is, and each bucket's
-// shards of every rank gathered and cut into per-parameter tensors. Collective: every rank calls
-// it at the same point, with the same graph structure.
+// The replicated state, on rank 0: every tensor of `state` that is not a shard as it is, and
+// each bucket's shards of every rank gathered and cut into per-parameter tensors. The other ranks
+// send their shards and get an empty map, so only rank 0 ever holds the whole state (outside
+// the step's plan, while it saves). Collective: every rank calls it at the same point, with the
+// same graph structure.
 Expected<TensorMap> replicatedState(const ir::Graph& graph, const TensorMap& state, Communicator& comm);
 
 // The other way, for a resume: this rank's shards cut from the per-parameter tensors of a

@@ -52,14 +52,18 @@ int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
   int exitCode = kExitOk;
   std::optional<passes::TrainingPlanOptions> planOptions = parseTrainingPlanOptions(o.memory, o.optimizer.options());
   if (!planOptions) return kExitUserError;
-  std::vector<TrainingStep> steps;  // rank 0, then (when it differs) the other ranks' step
-  for (int rank = 0; rank < std::min(o.parallel.devices, 2); ++rank) {
+  // Rank 0, then (when it differs) the other ranks' step: one for all of them, or under ZeRO
+  // every rank's (each owns other shards, whose longest segments set its update's workspace).
+  std::vector<TrainingStep> steps;
+  for (int rank = 0; rank < o.parallel.devices; ++rank) {
     Expected<passes::DataParallelOptions> parallel = o.parallel.forRank(rank);
     if (!parallel) {
       std::cerr << "gradc: error: " << parallel.error().message << "\n";
       return kExitUserError;
     }
-    if (rank == 1 && parallel->placement == passes::LossPlacement::Local) break;
+    const bool sharded = rank > 0 && steps.front().shardStage > 0;
+    if (!sharded && rank == 1 && parallel->placement == passes::LossPlacement::Local) break;
+    if (!sharded && rank == 2) break;
     if (rank > 0) parallel->shard = steps.front().shardStage;  // one stage for every rank
     passes::PassManagerOptions pm = o.pipeline.passManagerOptions();
     if (pm.dumpDir && o.parallel.devices > 1) *pm.dumpDir /= "rank" + std::to_string(rank);
@@ -70,7 +74,10 @@ int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
   if (o.parallel.devices > 1) {
     std::vector<passes::RankPlan> ranks;
     for (int rank = 0; rank < o.parallel.devices; ++rank) {
-      const passes::MemoryPlan& plan = rank == 0 ? steps.front().plan : steps.back().plan;
+      const size_t index = steps.size() == static_cast<size_t>(o.parallel.devices) ? static_cast<size_t>(rank)
+                           : rank == 0                                          ? 0
+                                                                                : steps.size() - 1;
+      const passes::MemoryPlan& plan = steps[index].plan;
       passes::RankPlan r{rank, plan.peakBytes, plan.arenaBytes, {}};
       std::vector<size_t> live = plan.liveAt(plan.peakStep);
       for (size_t k = 0; k < live.size() && k < 8; ++k) {
