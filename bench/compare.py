@@ -30,7 +30,8 @@ Sections (each writes bench/results/<section>.json and .md; `report.md` collects
   convnets  the ResNets: resnet18-cifar step time, peak and largest batch under a budget vs PyTorch
             eager and checkpointing; resnet-deep's recompute-vs-memory sweep (bench/convnet_section.py)
   planner   predicted peak and recompute FLOPs of gradc's plans (chain, auto, sqrt,
-            selective, memory-poor) over a sweep of budgets; an SVG plot
+            selective, memory-poor) over a sweep of budgets, and of checkpoint_sequential's segment
+            choices on the same step (build/bench/remat_curve) against gradc at their peaks; an SVG plot
 
 Memory, measured the same way for both systems (run_measured): each run is a child process
 whose stderr is a pre-filled one-page pipe, so its first stderr write blocks. That write is the
@@ -99,6 +100,7 @@ FULL = {
         "lstm-lm": ([64], 4, 64),
     },
     "planner": {"gpt-mini": 14, "lstm-lm": 8},  # budgets per sweep
+    "planner_segments": ["gpt-mini"],  # checkpoint_sequential's segment choices (bench/remat_curve)
     "alloc": [("mlp", 4096, 15, 5), ("gpt-mini", 16, 6, 2)],  # model, batch, steps, warm-up
     "arena": {"budget_mib": 512, "rss_batches": [16, 96, 192],
               "speed": [("gpt-mini", 16, 6, 2), ("gpt-mini", 32, 6, 2), ("mlp", 4096, 15, 5)]},
@@ -116,6 +118,7 @@ QUICK = {
     "budget": {"gpt-mini": (16, [120]), "lstm-lm": (8, [36])},
     "maxbatch": {"gpt-mini": ([128], 4, 128)},
     "planner": {"gpt-mini": 8},
+    "planner_segments": ["gpt-mini"],
     "alloc": [("gpt-mini", 16, 5, 2)],
     "arena": {"budget_mib": 512, "rss_batches": [16, 96], "speed": [("gpt-mini", 16, 5, 2), ("mlp", 4096, 12, 4)]},
     "blas": [("gpt-mini", 16, 4, 2)],
@@ -860,9 +863,9 @@ def format_maxbatch(rows, cfg, out_dir):
     return "\n".join(md)
 
 
-def compile_plan(runner, model, strategy, budget=None, micro="1"):
+def compile_plan(runner, model, strategy, budget=None, micro="1", extra=()):
     out = os.path.join(runner.tmp, "sweep-plan.json")
-    cmd = [runner.gradc, "compile", runner.spec(model), "--emit", "plan", "--remat", strategy, "-o", out]
+    cmd = [runner.gradc, "compile", runner.spec(model), "--emit", "plan", "--remat", strategy, "-o", out, *extra]
     if budget is not None:
         cmd += ["--budget", str(budget), "--micro-batches", micro]
     r = subprocess.run(cmd, capture_output=True, text=True, env=runner.env)
@@ -903,11 +906,36 @@ def section_planner(runner, cfg, log):
                     r["budget"] = int(sq["peak"] * f)
                     break
             at_sqrt[s] = r
-        data[model] = {"fixed": fixed, "sweep": pts, "budgets": budgets, "at_sqrt_peak": at_sqrt}
+        data[model] = {"fixed": fixed, "sweep": pts, "budgets": budgets, "at_sqrt_peak": at_sqrt,
+                       "checkpoint_sequential": checkpoint_sequential_points(runner, model, log)
+                       if model in cfg.get("planner_segments", ()) else []}
         log(f"planner {model}: {len(budgets)} budgets; sqrt {fmt_bytes(sq['peak'])} {sq['recompute_pct']:.1f}%; at that "
             f"budget: " + ", ".join(f"{k} {'no plan' if v is None else '%.1f%%' % v['recompute_pct']}"
                                     for k, v in at_sqrt.items()))
     return data
+
+
+def checkpoint_sequential_points(runner, model, log):
+    """torch.utils.checkpoint.checkpoint_sequential's segment choices, planned by gradc on the same
+    step (build/bench/remat_curve, beside the gradc binary), each with gradc's own plan at that
+    peak as the budget (the loss unfused in both, so only the recompute choice differs)."""
+    tool = os.path.join(os.path.dirname(os.path.abspath(runner.gradc)), "bench", "remat_curve")
+    if not os.path.exists(tool):
+        log(f"planner {model}: no {tool}; build it (ninja -C build remat_curve) for the checkpoint_sequential series")
+        return []
+    r = subprocess.run([tool, runner.spec(model), "--budgets", "0"], capture_output=True, text=True, env=runner.env)
+    if r.returncode != 0:
+        log(f"planner {model}: remat_curve failed: {r.stderr.strip()}")
+        return []
+    curve = json.loads(r.stdout)
+    out = []
+    for p in curve["points"]:
+        if p["series"] != "checkpoint_sequential":
+            continue
+        g = compile_plan(runner, model, "auto", p["peak"], extra=("--loss-chunks", "off"))
+        out.append({"plan": p["plan"], "segments": int(p["plan"].split(": ")[1].split()[0]), "peak": p["peak"],
+                    "recompute_pct": 100.0 * p["recompute_flops"] / curve["forward_flops"], "gradc": g})
+    return out
 
 
 def format_planner(data, cfg, out_dir):
@@ -936,12 +964,25 @@ def format_planner(data, cfg, out_dir):
             md.append(f"| {fmt_bytes(c['budget'])} | {fmt_bytes(c['peak'])} | "
                       f"{'—' if c['recompute_pct'] is None else '%.1f%%' % c['recompute_pct']} | {fmt_bytes(a['peak'])} | "
                       f"{'—' if a['recompute_pct'] is None else '%.1f%%' % a['recompute_pct']} |")
+        cs = d.get("checkpoint_sequential", [])
+        if cs:
+            md += ["", "torch.utils.checkpoint.checkpoint_sequential's segment choices (k segments: each segment's input "
+                   "kept, every segment but the last recomputed), planned by gradc on the same step "
+                   "(`build/bench/remat_curve`), against gradc's own plan with that peak as the budget (`--remat auto "
+                   "--loss-chunks off`):", "",
+                   "| segments | checkpoint_sequential: peak | recompute | gradc at that budget: peak | recompute |",
+                   "|---|---|---|---|---|"]
+            for p in cs:
+                g = p["gradc"]
+                md.append(f"| {p['segments']} | {fmt_bytes(p['peak'])} | {p['recompute_pct']:.1f}% | "
+                          f"{fmt_bytes(g['peak']) if g else 'no plan'} | "
+                          f"{'%.1f%%' % g['recompute_pct'] if g else '—'} |")
         md += ["", f"![recompute vs peak, {model}](planner-{model}.svg)", ""]
         write_svg(os.path.join(out_dir, f"planner-{model}.svg"), model, d)
     return "\n".join(md)
 
 
-OFF_SCALE_ROW = {"memory-poor": 0, "auto": 1, "chain": 2}
+OFF_SCALE_ROW = {"memory-poor": 0, "auto": 1, "chain": 2, "checkpoint_sequential": 3}
 
 
 def write_svg(path, model, d):
@@ -952,6 +993,8 @@ def write_svg(path, model, d):
     for s, v in d["fixed"].items():
         if s != "chain":
             series.setdefault(s, []).append((v["peak"], v["recompute_pct"]))
+    if d.get("checkpoint_sequential"):
+        series["checkpoint_sequential"] = sorted((p["peak"], p["recompute_pct"]) for p in d["checkpoint_sequential"])
     allp = [p for v in series.values() for p in v]
     xs = [p[0] / MiB for p in allp]
     ys = [p[1] for p in allp]
@@ -970,7 +1013,7 @@ def write_svg(path, model, d):
         return H - B - (v - y0) / (y1 - y0) * (H - T - B)
 
     colors = {"chain": "#1f77b4", "auto": "#ff7f0e", "sqrt": "#2ca02c", "selective": "#9467bd",
-              "memory-poor": "#d62728", "none": "#333333"}
+              "memory-poor": "#d62728", "none": "#333333", "checkpoint_sequential": "#8c564b"}
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
            f'<rect width="{W}" height="{H}" fill="white"/>',
            f'<text x="{L}" y="18" font-size="14">{model}: recompute vs predicted peak (gradc plans)</text>',

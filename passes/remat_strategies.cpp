@@ -251,5 +251,10 @@ std::vector<Candidate> candidates(const Analysis& a, RematStrategy strategy) {
   return out;
 }
 
+Candidate segmentsCandidate(const Analysis& a, int segments) {
+  return scheduled(a, RematStrategy::Sqrt, "checkpoint_sequential: " + std::to_string(segments) + " segments", 3,
+                   [&](const Episode& ep) { return chain::sqrtSchedule(ep.model, segments); });
+}
+
 }  // namespace remat
 }  // namespace gradc::passes

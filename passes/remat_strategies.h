@@ -168,6 +168,12 @@ struct Candidate {
 // The proposals of a strategy (Auto: of every strategy), in a fixed order.
 std::vector<Candidate> candidates(const Analysis& analysis, RematStrategy strategy);
 
+// torch.utils.checkpoint.checkpoint_sequential's plan with `segments` segments: the chain's
+// stages cut into that many groups, each group's input kept and every group but the last
+// recomputed once in the backward (what sqrt does with sqrt(n) segments). For comparisons
+// (bench/remat_curve.cpp); the planner's own proposals come from candidates().
+Candidate segmentsCandidate(const Analysis& analysis, int segments);
+
 // Where a recompute node reads an operand: an original value, or a result of an earlier clone.
 struct Source {
   const ir::Value* value = nullptr;
