@@ -40,10 +40,22 @@ struct Bucket {
   std::int64_t total = 0;  // elements
 };
 
-// The replicated state prefixes an update reads, in operand order ("opt.adam_m.", ...).
-std::vector<std::string> statePrefixes(const ir::Node& update) {
-  if (update.opName() == "adamw_step") return {"opt.adam_m.", "opt.adam_v."};
-  return update.numOperands() == 5 ? std::vector<std::string>{"opt.momentum."} : std::vector<std::string>{};
+// The optimizer-state operands of an update, in order: adamw_step's m and v (operands 2, 3),
+// sgd_step's momentum buffer (operand 4, when there is one).
+std::vector<ir::Value*> stateOperands(const ir::Node& update) {
+  if (update.opName() == "adamw_step") return {update.operand(2), update.operand(3)};
+  return update.numOperands() == 5 ? std::vector<ir::Value*>{update.operand(4)} : std::vector<ir::Value*>{};
+}
+
+// The replicated state's name prefix ("opt.adam_m."): its name before its parameter's, as the
+// optimizer pass named it.
+Expected<std::string> statePrefix(const ir::Value& state, const ir::Value& param) {
+  const std::string& name = state.name();
+  if (name.size() <= param.name().size() || name.compare(name.size() - param.name().size(), std::string::npos,
+                                                         param.name()) != 0)
+    return Error{"optimizer-state sharding: the state '" + name + "' is not named after its parameter '" +
+                 param.name() + "'"};
+  return name.substr(0, name.size() - param.name().size());
 }
 
 std::string joinNames(const std::vector<ir::Value*>& params) {
@@ -152,22 +164,23 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
     const std::int64_t s = ir::shardSize(b.total, world);
     const ir::TensorType shardType{b.params[0]->type().dtype, {s}};
     std::vector<ir::Value*> state;
-    for (const std::string& prefix : statePrefixes(first)) {
-      const std::string name = prefix + "bucket" + std::to_string(b.number);
+    for (const ir::Value* replicated : stateOperands(first)) {
+      Expected<std::string> prefix = statePrefix(*replicated, *b.params[0]);
+      if (!prefix) return prefix.error();
+      const std::string name = *prefix + "bucket" + std::to_string(b.number);
       if (g.findNamed(name)) return Error{"optimizer-state sharding: the name '" + name + "' is already taken"};
       state.push_back(g.addParam(name, shardType,
                                  {{"init", std::string("zeros")},
                                   {"role", std::string("opt_state")},
                                   {"of", "gradient bucket " + std::to_string(b.number) + ".shard"},
                                   {"shard_of", joinNames(b.params)},
-                                  {"shard_prefix", prefix},
+                                  {"shard_prefix", *prefix},
                                   {"shard_offset", rank * s},
                                   {"shard_world", world}}));
     }
     for (const ir::Node* u : b.updates) {
       dead.insert(u);
-      for (size_t i = kind == "adamw_step" ? 2 : 4; i < u->numOperands(); ++i)
-        if (u->operand(i)->kind() == ir::ValueKind::Param) oldState.insert(u->operand(i));
+      for (const ir::Value* v : stateOperands(*u)) oldState.insert(v);
     }
     std::vector<ir::Value*> operands(b.params.begin(), b.params.end());
     if (o.shard == 2) {
