@@ -32,21 +32,24 @@ std::optional<Phase> parsePhase(std::string_view name) {
 
 Node::~Node() { dropOperandUses(); }
 
+// Use lists grow in creation order and nodes usually go newest first (erasure of recompute
+// clones, rewrites undone), so the use is searched for from the back: O(1) in that case even
+// for a value with thousands of users (the learning rate, a shared scalar).
 void Node::dropOperandUses() {
   for (unsigned i = 0; i < operands_.size(); ++i) {
     auto& uses = operands_[i]->uses_;
-    auto it = std::find(uses.begin(), uses.end(), Use{this, i});
-    assert(it != uses.end() && "use list out of sync");
-    if (it != uses.end()) uses.erase(it);
+    auto it = std::find(uses.rbegin(), uses.rend(), Use{this, i});
+    assert(it != uses.rend() && "use list out of sync");
+    if (it != uses.rend()) uses.erase(std::next(it).base());
   }
   operands_.clear();
 }
 
 void Node::setOperand(size_t i, Value* value) {
   Value* old = operands_.at(i);
-  auto it = std::find(old->uses_.begin(), old->uses_.end(), Use{this, static_cast<unsigned>(i)});
-  assert(it != old->uses_.end());
-  old->uses_.erase(it);
+  auto it = std::find(old->uses_.rbegin(), old->uses_.rend(), Use{this, static_cast<unsigned>(i)});
+  assert(it != old->uses_.rend());
+  old->uses_.erase(std::next(it).base());
   operands_[i] = value;
   value->uses_.push_back(Use{this, static_cast<unsigned>(i)});
 }
@@ -79,24 +82,32 @@ std::int64_t Node::workspaceBytes() const {
 
 // ---- Graph -----------------------------------------------------------------------------------
 
-Graph::~Graph() {
-  // Drop every use first, so destruction order does not matter (reorder() may have put a
-  // user before its producer in a graph that then failed verification).
-  for (auto& n : nodes_) n->dropOperandUses();
+Graph::~Graph() { releaseNodes(); }
+
+// Every value of the graph goes at once, so use lists are cleared wholesale rather than use by
+// use (linear, and independent of the order: reorder() may have put a user before its producer
+// in a graph that then failed verification).
+void Graph::releaseNodes() {
+  for (auto& v : inputs_) v->uses_.clear();
+  for (auto& v : params_) v->uses_.clear();
+  for (auto& n : nodes_) {
+    n->operands_.clear();
+    for (auto& r : n->results_) r->uses_.clear();
+  }
   nodes_.clear();
 }
 
 Graph& Graph::operator=(Graph&& other) noexcept {
   if (this == &other) return *this;
   // Nodes hold uses of values owned by inputs_/params_: release them before those go.
-  for (auto& n : nodes_) n->dropOperandUses();
-  nodes_.clear();
+  releaseNodes();
   name_ = std::move(other.name_);
   attrs_ = std::move(other.attrs_);
   inputs_ = std::move(other.inputs_);
   params_ = std::move(other.params_);
   nodes_ = std::move(other.nodes_);
   outputs_ = std::move(other.outputs_);
+  outputIndex_ = std::move(other.outputIndex_);
   insertBefore_ = std::exchange(other.insertBefore_, nullptr);
   return *this;
 }
@@ -199,6 +210,7 @@ void Graph::replaceAllUsesWith(Value* from, Value* to) {
   assert(from != to);
   std::vector<Use> uses = from->uses_;
   for (const Use& u : uses) u.user->setOperand(u.operandIndex, to);
+  if (from->graphOutputRefs_ == 0) return;
   for (auto& out : outputs_)
     if (out.value == from) {
       out.value = to;
@@ -208,29 +220,31 @@ void Graph::replaceAllUsesWith(Value* from, Value* to) {
 }
 
 void Graph::setOutput(std::string name, Value* value) {
-  for (auto& out : outputs_)
-    if (out.name == name) {
-      --out.value->graphOutputRefs_;
-      out.value = value;
-      ++value->graphOutputRefs_;
-      return;
-    }
+  if (auto it = outputIndex_.find(name); it != outputIndex_.end()) {
+    GraphOutput& out = outputs_[it->second];
+    --out.value->graphOutputRefs_;
+    out.value = value;
+    ++value->graphOutputRefs_;
+    return;
+  }
+  outputIndex_.emplace(name, outputs_.size());
   outputs_.push_back(GraphOutput{std::move(name), value});
   ++value->graphOutputRefs_;
 }
 
 bool Graph::removeOutput(std::string_view name) {
-  auto it = std::find_if(outputs_.begin(), outputs_.end(), [&](const GraphOutput& o) { return o.name == name; });
-  if (it == outputs_.end()) return false;
-  --it->value->graphOutputRefs_;
-  outputs_.erase(it);
-  return true;
+  return removeOutputsIf([&](const GraphOutput& o) { return o.name == name; }) > 0;
+}
+
+void Graph::reindexOutputs() {
+  outputIndex_.clear();
+  outputIndex_.reserve(outputs_.size());
+  for (size_t i = 0; i < outputs_.size(); ++i) outputIndex_.emplace(outputs_[i].name, i);
 }
 
 Value* Graph::findOutput(std::string_view name) const {
-  for (const auto& out : outputs_)
-    if (out.name == name) return out.value;
-  return nullptr;
+  auto it = outputIndex_.find(name);
+  return it == outputIndex_.end() ? nullptr : outputs_[it->second].value;
 }
 
 bool isLearned(const Value& param) {

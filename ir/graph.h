@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/attribute.h"
@@ -184,14 +185,27 @@ class Graph {
   template <class Pred>
   size_t eraseParamsIf(Pred dead);
 
+  // Adds an output, or rebinds the output of that name (O(1)).
   void setOutput(std::string name, Value* value);
   // Removes the output of that name; false if there is none.
   bool removeOutput(std::string_view name);
+  // Removes every output for which `gone` is true, keeping the others' order (one pass: use this
+  // rather than removeOutput in a loop).
+  template <class Pred>
+  size_t removeOutputsIf(Pred gone);
   std::span<const GraphOutput> outputs() const { return outputs_; }
   Value* findOutput(std::string_view name) const;
 
  private:
   void eraseNodeAt(size_t index);
+  void releaseNodes();
+  void reindexOutputs();
+
+  // Transparent hashing, so findOutput(string_view) allocates nothing.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
 
   std::string name_;
   AttrMap attrs_;
@@ -199,24 +213,39 @@ class Graph {
   std::vector<std::unique_ptr<Value>> params_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<GraphOutput> outputs_;
+  std::unordered_map<std::string, size_t, NameHash, std::equal_to<>> outputIndex_;  // name -> position
   Node* insertBefore_ = nullptr;
 };
 
 template <class Pred>
 size_t Graph::eraseIf(Pred dead) {
   size_t before = nodes_.size();
-  std::vector<std::unique_ptr<Node>> kept;
+  std::vector<std::unique_ptr<Node>> kept, gone;
   kept.reserve(nodes_.size());
   for (auto& n : nodes_) {
     if (dead(*n)) {
       if (insertBefore_ == n.get()) insertBefore_ = nullptr;
-      n->dropOperandUses();
+      gone.push_back(std::move(n));
     } else {
       kept.push_back(std::move(n));
     }
   }
+  // Newest first: their uses sit at the back of the use lists (O(1) each, see dropOperandUses).
+  for (auto it = gone.rbegin(); it != gone.rend(); ++it) (*it)->dropOperandUses();
   nodes_ = std::move(kept);
   return before - nodes_.size();
+}
+
+template <class Pred>
+size_t Graph::removeOutputsIf(Pred gone) {
+  const size_t before = outputs_.size();
+  std::erase_if(outputs_, [&](const GraphOutput& o) {
+    if (!gone(o)) return false;
+    --o.value->graphOutputRefs_;
+    return true;
+  });
+  if (outputs_.size() != before) reindexOutputs();
+  return before - outputs_.size();
 }
 
 template <class Pred>

@@ -36,9 +36,17 @@ class Verifier {
       if (!defined_.count(out.value)) return Error{"output '" + out.name + "' refers to a value not in the graph"};
       ++outputRefs[out.value];
     }
-    for (const Value* v : defined_)
+    for (const Value* v : defined_) {
       if (v->isGraphOutput() != (outputRefs.count(v) > 0))
         return Error{"output bookkeeping of " + names_(v) + " is out of sync"};
+      // Every recorded use is a distinct operand slot holding v (checkUses); as many as there
+      // are such slots means each slot is recorded exactly once.
+      auto slots = operandSlots_.find(v);
+      const size_t expected = slots == operandSlots_.end() ? 0 : slots->second;
+      if (v->uses().size() != expected)
+        return Error{"the use list of " + names_(v) + " records " + std::to_string(v->uses().size()) +
+                     " uses, but " + std::to_string(expected) + " operand slots hold it"};
+    }
     return {};
   }
 
@@ -55,9 +63,7 @@ class Verifier {
         return Error{"operand " + std::to_string(i) + " (" + names_(v) + ") is " +
                      (later ? "used before it is defined" : "not defined in this graph")};
       }
-      const auto& uses = v->uses();
-      if (std::count(uses.begin(), uses.end(), Use{const_cast<Node*>(&node), static_cast<unsigned>(i)}) != 1)
-        return Error{"the use list of operand " + std::to_string(i) + " (" + names_(v) + ") does not record this use"};
+      ++operandSlots_[v];
     }
     auto operandTypes = node.operandTypes();
     Expected<std::vector<TensorType>> inferred = inferResultTypes(node.op(), operandTypes, node.attrs());
@@ -77,18 +83,25 @@ class Verifier {
     return {};
   }
 
-  // Every recorded use must be a real operand slot holding this value.
+  // Every recorded use must be a real operand slot holding this value, and recorded once.
   Status checkUses(const Value* v) {
     for (const Use& u : v->uses()) {
       if (!u.user || u.operandIndex >= u.user->operands().size() || u.user->operand(u.operandIndex) != v)
         return Error{"the use list of " + names_(v) + " records a use that is not an operand"};
     }
+    std::vector<Use> sorted(v->uses().begin(), v->uses().end());
+    std::sort(sorted.begin(), sorted.end(), [](const Use& a, const Use& b) {
+      return std::less<const Node*>{}(a.user, b.user) || (a.user == b.user && a.operandIndex < b.operandIndex);
+    });
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      return Error{"the use list of " + names_(v) + " records a use twice"};
     return {};
   }
 
   const Graph& g_;
   ValueNames names_;
   std::unordered_set<const Value*> defined_;
+  std::unordered_map<const Value*, size_t> operandSlots_;  // operand slots holding each value
 };
 
 }  // namespace

@@ -136,7 +136,7 @@ Expected<bool> OptimizerPass::run(ir::Graph& graph) {
   // The gradients now feed the updates; they are no longer graph outputs.
   std::unordered_set<std::string> gradOutputs;
   for (ir::Value* p : params) gradOutputs.insert("grad." + p->name());
-  for (const std::string& name : gradOutputs) graph.removeOutput(name);
+  graph.removeOutputsIf([&](const ir::GraphOutput& o) { return gradOutputs.count(o.name) > 0; });
   return true;
 }
 
