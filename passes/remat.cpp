@@ -71,7 +71,7 @@ class Chooser {
   explicit Chooser(PeakCache* shared = nullptr) : shared_(shared) {}
 
   Status add(ir::Graph& graph, int microBatches, RematStrategy strategy, std::vector<int> lossChunks = {},
-             int shardStage = 0) {
+             int shardStage = 0, std::string_view onlyProposal = {}) {
     Expected<remat::Analysis> a = remat::analyze(graph);
     if (!a) return a.error();
     GraphState s;
@@ -81,6 +81,13 @@ class Chooser {
     s.lossChunks = lossChunks.empty() ? std::vector<int>{lossChunksOf(graph)} : std::move(lossChunks);
     s.analysis = std::move(*a);
     s.candidates = remat::candidates(s.analysis, strategy);
+    if (!onlyProposal.empty()) {
+      std::erase_if(s.candidates, [&](const remat::Candidate& c) { return c.description != onlyProposal; });
+      if (s.candidates.empty())
+        return Error{"internal: no " + std::string(rematStrategyName(strategy)) + " proposal '" +
+                     std::string(onlyProposal) + "' for this graph"};
+      s.candidates.resize(1);
+    }
     s.plans.resize(s.candidates.size());
     s.facts.resize(s.candidates.size() * s.lossChunks.size());
     states_.push_back(std::move(s));
@@ -300,7 +307,7 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   PeakCache measured;
   Chooser chooser(&measured);
   for (const RematGraph& g : graphs)
-    if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy, g.lossChunks, g.shardStage); !s)
+    if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy, g.lossChunks, g.shardStage, options.proposal); !s)
       return Error{s.message()};
   std::vector<Entry> order = chooser.entries();
   if (order.empty()) return Error{"remat: internal error: no proposal"};
@@ -352,6 +359,7 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   r.requested = options.strategy;
   r.chosen = s.candidates[chosen->candidate].strategy;
   r.plan = describe(s.candidates[chosen->candidate], s.microBatches, chosen->lossChunks, s.shardStage);
+  r.proposal = s.candidates[chosen->candidate].description;
   r.lossChunks = chosen->lossChunks;
   r.shardStage = s.shardStage;
   r.microBatches = s.microBatches;

@@ -67,12 +67,17 @@ namespace gradc::passes {
 struct RematOptions {
   RematStrategy strategy = RematStrategy::Auto;
   std::optional<std::int64_t> budgetBytes;  // bytes per device; nullopt: no budget
+  // When set, only the strategy's proposal of this description (RematReport::proposal) is
+  // considered: the training pipeline re-applies the search's choice this way, measuring one
+  // proposal instead of searching again.
+  std::string proposal;
 };
 
 struct RematReport {
   RematStrategy requested = RematStrategy::None;
   RematStrategy chosen = RematStrategy::None;  // the strategy of the applied plan
   std::string plan;                            // one line: what the plan does
+  std::string proposal;                        // the applied proposal's description (Candidate)
   int microBatches = 1;
   std::int64_t budgetBytes = -1;  // -1: no budget
   std::int64_t predictedPeakBytes = 0;

@@ -210,14 +210,36 @@ void prefixMemoryPoorCandidates(const Analysis& a, std::vector<Candidate>& out) 
     }
 }
 
+// k uniform segments for k = 2 .. the chain's stages, except `skip` (the sqrt proposal's
+// count, already proposed): on graphs of at most kExhaustiveMaxNodes nodes every k up to
+// kEverySegmentCount, then about 25% apart; on larger ones (each proposal costs more to
+// measure) about 50% apart throughout.
+void segmentCountCandidates(const Analysis& a, int skip, std::vector<Candidate>& out) {
+  if (a.episodes.empty()) return;
+  const int n = static_cast<int>(a.episodes[0].model.size());
+  const bool small = a.numNodes <= kExhaustiveMaxNodes;
+  auto next = [&](int k) {
+    if (small) return k < kEverySegmentCount ? k + 1 : std::max(k + 1, k * 5 / 4);
+    return std::max(k + 1, k * 3 / 2);
+  };
+  for (int k = 2; k <= n; k = next(k)) {
+    if (k == skip) continue;
+    out.push_back(scheduled(a, RematStrategy::Chain,
+                            "chain: " + std::to_string(k) + " segments of " + std::to_string(n) +
+                                " stages, one extra forward",
+                            3, [&](const Episode& ep) { return chain::sqrtSchedule(ep.model, k); }));
+  }
+}
+
 }  // namespace
 
 std::vector<Candidate> candidates(const Analysis& a, RematStrategy strategy) {
   std::vector<Candidate> out;
   const bool all = strategy == RematStrategy::Auto;
+  const int raw = a.episodes.empty() ? 0 : a.episodes[0].rawStages;
+  const int sqrtSegments = std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(std::max(raw, 1))))));
   auto sqrtPlan = [&](RematStrategy label) {
-    int raw = a.episodes.empty() ? 0 : a.episodes[0].rawStages;
-    int segments = std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(std::max(raw, 1))))));
+    const int segments = sqrtSegments;
     return scheduled(a, label, "sqrt: " + std::to_string(segments) + " segments, one extra forward", 3,
                      [&](const Episode& ep) {
                        int seg = std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(std::max(ep.rawStages, 1))))));
@@ -239,6 +261,9 @@ std::vector<Candidate> candidates(const Analysis& a, RematStrategy strategy) {
     chainCandidates(a, all, out);
     exhaustiveCandidates(a, out);
     prefixMemoryPoorCandidates(a, out);
+    // sqrt's count is sqrt of the stages before grouping; sqrtSchedule caps it at the chain's.
+    const int chainStages = a.episodes.empty() ? 0 : static_cast<int>(a.episodes[0].model.size());
+    segmentCountCandidates(a, std::min(sqrtSegments, chainStages), out);
   }
   if (strategy == RematStrategy::Chain) {
     // The solver is exact for the chain model, which only approximates the graph's liveness;

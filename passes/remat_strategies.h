@@ -39,7 +39,13 @@
 //                  and (up to kPrefixMemoryPoorStages stages) every memory-poor prefix with
 //                  the rest stored (chain::prefixMemoryPoorSchedule), since the solver's model of memory
 //                  misses what the scheduled liveness finds (bench/remat_ilp.py: 1.34x and
-//                  1.78x the exact optimum on a 4-layer MLP before, equal after);
+//                  1.78x the exact optimum on a 4-layer MLP before, equal after); and the
+//                  k-segment schedules (chain::sqrtSchedule with k segments, what
+//                  torch.utils.checkpoint.checkpoint_sequential runs) for every k up to
+//                  kEverySegmentCount and about 25% apart beyond (about 50% apart throughout
+//                  above kExhaustiveMaxNodes nodes) (bench/results/planner.md:
+//                  on gpt-mini at 81-85 MiB the frontier alone needed up to 1.76x the
+//                  recompute of one of them);
 //      memory-poor chain::memoryPoorSchedule over at most kMemoryPoorSegments segments of the
 //                  (grouped) stages: O(1) segments of activations, about k^2/2 segment
 //                  forwards of recompute for k segments;
@@ -97,6 +103,7 @@ inline constexpr int kExhaustiveStages = 7;  // chains up to this long: every se
 inline constexpr int kPrefixMemoryPoorStages = 16;  // ... and memory-poor prefixes up to this long
 inline constexpr size_t kExhaustiveMaxNodes = 4000;  // ... in graphs up to this size (measuring ~10^3 of them)
 inline constexpr int kMemoryPoorSegments = 32;
+inline constexpr int kEverySegmentCount = 16;  // k-segment proposals: every k up to this, then ~25% apart
 inline constexpr std::int64_t kCheapFlopsPerElement = 10;
 
 // One (possibly grouped) stage of an episode's chain.

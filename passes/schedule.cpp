@@ -6,6 +6,7 @@
 #include <functional>
 #include <queue>
 #include <set>
+#include <span>
 #include <string>
 #include <unordered_map>
 
@@ -22,17 +23,41 @@ constexpr std::int64_t kTinyBytes = 64;
 // Min-heap of node indices (the input order is the priority).
 using IndexHeap = std::priority_queue<int, std::vector<int>, std::greater<int>>;
 
+// Adjacency lists in one array (compressed rows): list i is items[start[i] .. start[i+1]).
+// Built from (source, target) pairs by a stable counting sort, so each list keeps the order in
+// which its pairs were found.
+struct Lists {
+  std::vector<int> start{0};
+  std::vector<int> items;
+
+  std::span<const int> operator[](size_t i) const {
+    return {items.data() + start[i], static_cast<size_t>(start[i + 1] - start[i])};
+  }
+  size_t size() const { return start.size() - 1; }
+
+  static Lists fromPairs(size_t n, const std::vector<std::pair<int, int>>& pairs) {
+    Lists l;
+    l.start.assign(n + 1, 0);
+    for (const auto& [from, to] : pairs) ++l.start[static_cast<size_t>(from) + 1];
+    for (size_t i = 0; i < n; ++i) l.start[i + 1] += l.start[i];
+    l.items.resize(pairs.size());
+    std::vector<int> next(l.start.begin(), l.start.end() - 1);
+    for (const auto& [from, to] : pairs) l.items[static_cast<size_t>(next[static_cast<size_t>(from)]++)] = to;
+    return l;
+  }
+};
+
 // The dependence graph and the storage facts a round needs; built once, shared by both rounds.
 struct Problem {
   std::vector<const ir::Node*> nodes;  // input order
-  std::vector<std::vector<int>> dataUsers;   // distinct consumers of each node's results
-  std::vector<std::vector<int>> orderSuccs;  // in-place update order edges
+  Lists dataUsers;   // distinct consumers of each node's results
+  Lists orderSuccs;  // in-place update order edges
   std::vector<int> dataPreds, orderPreds;    // distinct predecessor counts
-  std::vector<std::vector<int>> producers;   // distinct producers (data edges)
+  Lists producers;   // distinct producers (data edges)
   std::vector<char> recompute;
   // Storage groups: one per result value that owns its storage (views join their owner's).
-  std::vector<std::vector<int>> groupsRead;  // per node: distinct groups among its operands
-  std::vector<std::vector<int>> groupUsers;  // per group: distinct nodes reading it
+  Lists groupsRead;  // per node: distinct groups among its operands
+  Lists groupUsers;  // per group: distinct nodes reading it
   std::vector<std::int64_t> groupBytes;
   std::vector<char> groupPinned;  // graph outputs: never freed
   std::vector<std::int64_t> fresh;  // bytes of fresh (non-view, used) results per node
@@ -48,13 +73,9 @@ Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
     p.nodes.push_back(graph.nodes()[i].get());
     index.insert(p.nodes.back(), static_cast<int>(i));
   }
-  p.dataUsers.resize(n);
-  p.orderSuccs.resize(n);
   p.dataPreds.assign(n, 0);
   p.orderPreds.assign(n, 0);
-  p.producers.resize(n);
   p.recompute.assign(n, 0);
-  p.groupsRead.resize(n);
   p.fresh.assign(n, 0);
   p.tiny.assign(n, 0);
   p.lazy.assign(n, 0);
@@ -74,7 +95,6 @@ Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
       groupOf.insert(v, static_cast<int>(p.groupBytes.size()));
       p.groupBytes.push_back(v->type().bytes());
       p.groupPinned.push_back(0);
-      p.groupUsers.emplace_back();
       if (v->hasUses()) freshBytes += v->type().bytes();
     }
     p.fresh[i] = freshBytes;
@@ -85,29 +105,39 @@ Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
   for (const ir::GraphOutput& out : graph.outputs())
     if (int g = groupOf.get(storage.owner(out.value)); g >= 0) p.groupPinned[static_cast<size_t>(g)] = 1;
 
-  // Data edges and storage reads, deduplicated with a per-node stamp.
+  // Data edges and storage reads, deduplicated with a per-node stamp. Lists grouped by the
+  // reading node fill in order; those grouped by the producer or group are sorted after.
   std::vector<int> stampNode(n, -1), stampGroup(p.groupBytes.size(), -1);
+  std::vector<std::pair<int, int>> userPairs, groupReaderPairs;
+  p.producers.start.reserve(n + 1);
+  p.groupsRead.start.reserve(n + 1);
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = *p.nodes[i];
+    const int self = static_cast<int>(i);
     for (const ir::Value* v : node.operands()) {
       if (const ir::Node* prod = v->producer()) {
         int j = index.get(prod);
-        if (stampNode[static_cast<size_t>(j)] != static_cast<int>(i)) {
-          stampNode[static_cast<size_t>(j)] = static_cast<int>(i);
-          p.dataUsers[static_cast<size_t>(j)].push_back(static_cast<int>(i));
-          p.producers[i].push_back(j);
+        if (stampNode[static_cast<size_t>(j)] != self) {
+          stampNode[static_cast<size_t>(j)] = self;
+          userPairs.emplace_back(j, self);
+          p.producers.items.push_back(j);
           ++p.dataPreds[i];
         }
       }
       const int g = groupOf.get(storage.owner(v));
       if (g < 0) continue;  // a parameter or an input: alive throughout
       auto gi = static_cast<size_t>(g);
-      if (stampGroup[gi] == static_cast<int>(i)) continue;
-      stampGroup[gi] = static_cast<int>(i);
-      p.groupsRead[i].push_back(g);
-      p.groupUsers[gi].push_back(static_cast<int>(i));
+      if (stampGroup[gi] == self) continue;
+      stampGroup[gi] = self;
+      p.groupsRead.items.push_back(g);
+      groupReaderPairs.emplace_back(g, self);
     }
+    p.producers.start.push_back(static_cast<int>(p.producers.items.size()));
+    p.groupsRead.start.push_back(static_cast<int>(p.groupsRead.items.size()));
   }
+  p.dataUsers = Lists::fromPairs(n, userPairs);
+  p.groupUsers = Lists::fromPairs(p.groupBytes.size(), groupReaderPairs);
+  std::vector<std::pair<int, int>> orderPairs;  // in-place and collective order edges
 
   // In-place updates: a side-effect node writes its Param operands. Every other node touching
   // the same storage keeps its side of the writer, as in the input order.
@@ -138,7 +168,7 @@ Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
         for (int u : touching[param]) {
           if (u == w) continue;
           int from = std::min(u, w), to = std::max(u, w);
-          p.orderSuccs[static_cast<size_t>(from)].push_back(to);
+          orderPairs.emplace_back(from, to);
           ++p.orderPreds[static_cast<size_t>(to)];
         }
   }
@@ -151,7 +181,7 @@ Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
       collectives.emplace_back(ir::getInt(p.nodes[i]->attrs(), "seq").value_or(0), static_cast<int>(i));
   std::sort(collectives.begin(), collectives.end());
   for (size_t k = 1; k < collectives.size(); ++k) {
-    p.orderSuccs[static_cast<size_t>(collectives[k - 1].second)].push_back(collectives[k].second);
+    orderPairs.emplace_back(collectives[k - 1].second, collectives[k].second);
     ++p.orderPreds[static_cast<size_t>(collectives[k].second)];
   }
   // A reduce-scatter's wait frees its bucket, so the eager rule would run it right after its
@@ -163,9 +193,10 @@ Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
     if (node.op().issuesCollective) lastIssued = static_cast<int>(i);
     if (node.op().collective != ir::Collective::ReduceScatterWait || lastIssued < 0) continue;
     if (p.nodes[static_cast<size_t>(lastIssued)] == node.operand(0)->producer()) continue;
-    p.orderSuccs[static_cast<size_t>(lastIssued)].push_back(static_cast<int>(i));
+    orderPairs.emplace_back(lastIssued, static_cast<int>(i));
     ++p.orderPreds[i];
   }
+  p.orderSuccs = Lists::fromPairs(n, orderPairs);
   return p;
 }
 

@@ -55,7 +55,7 @@ Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward,
   TrainingStepResult result{remat::cloneGraph(forward), {}, {}, choice->microBatches, choice->lossChunks,
                             choice->shardStage};
   RematOptions remat = options.remat;
-  remat.strategy = choice->report.chosen;
+  remat.proposal = choice->report.proposal;
   PassManager pm(pmOptions);
   if (parallel) pm.add<PartitionPass>(*options.dataParallel);
   if (choice->lossChunks > 0) pm.add<FuseLossPass>(choice->lossChunks);

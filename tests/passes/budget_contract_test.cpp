@@ -23,6 +23,7 @@
 #include "passes/micro_batch.h"
 #include "passes/peak_bound.h"
 #include "passes/remat.h"
+#include "passes/remat_strategies.h"
 #include "passes/schedule.h"
 #include "passes/training_pipeline.h"
 #include "tests/bundled_model.h"
@@ -335,6 +336,37 @@ TEST_CASE("budget contract: lstm-lm's sqrt plan is accepted as a budget of its o
   REQUIRE_MESSAGE(at.ok, at.error);
   CHECK(at.peak <= sqrt.peak);
   CHECK(plan(forward, RematStrategy::Auto, 0, sqrt.peak).ok);
+}
+
+// checkpoint_sequential's segment choices (k segments, each segment's input kept) are plans
+// too: at the peak of each, the planner fits with no more recompute. On gpt-mini the frontier
+// of the chain solver alone once needed up to 1.76x the recompute at 81-85 MiB (k = 7, 9-12).
+TEST_CASE("budget contract: gpt-mini never recomputes more than a checkpoint_sequential segment choice of its peak") {
+  ir::Graph forward = testing::compileBundledModel("gpt-mini");
+  passes::TrainingPlanOptions options;
+  options.lossChunks.mode = passes::LossChunking::Mode::Off;
+  options.remat = passes::RematOptions{RematStrategy::None, std::nullopt};
+  Expected<passes::RematChoice> base = passes::chooseTrainingPlan(forward, options);
+  REQUIRE(base);
+  Expected<passes::remat::Analysis> a = passes::remat::analyze(base->graph);
+  REQUIRE(a);
+  REQUIRE_FALSE(a->episodes.empty());
+  const int stages = static_cast<int>(a->episodes[0].model.size());
+  CHECK(stages >= 12);
+  for (int k = 2; k <= stages; ++k) {
+    CAPTURE(k);
+    const passes::remat::Candidate c = passes::remat::segmentsCandidate(*a, k);
+    const passes::remat::RewritePlan p = passes::remat::planRewrite(*a, c);
+    const passes::remat::AppliedRewrite applied = passes::remat::applyRewrite(base->graph, p);
+    const std::int64_t peak = passes::scheduledPeakBytes(base->graph);
+    passes::remat::undoRewrite(base->graph, applied);
+    CAPTURE(peak);
+    options.remat = passes::RematOptions{RematStrategy::Auto, peak};
+    Expected<passes::RematChoice> at = passes::chooseTrainingPlan(forward, options);
+    REQUIRE_MESSAGE(at, at.error().message);
+    CHECK(at->report.predictedPeakBytes <= peak);
+    CHECK(at->report.recomputeFlops <= p.recomputeFlops);
+  }
 }
 
 }  // namespace
