@@ -29,7 +29,7 @@
 #include "passes/budget.h"
 #include "passes/liveness.h"
 #include "passes/micro_batch.h"
-#include "passes/pointer_index.h"
+#include "passes/id_index.h"
 #include "passes/remat.h"
 #include "passes/schedule.h"
 
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   // recompute (a topological order; Checkmate takes one as its stages, and the scheduled one
   // is the better start: in program order the MILP cannot reach budgets gradc's schedule fits).
   const passes::ScheduledLiveness scheduled = passes::scheduleAndAnalyze(g, storage);
-  passes::PointerIndex ilpIndex(g.numNodes());  // graph node -> ILP node
+  passes::IdIndex<ir::Node> ilpIndex(g.nodeIdBound());  // graph node -> ILP node
   std::vector<const ir::Node*> kept;
   for (const ir::Node* n : scheduled.order) {
     if (n->op().view) continue;

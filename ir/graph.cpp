@@ -109,16 +109,20 @@ Graph& Graph::operator=(Graph&& other) noexcept {
   outputs_ = std::move(other.outputs_);
   outputIndex_ = std::move(other.outputIndex_);
   insertBefore_ = std::exchange(other.insertBefore_, nullptr);
+  nextValueId_ = std::exchange(other.nextValueId_, 0);
+  nextNodeId_ = std::exchange(other.nextNodeId_, 0);
   return *this;
 }
 
 Value* Graph::addInput(std::string name, TensorType type) {
   inputs_.push_back(std::unique_ptr<Value>(new Value(ValueKind::Input, std::move(type), std::move(name), nullptr, 0)));
+  inputs_.back()->id_ = nextValueId_++;
   return inputs_.back().get();
 }
 
 Value* Graph::addParam(std::string name, TensorType type, AttrMap attrs) {
   params_.push_back(std::unique_ptr<Value>(new Value(ValueKind::Param, std::move(type), std::move(name), nullptr, 0)));
+  params_.back()->id_ = nextValueId_++;
   params_.back()->attrs_ = std::move(attrs);
   return params_.back().get();
 }
@@ -155,9 +159,12 @@ Node* Graph::createUnchecked(const OpInfo& op, std::span<Value* const> operands,
     v->uses_.push_back(Use{node.get(), static_cast<unsigned>(node->operands_.size())});
     node->operands_.push_back(v);
   }
-  for (size_t i = 0; i < resultTypes.size(); ++i)
+  for (size_t i = 0; i < resultTypes.size(); ++i) {
     node->results_.push_back(std::unique_ptr<Value>(
         new Value(ValueKind::Result, std::move(resultTypes[i]), {}, node.get(), static_cast<unsigned>(i))));
+    node->results_.back()->id_ = nextValueId_++;
+  }
+  node->id_ = nextNodeId_++;
   Node* raw = node.get();
   if (insertBefore_) {
     auto pos = std::find_if(nodes_.begin(), nodes_.end(), [&](auto& n) { return n.get() == insertBefore_; });
@@ -189,6 +196,18 @@ void Graph::eraseNodeAt(size_t index) {
   }
   if (insertBefore_ == node) insertBefore_ = nullptr;
   nodes_.erase(nodes_.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+void Graph::shrinkIds() {
+  std::uint32_t values = 0, nodes = 0;
+  for (const auto& v : inputs_) values = std::max(values, v->id_ + 1);
+  for (const auto& v : params_) values = std::max(values, v->id_ + 1);
+  for (const auto& n : nodes_) {
+    nodes = std::max(nodes, n->id_ + 1);
+    for (const auto& r : n->results_) values = std::max(values, r->id_ + 1);
+  }
+  nextValueId_ = values;
+  nextNodeId_ = nodes;
 }
 
 void Graph::reorder(const std::vector<Node*>& order) {

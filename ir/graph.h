@@ -62,6 +62,10 @@ class Value {
   // to each rank as its shard. False for inputs marked {batched = false}: the same tensor for
   // every example, micro-batch and rank.
   bool isBatchedInput() const;
+  // Dense number of this value in its graph, below Graph::valueIdBound(): analyses index
+  // arrays by it instead of hashing pointers. Unique among the graph's live values; the ids of
+  // the newest values are reused after they are erased.
+  std::uint32_t id() const { return id_; }
 
  private:
   friend class Graph;
@@ -76,6 +80,7 @@ class Value {
   unsigned resultIndex_;
   std::vector<Use> uses_;
   int graphOutputRefs_ = 0;
+  std::uint32_t id_ = 0;
   AttrMap attrs_;
 };
 
@@ -105,6 +110,8 @@ class Node {
 
   std::int64_t flops() const;
   std::int64_t workspaceBytes() const;
+  // Dense number of this node in its graph, below Graph::nodeIdBound() (as Value::id()).
+  std::uint32_t id() const { return id_; }
 
  private:
   friend class Graph;
@@ -118,6 +125,7 @@ class Node {
   AttrMap attrs_;
   Phase phase_;
   std::string specName_;
+  std::uint32_t id_ = 0;
 };
 
 // A learned parameter: one that gets a gradient and an optimizer update. Every parameter is,
@@ -169,6 +177,9 @@ class Graph {
 
   std::span<const std::unique_ptr<Node>> nodes() const { return nodes_; }
   size_t numNodes() const { return nodes_.size(); }
+  // Every live value's id() is below valueIdBound(), every node's below nodeIdBound().
+  size_t valueIdBound() const { return nextValueId_; }
+  size_t nodeIdBound() const { return nextNodeId_; }
   // Position of a node in program order (O(n)); nullopt if not in this graph.
   std::optional<size_t> indexOf(const Node* node) const;
 
@@ -200,6 +211,9 @@ class Graph {
   void eraseNodeAt(size_t index);
   void releaseNodes();
   void reindexOutputs();
+  // After an erasure: the next ids follow the highest live ones (recompute clones, created
+  // last and erased together, give their ids back).
+  void shrinkIds();
 
   // Transparent hashing, so findOutput(string_view) allocates nothing.
   struct NameHash {
@@ -215,6 +229,8 @@ class Graph {
   std::vector<GraphOutput> outputs_;
   std::unordered_map<std::string, size_t, NameHash, std::equal_to<>> outputIndex_;  // name -> position
   Node* insertBefore_ = nullptr;
+  std::uint32_t nextValueId_ = 0;
+  std::uint32_t nextNodeId_ = 0;
 };
 
 template <class Pred>
@@ -233,6 +249,7 @@ size_t Graph::eraseIf(Pred dead) {
   // Newest first: their uses sit at the back of the use lists (O(1) each, see dropOperandUses).
   for (auto it = gone.rbegin(); it != gone.rend(); ++it) (*it)->dropOperandUses();
   nodes_ = std::move(kept);
+  if (!gone.empty()) shrinkIds();
   return before - nodes_.size();
 }
 

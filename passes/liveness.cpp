@@ -213,6 +213,9 @@ std::int64_t StorageModel::copyBytes(const ir::Node* node) const {
 
 StorageModel analyzeStorage(const ir::Graph& graph) {
   StorageModel m;
+  m.valueIndex_ = IdIndex<ir::Value>(graph.valueIdBound());
+  m.info_.reserve(graph.valueIdBound());
+  m.nodeIndex_ = IdIndex<ir::Node>(graph.nodeIdBound());
   for (const auto& p : graph.params())
     m.add(p.get(), StorageModel::Info{p.get(), contiguousStrides(p->type().shape)});
   for (const auto& in : graph.inputs())
@@ -287,7 +290,7 @@ Liveness analyzeLiveness(const ir::Graph& graph) {
 
 Liveness analyzeLiveness(const ir::Graph& graph, const StorageModel& storage, std::span<const ir::Node* const> order) {
   Liveness l;
-  l.bufferOf = PointerIndex(graph.params().size() + graph.inputs().size() + 2 * order.size());
+  l.bufferOf = IdIndex<ir::Value>(graph.valueIdBound());
   const int steps = static_cast<int>(order.size());
   const int last = std::max(steps - 1, 0);
   auto persistent = [&](const ir::Value* v, BufferKind kind) {

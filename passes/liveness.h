@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "passes/pointer_index.h"
+#include "passes/id_index.h"
 
 namespace gradc::passes {
 
@@ -69,6 +69,7 @@ class StorageModel {
   struct Info {
     const ir::Value* owner;
     std::vector<std::int64_t> strides;
+    const ir::Value* self = nullptr;  // the value described (ids are unique in one graph only)
   };
   struct NodeCost {
     std::int64_t workspace = 0;
@@ -76,15 +77,16 @@ class StorageModel {
   };
   const Info& info(const ir::Value* v) const {
     const int i = valueIndex_.get(v);
-    if (i < 0) throw std::out_of_range("storage model: a value of another graph");
+    if (i < 0 || info_[static_cast<size_t>(i)].self != v) throw std::out_of_range("storage model: a value of another graph");
     return info_[static_cast<size_t>(i)];
   }
   void add(const ir::Value* v, Info info) {
+    info.self = v;
     if (valueIndex_.insert(v, static_cast<int>(info_.size()))) info_.push_back(std::move(info));
   }
-  PointerIndex valueIndex_;  // value -> info_ index
+  IdIndex<ir::Value> valueIndex_;  // value -> info_ index
   std::vector<Info> info_;
-  PointerIndex nodeIndex_;  // node -> nodes_ index (nodes with workspace only)
+  IdIndex<ir::Node> nodeIndex_;  // node -> nodes_ index (nodes with workspace only)
   std::vector<NodeCost> nodes_;
 };
 
@@ -99,7 +101,7 @@ struct Liveness {
   int peakStep = 0;
   std::int64_t persistentBytes = 0;  // params + optimizer state + inputs (alive throughout)
   // Buffer index of every value that has storage (views map to their owner's buffer); -1: none.
-  PointerIndex bufferOf;
+  IdIndex<ir::Value> bufferOf;
 };
 
 // Liveness over the graph's program order.

@@ -3,44 +3,55 @@
 #include <algorithm>
 #include <vector>
 
-#include "passes/pointer_index.h"
+#include "passes/adjacency.h"
+#include "passes/id_index.h"
 
 namespace gradc::passes {
 
 namespace {
 
-// The graph's data edges over dense node indices (graph order).
+// The graph's data edges over dense node indices (graph order), each edge once per list.
 struct Dag {
-  std::vector<std::vector<size_t>> producers, users;
-  PointerIndex index;
+  Lists producers, users;
+  IdIndex<ir::Node> index;
 
-  explicit Dag(const ir::Graph& graph) : producers(graph.numNodes()), users(graph.numNodes()), index(graph.numNodes()) {
+  explicit Dag(const ir::Graph& graph) : index(graph.nodeIdBound()) {
     const size_t n = graph.numNodes();
     for (size_t i = 0; i < n; ++i) index.insert(graph.nodes()[i].get(), static_cast<int>(i));
-    for (size_t i = 0; i < n; ++i)
+    std::vector<std::pair<int, int>> userPairs;
+    std::vector<int> lastUser(n, -1);  // the newest user recorded for each producer
+    for (size_t i = 0; i < n; ++i) {
+      const auto self = static_cast<int>(i);
       for (const ir::Value* v : graph.nodes()[i]->operands())
         if (const ir::Node* p = v->producer()) {
-          const auto j = static_cast<size_t>(index.get(p));
-          if (producers[i].empty() || producers[i].back() != j) producers[i].push_back(j);
-          if (users[j].empty() || users[j].back() != i) users[j].push_back(i);
+          const int j = index.get(p);
+          if (lastUser[static_cast<size_t>(j)] == self) continue;
+          lastUser[static_cast<size_t>(j)] = self;
+          producers.items.push_back(j);
+          userPairs.emplace_back(j, self);
         }
+      producers.endRow();
+    }
+    users = Lists::fromPairs(n, userPairs);
   }
   size_t of(const ir::Node* node) const { return static_cast<size_t>(index.get(node)); }
 };
 
 // Marks everything reachable from `from` (included) along `edges`.
-void reach(const std::vector<std::vector<size_t>>& edges, size_t from, std::vector<char>& mark) {
+void reach(const Lists& edges, size_t from, std::vector<char>& mark) {
   std::fill(mark.begin(), mark.end(), 0);
   std::vector<size_t> stack{from};
   mark[from] = 1;
   while (!stack.empty()) {
     const size_t x = stack.back();
     stack.pop_back();
-    for (size_t y : edges[x])
+    for (int e : edges[x]) {
+      const auto y = static_cast<size_t>(e);
       if (!mark[y]) {
         mark[y] = 1;
         stack.push_back(y);
       }
+    }
   }
 }
 
@@ -68,7 +79,7 @@ std::int64_t boundAt(const ir::Graph& graph, const StorageModel& storage, const 
   };
 
   // Forced by a path through `at`: produced by an ancestor, read by a descendant or kept.
-  PointerIndex counted(n);
+  IdIndex<ir::Value> counted(graph.valueIdBound());
   std::int64_t bytes = storage.workspaceBytes(&at);
   auto count = [&](const ir::Value* owner) {
     if (producedBefore(owner) && counted.insert(owner, 1)) bytes += owner->type().bytes();
@@ -89,11 +100,11 @@ std::int64_t boundAt(const ir::Graph& graph, const StorageModel& storage, const 
   // different components are disjoint, so the sum stays a bound.
   auto unrelated = [&](size_t i) { return !ancestor[i] && !descendant[i]; };
   Components components(n);
-  PointerIndex firstReader(n);  // ancestor buffer -> first unrelated reader
+  IdIndex<ir::Value> firstReader(graph.valueIdBound());  // ancestor buffer -> first unrelated reader
   for (size_t i = 0; i < n; ++i) {
     if (!unrelated(i)) continue;
-    for (size_t p : dag.producers[i])
-      if (unrelated(p)) components.join(i, p);
+    for (int p : dag.producers[i])
+      if (unrelated(static_cast<size_t>(p))) components.join(i, static_cast<size_t>(p));
     for (const ir::Value* v : graph.nodes()[i]->operands()) {
       const ir::Value* owner = storage.owner(v);
       if (!producedBefore(owner)) continue;
@@ -121,8 +132,8 @@ std::int64_t boundAt(const ir::Graph& graph, const StorageModel& storage, const 
       const ir::Value* owner = storage.owner(node.result(r));
       if (owner->kind() == ir::ValueKind::Result && owner->producer() == &node) offer(root, owner->type().bytes());
     }
-    for (size_t u : dag.users[i])
-      if (descendant[u]) feeds[root] = 1;
+    for (int u : dag.users[i])
+      if (descendant[static_cast<size_t>(u)]) feeds[root] = 1;
   }
   for (size_t i = 0; i < n; ++i)
     if (unrelated(i) && components.find(i) == i && entered[i] && feeds[i] && !spoiled[i] && smallest[i] > 0)
@@ -155,10 +166,10 @@ std::int64_t peakLowerBoundNear(const ir::Graph& graph, const StorageModel& stor
   // is topological.
   std::vector<int> depth(n, 0), height(n, 0);
   for (size_t i = 0; i < n; ++i)
-    for (size_t p : dag.producers[i]) depth[i] = std::max(depth[i], depth[p] + 1);
+    for (int p : dag.producers[i]) depth[i] = std::max(depth[i], depth[static_cast<size_t>(p)] + 1);
   int longest = 0;
   for (size_t i = n; i-- > 0;) {
-    for (size_t u : dag.users[i]) height[i] = std::max(height[i], height[u] + 1);
+    for (int u : dag.users[i]) height[i] = std::max(height[i], height[static_cast<size_t>(u)] + 1);
     longest = std::max(longest, depth[i] + height[i]);
   }
   // Candidates: the node at `step`, then the spine nodes nearest it in `order`, alternating

@@ -11,7 +11,8 @@
 #include <unordered_map>
 
 #include "passes/liveness.h"
-#include "passes/pointer_index.h"
+#include "passes/adjacency.h"
+#include "passes/id_index.h"
 
 namespace gradc::passes {
 
@@ -22,30 +23,6 @@ constexpr std::int64_t kTinyBytes = 64;
 
 // Min-heap of node indices (the input order is the priority).
 using IndexHeap = std::priority_queue<int, std::vector<int>, std::greater<int>>;
-
-// Adjacency lists in one array (compressed rows): list i is items[start[i] .. start[i+1]).
-// Built from (source, target) pairs by a stable counting sort, so each list keeps the order in
-// which its pairs were found.
-struct Lists {
-  std::vector<int> start{0};
-  std::vector<int> items;
-
-  std::span<const int> operator[](size_t i) const {
-    return {items.data() + start[i], static_cast<size_t>(start[i + 1] - start[i])};
-  }
-  size_t size() const { return start.size() - 1; }
-
-  static Lists fromPairs(size_t n, const std::vector<std::pair<int, int>>& pairs) {
-    Lists l;
-    l.start.assign(n + 1, 0);
-    for (const auto& [from, to] : pairs) ++l.start[static_cast<size_t>(from) + 1];
-    for (size_t i = 0; i < n; ++i) l.start[i + 1] += l.start[i];
-    l.items.resize(pairs.size());
-    std::vector<int> next(l.start.begin(), l.start.end() - 1);
-    for (const auto& [from, to] : pairs) l.items[static_cast<size_t>(next[static_cast<size_t>(from)]++)] = to;
-    return l;
-  }
-};
 
 // The dependence graph and the storage facts a round needs; built once, shared by both rounds.
 struct Problem {
@@ -68,7 +45,7 @@ struct Problem {
 Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
   Problem p;
   const size_t n = graph.numNodes();
-  PointerIndex index(n);  // node -> input index
+  IdIndex<ir::Node> index(graph.nodeIdBound());  // node -> input index
   for (size_t i = 0; i < n; ++i) {
     p.nodes.push_back(graph.nodes()[i].get());
     index.insert(p.nodes.back(), static_cast<int>(i));
@@ -80,7 +57,7 @@ Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
   p.tiny.assign(n, 0);
   p.lazy.assign(n, 0);
 
-  PointerIndex groupOf(n);  // owner value -> group
+  IdIndex<ir::Value> groupOf(graph.valueIdBound());  // owner value -> group
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = *p.nodes[i];
     p.recompute[i] = node.phase() == ir::Phase::recompute;
@@ -132,8 +109,8 @@ Problem buildProblem(const ir::Graph& graph, const StorageModel& storage) {
       p.groupsRead.items.push_back(g);
       groupReaderPairs.emplace_back(g, self);
     }
-    p.producers.start.push_back(static_cast<int>(p.producers.items.size()));
-    p.groupsRead.start.push_back(static_cast<int>(p.groupsRead.items.size()));
+    p.producers.endRow();
+    p.groupsRead.endRow();
   }
   p.dataUsers = Lists::fromPairs(n, userPairs);
   p.groupUsers = Lists::fromPairs(p.groupBytes.size(), groupReaderPairs);
