@@ -211,17 +211,13 @@ void prefixMemoryPoorCandidates(const Analysis& a, std::vector<Candidate>& out) 
 }
 
 // k uniform segments for k = 2 .. the chain's stages, except `skip` (the sqrt proposal's
-// count, already proposed): on graphs of at most kExhaustiveMaxNodes nodes every k up to
-// kEverySegmentCount, then about 25% apart; on larger ones (each proposal costs more to
-// measure) about 50% apart throughout.
+// count, already proposed): every k up to kEverySegmentCount, then about 25% apart; only on
+// graphs of at most kExhaustiveMaxNodes nodes (on larger ones each proposal costs too much to
+// measure: a budget nothing fits schedules nearly every proposal).
 void segmentCountCandidates(const Analysis& a, int skip, std::vector<Candidate>& out) {
-  if (a.episodes.empty()) return;
+  if (a.episodes.empty() || a.numNodes > kExhaustiveMaxNodes) return;
   const int n = static_cast<int>(a.episodes[0].model.size());
-  const bool small = a.numNodes <= kExhaustiveMaxNodes;
-  auto next = [&](int k) {
-    if (small) return k < kEverySegmentCount ? k + 1 : std::max(k + 1, k * 5 / 4);
-    return std::max(k + 1, k * 3 / 2);
-  };
+  auto next = [](int k) { return k < kEverySegmentCount ? k + 1 : std::max(k + 1, k * 5 / 4); };
   for (int k = 2; k <= n; k = next(k)) {
     if (k == skip) continue;
     out.push_back(scheduled(a, RematStrategy::Chain,

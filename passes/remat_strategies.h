@@ -42,8 +42,8 @@
 //                  1.78x the exact optimum on a 4-layer MLP before, equal after); and the
 //                  k-segment schedules (chain::sqrtSchedule with k segments, what
 //                  torch.utils.checkpoint.checkpoint_sequential runs) for every k up to
-//                  kEverySegmentCount and about 25% apart beyond (about 50% apart throughout
-//                  above kExhaustiveMaxNodes nodes) (bench/results/planner.md:
+//                  kEverySegmentCount and about 25% apart beyond, on graphs of at most
+//                  kExhaustiveMaxNodes nodes (bench/results/planner.md:
 //                  on gpt-mini at 81-85 MiB the frontier alone needed up to 1.76x the
 //                  recompute of one of them);
 //      memory-poor chain::memoryPoorSchedule over at most kMemoryPoorSegments segments of the
