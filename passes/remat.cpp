@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <unordered_set>
 
@@ -45,7 +46,7 @@ struct GraphState {
   int microBatches = 1;
   std::vector<int> lossChunks;  // the counts to measure; {current} when not varied (0: unfused)
   int shardStage = 0;
-  remat::Analysis analysis;
+  std::shared_ptr<const remat::Analysis> analysis;  // shared by choosers over the same graph
   std::vector<remat::Candidate> candidates;
   std::vector<std::optional<remat::RewritePlan>> plans;
   std::vector<std::optional<PeakFacts>> facts;  // [candidate * lossChunks.size() + chunk index]
@@ -71,16 +72,20 @@ class Chooser {
   explicit Chooser(PeakCache* shared = nullptr) : shared_(shared) {}
 
   Status add(ir::Graph& graph, int microBatches, RematStrategy strategy, std::vector<int> lossChunks = {},
-             int shardStage = 0, std::string_view onlyProposal = {}) {
-    Expected<remat::Analysis> a = remat::analyze(graph);
-    if (!a) return a.error();
+             int shardStage = 0, std::string_view onlyProposal = {},
+             std::shared_ptr<const remat::Analysis> analysis = nullptr) {
+    if (!analysis) {
+      Expected<remat::Analysis> a = remat::analyze(graph);
+      if (!a) return a.error();
+      analysis = std::make_shared<const remat::Analysis>(std::move(*a));
+    }
     GraphState s;
     s.graph = &graph;
     s.microBatches = microBatches;
     s.shardStage = shardStage;
     s.lossChunks = lossChunks.empty() ? std::vector<int>{lossChunksOf(graph)} : std::move(lossChunks);
-    s.analysis = std::move(*a);
-    s.candidates = remat::candidates(s.analysis, strategy);
+    s.analysis = std::move(analysis);
+    s.candidates = remat::candidates(*s.analysis, strategy);
     if (!onlyProposal.empty()) {
       std::erase_if(s.candidates, [&](const remat::Candidate& c) { return c.description != onlyProposal; });
       if (s.candidates.empty())
@@ -114,7 +119,7 @@ class Chooser {
 
   const remat::RewritePlan& plan(size_t g, size_t c) {
     GraphState& s = states_[g];
-    if (!s.plans[c]) s.plans[c] = remat::planRewrite(s.analysis, s.candidates[c]);
+    if (!s.plans[c]) s.plans[c] = remat::planRewrite(*s.analysis, s.candidates[c]);
     return *s.plans[c];
   }
 
@@ -332,7 +337,9 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
         // Would another strategy do better? Measured on the same graphs.
         Chooser all(&measured);
         for (const RematGraph& g : graphs)
-          if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto, g.lossChunks, g.shardStage); !st)
+          if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto, g.lossChunks, g.shardStage, {},
+                                  chooser.state(static_cast<size_t>(&g - graphs.data())).analysis);
+              !st)
             return Error{st.message()};
         std::vector<Entry> allOrder = all.entries();
         if (std::optional<Entry> fit = firstFit(all, allOrder, *options.budgetBytes))
@@ -367,10 +374,10 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   r.predictedPeakBytes = peak;
   r.peakWithoutRematBytes = baseline;
   r.savedBytes = baseline - peak;
-  r.forwardFlops = s.analysis.forwardFlops;
+  r.forwardFlops = s.analysis->forwardFlops;
   r.recomputeFlops = plan.recomputeFlops;
   r.recomputeNodes = static_cast<int>(plan.clones.size());
-  r.chainStages = s.analysis.episodes.empty() ? 0 : static_cast<int>(s.analysis.episodes[0].model.size());
+  r.chainStages = s.analysis->episodes.empty() ? 0 : static_cast<int>(s.analysis->episodes[0].model.size());
   r.candidates = static_cast<int>(chooser.size());
   r.evaluated = chooser.evaluated();
   r.scheduled = chooser.scheduled();
@@ -406,14 +413,17 @@ Expected<bool> RematPass::run(ir::Graph& graph) {
 
 Expected<std::vector<StrategySummary>> summarizeStrategies(const ir::Graph& joint, std::optional<std::int64_t> budget) {
   ir::Graph copy = remat::cloneGraph(joint);
-  const std::int64_t nonePeak = scheduledPeakBytes(copy);
   std::vector<StrategySummary> rows;
   std::vector<RematStrategy> strategies = concreteRematStrategies();
   strategies.push_back(RematStrategy::Auto);
+  // One analysis and one set of measurements for all the strategies (their proposals overlap).
+  Expected<remat::Analysis> analyzed = remat::analyze(copy);
+  if (!analyzed) return analyzed.error();
+  const auto analysis = std::make_shared<const remat::Analysis>(std::move(*analyzed));
   PeakCache measured;
   for (RematStrategy strategy : strategies) {
     Chooser chooser(&measured);
-    if (Status s = chooser.add(copy, 1, strategy); !s) return Error{s.message()};
+    if (Status s = chooser.add(copy, 1, strategy, {}, 0, {}, analysis); !s) return Error{s.message()};
     std::vector<Entry> order = chooser.entries();
     StrategySummary row;
     row.strategy = strategy;
@@ -427,13 +437,16 @@ Expected<std::vector<StrategySummary>> summarizeStrategies(const ir::Graph& join
     const GraphState& s = chooser.state(pick->graph);
     row.predictedPeakBytes = chooser.peak(*pick);
     row.recomputeFlops = pick->flops;
-    row.recomputePercent = s.analysis.forwardFlops > 0 ? 100.0 * static_cast<double>(row.recomputeFlops) /
-                                                             static_cast<double>(s.analysis.forwardFlops)
+    row.recomputePercent = s.analysis->forwardFlops > 0 ? 100.0 * static_cast<double>(row.recomputeFlops) /
+                                                              static_cast<double>(s.analysis->forwardFlops)
                                                        : 0.0;
-    row.savedBytes = nonePeak - row.predictedPeakBytes;
     row.plan = c.description;
     rows.push_back(std::move(row));
   }
+  // Saved against the step as it is, which the none row measured (its plan changes nothing).
+  auto none = std::find_if(rows.begin(), rows.end(), [](const StrategySummary& r) { return r.strategy == RematStrategy::None; });
+  const std::int64_t nonePeak = none != rows.end() ? none->predictedPeakBytes : scheduledPeakBytes(copy);
+  for (StrategySummary& row : rows) row.savedBytes = nonePeak - row.predictedPeakBytes;
   return rows;
 }
 
