@@ -69,12 +69,14 @@ std::vector<TensorType> Node::resultTypes() const {
 }
 
 std::int64_t Node::flops() const {
+  if (!op_->flops) return 0;  // (no operand and result copies for ops without a cost)
   auto ins = operandTypes();
   auto outs = resultTypes();
   return opFlops(*op_, ins, attrs_, outs);
 }
 
 std::int64_t Node::workspaceBytes() const {
+  if (!op_->workspaceBytes) return 0;
   auto ins = operandTypes();
   auto outs = resultTypes();
   return opWorkspaceBytes(*op_, ins, attrs_, outs);
@@ -212,15 +214,14 @@ void Graph::shrinkIds() {
 
 void Graph::reorder(const std::vector<Node*>& order) {
   assert(order.size() == nodes_.size());
-  std::unordered_map<const Node*, size_t> position;
-  position.reserve(nodes_.size());
-  for (size_t i = 0; i < nodes_.size(); ++i) position.emplace(nodes_[i].get(), i);
+  std::vector<size_t> position(nextNodeId_, nodes_.size());  // node id -> index in nodes_
+  for (size_t i = 0; i < nodes_.size(); ++i) position[nodes_[i]->id_] = i;
   std::vector<std::unique_ptr<Node>> reordered;
   reordered.reserve(order.size());
   for (Node* n : order) {
-    auto it = position.find(n);
-    assert(it != position.end() && nodes_[it->second] && "order is not a permutation of the nodes");
-    reordered.push_back(std::move(nodes_[it->second]));
+    const size_t at = n->id_ < position.size() ? position[n->id_] : nodes_.size();
+    assert(at < nodes_.size() && nodes_[at].get() == n && "order is not a permutation of the nodes");
+    reordered.push_back(std::move(nodes_[at]));
   }
   nodes_ = std::move(reordered);
 }
