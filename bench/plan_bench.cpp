@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_spec.h"
 #include "frontend/spec.h"
 #include "passes/autodiff.h"
 #include "passes/budget.h"
@@ -68,13 +69,9 @@ int run(const Scenario& s) {
   frontend::SpecOptions options;
   options.overrides = s.sets;
   const auto t0 = Clock::now();
-  frontend::SpecResult spec = frontend::compileSpecFile(s.spec, options);
-  if (!spec.ok()) {
-    std::fprintf(stderr, "plan_bench: %s: %s\n", s.spec.c_str(),
-                 spec.diagnostics.empty() ? "?" : spec.diagnostics.front().message.c_str());
-    return 1;
-  }
-  ir::Graph joint = passes::remat::cloneGraph(*spec.graph);
+  std::optional<frontend::SpecResult> spec = bench::compileBenchSpec("plan_bench", s.spec, options, true);
+  if (!spec) return 1;
+  ir::Graph joint = passes::remat::cloneGraph(*spec->graph);
   passes::PassManager pm(passes::PassManagerOptions{.verifyAfterChange = false});
   pm.add<passes::Autodiff>();
   if (s.optimizer) pm.add<passes::OptimizerPass>();
@@ -105,7 +102,7 @@ int run(const Scenario& s) {
       options.microBatches = s.microBatches;
       options.remat = passes::RematOptions{
           passes::RematStrategy::Auto, none.persistentBytes + (none.peakBytes - none.persistentBytes) * i / s.sweep};
-      Expected<passes::RematChoice> c = passes::chooseTrainingPlan(*spec.graph, options);
+      Expected<passes::RematChoice> c = passes::chooseTrainingPlan(*spec->graph, options);
       if (!c) continue;
       ++fits;
       if (previousRecompute >= 0 && c->report.recomputeFlops > previousRecompute) monotone = false;
@@ -125,7 +122,7 @@ int run(const Scenario& s) {
       options.microBatches = s.microBatches;
       options.remat = passes::RematOptions{strategy, budget};
       const auto a = Clock::now();
-      Expected<passes::RematChoice> c = passes::chooseTrainingPlan(*spec.graph, options);
+      Expected<passes::RematChoice> c = passes::chooseTrainingPlan(*spec->graph, options);
       const auto b = Clock::now();
       if (!c) {
         std::printf("  %-12s %.3f s  no plan: %s\n", std::string(passes::rematStrategyName(strategy)).c_str(),
@@ -227,13 +224,12 @@ int main(int argc, char** argv) {
         return argv[++i];
       };
       if (arg == "--set") {
-        std::string kv = next();
-        size_t eq = kv.find('=');
-        if (eq == std::string::npos) {
+        std::optional<std::pair<std::string, std::string>> set = bench::splitOverride(next());
+        if (!set) {
           std::fprintf(stderr, "plan_bench: --set takes name=value\n");
           return 2;
         }
-        s.sets.push_back({kv.substr(0, eq), kv.substr(eq + 1)});
+        s.sets.push_back(std::move(*set));
       } else if (arg == "--strategy") {
         Expected<RematStrategy> st = passes::parseRematStrategy(next());
         if (!st) {

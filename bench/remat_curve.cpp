@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_spec.h"
 #include "frontend/spec.h"
 #include "passes/autodiff.h"
 #include "passes/budget.h"
@@ -57,9 +58,12 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--set" && i + 1 < argc) {
-      const std::string kv = argv[++i];
-      const size_t eq = kv.find('=');
-      options.overrides.push_back({kv.substr(0, eq), eq == std::string::npos ? "" : kv.substr(eq + 1)});
+      std::optional<std::pair<std::string, std::string>> set = bench::splitOverride(argv[++i]);
+      if (!set) {
+        std::fprintf(stderr, "remat_curve: --set takes name=value\n");
+        return 2;
+      }
+      options.overrides.push_back(std::move(*set));
     } else if (arg == "--budgets" && i + 1 < argc) {
       budgets = std::max(0, std::atoi(argv[++i]));
     } else {
@@ -67,11 +71,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  frontend::SpecResult spec = frontend::compileSpecFile(argv[1], options);
-  if (!spec.ok()) {
-    std::fprintf(stderr, "remat_curve: %s\n", spec.diagnostics.empty() ? "?" : spec.diagnostics.front().message.c_str());
-    return 1;
-  }
+  std::optional<frontend::SpecResult> spec = bench::compileBenchSpec("remat_curve", argv[1], options);
+  if (!spec) return 1;
   passes::TrainingPlanOptions plan;
   plan.lossChunks.mode = passes::LossChunking::Mode::Off;
   std::vector<Point> points;
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
   auto chosen = [&](passes::RematStrategy strategy, std::optional<std::int64_t> budget) -> Expected<passes::RematChoice> {
     passes::TrainingPlanOptions o = plan;
     o.remat = passes::RematOptions{strategy, budget};
-    return passes::chooseTrainingPlan(*spec.graph, o);
+    return passes::chooseTrainingPlan(*spec->graph, o);
   };
   // Each strategy without a budget (with --budgets 0 only none, for the FLOPs).
   for (passes::RematStrategy s : {passes::RematStrategy::None, passes::RematStrategy::Selective,

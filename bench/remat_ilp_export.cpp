@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_spec.h"
 #include "frontend/spec.h"
 #include "passes/budget.h"
 #include "passes/liveness.h"
@@ -58,10 +59,9 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--set" && i + 1 < argc) {
-      std::string kv = argv[++i];
-      size_t eq = kv.find('=');
-      if (eq == std::string::npos) return 2;
-      specOptions.overrides.push_back({kv.substr(0, eq), kv.substr(eq + 1)});
+      std::optional<std::pair<std::string, std::string>> set = bench::splitOverride(argv[++i]);
+      if (!set) return 2;
+      specOptions.overrides.push_back(std::move(*set));
     } else if (arg == "--budgets" && i + 1 < argc) {
       fractions.clear();
       std::stringstream list(argv[++i]);
@@ -71,12 +71,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  frontend::SpecResult spec = frontend::compileSpecFile(argv[1], specOptions);
-  if (!spec.ok()) {
-    std::fprintf(stderr, "remat_ilp_export: %s\n", spec.diagnostics.empty() ? "?" : spec.diagnostics.front().message.c_str());
-    return 1;
-  }
-  const ir::Graph& forward = *spec.graph;
+  std::optional<frontend::SpecResult> spec = bench::compileBenchSpec("remat_ilp_export", argv[1], specOptions);
+  if (!spec) return 1;
+  const ir::Graph& forward = *spec->graph;
   Expected<passes::RematChoice> joint = passes::chooseTrainingPlan(forward, stepOptions(passes::RematStrategy::None, {}));
   if (!joint) {
     std::fprintf(stderr, "remat_ilp_export: %s\n", joint.error().message.c_str());

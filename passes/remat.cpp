@@ -336,11 +336,13 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
       if (options.strategy != RematStrategy::Auto) {
         // Would another strategy do better? Measured on the same graphs.
         Chooser all(&measured);
-        for (const RematGraph& g : graphs)
+        for (size_t gi = 0; gi < graphs.size(); ++gi) {
+          const RematGraph& g = graphs[gi];
           if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto, g.lossChunks, g.shardStage, {},
-                                  chooser.state(static_cast<size_t>(&g - graphs.data())).analysis);
+                                  chooser.state(gi).analysis);
               !st)
             return Error{st.message()};
+        }
         std::vector<Entry> allOrder = all.entries();
         if (std::optional<Entry> fit = firstFit(all, allOrder, *options.budgetBytes))
           message += "; --remat auto fits (" + describe(all.candidate(*fit), fit->microBatches, fit->lossChunks, fit->shardStage) + ", peak " +
