@@ -10,8 +10,8 @@
 // Ancestors and descendants follow data edges only; the order edges the scheduler adds
 // (in-place updates, collectives) only remove orders, so the bound stays a bound.
 //
-// Algorithm: one backward walk from v (ancestors) and one forward walk (descendants), then one
-// pass over the nodes. O(nodes + uses) per node bounded; peakLowerBoundNear adds one pass for
+// Algorithm: on the step graph (passes/step_graph.h), one backward walk from v (ancestors) and
+// one forward walk (descendants), then one pass over the nodes. O(nodes + uses) per node bounded; peakLowerBoundNear adds one pass for
 // the longest paths.
 //
 // Invariant: peakLowerBound(g, s, v) <= analyzeLiveness(g, s, order).peakBytes for every valid
@@ -24,6 +24,7 @@
 
 #include "ir/graph.h"
 #include "passes/liveness.h"
+#include "passes/step_graph.h"
 
 namespace gradc::passes {
 
@@ -36,5 +37,9 @@ std::int64_t peakLowerBound(const ir::Graph& graph, const StorageModel& storage,
 // nodes around it give the bound its strength.
 std::int64_t peakLowerBoundNear(const ir::Graph& graph, const StorageModel& storage,
                                 std::span<const ir::Node* const> order, int step, int spineNodes = 2);
+
+// The same over a step graph's node indices (a rewrite measured without making it).
+std::int64_t peakLowerBound(const StepGraph& graph, int node);
+std::int64_t peakLowerBoundNear(const StepGraph& graph, std::span<const int> order, int step, int spineNodes = 2);
 
 }  // namespace gradc::passes

@@ -13,6 +13,7 @@
 #include "passes/liveness.h"
 #include "passes/peak_bound.h"
 #include "passes/schedule.h"
+#include "passes/step_graph.h"
 
 namespace gradc::passes {
 
@@ -50,6 +51,7 @@ struct GraphState {
   std::vector<remat::Candidate> candidates;
   std::vector<std::optional<remat::RewritePlan>> plans;
   std::vector<std::optional<PeakFacts>> facts;  // [candidate * lossChunks.size() + chunk index]
+  std::vector<std::optional<StepFacts>> stepFacts;  // [chunk index]
 };
 
 struct Entry {
@@ -95,6 +97,7 @@ class Chooser {
     }
     s.plans.resize(s.candidates.size());
     s.facts.resize(s.candidates.size() * s.lossChunks.size());
+    s.stepFacts.resize(s.lossChunks.size());
     states_.push_back(std::move(s));
     return {};
   }
@@ -123,8 +126,9 @@ class Chooser {
     return *s.plans[c];
   }
 
-  // The program-order peak and the lower bound (one liveness analysis and one bound), and the
-  // scheduled peak too when `schedule` says so for the facts found (one apply and undo for all).
+  // The program-order peak and the lower bound, and the scheduled peak too when `schedule`
+  // says so for the facts found: all on the step graph the rewrite would make
+  // (passes/step_graph.h), built without touching the graph.
   template <typename ScheduleWhen>
   PeakFacts& measure(const Entry& e, ScheduleWhen schedule) {
     GraphState& s = states_[e.graph];
@@ -135,27 +139,34 @@ class Chooser {
       if (auto it = shared_->find(key); it != shared_->end()) slot = it->second;
     if (slot && (slot->scheduled || !schedule(*slot))) return *slot;
 
-    remat::AppliedRewrite applied = apply(e);
-    const StorageModel storage = analyzeStorage(*s.graph);
-    std::optional<Liveness> programOrder;
+    const StepGraph step = buildStepGraph(stepFacts(e), &plan(e.graph, e.candidate));
     if (!slot) {
-      std::vector<const ir::Node*> order;
-      order.reserve(s.graph->numNodes());
-      for (const auto& n : s.graph->nodes()) order.push_back(n.get());
-      programOrder = analyzeLiveness(*s.graph, storage, order);
+      const std::vector<int> order = programOrder(step);
+      const StepPeak inOrder = stepPeak(step, order);
       PeakFacts facts;
-      facts.programOrder = programOrder->peakBytes;
-      facts.lowerBound = peakLowerBoundNear(*s.graph, storage, order, programOrder->peakStep);
+      facts.programOrder = inOrder.bytes;
+      facts.lowerBound = peakLowerBoundNear(step, order, inOrder.step);
       slot = facts;
       ++evaluated_;
     }
     if (schedule(*slot)) {
-      slot->scheduled = scheduleAndAnalyze(*s.graph, storage, programOrder ? &*programOrder : nullptr).liveness.peakBytes;
+      slot->scheduled = scheduledPeak(step).bytes;
       ++scheduled_;
     }
-    remat::undoRewrite(*s.graph, applied);
     if (shared_) shared_->insert_or_assign(key, *slot);
     return *slot;
+  }
+
+  // The step facts of an entry's graph at its chunk count, built on first use (the chunk
+  // count changes only the fused loss nodes' workspace).
+  const StepFacts& stepFacts(const Entry& e) {
+    GraphState& s = states_[e.graph];
+    std::optional<StepFacts>& f = s.stepFacts[e.chunkIndex];
+    if (!f) {
+      if (e.lossChunks > 0) setLossChunks(*s.graph, e.lossChunks);
+      f.emplace(*s.graph, analyzeStorage(*s.graph));
+    }
+    return *f;
   }
 
   PeakFacts& bounds(const Entry& e) {

@@ -28,12 +28,14 @@
 //     side effects, no collectives; two places only when one lowered the peak): recomputing before an independent node that allocates
 //     frees the run's temporaries before that node's results exist (on a 4-layer MLP this
 //     lowers the smallest feasible step by 12%, matching the exact MILP's placement).
-//   Each round's order is measured with the liveness model (passes/liveness.h); the best
-//   eager variant is kept unless its predicted peak is higher than the input order's.
+//   Each round's order is measured with the liveness model (passes/liveness.h), as its peak
+//   over the step graph (passes/step_graph.h: the dependence and storage facts the rounds
+//   read); the best eager variant is kept unless its predicted peak is higher than the input
+//   order's.
 //
 // Complexity: O((nodes + uses) log nodes) per round (binary heaps keyed by input index; each
-// buffer's remaining-user count drops to one at most once), plus up to four liveness
-// analyses.
+// buffer's remaining-user count drops to one at most once), plus up to four O(nodes + uses)
+// peak evaluations.
 //
 // Invariants of the result: a topological order of the data edges; collectives issued in seq
 // order; every optimizer update
@@ -49,6 +51,7 @@
 
 #include "passes/liveness.h"
 #include "passes/pass.h"
+#include "passes/step_graph.h"
 
 namespace gradc::passes {
 
@@ -69,11 +72,15 @@ struct ScheduledLiveness {
   Liveness liveness;
 };
 ScheduledLiveness scheduleAndAnalyze(const ir::Graph& graph);
-// With the storage model, and optionally the liveness of the graph's own order (reused when the
-// input-order round reproduces it, as it does when recompute nodes sit at their first use).
-ScheduledLiveness scheduleAndAnalyze(const ir::Graph& graph, const StorageModel& storage,
-                                     const Liveness* programOrder = nullptr);
+// With the storage model computed before.
+ScheduledLiveness scheduleAndAnalyze(const ir::Graph& graph, const StorageModel& storage);
 // scheduleAndAnalyze(graph).liveness.peakBytes.
 std::int64_t scheduledPeakBytes(const ir::Graph& graph);
+
+// The same on a step graph (passes/step_graph.h), for planners that measure a rewrite without
+// making it: the order over node indices, and (peak != nullptr) its peak;
+// scheduledPeak(buildStepGraph(StepFacts(g, storage))).bytes == scheduledPeakBytes(g).
+std::vector<int> scheduleOrder(const StepGraph& graph, StepPeak* peak = nullptr);
+StepPeak scheduledPeak(const StepGraph& graph);
 
 }  // namespace gradc::passes

@@ -1,0 +1,187 @@
+// The step graph (passes/step_graph.h) is what every budget decision is measured on, so it must
+// be exactly the graph it stands for:
+//   - a proposal's step graph built from the plan, without rewriting, equals the step graph of
+//     the rewritten graph, field by field, for every proposal of every strategy;
+//   - its peak over an order is the liveness analysis's peak over that order (and its step).
+// On bundled models (dense, recurrent, attention, convolutional), micro-batched, fused-loss,
+// data-parallel and ZeRO-sharded steps, and random DAGs.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "frontend/spec.h"
+#include "passes/data_parallel.h"
+#include "passes/liveness.h"
+#include "passes/micro_batch.h"
+#include "passes/peak_bound.h"
+#include "passes/remat_strategies.h"
+#include "passes/schedule.h"
+#include "passes/step_graph.h"
+#include "passes/training_pipeline.h"
+#include "tests/bundled_model.h"
+
+namespace gradc {
+namespace {
+
+using passes::RematStrategy;
+
+std::vector<int> flat(const passes::Lists& l) {
+  std::vector<int> out = l.start;
+  out.insert(out.end(), l.items.begin(), l.items.end());
+  return out;
+}
+
+void checkEqual(const passes::StepGraph& made, const passes::StepGraph& real) {
+  REQUIRE(made.size() == real.size());
+  for (size_t i = 0; i < made.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(made.nodes[i]->opName() == real.nodes[i]->opName());
+  }
+  CHECK(made.flags == real.flags);
+  CHECK(made.workspace == real.workspace);
+  CHECK(made.fresh == real.fresh);
+  CHECK(flat(made.producers) == flat(real.producers));
+  CHECK(flat(made.users) == flat(real.users));
+  CHECK(flat(made.groupsRead) == flat(real.groupsRead));
+  CHECK(flat(made.groupUsers) == flat(real.groupUsers));
+  CHECK(made.groupStart == real.groupStart);
+  CHECK(made.groupProducer == real.groupProducer);
+  CHECK(made.groupBytes == real.groupBytes);
+  CHECK(made.groupPinned == real.groupPinned);
+  CHECK(made.orderEdges == real.orderEdges);
+  CHECK(made.persistentBytes == real.persistentBytes);
+}
+
+// The peak of the step graph over the program order and the scheduled order, against the
+// liveness analysis over the same orders.
+void checkPeaks(const ir::Graph& g) {
+  const passes::StorageModel storage = passes::analyzeStorage(g);
+  const passes::StepGraph step = passes::buildStepGraph(passes::StepFacts(g, storage));
+  const std::vector<int> scheduled = passes::scheduleOrder(step);
+  for (const std::vector<int>& order : {passes::programOrder(step), scheduled}) {
+    std::vector<const ir::Node*> nodes;
+    for (int i : order) nodes.push_back(step.nodes[static_cast<size_t>(i)]);
+    const passes::Liveness l = passes::analyzeLiveness(g, storage, nodes);
+    const passes::StepPeak p = passes::stepPeak(step, order);
+    CHECK(p.bytes == l.peakBytes);
+    CHECK(p.step == l.peakStep);
+    CHECK(passes::peakLowerBoundNear(step, order, p.step) <= p.bytes);
+  }
+  CHECK(passes::scheduledPeak(step).bytes == passes::scheduledPeakBytes(g));
+}
+
+// Every proposal of every strategy on a planned step without recompute: the step graph made
+// from the plan against the one of the rewritten graph. Returns how many proposals.
+int checkProposals(ir::Graph& g) {
+  checkPeaks(g);
+  Expected<passes::remat::Analysis> a = passes::remat::analyze(g);
+  REQUIRE_MESSAGE(a.ok(), a.error().message);
+  const passes::StepFacts facts(g, passes::analyzeStorage(g));
+  int count = 0;
+  for (const passes::remat::Candidate& c : passes::remat::candidates(*a, RematStrategy::Auto)) {
+    CAPTURE(c.description);
+    const passes::remat::RewritePlan plan = passes::remat::planRewrite(*a, c);
+    const passes::StepGraph made = passes::buildStepGraph(facts, &plan);
+    const passes::remat::AppliedRewrite applied = passes::remat::applyRewrite(g, plan);
+    const passes::StepGraph real = passes::buildStepGraph(passes::StepFacts(g, passes::analyzeStorage(g)));
+    checkEqual(made, real);
+    CHECK(passes::scheduledPeak(made).bytes == passes::scheduledPeakBytes(g));
+    checkPeaks(g);
+    passes::remat::undoRewrite(g, applied);
+    ++count;
+  }
+  return count;
+}
+
+passes::RematChoice planned(const ir::Graph& forward, passes::TrainingPlanOptions options = {}) {
+  options.remat = passes::RematOptions{RematStrategy::None, std::nullopt};
+  Expected<passes::RematChoice> c = passes::chooseTrainingPlan(forward, options);
+  REQUIRE_MESSAGE(c.ok(), c.error().message);
+  return std::move(*c);
+}
+
+TEST_CASE("step graph: a proposal made from its plan equals the rewritten graph's, on bundled models") {
+  const std::vector<std::pair<std::string, testing::DimOverrides>> models = {
+      {"mlp", {{"depth", "6"}}},
+      {"gpt-mini", {{"batch", "2"}, {"seq", "8"}, {"d_model", "16"}, {"layers", "2"}}},
+      {"lstm-lm", {{"batch", "2"}, {"seq", "6"}}},
+      {"resnet18-cifar", {{"batch", "2"}}},
+  };
+  for (const auto& [name, dims] : models) {
+    CAPTURE(name);
+    passes::RematChoice c = planned(testing::compileBundledModel(name, dims));
+    const int proposals = checkProposals(c.graph);
+    CHECK(proposals >= 4);
+    MESSAGE(name << ": " << proposals << " proposals, each equal to its rewrite");
+  }
+}
+
+TEST_CASE("step graph: micro-batched, fused-loss, data-parallel and sharded steps") {
+  const ir::Graph gpt = testing::compileBundledModel(
+      "gpt-mini", {{"batch", "4"}, {"seq", "8"}, {"vocab", "37"}, {"d_model", "16"}, {"heads", "2"}, {"layers", "2"}});
+  SUBCASE("two micro-batches") {
+    passes::TrainingPlanOptions o;
+    o.microBatches = 2;
+    passes::RematChoice c = planned(gpt, o);
+    CHECK(c.microBatches == 2);
+    checkProposals(c.graph);
+  }
+  SUBCASE("fused loss, at several chunk counts") {
+    passes::TrainingPlanOptions o;
+    o.lossChunks = passes::LossChunking{passes::LossChunking::Mode::Fixed, 4};
+    passes::RematChoice c = planned(gpt, o);
+    REQUIRE(c.lossChunks == 4);
+    checkProposals(c.graph);
+  }
+  for (int shard : {0, 1, 2}) {
+    CAPTURE(shard);
+    passes::DataParallelOptions dp;
+    dp.world = 2;
+    dp.rank = 1;
+    dp.shard = shard;
+    dp.bucketBytes = 8 << 10;
+    dp.firstBucketBytes = 4 << 10;
+    Expected<ir::Graph> local = passes::partitionForward(gpt, dp);
+    REQUIRE_MESSAGE(local.ok(), local.error().message);
+    passes::TrainingPlanOptions o;
+    o.dataParallel = dp;
+    passes::RematChoice c = planned(*local, o);
+    int collectives = 0;
+    for (const auto& n : c.graph.nodes()) collectives += n->op().issuesCollective ? 1 : 0;
+    CHECK(collectives > 2);
+    checkProposals(c.graph);
+  }
+}
+
+TEST_CASE("step graph: random DAGs with residual blocks and branches") {
+  for (unsigned seed = 1; seed <= 6; ++seed) {
+    CAPTURE(seed);
+    std::string y = "model: sg" + std::to_string(seed) + "\ndims: {batch: " + std::to_string(2 + seed % 3) +
+                    ", d: " + std::to_string(8 + 4 * (seed % 4)) + "}\nseed: " + std::to_string(seed) +
+                    "\ninputs:\n  x: {shape: [batch, d], dtype: f32}\n  y: {shape: [batch, d], dtype: f32}\nlayers:\n";
+    std::string prev = "x";
+    for (unsigned b = 0; b < 3 + seed % 4; ++b) {
+      const std::string n = "b" + std::to_string(b);
+      y += "  - {op: linear, name: " + n + "a, input: " + prev + ", out: d}\n";
+      y += "  - {op: " + std::string(b % 2 ? "gelu" : "tanh") + ", output: " + n + "_act}\n";
+      std::string branch = n + "_act";
+      if ((seed + b) % 2 == 0) {  // a second branch from the same input
+        y += "  - {op: linear, name: " + n + "s, input: " + prev + ", out: d, output: " + n + "_s}\n";
+        y += "  - {op: mul, inputs: [" + n + "_act, " + n + "_s], output: " + n + "_m}\n";
+        branch = n + "_m";
+      }
+      y += "  - {op: add, inputs: [" + branch + ", " + prev + "], output: " + n + "_r}\n";
+      prev = n + "_r";
+    }
+    y += "loss: {op: mse, input: _, target: y}\n";
+    frontend::SpecResult r = frontend::compileSpec(y, "sg.yaml");
+    REQUIRE_MESSAGE(r.ok(), (r.diagnostics.empty() ? "" : r.diagnostics.front().message));
+    passes::RematChoice c = planned(*r.graph);
+    checkProposals(c.graph);
+  }
+}
+
+}  // namespace
+}  // namespace gradc
