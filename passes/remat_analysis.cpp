@@ -282,6 +282,17 @@ Expected<Analysis> analyze(ir::Graph& graph) {
       first = end;
     }
     describe(groups, ep.stages, ep.model);
+    // The same chain with selective recompute inside the stages it stores: a stored stage
+    // keeps what it stores less its cheap values (recomputed from the kept ones in its own
+    // backward, whose cost the rewrite counts exactly).
+    ep.selectiveModel = ep.model;
+    for (size_t g = 0; g < ep.stages.size(); ++g) {
+      std::int64_t dropped = 0;
+      for (const ir::Value* v : ep.stages[g].stored)
+        if (storage(v) == v && ep.selectiveDrop.count(v)) dropped += v->type().bytes();
+      chain::Stage& m = ep.selectiveModel[g];
+      m.storedBytes = std::max(m.boundaryBytes, m.storedBytes - dropped);
+    }
     for (GraphStage& g : ep.stages) {
       g.boundaryNodes = closure(g.nodes, g.boundary);
       g.storedNodes = closure(g.nodes, g.stored);

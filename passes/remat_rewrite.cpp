@@ -50,7 +50,9 @@ class Planner {
     episode_ = episode;
     ep_ = &ep;
     selective_ = p.kind == EpisodePlan::Kind::Selective;
+    selectiveInside_ = p.kind == EpisodePlan::Kind::Schedule && p.selectiveInside;
     transient_.assign(ep.stages.size(), false);
+    keptStage_.assign(ep.stages.size(), false);
     clearCache();
     ops_ = selective_ ? nullptr : &p.schedule;
     op_ = 0;
@@ -96,6 +98,7 @@ class Planner {
       const chain::Op& op = ops[op_];
       const GraphStage& st = ep_->stages[static_cast<size_t>(op.stage)];
       if (op.kind == chain::OpKind::ForwardAll) {
+        keptStage_[static_cast<size_t>(op.stage)] = true;
         for (const ir::Value* v : st.stored)
           if (auto it = a_.values.find(v); it != a_.values.end()) full_.set(it->second.id, Source{v});
       } else {
@@ -181,8 +184,15 @@ class Planner {
     const int id = info->second.id;
     if (selective_ && !ep_->selectiveDrop.count(v)) return Source{v};
     if (!selective_) {
-      // The schedule's copies first: a full forward replaces older on-demand ones.
-      if (const Source* s = full_.find(id)) return *s;
+      // The schedule's copies first: a full forward replaces older on-demand ones. With
+      // selective recompute inside stored stages, a cheap value the first pass stored is
+      // recomputed on demand instead (its recomputed copies are used as they are).
+      if (const Source* s = full_.find(id); s && !(selectiveInside_ && s->clone < 0 && ep_->selectiveDrop.count(v)))
+        return *s;
+      // ... and, as selective does, the other values of a stage the first pass stored are read
+      // where they are (the inputs of its recomputed cheap values).
+      if (selectiveInside_ && keptStage_[static_cast<size_t>(info->second.stage)] && !ep_->selectiveDrop.count(v))
+        return Source{v};
       if (const Source* s = bound_.find(id)) return *s;
     }
     if (const Source* s = cache_.find(id)) return *s;
@@ -236,12 +246,14 @@ class Planner {
   int episode_ = -1;
   const Episode* ep_ = nullptr;
   bool selective_ = false;
+  bool selectiveInside_ = false;
   const chain::Schedule* ops_ = nullptr;
   size_t op_ = 0;
   size_t before_ = 0;
   CopyTable full_, bound_, cache_;
   std::vector<int> cached_;
   std::vector<bool> transient_;
+  std::vector<bool> keptStage_;  // stored by the first pass (selectiveInside_ reads their values)
   std::vector<Source> local_;
   std::vector<std::uint32_t> localStamp_;
   std::uint32_t stamp_ = 0;

@@ -81,23 +81,31 @@ std::vector<int> thinned(const std::vector<int>& frontier) {
   return out;
 }
 
-void chainCandidates(const Analysis& a, bool skipNoRecompute, std::vector<Candidate>& out) {
+// The chain solver's frontier. With `selectiveInside`, solved on the chain whose stored stages
+// also recompute their cheap values (Episode::selectiveModel), and run that way; its level that
+// stores every stage is selective's own plan, so it is left out.
+void chainCandidates(const Analysis& a, bool skipNoRecompute, bool selectiveInside, std::vector<Candidate>& out) {
+  auto modelOf = [&](const Episode& ep) -> const std::vector<chain::Stage>& {
+    return selectiveInside ? ep.selectiveModel : ep.model;
+  };
   // One solver per distinct chain (micro-batches repeat the same one).
   std::vector<std::pair<const std::vector<chain::Stage>*, chain::Solver>> solvers;
   std::vector<size_t> solverOf;
   for (const Episode& ep : a.episodes) {
     size_t found = solvers.size();
     for (size_t i = 0; i < solvers.size(); ++i)
-      if (*solvers[i].first == ep.model && solvers[i].second.external().bytes == ep.external.bytes &&
+      if (*solvers[i].first == modelOf(ep) && solvers[i].second.external().bytes == ep.external.bytes &&
           solvers[i].second.external().lastReader == ep.external.lastReader)
         found = i;
-    if (found == solvers.size()) solvers.push_back({&ep.model, chain::solveChain(ep.model, kSolverLevels, ep.external)});
+    if (found == solvers.size())
+      solvers.push_back({&modelOf(ep), chain::solveChain(modelOf(ep), kSolverLevels, ep.external)});
     solverOf.push_back(found);
   }
   if (a.episodes.empty()) return;
   std::vector<std::vector<int>> levels;
   for (auto& [model, solver] : solvers) levels.push_back(thinned(solver.frontier()));
   const size_t count = levels[solverOf[0]].size();
+  const std::string suffix = selectiveInside ? ", cheap values inside stored stages recomputed" : "";
   for (size_t j = 0; j < count; ++j) {
     Candidate c{RematStrategy::Chain, {}, {}};
     bool recompute = false;
@@ -110,18 +118,28 @@ void chainCandidates(const Analysis& a, bool skipNoRecompute, std::vector<Candid
       }
       const size_t k = count <= 1 ? mine.size() - 1 : j * (mine.size() - 1) / (count - 1);
       const int level = mine[k];
-      if (*solver.cost(level) > chain::totalForwardCost(a.episodes[e].model)) recompute = true;
-      c.episodes.push_back(EpisodePlan{EpisodePlan::Kind::Schedule, solver.schedule(level)});
+      const std::int64_t total = chain::totalForwardCost(modelOf(a.episodes[e]));
+      if (*solver.cost(level) > total) recompute = true;
+      c.episodes.push_back(EpisodePlan{EpisodePlan::Kind::Schedule, solver.schedule(level), selectiveInside});
       if (e == 0)
-        c.description = *solver.cost(level) == chain::totalForwardCost(a.episodes[e].model)
-                            ? "chain: store every stage (no recompute)"
+        c.description = *solver.cost(level) == total
+                            ? "chain: store every stage (no recompute)" + suffix
                             : "chain: the optimal schedule of " + std::to_string(a.episodes[e].model.size()) +
                                   " stages within " + formatBytes(static_cast<std::int64_t>(level) * solver.unitBytes()) +
-                                  " of modelled activations (level " + std::to_string(level) + ")";
+                                  " of modelled activations (level " + std::to_string(level) + ")" + suffix;
     }
-    if (skipNoRecompute && !recompute) continue;
+    if ((skipNoRecompute || selectiveInside) && !recompute) continue;
     out.push_back(std::move(c));
   }
+}
+
+// Whether some episode has cheap values selective recompute would drop (a graph small enough
+// to measure many proposals of).
+bool selectiveInsidePays(const Analysis& a) {
+  if (a.numNodes > kExhaustiveMaxNodes) return false;
+  for (const Episode& ep : a.episodes)
+    if (!ep.selectiveDrop.empty() && ep.model.size() >= 2) return true;
+  return false;
 }
 
 // The chain length every episode shares (micro-batches repeat one chain), or 0; only for
@@ -254,7 +272,8 @@ std::vector<Candidate> candidates(const Analysis& a, RematStrategy strategy) {
                           EpisodePlan::Kind::Selective));
   if (strategy == RematStrategy::Sqrt || all) out.push_back(sqrtPlan(RematStrategy::Sqrt));
   if (strategy == RematStrategy::Chain || all) {
-    chainCandidates(a, all, out);
+    chainCandidates(a, all, /*selectiveInside=*/false, out);
+    if (selectiveInsidePays(a)) chainCandidates(a, all, /*selectiveInside=*/true, out);
     exhaustiveCandidates(a, out);
     prefixMemoryPoorCandidates(a, out);
     // sqrt's count is sqrt of the stages before grouping; sqrtSchedule caps it at the chain's.

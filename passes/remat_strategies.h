@@ -140,6 +140,9 @@ struct Episode {
   chain::External external;
   std::vector<BackwardUse> uses;
   std::unordered_set<const ir::Value*> selectiveDrop;
+  // `model` with each stage's stored bytes less its selectiveDrop values': the chain the
+  // solver plans when stored stages also recompute their cheap values (EpisodePlan::selectiveInside).
+  std::vector<chain::Stage> selectiveModel;
 };
 
 struct ValueInfo {
@@ -164,6 +167,10 @@ struct EpisodePlan {
   enum class Kind { Keep, Schedule, Selective };
   Kind kind = Kind::Keep;
   chain::Schedule schedule;
+  // Schedule only: the stages the schedule stores keep their matmul outputs and boundaries and
+  // recompute their cheap values (Episode::selectiveDrop) in their own backward, as selective
+  // does for the whole chain: recompute inside a block rather than of the whole block.
+  bool selectiveInside = false;
 };
 
 struct Candidate {
