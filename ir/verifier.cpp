@@ -1,8 +1,10 @@
 #include "ir/verifier.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "ir/printer.h"
 
@@ -12,7 +14,7 @@ namespace {
 
 class Verifier {
  public:
-  explicit Verifier(const Graph& g) : g_(g), names_(g) {}
+  explicit Verifier(const Graph& g) : g_(g), defined_(g.valueIdBound(), nullptr), operandSlots_(g.valueIdBound(), 0) {}
 
   Status run() {
     std::unordered_set<std::string> declared;
@@ -23,30 +25,36 @@ class Verifier {
         if (!checkedNumel(v->type().shape))
           return Error{"'%" + v->name() + "' has an invalid shape " + shapeToString(v->type().shape)};
         if (Status s = checkUses(v.get()); !s) return s;
-        defined_.insert(v.get());
+        define(v.get());
       }
     for (const auto& node : g_.nodes()) {
-      if (Status s = checkNode(*node); !s) return Error{"at '" + printNode(*node, names_) + "': " + s.message()};
-      for (size_t i = 0; i < node->numResults(); ++i) defined_.insert(node->result(i));
+      if (Status s = checkNode(*node); !s) return Error{"at '" + printNode(*node, names()) + "': " + s.message()};
+      for (size_t i = 0; i < node->numResults(); ++i) define(node->result(i));
     }
     std::unordered_set<std::string> outputNames;
     std::unordered_map<const Value*, int> outputRefs;
     for (const GraphOutput& out : g_.outputs()) {
       if (!outputNames.insert(out.name).second) return Error{"output '" + out.name + "' is declared twice"};
-      if (!defined_.count(out.value)) return Error{"output '" + out.name + "' refers to a value not in the graph"};
+      if (!defined(out.value)) return Error{"output '" + out.name + "' refers to a value not in the graph"};
       ++outputRefs[out.value];
     }
-    for (const Value* v : defined_) {
+    auto checkCounts = [&](const Value* v) -> Status {
       if (v->isGraphOutput() != (outputRefs.count(v) > 0))
-        return Error{"output bookkeeping of " + names_(v) + " is out of sync"};
+        return Error{"output bookkeeping of " + names()(v) + " is out of sync"};
       // Every recorded use is a distinct operand slot holding v (checkUses); as many as there
       // are such slots means each slot is recorded exactly once.
-      auto slots = operandSlots_.find(v);
-      const size_t expected = slots == operandSlots_.end() ? 0 : slots->second;
+      const size_t expected = operandSlots_[v->id()];
       if (v->uses().size() != expected)
-        return Error{"the use list of " + names_(v) + " records " + std::to_string(v->uses().size()) +
+        return Error{"the use list of " + names()(v) + " records " + std::to_string(v->uses().size()) +
                      " uses, but " + std::to_string(expected) + " operand slots hold it"};
-    }
+      return {};
+    };
+    for (auto span : {g_.inputs(), g_.params()})
+      for (const auto& v : span)
+        if (Status s = checkCounts(v.get()); !s) return s;
+    for (const auto& node : g_.nodes())
+      for (size_t i = 0; i < node->numResults(); ++i)
+        if (Status s = checkCounts(node->result(i)); !s) return s;
     return {};
   }
 
@@ -54,16 +62,16 @@ class Verifier {
   Status checkNode(const Node& node) {
     for (size_t i = 0; i < node.operands().size(); ++i) {
       const Value* v = node.operand(i);
-      if (!defined_.count(v)) {
+      if (!defined(v)) {
         bool later = std::any_of(g_.nodes().begin(), g_.nodes().end(), [&](const auto& n) {
           for (size_t r = 0; r < n->numResults(); ++r)
             if (n->result(r) == v) return true;
           return false;
         });
-        return Error{"operand " + std::to_string(i) + " (" + names_(v) + ") is " +
+        return Error{"operand " + std::to_string(i) + " (" + names()(v) + ") is " +
                      (later ? "used before it is defined" : "not defined in this graph")};
       }
-      ++operandSlots_[v];
+      ++operandSlots_[v->id()];
     }
     auto operandTypes = node.operandTypes();
     Expected<std::vector<TensorType>> inferred = inferResultTypes(node.op(), operandTypes, node.attrs());
@@ -87,21 +95,40 @@ class Verifier {
   Status checkUses(const Value* v) {
     for (const Use& u : v->uses()) {
       if (!u.user || u.operandIndex >= u.user->operands().size() || u.user->operand(u.operandIndex) != v)
-        return Error{"the use list of " + names_(v) + " records a use that is not an operand"};
+        return Error{"the use list of " + names()(v) + " records a use that is not an operand"};
     }
-    std::vector<Use> sorted(v->uses().begin(), v->uses().end());
-    std::sort(sorted.begin(), sorted.end(), [](const Use& a, const Use& b) {
-      return std::less<const Node*>{}(a.user, b.user) || (a.user == b.user && a.operandIndex < b.operandIndex);
-    });
-    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-      return Error{"the use list of " + names_(v) + " records a use twice"};
+    const auto& uses = v->uses();
+    auto twice = [&] {
+      if (uses.size() <= 16) {  // the common case: a few uses, compared pairwise
+        for (size_t i = 0; i < uses.size(); ++i)
+          for (size_t j = i + 1; j < uses.size(); ++j)
+            if (uses[i] == uses[j]) return true;
+        return false;
+      }
+      std::vector<Use> sorted(uses.begin(), uses.end());
+      std::sort(sorted.begin(), sorted.end(), [](const Use& a, const Use& b) {
+        return std::less<const Node*>{}(a.user, b.user) || (a.user == b.user && a.operandIndex < b.operandIndex);
+      });
+      return std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
+    };
+    if (twice()) return Error{"the use list of " + names()(v) + " records a use twice"};
     return {};
   }
 
+  // Values of this graph seen so far, by id (a value of another graph may share an id, not
+  // the pointer).
+  bool defined(const Value* v) const { return v->id() < defined_.size() && defined_[v->id()] == v; }
+  void define(const Value* v) { defined_[v->id()] = v; }
+  // Names for messages, built on the first error only.
+  const ValueNames& names() {
+    if (!names_) names_.emplace(g_);
+    return *names_;
+  }
+
   const Graph& g_;
-  ValueNames names_;
-  std::unordered_set<const Value*> defined_;
-  std::unordered_map<const Value*, size_t> operandSlots_;  // operand slots holding each value
+  std::optional<ValueNames> names_;
+  std::vector<const Value*> defined_;
+  std::vector<size_t> operandSlots_;  // by value id: operand slots holding the value
 };
 
 }  // namespace

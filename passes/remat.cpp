@@ -49,9 +49,9 @@ struct GraphState {
   int shardStage = 0;
   std::shared_ptr<const remat::Analysis> analysis;  // shared by choosers over the same graph
   std::vector<remat::Candidate> candidates;
-  std::vector<std::optional<remat::RewritePlan>> plans;
+  std::vector<std::shared_ptr<const remat::RewritePlan>> plans;
   std::vector<std::optional<PeakFacts>> facts;  // [candidate * lossChunks.size() + chunk index]
-  std::vector<std::optional<StepFacts>> stepFacts;  // [chunk index]
+  std::vector<std::shared_ptr<const StepFacts>> stepFacts;  // [chunk index]
 };
 
 struct Entry {
@@ -65,9 +65,14 @@ struct Entry {
   int rank;
 };
 
-// Measurements by (graph, proposal description, loss chunks): a proposal's description names
-// its plan, so choosers over different strategies of the same graphs share their measurements.
-using PeakCache = std::map<std::tuple<size_t, std::string, int>, PeakFacts>;
+// What choosers over the same graphs (different strategies) share, by graph index: a
+// proposal's description names its plan, so measurements and rewrite plans are kept by
+// (graph, description[, loss chunks]), and step facts by (graph, loss chunks).
+struct PeakCache {
+  std::map<std::tuple<size_t, std::string, int>, PeakFacts> peaks;
+  std::map<std::pair<size_t, std::string>, std::shared_ptr<const remat::RewritePlan>> plans;
+  std::map<std::pair<size_t, int>, std::shared_ptr<const StepFacts>> facts;
+};
 
 class Chooser {
  public:
@@ -122,7 +127,13 @@ class Chooser {
 
   const remat::RewritePlan& plan(size_t g, size_t c) {
     GraphState& s = states_[g];
-    if (!s.plans[c]) s.plans[c] = remat::planRewrite(*s.analysis, s.candidates[c]);
+    if (!s.plans[c]) {
+      std::shared_ptr<const remat::RewritePlan>* slot = nullptr;
+      if (shared_) slot = &shared_->plans[{g, s.candidates[c].description}];
+      if (slot && *slot) s.plans[c] = *slot;
+      else s.plans[c] = std::make_shared<const remat::RewritePlan>(remat::planRewrite(*s.analysis, s.candidates[c]));
+      if (slot) *slot = s.plans[c];
+    }
     return *s.plans[c];
   }
 
@@ -136,7 +147,7 @@ class Chooser {
     const std::tuple<size_t, std::string, int> key{e.graph, s.candidates[e.candidate].description,
                                                    s.lossChunks[e.chunkIndex]};
     if (!slot && shared_)
-      if (auto it = shared_->find(key); it != shared_->end()) slot = it->second;
+      if (auto it = shared_->peaks.find(key); it != shared_->peaks.end()) slot = it->second;
     if (slot && (slot->scheduled || !schedule(*slot))) return *slot;
 
     const StepGraph step = buildStepGraph(stepFacts(e), &plan(e.graph, e.candidate));
@@ -153,7 +164,7 @@ class Chooser {
       slot->scheduled = scheduledPeak(step).bytes;
       ++scheduled_;
     }
-    if (shared_) shared_->insert_or_assign(key, *slot);
+    if (shared_) shared_->peaks.insert_or_assign(key, *slot);
     return *slot;
   }
 
@@ -161,10 +172,15 @@ class Chooser {
   // count changes only the fused loss nodes' workspace).
   const StepFacts& stepFacts(const Entry& e) {
     GraphState& s = states_[e.graph];
-    std::optional<StepFacts>& f = s.stepFacts[e.chunkIndex];
-    if (!f) {
+    std::shared_ptr<const StepFacts>& f = s.stepFacts[e.chunkIndex];
+    if (f) return *f;
+    std::shared_ptr<const StepFacts>* slot = shared_ ? &shared_->facts[{e.graph, e.lossChunks}] : nullptr;
+    if (slot && *slot) {
+      f = *slot;
+    } else {
       if (e.lossChunks > 0) setLossChunks(*s.graph, e.lossChunks);
-      f.emplace(*s.graph, analyzeStorage(*s.graph));
+      f = std::make_shared<const StepFacts>(*s.graph, analyzeStorage(*s.graph));
+      if (slot) *slot = f;
     }
     return *f;
   }
@@ -319,7 +335,7 @@ std::string describe(const remat::Candidate& c, int microBatches, int lossChunks
 Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, const RematOptions& options) {
   if (graphs.empty()) return Error{"remat: no graph to plan"};
   if (options.budgetBytes && *options.budgetBytes <= 0) return Error{"remat: the budget must be positive"};
-  const std::int64_t baseline = scheduledPeakBytes(*graphs[0].graph);
+  const int chunksAsGiven = lossChunksOf(*graphs[0].graph);
   PeakCache measured;
   Chooser chooser(&measured);
   for (const RematGraph& g : graphs)
@@ -371,6 +387,13 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   const remat::RewritePlan& plan = chooser.plan(chosen->graph, chosen->candidate);
   // The applied graph is the one measured (applyRewrite is deterministic), so its peak is known.
   const std::int64_t peak = chooser.peak(*chosen);
+  // The step as given (graph 0 at its chunking, nothing recomputed): the chosen plan itself
+  // when that is what was chosen, else scheduled on its own.
+  std::int64_t baseline = peak;
+  if (chosen->graph != 0 || !plan.clones.empty() || !plan.rewires.empty() || chosen->lossChunks != chunksAsGiven) {
+    if (chunksAsGiven > 0) setLossChunks(*graphs[0].graph, chunksAsGiven);
+    baseline = scheduledPeakBytes(*graphs[0].graph);
+  }
   chooser.apply(*chosen);
 
   RematSelection out;
@@ -424,19 +447,26 @@ Expected<bool> RematPass::run(ir::Graph& graph) {
   return report_.recomputeNodes > 0;
 }
 
-Expected<std::vector<StrategySummary>> summarizeStrategies(const ir::Graph& joint, std::optional<std::int64_t> budget) {
-  ir::Graph copy = remat::cloneGraph(joint);
+Expected<std::vector<StrategySummary>> summarizeStrategies(ir::Graph& joint, std::optional<std::int64_t> budget) {
+  // Measuring sets a fused loss's chunk count (the only change it makes); put it back.
+  struct RestoreChunks {
+    ir::Graph& graph;
+    int chunks;
+    ~RestoreChunks() {
+      if (chunks > 0) setLossChunks(graph, chunks);
+    }
+  } restore{joint, lossChunksOf(joint)};
   std::vector<StrategySummary> rows;
   std::vector<RematStrategy> strategies = concreteRematStrategies();
   strategies.push_back(RematStrategy::Auto);
   // One analysis and one set of measurements for all the strategies (their proposals overlap).
-  Expected<remat::Analysis> analyzed = remat::analyze(copy);
+  Expected<remat::Analysis> analyzed = remat::analyze(joint);
   if (!analyzed) return analyzed.error();
   const auto analysis = std::make_shared<const remat::Analysis>(std::move(*analyzed));
   PeakCache measured;
   for (RematStrategy strategy : strategies) {
     Chooser chooser(&measured);
-    if (Status s = chooser.add(copy, 1, strategy, {}, 0, {}, analysis); !s) return Error{s.message()};
+    if (Status s = chooser.add(joint, 1, strategy, {}, 0, {}, analysis); !s) return Error{s.message()};
     std::vector<Entry> order = chooser.entries();
     StrategySummary row;
     row.strategy = strategy;
@@ -458,7 +488,7 @@ Expected<std::vector<StrategySummary>> summarizeStrategies(const ir::Graph& join
   }
   // Saved against the step as it is, which the none row measured (its plan changes nothing).
   auto none = std::find_if(rows.begin(), rows.end(), [](const StrategySummary& r) { return r.strategy == RematStrategy::None; });
-  const std::int64_t nonePeak = none != rows.end() ? none->predictedPeakBytes : scheduledPeakBytes(copy);
+  const std::int64_t nonePeak = none != rows.end() ? none->predictedPeakBytes : scheduledPeakBytes(joint);
   for (StrategySummary& row : rows) row.savedBytes = nonePeak - row.predictedPeakBytes;
   return rows;
 }

@@ -149,9 +149,10 @@ struct StrategySummary {
   std::string plan;
 };
 // Every strategy (none, sqrt, chain, memory-poor, selective, auto) on a joint graph, which is
-// not changed. With a budget each row is the plan the strategy would choose under it; without
+// left as it was (proposals are measured without rewriting it; a fused loss's chunk count is
+// restored). With a budget each row is the plan the strategy would choose under it; without
 // one, the plan it applies without a budget (see above).
-Expected<std::vector<StrategySummary>> summarizeStrategies(const ir::Graph& joint, std::optional<std::int64_t> budget);
+Expected<std::vector<StrategySummary>> summarizeStrategies(ir::Graph& joint, std::optional<std::int64_t> budget);
 // A fixed-width text table of the rows.
 std::string formatStrategySummaries(std::span<const StrategySummary> rows);
 
