@@ -334,8 +334,7 @@ Expected<Analysis> analyze(ir::Graph& graph) {
       for (const ir::Node* n : ep.stages[s].nodes)
         for (size_t r = 0; r < n->numResults(); ++r)
           if (!pinned.count(n->result(r)))
-            a.values.emplace(n->result(r),
-                             ValueInfo{static_cast<int>(e), static_cast<int>(s), static_cast<int>(a.values.size())});
+            a.values.add(n->result(r), static_cast<int>(e), static_cast<int>(s));
 
     // Backward uses of stage values, labelled with their stage.
     ValueSet boundaries;
@@ -347,9 +346,9 @@ Expected<Analysis> analyze(ir::Graph& graph) {
       BackwardUse use{n, p, -1, {}};
       int lo = 0, hi = lastStage, latest = -1;  // the stages the operands allow
       for (unsigned i = 0; i < n->numOperands(); ++i) {
-        auto it = a.values.find(n->operand(i));
-        if (it == a.values.end() || it->second.episode != static_cast<int>(e)) continue;
-        const int s = it->second.stage;
+        const ValueInfo* info = a.values.find(n->operand(i));
+        if (!info || info->episode != static_cast<int>(e)) continue;
+        const int s = info->stage;
         use.operands.push_back(i);
         latest = std::max(latest, s);
         lo = std::max(lo, s);

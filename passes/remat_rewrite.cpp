@@ -75,15 +75,15 @@ class Planner {
   }
 
  private:
-  int idOf(const ir::Value* v) const { return a_.values.at(v).id; }
+  int idOf(const ir::Value* v) const { return a_.values.find(v)->id; }
 
   void clearFull(int stage) {
     for (const ir::Value* v : ep_->stages[static_cast<size_t>(stage)].stored)
-      if (auto it = a_.values.find(v); it != a_.values.end()) full_.erase(it->second.id);
+      if (const ValueInfo* it = a_.values.find(v)) full_.erase(it->id);
   }
   void clearBound(int stage) {
     for (const ir::Value* v : ep_->stages[static_cast<size_t>(stage)].boundary)
-      if (auto it = a_.values.find(v); it != a_.values.end()) bound_.erase(it->second.id);
+      if (const ValueInfo* it = a_.values.find(v)) bound_.erase(it->id);
     transient_[static_cast<size_t>(stage)] = false;
   }
   void clearCache() {
@@ -100,11 +100,11 @@ class Planner {
       if (op.kind == chain::OpKind::ForwardAll) {
         keptStage_[static_cast<size_t>(op.stage)] = true;
         for (const ir::Value* v : st.stored)
-          if (auto it = a_.values.find(v); it != a_.values.end()) full_.set(it->second.id, Source{v});
+          if (const ValueInfo* it = a_.values.find(v)) full_.set(it->id, Source{v});
       } else {
         clearBound(op.stage);
         for (const ir::Value* v : st.boundary)
-          if (auto it = a_.values.find(v); it != a_.values.end()) bound_.set(it->second.id, Source{v});
+          if (const ValueInfo* it = a_.values.find(v)) bound_.set(it->id, Source{v});
         transient_[static_cast<size_t>(op.stage)] = op.kind == chain::OpKind::ForwardTransient;
       }
       consumeTransientInput(op.stage);
@@ -140,23 +140,23 @@ class Planner {
     for (const ir::Node* n : all ? st.storedNodes : st.boundaryNodes) {
       const auto first = static_cast<std::uint32_t>(plan_.operands.size());
       for (const ir::Value* u : n->operands()) {
-        auto it = a_.values.find(u);
-        if (it != a_.values.end() && localStamp_[static_cast<size_t>(it->second.id)] == stamp_)
-          plan_.operands.push_back(local_[static_cast<size_t>(it->second.id)]);
+        const ValueInfo* it = a_.values.find(u);
+        if (it && localStamp_[static_cast<size_t>(it->id)] == stamp_)
+          plan_.operands.push_back(local_[static_cast<size_t>(it->id)]);
         else
           plan_.operands.push_back(resolve(u));
       }
       const int id = emit(n, first);
       for (unsigned r = 0; r < n->numResults(); ++r)
-        if (auto it = a_.values.find(n->result(r)); it != a_.values.end()) {
-          local_[static_cast<size_t>(it->second.id)] = Source{nullptr, id, r};
-          localStamp_[static_cast<size_t>(it->second.id)] = stamp_;
+        if (const ValueInfo* it = a_.values.find(n->result(r))) {
+          local_[static_cast<size_t>(it->id)] = Source{nullptr, id, r};
+          localStamp_[static_cast<size_t>(it->id)] = stamp_;
         }
     }
     auto localOf = [&](const ir::Value* v) -> const Source* {
-      auto it = a_.values.find(v);
-      if (it == a_.values.end() || localStamp_[static_cast<size_t>(it->second.id)] != stamp_) return nullptr;
-      return &local_[static_cast<size_t>(it->second.id)];
+      const ValueInfo* it = a_.values.find(v);
+      if (!it || localStamp_[static_cast<size_t>(it->id)] != stamp_) return nullptr;
+      return &local_[static_cast<size_t>(it->id)];
     };
     if (all) {
       clearFull(op.stage);
@@ -179,9 +179,9 @@ class Planner {
 
   // The copy of v that readers should use now, or nullopt when v must be recomputed.
   std::optional<Source> lookup(const ir::Value* v) const {
-    auto info = a_.values.find(v);
-    if (info == a_.values.end() || info->second.episode != episode_) return Source{v};
-    const int id = info->second.id;
+    const ValueInfo* info = a_.values.find(v);
+    if (!info || info->episode != episode_) return Source{v};
+    const int id = info->id;
     if (selective_ && !ep_->selectiveDrop.count(v)) return Source{v};
     if (!selective_) {
       // The schedule's copies first: a full forward replaces older on-demand ones. With
@@ -191,7 +191,7 @@ class Planner {
         return *s;
       // ... and, as selective does, the other values of a stage the first pass stored are read
       // where they are (the inputs of its recomputed cheap values).
-      if (selectiveInside_ && keptStage_[static_cast<size_t>(info->second.stage)] && !ep_->selectiveDrop.count(v))
+      if (selectiveInside_ && keptStage_[static_cast<size_t>(info->stage)] && !ep_->selectiveDrop.count(v))
         return Source{v};
       if (const Source* s = bound_.find(id)) return *s;
     }
@@ -202,7 +202,7 @@ class Planner {
   // Whether an on-demand clone of n exists (all its results are cached together).
   bool cloned(const ir::Node& n) const {
     for (size_t r = 0; r < n.numResults(); ++r)
-      if (auto it = a_.values.find(n.result(r)); it != a_.values.end()) return cache_.find(it->second.id) != nullptr;
+      if (const ValueInfo* it = a_.values.find(n.result(r))) return cache_.find(it->id) != nullptr;
     return false;
   }
 
@@ -232,9 +232,9 @@ class Planner {
       const int id = emit(n, first);
       if (!selective_) ++plan_.onDemandClones;
       for (unsigned r = 0; r < n->numResults(); ++r)
-        if (auto it = a_.values.find(n->result(r)); it != a_.values.end()) {
-          cache_.set(it->second.id, Source{nullptr, id, r});
-          cached_.push_back(it->second.id);
+        if (const ValueInfo* it = a_.values.find(n->result(r))) {
+          cache_.set(it->id, Source{nullptr, id, r});
+          cached_.push_back(it->id);
         }
       work.pop_back();
     }

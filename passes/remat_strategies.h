@@ -151,10 +151,40 @@ struct ValueInfo {
   int id;  // dense, 0..values.size()-1
 };
 
+// ValueInfo by value, an array indexed by the analysed graph's value ids (ir::Value::id()):
+// the rewrite planner looks values up once per operand of every node it walks.
+class ValueTable {
+ public:
+  // The value's info, or nullptr when it is not in the table.
+  const ValueInfo* find(const ir::Value* v) const {
+    const size_t id = v->id();
+    if (id >= slot_.size() || slot_[id] < 0) return nullptr;
+    const Entry& e = entries_[static_cast<size_t>(slot_[id])];
+    return e.value == v ? &e.info : nullptr;
+  }
+  bool count(const ir::Value* v) const { return find(v) != nullptr; }
+  // Adds v (info.id is set to its dense number) unless present.
+  void add(const ir::Value* v, int episode, int stage) {
+    if (find(v)) return;
+    if (v->id() >= slot_.size()) slot_.resize(v->id() + 1, -1);
+    slot_[v->id()] = static_cast<int>(entries_.size());
+    entries_.push_back(Entry{v, ValueInfo{episode, stage, static_cast<int>(entries_.size())}});
+  }
+  size_t size() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    const ir::Value* value;
+    ValueInfo info;
+  };
+  std::vector<int> slot_;
+  std::vector<Entry> entries_;
+};
+
 struct Analysis {
   std::vector<Episode> episodes;
   // Forward results that may be dropped (stage values that are not graph outputs).
-  std::unordered_map<const ir::Value*, ValueInfo> values;
+  ValueTable values;
   std::unordered_map<const ir::Node*, std::int64_t> flops;  // forward nodes
   std::int64_t forwardFlops = 0;
   size_t numNodes = 0;
