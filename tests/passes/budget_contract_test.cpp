@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -338,18 +339,39 @@ TEST_CASE("budget contract: lstm-lm's sqrt plan is accepted as a budget of its o
   CHECK(plan(forward, RematStrategy::Auto, 0, sqrt.peak).ok);
 }
 
+// gpt-mini's training step without recompute (loss unfused), its remat analysis, and the
+// options that planned it (for planning it again under a budget).
+struct GptMiniStep {
+  ir::Graph forward = testing::compileBundledModel("gpt-mini");
+  passes::TrainingPlanOptions options;
+  std::optional<passes::RematChoice> base;
+  std::optional<passes::remat::Analysis> analysis;
+
+  GptMiniStep() {
+    options.lossChunks.mode = passes::LossChunking::Mode::Off;
+    options.remat = passes::RematOptions{RematStrategy::None, std::nullopt};
+    Expected<passes::RematChoice> c = passes::chooseTrainingPlan(forward, options);
+    REQUIRE(c);
+    base = std::move(*c);
+    Expected<passes::remat::Analysis> a = passes::remat::analyze(base->graph);
+    REQUIRE(a);
+    analysis = std::move(*a);
+  }
+  // The scheduled peak of the step with a proposal's rewrite applied.
+  std::int64_t peakWith(const passes::remat::RewritePlan& p) {
+    const passes::remat::AppliedRewrite applied = passes::remat::applyRewrite(base->graph, p);
+    const std::int64_t peak = passes::scheduledPeakBytes(base->graph);
+    passes::remat::undoRewrite(base->graph, applied);
+    return peak;
+  }
+};
+
 // checkpoint_sequential's segment choices (k segments, each segment's input kept) are plans
 // too: at the peak of each, the planner fits with no more recompute. On gpt-mini the frontier
 // of the chain solver alone once needed up to 1.76x the recompute at 81-85 MiB (k = 7, 9-12).
 TEST_CASE("budget contract: gpt-mini never recomputes more than a checkpoint_sequential segment choice of its peak") {
-  ir::Graph forward = testing::compileBundledModel("gpt-mini");
-  passes::TrainingPlanOptions options;
-  options.lossChunks.mode = passes::LossChunking::Mode::Off;
-  options.remat = passes::RematOptions{RematStrategy::None, std::nullopt};
-  Expected<passes::RematChoice> base = passes::chooseTrainingPlan(forward, options);
-  REQUIRE(base);
-  Expected<passes::remat::Analysis> a = passes::remat::analyze(base->graph);
-  REQUIRE(a);
+  GptMiniStep step;
+  auto& [forward, options, base, a] = step;
   REQUIRE_FALSE(a->episodes.empty());
   const int stages = static_cast<int>(a->episodes[0].model.size());
   CHECK(stages >= 12);
@@ -357,9 +379,7 @@ TEST_CASE("budget contract: gpt-mini never recomputes more than a checkpoint_seq
     CAPTURE(k);
     const passes::remat::Candidate c = passes::remat::segmentsCandidate(*a, k);
     const passes::remat::RewritePlan p = passes::remat::planRewrite(*a, c);
-    const passes::remat::AppliedRewrite applied = passes::remat::applyRewrite(base->graph, p);
-    const std::int64_t peak = passes::scheduledPeakBytes(base->graph);
-    passes::remat::undoRewrite(base->graph, applied);
+    const std::int64_t peak = step.peakWith(p);
     CAPTURE(peak);
     options.remat = passes::RematOptions{RematStrategy::Auto, peak};
     Expected<passes::RematChoice> at = passes::chooseTrainingPlan(forward, options);
@@ -374,22 +394,14 @@ TEST_CASE("budget contract: gpt-mini never recomputes more than a checkpoint_seq
 // from the kept matmul outputs) need far less recompute than any plan that only recomputes
 // whole stages. Measured on gpt-mini: at 146.3 MiB 9.2% of a forward against 25.5%.
 TEST_CASE("budget contract: gpt-mini recomputes inside its blocks where that beats recomputing whole blocks") {
-  ir::Graph forward = testing::compileBundledModel("gpt-mini");
-  passes::TrainingPlanOptions options;
-  options.lossChunks.mode = passes::LossChunking::Mode::Off;
-  options.remat = passes::RematOptions{RematStrategy::None, std::nullopt};
-  Expected<passes::RematChoice> base = passes::chooseTrainingPlan(forward, options);
-  REQUIRE(base);
-  Expected<passes::remat::Analysis> a = passes::remat::analyze(base->graph);
-  REQUIRE(a);
+  GptMiniStep step;
+  auto& [forward, options, base, a] = step;
   // Every proposal that recomputes only whole stages (or selective alone), measured once.
   std::vector<std::pair<std::int64_t, std::int64_t>> wholeStages;  // (peak, recompute FLOPs)
   for (const passes::remat::Candidate& c : passes::remat::candidates(*a, RematStrategy::Auto)) {
     if (c.description.find("inside stored stages") != std::string::npos) continue;
     const passes::remat::RewritePlan p = passes::remat::planRewrite(*a, c);
-    const passes::remat::AppliedRewrite applied = passes::remat::applyRewrite(base->graph, p);
-    wholeStages.emplace_back(passes::scheduledPeakBytes(base->graph), p.recomputeFlops);
-    passes::remat::undoRewrite(base->graph, applied);
+    wholeStages.emplace_back(step.peakWith(p), p.recomputeFlops);
   }
   int inside = 0;
   for (double mib : {118.1, 127.5, 136.9, 146.3, 155.7}) {

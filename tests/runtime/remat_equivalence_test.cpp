@@ -289,6 +289,20 @@ TEST_CASE("micro-batching with dropout: runs, and every micro-batch draws its ow
 }
 
 
+namespace {
+// A proposal's rewrite applied to g (the baseline's joint graph) computes the baseline's
+// outputs bit for bit; g is restored after.
+void checkRewriteBitIdentical(ir::Graph& g, const passes::remat::RewritePlan& plan, const Baseline& base) {
+  const passes::remat::AppliedRewrite applied = passes::remat::applyRewrite(g, plan);
+  const Run run = execute(g, base.initial, base.inputs);
+  for (const auto& [name, tensor] : base.reference.outputs) {
+    CAPTURE(name);
+    CHECK(at::equal(run.outputs.at(name), tensor));
+  }
+  passes::remat::undoRewrite(g, applied);
+}
+}  // namespace
+
 // Short chains get every segment schedule and every memory-poor prefix as proposals
 // (passes/remat_strategies.h), among them schedules the chain model cannot express (a boundary
 // recomputed for the stored stage that reads it): each one, applied as the rewrite, computes
@@ -308,14 +322,7 @@ TEST_CASE("remat on vs off: every segment schedule and memory-poor prefix of a s
       CAPTURE(c.description);
       ++segmentSchedules;
       withoutCheckpoint += c.description.find("no checkpoint") != std::string::npos ? 1 : 0;
-      const passes::remat::RewritePlan plan = passes::remat::planRewrite(*analysis, c);
-      const passes::remat::AppliedRewrite applied = passes::remat::applyRewrite(g, plan);
-      const Run run = execute(g, base.initial, base.inputs);
-      for (const auto& [name, tensor] : base.reference.outputs) {
-        CAPTURE(name);
-        CHECK(at::equal(run.outputs.at(name), tensor));
-      }
-      passes::remat::undoRewrite(g, applied);
+      checkRewriteBitIdentical(g, passes::remat::planRewrite(*analysis, c), base);
     }
     CHECK(segmentSchedules > 10);
     CHECK(withoutCheckpoint > 0);
@@ -342,13 +349,7 @@ TEST_CASE("remat on vs off: chain schedules that also recompute cheap values ins
       CAPTURE(c.description);
       const passes::remat::RewritePlan plan = passes::remat::planRewrite(*analysis, c);
       CHECK(!plan.clones.empty());
-      const passes::remat::AppliedRewrite applied = passes::remat::applyRewrite(g, plan);
-      const Run run = execute(g, base.initial, base.inputs);
-      for (const auto& [name, tensor] : base.reference.outputs) {
-        CAPTURE(name);
-        CHECK(at::equal(run.outputs.at(name), tensor));
-      }
-      passes::remat::undoRewrite(g, applied);
+      checkRewriteBitIdentical(g, plan, base);
       ++mine;
     }
     CHECK(mine > 0);
