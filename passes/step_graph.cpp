@@ -15,6 +15,7 @@ StepFacts::StepFacts(const ir::Graph& graph, const StorageModel& storage) : grap
   nodeIndex_.assign(graph.nodeIdBound(), -1);
   storage_.assign(graph.valueIdBound(), Storage::Persistent);
   bytes_.assign(graph.valueIdBound(), 0);
+  producer_.assign(graph.valueIdBound(), -1);
   flags_.assign(n, 0);
   workspace_.assign(n, 0);
   seq_.assign(n, 0);
@@ -41,8 +42,12 @@ StepFacts::StepFacts(const ir::Graph& graph, const StorageModel& storage) : grap
     }
     if (node.op().collective == ir::Collective::ReduceScatterWait) f |= kStepReduceScatterWait;
     bool allFresh = node.numResults() > 0;
+    for (const ir::Value* v : node.operands()) operands_.items.push_back(static_cast<int>(v->id()));
+    operands_.endRow();
     for (size_t r = 0; r < node.numResults(); ++r) {
       const ir::Value* v = node.result(r);
+      results_.items.push_back(static_cast<int>(v->id()));
+      producer_[v->id()] = static_cast<int>(i);
       if (storage.isView(v)) {
         storage_[v->id()] = Storage::View;
         allFresh = false;
@@ -51,6 +56,7 @@ StepFacts::StepFacts(const ir::Graph& graph, const StorageModel& storage) : grap
         bytes_[v->id()] = v->type().bytes();
       }
     }
+    results_.endRow();
     if (allFresh) f |= kStepAllFresh;
     flags_[i] = f;
     workspace_[i] = storage.workspaceBytes(&node);
@@ -82,9 +88,10 @@ StepFacts::StepFacts(const ir::Graph& graph, const StorageModel& storage) : grap
 
 // ---- the builder ---------------------------------------------------------------------------------
 
-// Where an operand comes from: a value of the facts' graph, or result `result` of clone `clone`.
+// Where an operand comes from: a value of the facts' graph (by id), or result `result` of
+// clone `clone`.
 struct Operand {
-  const ir::Value* value = nullptr;
+  int value = -1;
   int clone = -1;
   unsigned result = 0;
 };
@@ -144,9 +151,12 @@ class StepGraphBuilder {
       const size_t c = byPosition[next];
       place(f_.nodeIndex_[plan_->clones[c].of->id()], static_cast<int>(c));
     }
+    cloneBase_.resize(clones);
     cloneGroupStart_.assign(clones + 1, 0);
-    for (size_t c = 0; c < clones; ++c)
-      cloneGroupStart_[c + 1] = cloneGroupStart_[c] + static_cast<int>(plan_->clones[c].of->numResults());
+    for (size_t c = 0; c < clones; ++c) {
+      cloneBase_[c] = f_.nodeIndex_[plan_->clones[c].of->id()];
+      cloneGroupStart_[c + 1] = cloneGroupStart_[c] + static_cast<int>(f_.results_[static_cast<size_t>(cloneBase_[c])].size());
+    }
     cloneGroup_.assign(static_cast<size_t>(cloneGroupStart_[clones]), -1);
   }
 
@@ -162,29 +172,32 @@ class StepGraphBuilder {
 
   int groupOf(const Operand& o) const {
     if (o.clone >= 0) return cloneGroup_[static_cast<size_t>(cloneGroupStart_[static_cast<size_t>(o.clone)]) + o.result];
-    return valueGroup_[o.value->id()];
+    return valueGroup_[static_cast<size_t>(o.value)];
   }
   int producerOf(const Operand& o) const {
     if (o.clone >= 0) return cloneAt_[static_cast<size_t>(o.clone)];
-    const ir::Node* p = o.value->producer();
-    return p ? baseAt_[static_cast<size_t>(f_.nodeIndex_[p->id()])] : -1;
+    const int p = f_.producer_[static_cast<size_t>(o.value)];
+    return p >= 0 ? baseAt_[static_cast<size_t>(p)] : -1;
   }
   bool owns(const Operand& o) const {
-    const ir::Value* v = o.clone >= 0 ? plan_->clones[static_cast<size_t>(o.clone)].of->result(o.result) : o.value;
-    return f_.storage_[v->id()] == StepFacts::Storage::Owns;
+    const int id = o.clone >= 0 ? f_.results_[static_cast<size_t>(cloneBase_[static_cast<size_t>(o.clone)])][o.result] : o.value;
+    return f_.storage_[static_cast<size_t>(id)] == StepFacts::Storage::Owns;
   }
-  static Operand fromSource(const remat::Source& s) { return Operand{s.value, s.clone, s.result}; }
+  static Operand fromSource(const remat::Source& s) {
+    return Operand{s.value ? static_cast<int>(s.value->id()) : -1, s.clone, s.result};
+  }
 
   // The operands of new node i, rewires applied.
-  void operandsOf(int i, const ir::Node& node) {
+  void operandsOf(int i) {
     operands_.clear();
     const int clone = cloneOf_[static_cast<size_t>(i)];
+    const auto o = static_cast<size_t>(origin_[static_cast<size_t>(i)]);
     if (clone >= 0) {
       const remat::CloneOp& c = plan_->clones[static_cast<size_t>(clone)];
-      for (size_t k = 0; k < node.numOperands(); ++k) operands_.push_back(fromSource(plan_->operands[c.first + k]));
+      for (size_t k = 0; k < f_.operands_[o].size(); ++k) operands_.push_back(fromSource(plan_->operands[c.first + k]));
       return;
     }
-    for (const ir::Value* v : node.operands()) operands_.push_back(Operand{v});
+    for (int v : f_.operands_[o]) operands_.push_back(Operand{v});
     if (!plan_) return;
     for (int r : rewiresOf_[static_cast<size_t>(origin_[static_cast<size_t>(i)])]) {
       const remat::Rewire& w = plan_->rewires[static_cast<size_t>(r)];
@@ -195,12 +208,11 @@ class StepGraphBuilder {
   void addNode(int i) {
     const auto u = static_cast<size_t>(i);
     const auto o = static_cast<size_t>(origin_[u]);
-    const ir::Node& node = *f_.nodes_[o];
     const int clone = cloneOf_[u];
-    g_.nodes[u] = &node;
+    g_.nodes[u] = f_.nodes_[o];
     g_.flags[u] = static_cast<std::uint8_t>(f_.flags_[o] | (clone >= 0 ? kStepRecompute : 0));
     g_.workspace[u] = f_.workspace_[o];
-    operandsOf(i, node);
+    operandsOf(i);
     for (const Operand& op : operands_) {
       if (const int p = producerOf(op); p >= 0 && nodeStamp_[static_cast<size_t>(p)] != i) {
         nodeStamp_[static_cast<size_t>(p)] = i;
@@ -218,12 +230,13 @@ class StepGraphBuilder {
     g_.producers.endRow();
     g_.groupsRead.endRow();
     g_.groupStart.push_back(static_cast<int>(g_.groupBytes.size()));
-    for (size_t r = 0; r < node.numResults(); ++r) {
-      const ir::Value* v = node.result(r);
+    const std::span<const int> results = f_.results_[o];
+    for (size_t r = 0; r < results.size(); ++r) {
+      const auto v = static_cast<size_t>(results[r]);
       int grp = -1;
-      if (f_.storage_[v->id()] == StepFacts::Storage::Owns) {
+      if (f_.storage_[v] == StepFacts::Storage::Owns) {
         grp = static_cast<int>(g_.groupBytes.size());
-        g_.groupBytes.push_back(f_.bytes_[v->id()]);
+        g_.groupBytes.push_back(f_.bytes_[v]);
         g_.groupProducer.push_back(i);
         g_.groupPinned.push_back(0);
         used_.push_back(0);
@@ -232,7 +245,7 @@ class StepGraphBuilder {
         grp = operands_.empty() ? -1 : groupOf(operands_[0]);  // a view: operand 0's storage
       }
       if (clone >= 0) cloneGroup_[static_cast<size_t>(cloneGroupStart_[static_cast<size_t>(clone)]) + r] = grp;
-      else valueGroup_[v->id()] = grp;
+      else valueGroup_[v] = grp;
     }
     firstProducer_.push_back(operands_.empty() ? -1 : producerOf(operands_[0]));
   }
@@ -300,6 +313,7 @@ class StepGraphBuilder {
   std::vector<int> cloneOf_;  // per new node: its clone index, or -1
   std::vector<int> baseAt_, cloneAt_;  // new index of each facts node and each clone
   std::vector<int> valueGroup_;        // by value id (facts' graph): group in the new graph
+  std::vector<int> cloneBase_;                     // per clone: the facts' node it copies
   std::vector<int> cloneGroupStart_, cloneGroup_;  // clone results' groups
   Lists rewiresOf_;
   std::vector<Operand> operands_;

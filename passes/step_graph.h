@@ -69,6 +69,9 @@ class StepFacts {
   std::vector<std::int64_t> seq_;  // collectives' seq attribute
   std::vector<Storage> storage_;   // by value id
   std::vector<std::int64_t> bytes_;  // by value id: the bytes of a value that owns storage
+  std::vector<int> producer_;        // by value id: the producing node's index, -1 for inputs and params
+  Lists operands_;  // per node: its operands' value ids, in order
+  Lists results_;   // per node: its results' value ids, in order
   Lists paramsWritten_;  // per node: distinct Param operands of a side-effect node (param index)
   Lists paramsTouched_;  // per node: distinct written params that own some operand's storage
   std::vector<int> outputs_;  // value ids of the graph outputs
