@@ -49,9 +49,6 @@ struct GraphState {
   int shardStage = 0;
   std::shared_ptr<const remat::Analysis> analysis;  // shared by choosers over the same graph
   std::vector<remat::Candidate> candidates;
-  std::vector<std::shared_ptr<const remat::RewritePlan>> plans;
-  std::vector<std::optional<PeakFacts>> facts;  // [candidate * lossChunks.size() + chunk index]
-  std::vector<std::shared_ptr<const StepFacts>> stepFacts;  // [chunk index]
 };
 
 struct Entry {
@@ -65,18 +62,22 @@ struct Entry {
   int rank;
 };
 
-// What choosers over the same graphs (different strategies) share, by graph index: a
-// proposal's description names its plan, so measurements and rewrite plans are kept by
-// (graph, description[, loss chunks]), and step facts by (graph, loss chunks).
-struct PeakCache {
+// What a chooser has worked out, by graph index, and choosers over the same graphs (different
+// strategies) share: a proposal's description names its plan, so rewrite plans are kept by
+// (graph, description), measurements by (graph, description, loss chunks), and step facts by
+// (graph, loss chunks). Map entries never move, so references to them stay valid.
+struct Measurements {
   std::map<std::tuple<size_t, std::string, int>, PeakFacts> peaks;
-  std::map<std::pair<size_t, std::string>, std::shared_ptr<const remat::RewritePlan>> plans;
-  std::map<std::pair<size_t, int>, std::shared_ptr<const StepFacts>> facts;
+  std::map<std::pair<size_t, std::string>, remat::RewritePlan> plans;
+  std::map<std::pair<size_t, int>, StepFacts> facts;
 };
 
 class Chooser {
  public:
-  explicit Chooser(PeakCache* shared = nullptr) : shared_(shared) {}
+  // With `shared`, measurements are kept there (for other choosers over the same graphs).
+  explicit Chooser(Measurements* shared = nullptr) : known_(shared ? shared : &own_) {}
+  Chooser(const Chooser&) = delete;  // known_ may point into the chooser itself
+  Chooser& operator=(const Chooser&) = delete;
 
   Status add(ir::Graph& graph, int microBatches, RematStrategy strategy, std::vector<int> lossChunks = {},
              int shardStage = 0, std::string_view onlyProposal = {},
@@ -100,9 +101,6 @@ class Chooser {
                      std::string(onlyProposal) + "' for this graph"};
       s.candidates.resize(1);
     }
-    s.plans.resize(s.candidates.size());
-    s.facts.resize(s.candidates.size() * s.lossChunks.size());
-    s.stepFacts.resize(s.lossChunks.size());
     states_.push_back(std::move(s));
     return {};
   }
@@ -126,15 +124,11 @@ class Chooser {
   }
 
   const remat::RewritePlan& plan(size_t g, size_t c) {
-    GraphState& s = states_[g];
-    if (!s.plans[c]) {
-      std::shared_ptr<const remat::RewritePlan>* slot = nullptr;
-      if (shared_) slot = &shared_->plans[{g, s.candidates[c].description}];
-      if (slot && *slot) s.plans[c] = *slot;
-      else s.plans[c] = std::make_shared<const remat::RewritePlan>(remat::planRewrite(*s.analysis, s.candidates[c]));
-      if (slot) *slot = s.plans[c];
-    }
-    return *s.plans[c];
+    const GraphState& s = states_[g];
+    const std::pair<size_t, std::string> key{g, s.candidates[c].description};
+    auto it = known_->plans.find(key);
+    if (it == known_->plans.end()) it = known_->plans.emplace(key, remat::planRewrite(*s.analysis, s.candidates[c])).first;
+    return it->second;
   }
 
   // The program-order peak and the lower bound, and the scheduled peak too when `schedule`
@@ -142,47 +136,39 @@ class Chooser {
   // (passes/step_graph.h), built without touching the graph.
   template <typename ScheduleWhen>
   PeakFacts& measure(const Entry& e, ScheduleWhen schedule) {
-    GraphState& s = states_[e.graph];
-    std::optional<PeakFacts>& slot = s.facts[e.candidate * s.lossChunks.size() + e.chunkIndex];
+    const GraphState& s = states_[e.graph];
     const std::tuple<size_t, std::string, int> key{e.graph, s.candidates[e.candidate].description,
                                                    s.lossChunks[e.chunkIndex]};
-    if (!slot && shared_)
-      if (auto it = shared_->peaks.find(key); it != shared_->peaks.end()) slot = it->second;
-    if (slot && (slot->scheduled || !schedule(*slot))) return *slot;
+    auto it = known_->peaks.find(key);
+    if (it != known_->peaks.end() && (it->second.scheduled || !schedule(it->second))) return it->second;
 
     const StepGraph step = buildStepGraph(stepFacts(e), &plan(e.graph, e.candidate));
-    if (!slot) {
+    if (it == known_->peaks.end()) {
       const std::vector<int> order = programOrder(step);
       const StepPeak inOrder = stepPeak(step, order);
       PeakFacts facts;
       facts.programOrder = inOrder.bytes;
       facts.lowerBound = peakLowerBoundNear(step, order, inOrder.step);
-      slot = facts;
+      it = known_->peaks.emplace(key, facts).first;
       ++evaluated_;
     }
-    if (schedule(*slot)) {
-      slot->scheduled = scheduledPeak(step).bytes;
+    PeakFacts& facts = it->second;
+    if (schedule(facts)) {
+      facts.scheduled = scheduledPeak(step).bytes;
       ++scheduled_;
     }
-    if (shared_) shared_->peaks.insert_or_assign(key, *slot);
-    return *slot;
+    return facts;
   }
 
   // The step facts of an entry's graph at its chunk count, built on first use (the chunk
   // count changes only the fused loss nodes' workspace).
   const StepFacts& stepFacts(const Entry& e) {
-    GraphState& s = states_[e.graph];
-    std::shared_ptr<const StepFacts>& f = s.stepFacts[e.chunkIndex];
-    if (f) return *f;
-    std::shared_ptr<const StepFacts>* slot = shared_ ? &shared_->facts[{e.graph, e.lossChunks}] : nullptr;
-    if (slot && *slot) {
-      f = *slot;
-    } else {
-      if (e.lossChunks > 0) setLossChunks(*s.graph, e.lossChunks);
-      f = std::make_shared<const StepFacts>(*s.graph, analyzeStorage(*s.graph));
-      if (slot) *slot = f;
-    }
-    return *f;
+    const std::pair<size_t, int> key{e.graph, e.lossChunks};
+    auto it = known_->facts.find(key);
+    if (it != known_->facts.end()) return it->second;
+    ir::Graph& graph = *states_[e.graph].graph;
+    if (e.lossChunks > 0) setLossChunks(graph, e.lossChunks);
+    return known_->facts.emplace(key, StepFacts(graph, analyzeStorage(graph))).first->second;
   }
 
   PeakFacts& bounds(const Entry& e) {
@@ -234,7 +220,8 @@ class Chooser {
   }
 
  private:
-  PeakCache* shared_;
+  Measurements own_;
+  Measurements* known_;  // own_, or the one shared
   std::vector<GraphState> states_;
   int evaluated_ = 0;
   int scheduled_ = 0;
@@ -336,7 +323,7 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   if (graphs.empty()) return Error{"remat: no graph to plan"};
   if (options.budgetBytes && *options.budgetBytes <= 0) return Error{"remat: the budget must be positive"};
   const int chunksAsGiven = lossChunksOf(*graphs[0].graph);
-  PeakCache measured;
+  Measurements measured;
   Chooser chooser(&measured);
   for (const RematGraph& g : graphs)
     if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy, g.lossChunks, g.shardStage, options.proposal); !s)
@@ -463,7 +450,7 @@ Expected<std::vector<StrategySummary>> summarizeStrategies(ir::Graph& joint, std
   Expected<remat::Analysis> analyzed = remat::analyze(joint);
   if (!analyzed) return analyzed.error();
   const auto analysis = std::make_shared<const remat::Analysis>(std::move(*analyzed));
-  PeakCache measured;
+  Measurements measured;
   for (RematStrategy strategy : strategies) {
     Chooser chooser(&measured);
     if (Status s = chooser.add(joint, 1, strategy, {}, 0, {}, analysis); !s) return Error{s.message()};

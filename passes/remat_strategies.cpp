@@ -123,7 +123,7 @@ void chainCandidates(const Analysis& a, bool skipNoRecompute, bool selectiveInsi
       c.episodes.push_back(EpisodePlan{EpisodePlan::Kind::Schedule, solver.schedule(level), selectiveInside});
       if (e == 0)
         c.description = *solver.cost(level) == total
-                            ? "chain: store every stage (no recompute)" + suffix
+                            ? "chain: store every stage (no recompute)"  // never with selectiveInside: skipped
                             : "chain: the optimal schedule of " + std::to_string(a.episodes[e].model.size()) +
                                   " stages within " + formatBytes(static_cast<std::int64_t>(level) * solver.unitBytes()) +
                                   " of modelled activations (level " + std::to_string(level) + ")" + suffix;
