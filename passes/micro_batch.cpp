@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "ir/printer.h"
+#include "ir/verifier.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
 #include "passes/fuse.h"
@@ -310,7 +311,7 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
     Built& chosen = graphs[s->graph];
     const int lossChunks = lossChunksOf(chosen.graph);
     return RematChoice{std::move(chosen.graph), std::move(s->report), chosen.microBatches, lossChunks,
-                       chosen.shardStage};
+                       chosen.shardStage, std::move(s->memo)};
   };
   auto build = [&](const ir::Graph& from, int k, int stage) -> Expected<ir::Graph> {
     Expected<ir::Graph> g = microBatchedGradients(from, k);
@@ -323,7 +324,9 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
     }
     if (options.dataParallel)
       if (Status s = insertCollectives(*g, *options.dataParallel); !s) return Error{s.message()};
-    PassManager pm;
+    // Verified once at the end instead of after each pass: the pipeline that builds the chosen
+    // configuration (passes/training_pipeline.h) runs the same passes verifying after each.
+    PassManager pm(PassManagerOptions{.verifyAfterChange = false});
     if (options.optimizer) pm.add<OptimizerPass>(*options.optimizer);
     if (options.optimizer && stage > 0) {
       DataParallelOptions sharded = *options.dataParallel;
@@ -333,6 +336,7 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
     pm.add<DeadCodeElimination>();
     if (options.fuseElementwise) pm.add<FuseElementwise>();
     if (Expected<bool> r = pm.run(*g); !r) return r.error();
+    if (Status s = ir::verify(*g); !s) return Error{"verifier failed on the training step: " + s.message()};
     return std::move(*g);
   };
   // The selection order puts every plan without recompute first, by micro-batch count (then

@@ -81,6 +81,7 @@ struct RematChoice {
   int microBatches = 1;
   int lossChunks = 0;  // the fused loss's chunks; 0: not fused
   int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
+  std::shared_ptr<RematMemo> memo;  // RematSelection::memo, for summarizeStrategies(graph)
 };
 
 // forward graph -> the planned joint graph of one training step.

@@ -72,6 +72,15 @@ struct Measurements {
   std::map<std::pair<size_t, int>, StepFacts> facts;
 };
 
+}  // namespace
+
+struct RematMemo {
+  std::shared_ptr<const remat::Analysis> analysis;
+  Measurements measured;
+};
+
+namespace {
+
 class Chooser {
  public:
   // With `shared`, measurements are kept there (for other choosers over the same graphs).
@@ -323,7 +332,8 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   if (graphs.empty()) return Error{"remat: no graph to plan"};
   if (options.budgetBytes && *options.budgetBytes <= 0) return Error{"remat: the budget must be positive"};
   const int chunksAsGiven = lossChunksOf(*graphs[0].graph);
-  Measurements measured;
+  auto memo = std::make_shared<RematMemo>();
+  Measurements& measured = memo->measured;
   Chooser chooser(&measured);
   for (const RematGraph& g : graphs)
     if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy, g.lossChunks, g.shardStage, options.proposal); !s)
@@ -404,6 +414,10 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   r.candidates = static_cast<int>(chooser.size());
   r.evaluated = chooser.evaluated();
   r.scheduled = chooser.scheduled();
+  if (chosen->graph == 0 && plan.clones.empty() && plan.rewires.empty()) {
+    memo->analysis = s.analysis;
+    out.memo = std::move(memo);
+  }
   return out;
 }
 
@@ -434,7 +448,8 @@ Expected<bool> RematPass::run(ir::Graph& graph) {
   return report_.recomputeNodes > 0;
 }
 
-Expected<std::vector<StrategySummary>> summarizeStrategies(ir::Graph& joint, std::optional<std::int64_t> budget) {
+Expected<std::vector<StrategySummary>> summarizeStrategies(ir::Graph& joint, std::optional<std::int64_t> budget,
+                                                           std::shared_ptr<RematMemo> memo) {
   // Measuring sets a fused loss's chunk count (the only change it makes); put it back.
   struct RestoreChunks {
     ir::Graph& graph;
@@ -447,10 +462,14 @@ Expected<std::vector<StrategySummary>> summarizeStrategies(ir::Graph& joint, std
   std::vector<RematStrategy> strategies = concreteRematStrategies();
   strategies.push_back(RematStrategy::Auto);
   // One analysis and one set of measurements for all the strategies (their proposals overlap).
-  Expected<remat::Analysis> analyzed = remat::analyze(joint);
-  if (!analyzed) return analyzed.error();
-  const auto analysis = std::make_shared<const remat::Analysis>(std::move(*analyzed));
-  Measurements measured;
+  if (!memo) {
+    Expected<remat::Analysis> analyzed = remat::analyze(joint);
+    if (!analyzed) return analyzed.error();
+    memo = std::make_shared<RematMemo>();
+    memo->analysis = std::make_shared<const remat::Analysis>(std::move(*analyzed));
+  }
+  const std::shared_ptr<const remat::Analysis>& analysis = memo->analysis;
+  Measurements& measured = memo->measured;
   for (RematStrategy strategy : strategies) {
     Chooser chooser(&measured);
     if (Status s = chooser.add(joint, 1, strategy, {}, 0, {}, analysis); !s) return Error{s.message()};

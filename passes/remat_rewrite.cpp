@@ -309,6 +309,10 @@ RewritePlan planRewrite(const Analysis& a, const Candidate& candidate) {
     planner.run(static_cast<int>(e), candidate.episodes[e]);
   pruneUnused(plan);
   for (const CloneOp& c : plan.clones) plan.recomputeFlops += a.flops.at(c.of);
+  // Plans are kept while proposals are compared: without the growth slack.
+  plan.clones.shrink_to_fit();
+  plan.operands.shrink_to_fit();
+  plan.rewires.shrink_to_fit();
   return plan;
 }
 

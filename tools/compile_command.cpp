@@ -24,6 +24,7 @@
 #include "passes/shard_state.h"
 #include "tools/artifact_build.h"
 #include "tools/commands.h"
+#include "tools/compiler_heap.h"
 #include "tools/output.h"
 #include "tools/pipeline_options.h"
 #include "tools/plan_json.h"
@@ -93,6 +94,8 @@ int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
     std::cerr << "gradc: error: " << s.message() << "\n";
     return kExitInternal;
   }
+  keepUntilExit(std::move(steps));
+  keepUntilExit(std::move(step));
   return kExitOk;
 }
 
@@ -227,7 +230,7 @@ int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
     std::cerr << "gradc: error: " << joint.error().message << "\n";
     return kExitUserError;
   }
-  Expected<std::vector<passes::StrategySummary>> rows = passes::summarizeStrategies(joint->graph, budget);
+  Expected<std::vector<passes::StrategySummary>> rows = passes::summarizeStrategies(joint->graph, budget, joint->memo);
   if (!rows) {
     std::cerr << "gradc: error: " << rows.error().message << "\n";
     return kExitUserError;
@@ -251,6 +254,8 @@ int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
     std::cerr << "gradc: error: " << s.message() << "\n";
     return kExitInternal;
   }
+  keepUntilExit(std::move(*joint));
+  keepUntilExit(std::move(partitioned));
   return kExitOk;
 }
 
@@ -266,9 +271,14 @@ int runCompile(const CompileOptions& o) {
                             o.pipeline.passManagerOptions(), /*withPtx=*/true};
     return buildArtifact(request, o.pipeline.output);
   }
+  tuneHeapForCompiling();
   int exitCode = kExitOk;
   std::optional<ir::Graph> graph = loadSpec(o.spec, o.sets, exitCode);
   if (!graph) return exitCode;
+  struct KeepForward {  // the spec's graph, however the command ends
+    std::optional<ir::Graph>& graph;
+    ~KeepForward() { keepUntilExit(std::move(graph)); }
+  } keepForward{graph};
   if (o.pipeline.emit == "plan") return emitPlan(*graph, o);
   if (o.pipeline.emit == "llvm" || o.pipeline.emit == "ptx") return emitKernels(*graph, o);
 

@@ -1,5 +1,7 @@
 // BLAS kernel selection: which OpenBLAS core is worth forcing for which CPU features, and, on
 // this machine, whether OpenBLAS misdetected the CPU.
+#include <cstdlib>
+
 #include "runtime/blas_kernels.h"
 
 #undef CHECK  // c10 brings glog's CHECK; doctest's must win
@@ -41,6 +43,12 @@ TEST_CASE("this machine: OpenBLAS's core against CPUID") {
   std::optional<std::string> better = betterCoreType(*core, f);
   if (!better) {
     MESSAGE("skipped: OpenBLAS recognised this CPU (no better core to select)");
+    return;
+  }
+  if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced && *forced) {
+    // The user's choice of core: gradc keeps it, and says so.
+    MESSAGE("OPENBLAS_CORETYPE=" << forced << " is set: gradc keeps it");
+    CHECK(blasInfo().source == "OPENBLAS_CORETYPE set by the user");
     return;
   }
   // Misdetected: gradc (its main) would re-execute with OPENBLAS_CORETYPE; here the test

@@ -1,0 +1,31 @@
+// The heap of a compiling process (gradc compile, gradc opt).
+//
+// Compiling a large spec builds graphs of millions of nodes and, per remat proposal, flat
+// arrays of the same few sizes again and again. glibc's defaults return freed memory to the
+// kernel (top-of-heap trimming; mmap for blocks above a threshold), so each reuse faults in and
+// zeroes fresh pages, which on a virtual machine costs about as much as the compiling itself.
+// And destroying the final graphs at exit frees every node, use list and attribute one by one,
+// while the process's exit reclaims them at once.
+//
+// tuneHeapForCompiling() keeps freed memory in the process for reuse; keepUntilExit() hands an
+// object to the process's end instead of its destructor. Neither is used by training, whose
+// resident memory must follow the plan.
+#pragma once
+
+#include <type_traits>
+#include <utility>
+
+namespace gradc::tools {
+
+// Freed memory stays in the process (no trimming, no mmap'd blocks). Call once, before
+// compiling.
+void tuneHeapForCompiling();
+
+// Moves `object` to the heap and never destroys it: the process's exit reclaims its memory.
+// For the large graphs a compile command holds when it finishes.
+template <class T>
+void keepUntilExit(T&& object) {
+  new std::decay_t<T>(std::forward<T>(object));  // deliberately never deleted
+}
+
+}  // namespace gradc::tools
