@@ -73,8 +73,10 @@ class Verifier {
       }
       ++operandSlots_[v->id()];
     }
-    auto operandTypes = node.operandTypes();
-    Expected<std::vector<TensorType>> inferred = inferResultTypes(node.op(), operandTypes, node.attrs());
+    // Copied into one reused array (its shapes keep their storage from node to node).
+    operandTypes_.resize(node.numOperands());
+    for (size_t i = 0; i < node.numOperands(); ++i) operandTypes_[i] = node.operand(i)->type();
+    Expected<std::vector<TensorType>> inferred = inferResultTypes(node.op(), operandTypes_, node.attrs());
     if (!inferred) return Error{inferred.error().message};
     if (inferred->size() != node.numResults())
       return Error{"has " + std::to_string(node.numResults()) + " result(s), the op defines " +
@@ -129,6 +131,7 @@ class Verifier {
   std::optional<ValueNames> names_;
   std::vector<const Value*> defined_;
   std::vector<size_t> operandSlots_;  // by value id: operand slots holding the value
+  std::vector<TensorType> operandTypes_;  // the current node's
 };
 
 }  // namespace
