@@ -72,6 +72,8 @@ PhiloxCounter counterFor(std::uint64_t block, std::uint64_t step) {
 
 }  // namespace
 
+PhiloxKey philoxKey(const RngStream& rng) { return keyFor(rng); }
+
 PhiloxCounter philox4x32(PhiloxCounter c, PhiloxKey key) {
   for (int r = 0; r < kRounds; ++r) {
     std::uint64_t p0 = static_cast<std::uint64_t>(kMul0) * c[0];

@@ -34,6 +34,9 @@ struct RngStream {
   std::int64_t stream = 0;   // the node's "rng" attribute
 };
 
+// The Philox key of a stream (what every element of it is drawn under).
+PhiloxKey philoxKey(const RngStream& rng);
+
 // Uniform floats in [0, 1), multiples of 2^-24: out[j] = u(first + j) for j in [0, count).
 // Independent of how a range is split into calls, so parallel loops may split it freely.
 void uniformFloats(const RngStream& rng, std::int64_t first, std::int64_t count, float* out);

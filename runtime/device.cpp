@@ -39,6 +39,10 @@ Status CpuDevice::canTrain(ir::DType dtype) const {
   return Status::success();
 }
 
+Status Device::dropout(const at::Tensor&, at::Tensor&, const RngStream&, std::int64_t, float, double) const {
+  return Error{"the " + name() + " device has no dropout kernel"};
+}
+
 const Device& cpuDevice() {
   static const CpuDevice device;
   return device;

@@ -3,9 +3,14 @@
 // The executor takes a Device. Kernels build every tensor they create from the device's tensor
 // options (never from a CPU constant), and the arena -- the one block that holds every planned
 // buffer of a rank (runtime/arena.h) -- comes from the device's allocator. CPU is the device
-// implemented here: aligned host memory, advised for transparent huge pages. A CUDA device plugs
-// in through the same interface (cudaMalloc for the arena, kCUDA options) without touching the
-// kernels' logic.
+// implemented here: aligned host memory, advised for transparent huge pages. The CUDA device
+// (runtime/cuda/cuda_device.h, in builds against a CUDA LibTorch) plugs in through the same
+// interface: cudaMalloc for the arena, kCUDA options, ATen's own allocations read from the CUDA
+// caching allocator's statistics, and the few kernels a device must provide itself (dropout's
+// counter-based RNG). Kernels whose CPU implementation reads memory through raw pointers take an
+// ATen path when their tensors are not on the host (isHost()).
+//
+// Choosing one: runtime/device_select.h (`--device cpu|cuda|auto`).
 #pragma once
 
 #include <c10/core/TensorOptions.h>
@@ -13,12 +18,19 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ir/dtype.h"
 #include "ir/status.h"
 
+namespace at {
+class Tensor;
+}
+
 namespace gradc::runtime {
+
+struct RngStream;
 
 // A block of device memory; the deleter returns it to the device.
 struct DeviceMemoryDeleter {
@@ -43,6 +55,26 @@ class Device {
   // Whether this device's kernels can run a training step in `dtype`: an Error that says why
   // not and what to use instead, checked before anything is allocated.
   virtual Status canTrain(ir::DType dtype) const = 0;
+
+  // True for host memory: kernels may read and write this device's tensors through raw
+  // pointers (the CPU kernels' loops). Other devices get ATen's device-generic paths.
+  virtual bool isHost() const { return false; }
+  // Bytes the device can still give, for the memory preflight; nullopt: the host's check applies.
+  virtual std::optional<std::int64_t> freeBytes() const { return std::nullopt; }
+  // A non-host device's own allocations made by ATen outside the arena (cuBLAS/cuDNN
+  // workspaces, temporaries): bytes alive now, and the high-water mark since the last
+  // resetInternalPeak(). The host's are the MemoryTracker's (runtime/memory_tracker.h).
+  virtual std::int64_t internalBytes() const { return 0; }
+  virtual std::int64_t internalPeakBytes() const { return 0; }
+  virtual void resetInternalPeak() const {}
+  // Blocks until the device has finished the work queued so far (the host: nothing queued).
+  virtual void synchronize() const {}
+  // Dropout of the n contiguous elements of `x` into `y` (contiguous, same dtype, this device)
+  // with the counter-based RNG: y[i] = u(offset + i) >= threshold ? x[i] * scale : 0, the same
+  // mask bit for bit as the CPU kernel. The host runs it in the kernel itself; a non-host
+  // device must provide it.
+  virtual Status dropout(const at::Tensor& x, at::Tensor& y, const RngStream& rng, std::int64_t offset, float threshold,
+                         double scale) const;
 };
 
 // Every planned offset is a multiple of the plan's alignment; the arena's base is aligned to
@@ -58,6 +90,7 @@ class CpuDevice final : public Device {
   Expected<DeviceMemory> allocate(std::int64_t bytes) const override;
   // f16: LibTorch's CPU kernels have no f16 layer_norm or matrix product.
   Status canTrain(ir::DType dtype) const override;
+  bool isHost() const override { return true; }
 };
 
 // The process's CPU device (the default of executors and kernels).

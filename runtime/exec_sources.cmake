@@ -4,11 +4,13 @@ set(GRADC_RUNTIME_EXEC_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/collective_context.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/counter_rng.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/device.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/device_select.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/executor.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/generated_kernels.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_backward.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_collective.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_conv.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/kernels_conv_device.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_forward.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_fused.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_fused_loss.cpp

@@ -89,6 +89,9 @@ Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options
                  " nodes"};
   device_ = options.device ? options.device : &cpuDevice();
   checkArena_ = options.checkArena;
+  if (checkArena_ && !device_->isHost())
+    return Error{"the arena check (GRADC_ARENA_CHECK=1) reads the arena from the host: it runs on the CPU device only, "
+                 "not on " + device_->name()};
   std::unordered_map<std::string_view, size_t> byName;  // lookups only
   for (size_t i = 0; i < plan.buffers.size(); ++i)
     if (!plan.buffers[i].workspace() && !byName.emplace(plan.buffers[i].name, i).second)
@@ -371,7 +374,11 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
     for (const Step& s : steps_)
       if (s.workspaceBytes > 0) poison(workspaceOf(s));
   }
-  const bool measureOutside = arena_ && MemoryTracker::installed();
+  // Off the host, the device's own statistics say what ATen allocated beside the arena (there
+  // is no planned-workspace carving there: the device's allocator serves every temporary).
+  const bool onHost = !arena_ || device_->isHost();
+  const bool measureOutside = arena_ && (!onHost || MemoryTracker::installed());
+  if (!onHost) devicePeak_ = 0;
 
   std::vector<at::Tensor> operands;
   for (size_t index = 0; index < steps_.size(); ++index) {
@@ -387,12 +394,15 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
     if (beforeHook_) beforeHook_(*step.node);
 
     std::int64_t outsideBefore = 0, heapBefore = 0;
-    if (measureOutside) {
+    if (measureOutside && onHost) {
       outsideBefore = MemoryTracker::outsideBytes();
       heapBefore = MemoryTracker::heapBytesServed();
       MemoryTracker::resetOutsidePeak();
+    } else if (measureOutside) {
+      device_->resetInternalPeak();
+      outsideBefore = device_->internalBytes();
     }
-    const bool region = measureOutside && step.workspaceBytes > 0;
+    const bool region = measureOutside && onHost && step.workspaceBytes > 0;
     if (region) {
       if (checkArena_)
         if (Status s = checkPoison(workspaceOf(step), index, "before"); !s)
@@ -406,9 +416,14 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
       hook_(*step.node, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start));
       return r;
     }();
-    if (measureOutside) {
+    if (measureOutside && onHost) {
       outside_[index] = std::max(outside_[index], MemoryTracker::outsidePeakBytes() - outsideBefore);
       heap_[index] = std::max(heap_[index], MemoryTracker::heapBytesServed() - heapBefore);
+    } else if (measureOutside) {
+      const std::int64_t internalPeak = device_->internalPeakBytes();
+      outside_[index] = std::max(outside_[index], internalPeak - outsideBefore);
+      heap_[index] = outside_[index];
+      devicePeak_ = std::max(devicePeak_, MemoryTracker::arenaBytes() + internalPeak);
     }
     if (region) {
       if (std::int64_t kept = MemoryTracker::clearWorkspaceRegion(); kept > 0)

@@ -99,6 +99,11 @@ class Executor {
   // Arena execution: the most bytes each step's kernel took from the heap (temporaries that did
   // not fit, or had no, planned workspace range), over the runs so far.
   const std::vector<std::int64_t>& heapBytes() const { return heap_; }
+  // Arena execution on a non-host device: the last run's peak on the device, the most of (arena
+  // bytes in use + the device's internal bytes at their high-water mark) over its steps. On the
+  // host the MemoryTracker's peak is the measurement (0 here).
+  std::int64_t devicePeakBytes() const { return devicePeak_; }
+  const Device& device() const { return device_ ? *device_ : cpuDevice(); }
 
   // One execution. Every graph input must be in `inputs` and every parameter in `state`, each
   // with exactly its IR type (extra entries are ignored). Returns the graph outputs by name; an
@@ -182,6 +187,7 @@ class Executor {
   mutable std::vector<bool> staged_;  // per inputs_ entry: copied in by stageInputs
   mutable std::vector<std::int64_t> outside_;
   mutable std::vector<std::int64_t> heap_;
+  mutable std::int64_t devicePeak_ = 0;
 };
 
 // "f32[4, 8]" for a tensor (its ATen dtype name if it has no IR dtype).

@@ -171,6 +171,16 @@ Results embeddingBackwardKernel(const KernelArgs& a) {
 at::Tensor crossEntropyBackwardRows(at::Tensor result, const at::Tensor& grad, const at::Tensor& target,
                                     std::int64_t ignore, double eps) {
   const std::int64_t rows = result.size(0), classes = result.size(1);
+  if (!result.is_cpu()) {  // off the host: the same rows with ATen ops on the device
+    const at::Tensor kept = target.ne(ignore);  // [rows, 1]
+    TORCH_CHECK(!kept.logical_and(target.lt(0).logical_or(target.ge(classes))).any().item<bool>(),
+                "cross_entropy_backward: a target is not a class in [0, ", classes, ") (nor the ignore_index ",
+                ignore, ")");
+    const at::Tensor factor = grad.to(at::kDouble).div(kept.sum());  // none kept: nan, as the loss
+    result.sub_(eps / static_cast<double>(classes));
+    result.scatter_add_(1, target.masked_fill(kept.logical_not(), 0), at::full({rows, 1}, -(1.0 - eps), result.options()));
+    return result.mul_(factor).masked_fill_(kept.logical_not(), 0);
+  }
   const std::int64_t* t = target.data_ptr<std::int64_t>();
   std::int64_t count = 0;
   for (std::int64_t r = 0; r < rows; ++r) count += t[r] != ignore;

@@ -10,7 +10,8 @@
 // scattered from the result's layout, are then the workspace. The weight gradient accumulates over the samples in place (addmm_), so it
 // needs no per-sample temporary either. Batch normalisation is a loop per channel over
 // contiguous planes with f64 accumulation for f32 data, as ATen's CPU kernel accumulates,
-// and allocates nothing. Pooling calls ATen's `_out` kernels.
+// and allocates nothing. Pooling calls ATen's `_out` kernels. Off the host (a GPU), the
+// loops give way to ATen's device kernels (runtime/kernels_conv_device.h).
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -29,6 +30,7 @@
 
 #include "ir/window_geometry.h"
 #include "runtime/kernels.h"
+#include "runtime/kernels_conv_device.h"
 
 namespace gradc::runtime {
 namespace {
@@ -170,6 +172,7 @@ void fillColumns(const at::Tensor& x, const ConvLoop& l, std::int64_t first, std
 
 // y[n, group] = w[group] @ columns(x[n, group]) (+ bias).
 Results conv2dKernel(const KernelArgs& a) {
+  if (!a.operands[0].is_cpu()) return conv_device::conv2d(a);
   const at::Tensor x = a.operands[0].contiguous(), w = a.operands[1].contiguous();
   at::Tensor y = resultBuffer(a);
   const ConvLoop l = convLoop(a.node, x.sizes(), w.sizes(), y.sizes());
@@ -199,6 +202,7 @@ Results conv2dKernel(const KernelArgs& a) {
 
 // gx[n, group] = col2im(w[group]^T @ grad[n, group]).
 Results conv2dInputGradKernel(const KernelArgs& a) {
+  if (!a.operands[0].is_cpu()) return conv_device::conv2dInputGrad(a);
   const at::Tensor gy = a.operands[0].contiguous(), w = a.operands[1].contiguous();
   at::Tensor gx = resultBuffer(a);
   const ConvLoop l = convLoop(a.node, gx.sizes(), w.sizes(), gy.sizes());
@@ -240,6 +244,7 @@ Results conv2dInputGradKernel(const KernelArgs& a) {
 
 // gw[group] = sum over n of grad[n, group] @ columns(x[n, group])^T, accumulated in place.
 Results conv2dWeightGradKernel(const KernelArgs& a) {
+  if (!a.operands[0].is_cpu()) return conv_device::conv2dWeightGrad(a);
   const at::Tensor gy = a.operands[0].contiguous(), x = a.operands[1].contiguous();
   at::Tensor gw = resultBuffer(a);
   const ConvLoop l = convLoop(a.node, x.sizes(), gw.sizes(), gy.sizes());
@@ -339,6 +344,7 @@ using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
 
 // Two passes over each channel: the mean, then the biased variance about it.
 Results batchNormKernel(const KernelArgs& a) {
+  if (!a.operands[0].is_cpu()) return conv_device::batchNorm(a);
   const at::Tensor x = a.operands[0].contiguous(), w = a.operands[1].contiguous(), b = a.operands[2].contiguous();
   at::Tensor y = resultBuffer(a, 0), mean = resultBuffer(a, 1), invstd = resultBuffer(a, 2), var = resultBuffer(a, 3);
   const Planes P = planesOf(x);
@@ -374,6 +380,7 @@ Results batchNormKernel(const KernelArgs& a) {
 // gx = (g - mean(g) - xhat * mean(g * xhat)) * invstd * w with xhat = (x - mean) * invstd;
 // gw = sum(g * xhat), gb = sum(g).
 Results batchNormBackwardKernel(const KernelArgs& a) {
+  if (!a.operands[0].is_cpu()) return conv_device::batchNormBackward(a);
   const at::Tensor gy = a.operands[0].contiguous(), x = a.operands[1].contiguous();
   const at::Tensor mean = a.operands[2].contiguous(), invstd = a.operands[3].contiguous(), w = a.operands[4].contiguous();
   at::Tensor gx = resultBuffer(a, 0), gw = resultBuffer(a, 1), gb = resultBuffer(a, 2);
@@ -424,6 +431,7 @@ Results batchNormBackwardKernel(const KernelArgs& a) {
 
 // running = (1 - momentum) * running + momentum * batch, in place; num_batches_tracked + 1.
 Results runningStatsUpdateKernel(const KernelArgs& a) {
+  if (!a.operands[0].is_cpu()) return conv_device::runningStatsUpdate(a);
   at::Tensor rm = a.operands[0], rv = a.operands[1], tracked = a.operands[2];
   const at::Tensor mean = a.operands[3].contiguous(), var = a.operands[4].contiguous();
   const double m = floatAttr(a.node, "momentum");
@@ -442,6 +450,7 @@ Results runningStatsUpdateKernel(const KernelArgs& a) {
 
 // y = (x - running_mean) / sqrt(running_var + eps) * w + b.
 Results batchNormInferenceKernel(const KernelArgs& a) {
+  if (!a.operands[0].is_cpu()) return conv_device::batchNormInference(a);
   const at::Tensor x = a.operands[0].contiguous();
   at::Tensor y = resultBuffer(a);
   const Planes P = planesOf(x);

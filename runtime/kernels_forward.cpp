@@ -243,6 +243,11 @@ Results dropoutKernel(const KernelArgs& a) {
   const double scale = 1.0 / (1.0 - p);
   const std::int64_t n = x.numel();
   const std::int64_t offset = ir::getInt(a.node.attrs(), "rng_offset").value_or(0);
+  if (!x.is_cpu()) {  // the device's own kernel, the same mask (runtime/device.h)
+    const Device& device = a.ctx.device ? *a.ctx.device : cpuDevice();
+    if (Status s = device.dropout(x.contiguous(), y, rng, offset, threshold, scale); !s) TORCH_CHECK(false, s.message());
+    return {y};
+  }
   if (x.scalar_type() == at::kDouble) {
     at::Tensor xc = x.contiguous();
     dropoutLoop<double>(xc.data_ptr<double>(), y.data_ptr<double>(), n, rng, offset, threshold, scale);
@@ -343,6 +348,15 @@ constexpr std::int64_t kNoIgnoredClass = std::numeric_limits<std::int64_t>::min(
 at::Tensor smoothedCrossEntropy(at::Tensor out, const at::Tensor& logp, const at::Tensor& target, std::int64_t ignore,
                                 double eps) {
   const std::int64_t rows = logp.size(0), classes = logp.size(1);
+  if (!logp.is_cpu()) {  // off the host: the same sums as ATen reductions, in f64
+    const at::Tensor kept = target.ne(ignore);
+    TORCH_CHECK(!kept.logical_and(target.lt(0).logical_or(target.ge(classes))).any().item<bool>(),
+                "cross_entropy: a target is not a class in [0, ", classes, ")");
+    const at::Tensor lp = logp.to(at::kDouble);
+    const at::Tensor picked = lp.gather(1, target.masked_fill(kept.logical_not(), 0).unsqueeze(1)).squeeze(1);
+    const at::Tensor terms = picked.mul(-(1.0 - eps)).sub(lp.sum(1).mul(eps / static_cast<double>(classes)));
+    return out.copy_(terms.masked_fill(kept.logical_not(), 0).sum().div(kept.sum()));  // none kept: nan
+  }
   const std::int64_t* t = target.data_ptr<std::int64_t>();
   double total = 0;
   std::int64_t count = 0;

@@ -186,7 +186,9 @@ void adamwOnePassUpdate(const at::Tensor& param, const at::Tensor& grad, const a
 void adamwUpdate(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& m, const at::Tensor& v, double lr,
                  std::int64_t step, const at::Tensor& gradScale, const AdamwHyper& h,
                  const GeneratedCall* generated) {
-  if (h.fused) return adamwOnePassUpdate(param, grad, m, v, lr, step, gradScale.item<double>(), h, generated);
+  // The one-pass loop and its generated kernel run on the host; other devices take the op-by-op
+  // path (the same arithmetic).
+  if (h.fused && param.is_cpu()) return adamwOnePassUpdate(param, grad, m, v, lr, step, gradScale.item<double>(), h, generated);
   at::Tensor g = scaledGrad(grad, gradScale);
   if (h.weightDecay != 0.0) param.mul_(1.0 - lr * h.weightDecay);
   const double biasCorrection1 = 1.0 - std::pow(h.beta1, static_cast<double>(step));

@@ -171,7 +171,7 @@ std::int64_t stateChecksum(const ir::Graph& g, const TensorMap& state) {
   std::uint64_t h = 1469598103934665603ull;
   for (const auto& p : g.params()) {
     if (isShardedState(*p)) continue;
-    at::Tensor t = state.at(p->name()).contiguous();
+    at::Tensor t = state.at(p->name()).cpu().contiguous();
     const auto* bytes = static_cast<const unsigned char*>(t.data_ptr());
     for (size_t i = 0, n = t.nbytes(); i < n; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
   }
@@ -210,6 +210,11 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   const bool arena = o.arenaPlan && !arenaDisabledByEnvironment();
   ExecutorOptions eo;
   eo.checkArena = o.checkArena || arenaCheckRequestedByEnvironment();
+  eo.device = o.device;
+  const bool onHost = !o.device || o.device->isHost();
+  if (!onHost && !arena)
+    return Error{"reference-counted execution (GRADC_NO_ARENA=1, or no memory plan) runs on the CPU device only, not on " +
+                 o.device->name()};
   Expected<Executor> exec = arena ? Executor::create(g, *o.arenaPlan, eo) : Executor::create(g);
   if (!exec) return Error{exec.error().message};
   if (needsGeneratedKernels(g) && !o.kernels)
@@ -345,13 +350,14 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     auto t0 = std::chrono::steady_clock::now();
     Expected<TensorMap> out =
         exec->run(inputs, result.state, RunContext{seed, step, collectives ? &*collectives : nullptr});
+    if (out && !onHost) o.device->synchronize();  // the step's time includes its queued kernels
     auto t1 = std::chrono::steady_clock::now();
     if (trace) trace->endStep();
     if (!out) {
       if (collectives && !collectives->failure().empty()) return Error{collectives->failure()};
       return Error{"step " + std::to_string(step) + ": " + out.error().message};
     }
-    peak = std::max(peak, MemoryTracker::peakBytes());
+    peak = std::max(peak, onHost ? MemoryTracker::peakBytes() : exec->devicePeakBytes());
 
     StepMetrics m;
     m.step = step;
@@ -405,9 +411,10 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   result.arena = exec->usesArena();
   result.outsideArenaBytes = exec->outsideArenaBytes();
   result.heapBytes = exec->heapBytes();
-  // The state leaves with the caller: out of the arena, which goes with the executor.
+  // The state leaves with the caller: out of the arena, which goes with the executor (to the
+  // host when the arena is on another device).
   if (exec->usesArena())
-    for (auto& [name, t] : result.state) t = t.clone();
+    for (auto& [name, t] : result.state) t = onHost ? t.clone() : t.cpu();
   if (o.profile && rank == 0) std::fputs(profile.format(20, peaks ? &*peaks : nullptr).c_str(), stderr);
   if (!o.comm) {
     result.metrics.ranks.push_back(RankMetrics{0, peak, o.plannedPeakBytes, std::nullopt});

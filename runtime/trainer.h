@@ -26,6 +26,7 @@
 #include "runtime/arena_plan.h"
 #include "runtime/communicator.h"
 #include "runtime/data.h"
+#include "runtime/device.h"
 #include "runtime/metrics.h"
 #include "runtime/generated_kernels.h"
 #include "runtime/tensor_map.h"
@@ -61,6 +62,9 @@ struct TrainerOptions {
   // (a checksum, all-gathered), and reports its peak and communication wait; rank 0 shows
   // progress, writes checkpoints and gets every rank's metrics. nullptr: one device.
   Communicator* comm = nullptr;
+  // Where the step runs (runtime/device_select.h); nullptr: the CPU. A device other than the
+  // host needs arena execution (a memory plan).
+  const Device* device = nullptr;
   // Called after every step (tests, custom logging). Returning false stops the run after
   // that step, as an interruption would (a checkpoint is written if saveDir is set).
   std::function<bool(const StepMetrics&)> onStep;

@@ -12,8 +12,13 @@
 #include "runtime/atomic_file.h"
 #include "runtime/blas_kernels.h"
 #include "runtime/device.h"
+#include "runtime/device_select.h"
 #include "runtime/dist_env.h"
+#include "runtime/generated_kernels.h"
 #include "runtime/gloo_communicator.h"
+#if defined(GRADC_WITH_CUDA_DEVICE)
+#include "runtime/cuda/nccl_tensor_communicator.h"
+#endif
 #include "runtime/host_memory.h"
 #include "runtime/launcher.h"
 #include "runtime/library_logging.h"
@@ -51,6 +56,11 @@ void RunFlags::addTo(CLI::App& cmd) {
                  "Seconds a rank waits for the others (rendezvous, each collective) before the run fails")
       ->check(positiveNumber())
       ->capture_default_str();
+  cmd.add_option("--device", device,
+                 "Where each rank runs: cpu, cuda (GPU LOCAL_RANK of this machine) or auto (cuda when this gradc "
+                 "supports GPUs and one is visible, else cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
 }
 
 std::vector<std::string> RunFlags::toArgs() const {
@@ -68,7 +78,14 @@ std::vector<std::string> RunFlags::toArgs() const {
   if (profile) a.push_back("--profile");
   if (verbose) a.push_back("--verbose");
   a.insert(a.end(), {"--timeout", fmt::format("{}", timeoutS)});
+  a.insert(a.end(), {"--device", device});
   return a;
+}
+
+Expected<bool> runsOnCuda(const RunFlags& flags, int localRanks) {
+  Expected<runtime::DeviceChoice> choice = runtime::parseDeviceChoice(flags.device);
+  if (!choice) return choice.error();
+  return runtime::resolvesToCuda(*choice, localRanks);
 }
 
 std::string ownExecutable() {
@@ -112,6 +129,19 @@ Status checkHostMemory(const std::filesystem::path& dir, const runtime::Artifact
   return Error{message};
 }
 
+// The GPU preflight: the rank's arena against the device's free memory.
+Status checkDeviceMemory(const runtime::Device& device, const runtime::RankProgram& own) {
+  if (const char* skip = std::getenv("GRADC_NO_MEMORY_CHECK"); skip && std::string_view(skip) == "1") return {};
+  const std::optional<std::int64_t> free = device.freeBytes();
+  if (!free || own.plan.arenaBytes <= *free) return {};
+  return Error{fmt::format("the training step needs {} on {} (its memory plan's arena), but the device has {} free; "
+                           "compile with a --budget below that (gradc compile SPEC --budget {} -o DIR: recompute and "
+                           "micro-batching fit the step, or the smallest feasible budget is named); "
+                           "GRADC_NO_MEMORY_CHECK=1 skips this check",
+                           runtime::describeBytes(own.plan.arenaBytes), device.name(), runtime::describeBytes(*free),
+                           budgetText(*free))};
+}
+
 }  // namespace
 
 int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::vector<std::string>& workerCommand) {
@@ -144,9 +174,40 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     std::cerr << "gradc: error: " << program.error().message << "\n";
     return kExitUserError;
   }
+  // The device, decided before anything is allocated: a launcher decides for all its workers
+  // (each then takes GPU LOCAL_RANK), a worker or a single process for itself.
+  const bool launching = !*env && world > 1;
+  const int localRank = *env ? (*env)->localRank : 0;
+  Expected<bool> cuda = runsOnCuda(o, launching ? world : localRank + 1);
+  if (!cuda) {
+    std::cerr << "gradc: error: " << cuda.error().message << "\n";
+    return kExitUserError;
+  }
+  bool onCuda = *cuda;
+  if (onCuda && runtime::needsGeneratedKernels(program->graph)) {
+    // The artifact's fused kernels are a CPU shared object; the GPU does not run them (yet).
+    const std::string why = "the artifact " + dir.string() + " runs fused kernels generated for the CPU, which the GPU "
+                            "does not run yet";
+    if (o.device == "cuda") {
+      std::cerr << "gradc: error: --device cuda: " << why << "; compile it with --no-fuse (gradc compile SPEC --no-fuse "
+                << "-o DIR), or use --device cpu\n";
+      return kExitUserError;
+    }
+    if (!o.quiet && localRank == 0) std::cerr << "gradc: note: running on the CPU: " << why << " (--no-fuse compiles for both)\n";
+    onCuda = false;
+  }
+  const runtime::Device* device = &runtime::cpuDevice();
+  if (onCuda && !launching) {
+    Expected<const runtime::Device*> d = runtime::selectDevice(runtime::DeviceChoice::cuda, localRank);
+    if (!d) {
+      std::cerr << "gradc: error: " << d.error().message << "\n";
+      return kExitUserError;
+    }
+    device = *d;
+  }
   // Element types the device cannot train are refused before anything runs.
   for (const auto& p : program->graph.params())
-    if (Status s = runtime::cpuDevice().canTrain(p->type().dtype); !s) {
+    if (Status s = device->canTrain(p->type().dtype); !s) {
       std::cerr << "gradc: error: " << s.message() << " (parameter '" << p->name() << "' is "
                 << ir::toString(p->type()) << ")\n";
       return kExitUserError;
@@ -154,17 +215,21 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   // Nothing is allocated before the plan is known to fit: the arenas of the ranks this process
   // starts (all of them for a local launch; its own under torchrun or Slurm) against what the
   // host can still give.
-  if (Status s = checkHostMemory(dir, *manifest, *program, !*env && world > 1); !s) {
+  // On a GPU, the rank's arena against the GPU's free memory (each worker checks its own).
+  if (Status s = onCuda ? checkDeviceMemory(*device, *program) : checkHostMemory(dir, *manifest, *program, launching);
+      !s) {
     std::cerr << "gradc: error: " << s.message() << "\n";
     return kExitUserError;
   }
-  if (!*env && world > 1) {
-    // N workers run this artifact, supervised until they all end.
+  if (launching) {
+    // N workers run this artifact, supervised until they all end, on the device decided here.
+    RunFlags workerFlags = o;
+    workerFlags.device = onCuda ? "cuda" : "cpu";
     runtime::LaunchOptions launch;
     launch.devices = world;
     launch.argv = workerCommand;
     launch.argv.push_back(dir.string());
-    for (std::string& a : o.toArgs()) launch.argv.push_back(std::move(a));
+    for (std::string& a : workerFlags.toArgs()) launch.argv.push_back(std::move(a));
     launch.timeout = timeout;
     return runtime::launchWorkers(launch);
   }
@@ -177,6 +242,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     if (flags.is_object() && flags.contains("parallel_summary") && flags["parallel_summary"].is_string())
       std::cerr << flags["parallel_summary"].get<std::string>() << "\n";
     const runtime::BlasInfo blas = runtime::blasInfo();
+    if (!device->isHost()) std::cerr << "device: " << device->name() << " (arena in device memory)\n";
     std::cerr << "kernels: " << manifest->kernelThreads << " intra-op thread" << (manifest->kernelThreads == 1 ? "" : "s")
               << ", BLAS " << blas.library << (blas.core.empty() ? "" : " core " + blas.core) << " ("
               << blas.source << ")\n";
@@ -186,7 +252,11 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
 
   std::unique_ptr<runtime::Communicator> comm;
   if (world > 1) {
-    Expected<std::unique_ptr<runtime::Communicator>> c = runtime::GlooCommunicator::create(**env, timeout);
+    Expected<std::unique_ptr<runtime::Communicator>> c =
+#if defined(GRADC_WITH_CUDA_DEVICE)
+        onCuda ? runtime::createNcclCommunicator(**env, localRank, timeout) :
+#endif
+               runtime::GlooCommunicator::create(**env, timeout);
     if (!c) {
       const std::string& message = c.error().message;
       std::cerr << "gradc: error: " << (message.rfind("rank ", 0) == 0 ? "" : "rank " + std::to_string(rank) + ": ")
@@ -207,6 +277,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   if (!o.resume.empty()) t.resumeDir = o.resume;
   t.progress = !quiet;
   t.comm = comm.get();
+  t.device = device;
   t.profile = o.profile;
   t.trace = !o.traceOut.empty();
   t.plannedPeakBytes = program->plan.peakBytes;

@@ -16,6 +16,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "ir/status.h"
+
 namespace gradc::tools {
 
 // The flags that only say how to run a step, never what the step is.
@@ -34,6 +36,7 @@ struct RunFlags {
   bool profile = false;
   bool verbose = false;  // the libraries' own log lines too (runtime/library_logging.h)
   double timeoutS = 300;
+  std::string device = "auto";  // cpu, cuda or auto (runtime/device_select.h)
 
   void addTo(CLI::App& cmd);
   // The same flags as arguments, for a worker's command line.
@@ -46,5 +49,9 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& flags, const s
 
 // The running executable's path (for worker command lines).
 std::string ownExecutable();
+
+// Whether a run with these flags puts local ranks [0, localRanks) on GPUs (runtime/device_select.h),
+// or an Error saying why the requested device cannot be used. Touches no GPU.
+Expected<bool> runsOnCuda(const RunFlags& flags, int localRanks);
 
 }  // namespace gradc::tools

@@ -1,11 +1,13 @@
 // gradc train SPEC|ARTIFACT [--set k=v]... [--data FILE | --synthetic] [--steps N] [optimizer flags]
 //   [--seed N] [--save DIR] [--save-every N] [--resume DIR] [--metrics-out FILE.json]
 //   [--budget B] [--remat S] [--micro-batches K] [--loss-chunks K|auto|off] [--devices N [--loss-placement local|gather] [--bucket-mib M]]
+//   [--device cpu|cuda|auto]
 //
 // One path: a spec is compiled into a temporary artifact (tools/artifact_build.h), then the
 // artifact runs (tools/run_artifact.h) -- with --devices N, as N worker processes that each
 // load it, none recompiling. An artifact folder runs as it is; a flag that would change its
-// graph is refused, naming the flag.
+// graph is refused, naming the flag. A spec trained on GPUs (--device cuda, or auto with GPUs
+// visible) is compiled without elementwise fusion, whose generated kernels run on the CPU only.
 #include <stdlib.h>
 
 #include <cstddef>
@@ -87,6 +89,13 @@ int runTrain(const TrainCommandOptions& o) {
     std::cerr << "gradc: error: give exactly one of --data FILE and --synthetic\n";
     return kExitUserError;
   }
+  // On GPUs the step runs without generated CPU kernels: its elementwise ops are ATen's.
+  Expected<bool> cuda = runsOnCuda(o.run, *env ? (*env)->localRank + 1 : request.parallel.devices);
+  if (!cuda) {
+    std::cerr << "gradc: error: " << cuda.error().message << "\n";
+    return kExitUserError;
+  }
+  if (*cuda) request.memory.noFuse = true;
   Expected<TemporaryFolder> folder = TemporaryFolder::create();
   if (!folder) {
     std::cerr << "gradc: error: " << folder.error().message << "\n";

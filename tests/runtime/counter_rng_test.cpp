@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/counter_rng.h"
+#include "runtime/cuda/philox_element.h"
 #include "runtime/executor.h"
 
 // doctest last: c10 includes glog, whose CHECK would otherwise replace doctest's and abort
@@ -34,6 +35,19 @@ TEST_CASE("philox4x32-10 matches the Random123 known-answer vectors") {
          C{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
   CHECK((philox4x32({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}, {0xa4093822u, 0x299f31d0u}) ==
          C{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}));
+}
+
+TEST_CASE("the element function the CUDA dropout kernel draws with is the CPU generator, bit for bit") {
+  for (const RngStream rng : {RngStream{.seed = 0, .step = 1, .stream = 0}, RngStream{.seed = 42, .step = 7, .stream = 3},
+                              RngStream{.seed = ~0ull, .step = (std::int64_t{1} << 40) + 3, .stream = 123456789}}) {
+    const PhiloxKey key = philoxKey(rng);
+    for (std::int64_t i : {std::int64_t{0}, std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{4},
+                           std::int64_t{1001}, (std::int64_t{1} << 33) + 5}) {
+      CAPTURE(i);
+      const float gpu = philox::uniform(static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(rng.step), key[0], key[1]);
+      CHECK(gpu == uniformAt(rng, i));
+    }
+  }
 }
 
 TEST_CASE("uniformFloats agrees with uniformAt however the range is split") {

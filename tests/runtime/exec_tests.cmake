@@ -6,6 +6,7 @@ gradc_add_test(runtime_exec_tests
   runtime/batch_norm_test.cpp
   runtime/executor_test.cpp
   runtime/counter_rng_test.cpp
+  runtime/device_paths_test.cpp
   runtime/memory_tracker_test.cpp
   runtime/blas_kernels_test.cpp
   LIBS gradc_runtime)

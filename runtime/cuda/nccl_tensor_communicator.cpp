@@ -1,0 +1,154 @@
+#include "runtime/cuda/nccl_tensor_communicator.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <csignal>
+
+#include "runtime/nccl_communicator.h"
+#include "runtime/tcp_kv_store.h"
+
+namespace gradc::runtime {
+namespace {
+
+std::optional<NcclDType> ncclTypeOf(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return NcclDType::Float32;
+    case at::kDouble: return NcclDType::Float64;
+    case at::kHalf: return NcclDType::Float16;
+    case at::kBFloat16: return NcclDType::BFloat16;
+    case at::kInt: return NcclDType::Int32;
+    case at::kLong: return NcclDType::Int64;
+    case at::kByte: return NcclDType::UInt8;
+    default: return std::nullopt;
+  }
+}
+
+Error argumentError(int rank, const std::string& what, const std::string& problem) {
+  return Error{"rank " + std::to_string(rank) + ": " + what + ": " + problem};
+}
+
+class NcclPending final : public PendingCollective {
+ public:
+  NcclPending(std::unique_ptr<NcclCommunicator::Pending> pending, at::Tensor keepAlive)
+      : pending_(std::move(pending)), keepAlive_(std::move(keepAlive)) {}
+  Status wait() override { return pending_->wait(); }
+
+ private:
+  std::unique_ptr<NcclCommunicator::Pending> pending_;
+  at::Tensor keepAlive_;
+};
+
+class NcclTensorCommunicator final : public Communicator {
+ public:
+  NcclTensorCommunicator(std::unique_ptr<NcclCommunicator> nccl, std::unique_ptr<KeyValueStore> store, int device)
+      : nccl_(std::move(nccl)), store_(std::move(store)), device_(device) {}
+
+  int rank() const override { return nccl_->rank(); }
+  int worldSize() const override { return nccl_->worldSize(); }
+  std::string_view backend() const override { return "nccl"; }
+  std::chrono::milliseconds timeout() const override { return nccl_->timeout(); }
+
+  Expected<std::unique_ptr<PendingCollective>> startAllReduceSum(at::Tensor buffer, std::string what) override {
+    Expected<NcclDType> type = check(buffer, what);
+    if (!type) return type.error();
+    Expected<std::unique_ptr<NcclCommunicator::Pending>> p =
+        nccl_->startAllReduceSum(buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()), *type, stream(), what);
+    if (!p) return p.error();
+    return std::unique_ptr<PendingCollective>(std::make_unique<NcclPending>(std::move(*p), std::move(buffer)));
+  }
+
+  Expected<std::unique_ptr<PendingCollective>> startReduceScatterSum(at::Tensor buffer, std::string what) override {
+    Expected<NcclDType> type = check(buffer, what);
+    if (!type) return type.error();
+    if (buffer.dim() == 0 || buffer.size(0) % worldSize() != 0)
+      return argumentError(rank(), what, "the buffer's first dimension is not a multiple of the world size");
+    const auto perRank = static_cast<std::size_t>(buffer.numel() / worldSize());
+    Expected<std::unique_ptr<NcclCommunicator::Pending>> p =
+        nccl_->startReduceScatterSum(buffer.data_ptr(), perRank, *type, stream(), what);
+    if (!p) return p.error();
+    return std::unique_ptr<PendingCollective>(std::make_unique<NcclPending>(std::move(*p), std::move(buffer)));
+  }
+
+  Status allGather(const at::Tensor& input, at::Tensor output, std::string what) override {
+    at::Tensor in = onDevice(input), out = onDevice(output);
+    Expected<NcclDType> type = check(in, what);
+    if (!type) return type.error();
+    if (out.numel() != in.numel() * worldSize())
+      return argumentError(rank(), what, "the output does not hold world size times the input");
+    if (Status s = nccl_->allGather(in.data_ptr(), out.data_ptr(), static_cast<std::size_t>(in.numel()), *type,
+                                    stream(), what);
+        !s)
+      return s;
+    if (!out.is_same(output)) output.copy_(out);
+    return {};
+  }
+
+  Status gather(const at::Tensor& input, at::Tensor output, int root, std::string what) override {
+    at::Tensor all = at::empty({input.numel() * worldSize()}, input.options().device(at::kCUDA, static_cast<c10::DeviceIndex>(device_)));
+    if (Status s = allGather(input, all, what); !s) return s;
+    if (rank() == root) output.copy_(all.view(output.sizes()));
+    return {};
+  }
+
+  Status scatter(const at::Tensor& input, at::Tensor output, int root, std::string what) override {
+    at::Tensor all = rank() == root ? onDevice(input).clone()
+                                    : at::empty({output.numel() * worldSize()}, output.options().device(at::kCUDA, static_cast<c10::DeviceIndex>(device_)));
+    if (Status s = broadcast(all, root, what); !s) return s;
+    output.copy_(all.reshape({-1}).narrow(0, rank() * output.numel(), output.numel()).view(output.sizes()));
+    return {};
+  }
+
+  Status broadcast(at::Tensor tensor, int root, std::string what) override {
+    at::Tensor t = onDevice(tensor);
+    Expected<NcclDType> type = check(t, what);
+    if (!type) return type.error();
+    if (Status s = nccl_->broadcast(t.data_ptr(), static_cast<std::size_t>(t.numel()), *type, root, stream(), what); !s)
+      return s;
+    if (!t.is_same(tensor)) tensor.copy_(t);
+    return {};
+  }
+
+  Status barrier(std::string what) override { return nccl_->barrier(stream(), what); }
+
+ private:
+  cudaStream_t stream() const { return at::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream(); }
+
+  // A host tensor's contiguous copy on the device; a device tensor itself (made contiguous).
+  at::Tensor onDevice(const at::Tensor& t) const {
+    if (!t.defined()) return t;
+    if (t.is_cuda() && t.is_contiguous()) return t;
+    return t.to(at::TensorOptions().device(at::kCUDA, static_cast<c10::DeviceIndex>(device_))).contiguous();
+  }
+
+  Expected<NcclDType> check(const at::Tensor& t, const std::string& what) const {
+    if (!t.defined()) return argumentError(rank(), what, "the buffer is undefined");
+    if (!t.is_cuda()) return argumentError(rank(), what, "the buffer is not on the GPU");
+    if (!t.is_contiguous()) return argumentError(rank(), what, "the buffer is not contiguous");
+    std::optional<NcclDType> type = ncclTypeOf(t.scalar_type());
+    if (!type) return argumentError(rank(), what, std::string("NCCL cannot sum ") + c10::toString(t.scalar_type()));
+    return *type;
+  }
+
+  std::unique_ptr<NcclCommunicator> nccl_;
+  std::unique_ptr<KeyValueStore> store_;
+  int device_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<Communicator>> createNcclCommunicator(const DistEnv& env, int deviceIndex,
+                                                               std::chrono::milliseconds timeout) {
+  std::signal(SIGPIPE, SIG_IGN);
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(deviceIndex));
+  Expected<std::unique_ptr<KeyValueStore>> store = TcpKeyValueStore::connect(env, timeout);
+  if (!store) return store.error();
+  Expected<std::unique_ptr<NcclCommunicator>> nccl =
+      NcclCommunicator::create(env.rank, env.worldSize, deviceIndex, **store, timeout);
+  if (!nccl) return nccl.error();
+  return std::unique_ptr<Communicator>(
+      std::make_unique<NcclTensorCommunicator>(std::move(*nccl), std::move(*store), deviceIndex));
+}
+
+}  // namespace gradc::runtime

@@ -1,0 +1,150 @@
+// The CUDA device against the CPU device: the same op on the same operands gives the CPU's
+// result -- bit for bit where the arithmetic is integer or exactly specified (dropout's masks,
+// copies), within a stated tolerance where the GPU's kernels sum in another order (TF32 off).
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/device_select.h"
+#include "runtime/executor.h"
+
+
+// doctest last: c10 includes glog, whose CHECK would otherwise replace doctest's.
+#undef CHECK
+#include <doctest/doctest.h>
+
+namespace gradc::runtime {
+namespace {
+
+const Device& gpu() {
+  Expected<const Device*> d = cudaDevice(0);
+  REQUIRE_MESSAGE(d.ok(), (d.ok() ? "" : d.error().message));
+  return **d;
+}
+
+at::Tensor onGpu(const at::Tensor& t) { return t.to(at::Device(at::kCUDA, 0)); }
+
+std::vector<at::Tensor> run(std::string_view op, const std::vector<at::Tensor>& operands, const ir::AttrMap& attrs,
+                            const Device* device) {
+  RunContext ctx;
+  ctx.seed = 1234;
+  ctx.step = 7;
+  ctx.device = device;
+  std::vector<at::Tensor> in;
+  for (const at::Tensor& t : operands) in.push_back(device ? onGpu(t) : t);
+  Expected<std::vector<at::Tensor>> out = callOp(op, in, attrs, ctx);
+  REQUIRE_MESSAGE(out.ok(), std::string(op) + ": " + (out.ok() ? "" : out.error().message));
+  std::vector<at::Tensor> host;
+  for (const at::Tensor& t : *out) host.push_back(t.cpu());
+  return host;
+}
+
+// max |gpu - cpu| / max(1, max |cpu|) over every result.
+double relativeError(const std::vector<at::Tensor>& cpu, const std::vector<at::Tensor>& gpu) {
+  REQUIRE(cpu.size() == gpu.size());
+  double worst = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    const at::Tensor a = cpu[i].to(at::kDouble), b = gpu[i].to(at::kDouble);
+    const double scale = std::max(1.0, a.abs().max().item<double>());
+    worst = std::max(worst, (a - b).abs().max().item<double>() / scale);
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("cuda: a GPU is visible, and --device cuda and auto select it") {
+  Expected<int> gpus = visibleCudaDevices();
+  REQUIRE_MESSAGE(gpus.ok(), (gpus.ok() ? "" : gpus.error().message));
+  CHECK(*gpus >= 1);
+  Expected<const Device*> cuda = selectDevice(DeviceChoice::cuda, 0);
+  REQUIRE(cuda.ok());
+  CHECK((*cuda)->name() == "cuda:0");
+  CHECK(!(*cuda)->isHost());
+  Expected<const Device*> automatic = selectDevice(DeviceChoice::automatic, 0);
+  REQUIRE(automatic.ok());
+  CHECK(*automatic == *cuda);
+  CHECK(!selectDevice(DeviceChoice::cuda, *gpus).ok());  // a local rank without a GPU of its own
+}
+
+TEST_CASE("cuda: the arena is one device block, outside ATen's allocator") {
+  const Device& d = gpu();
+  const std::int64_t before = d.internalBytes();
+  Expected<DeviceMemory> block = d.allocate(std::int64_t{64} << 20);
+  REQUIRE(block.ok());
+  CHECK(reinterpret_cast<std::uintptr_t>(block->get()) % kArenaAlignment == 0);
+  CHECK(d.internalBytes() == before);  // cudaMalloc, not the caching allocator
+  at::Tensor view = at::from_blob(block->get(), {16}, d.options(ir::DType::f32));
+  view.fill_(2.5f);
+  CHECK(view.sum().item<float>() == 40.0f);
+  CHECK(!d.allocate(std::int64_t{1} << 50).ok());  // a petabyte: an Error, not an abort
+}
+
+TEST_CASE("cuda: ATen's own allocations are counted as the device's internal bytes") {
+  const Device& d = gpu();
+  d.resetInternalPeak();
+  const std::int64_t before = d.internalBytes();
+  {
+    at::Tensor t = at::empty({1 << 20}, d.options(ir::DType::f32));
+    CHECK(d.internalBytes() - before >= (std::int64_t{4} << 20));
+  }
+  CHECK(d.internalPeakBytes() - before >= (std::int64_t{4} << 20));
+}
+
+TEST_CASE("cuda: dropout draws the CPU's mask, bit for bit, in every element type") {
+  const Device& d = gpu();
+  for (at::ScalarType type : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
+    CAPTURE(type);
+    at::manual_seed(3);
+    const at::Tensor x = at::randn({333, 129}).to(type);
+    const ir::AttrMap attrs{{"p", 0.3}, {"rng", std::int64_t{11}}, {"rng_offset", std::int64_t{5}}};
+    const std::vector<at::Tensor> cpu = run("dropout", {x}, attrs, nullptr);
+    const std::vector<at::Tensor> cuda = run("dropout", {x}, attrs, &d);
+    CHECK(at::equal(cpu[0], cuda[0]));
+    CHECK(at::equal(cpu[0].eq(0), cuda[0].eq(0)));
+  }
+}
+
+TEST_CASE("cuda: the kernels that loop on the host take ATen's device path, with the CPU's results") {
+  const Device& d = gpu();
+  at::manual_seed(5);
+  const at::Tensor logits = at::randn({24, 37});
+  const at::Tensor target = at::randint(0, 37, {24}, at::kLong).index_put_({at::tensor({3, 9})}, at::tensor(-1));
+  const ir::AttrMap smoothing{{"label_smoothing", 0.1}, {"ignore_index", std::int64_t{-1}}};
+  struct Case {
+    std::string op;
+    std::vector<at::Tensor> operands;
+    ir::AttrMap attrs;
+  };
+  const at::Tensor images = at::randn({4, 6, 9, 9}), weight = at::randn({8, 3, 3, 3});
+  const ir::AttrMap window{{"stride", std::vector<std::int64_t>{2, 1}},
+                           {"padding", std::vector<std::int64_t>{1, 1}},
+                           {"dilation", std::vector<std::int64_t>{1, 1}},
+                           {"groups", std::int64_t{2}}};
+  const std::vector<at::Tensor> conv = run("conv2d", {images, weight}, window, nullptr);
+  ir::AttrMap inputGrad = window, weightGrad = window;
+  inputGrad["input_shape"] = std::vector<std::int64_t>{4, 6, 9, 9};
+  weightGrad["weight_shape"] = std::vector<std::int64_t>{8, 3, 3, 3};
+  const at::Tensor gy = at::randn(conv[0].sizes());
+  const at::Tensor bnX = at::randn({5, 7, 4, 3}), bnW = at::rand({7}), bnB = at::randn({7});
+  const std::vector<at::Tensor> bn = run("batch_norm", {bnX, bnW, bnB}, {{"eps", 1e-5}}, nullptr);
+  const std::vector<Case> cases{
+      {"cross_entropy", {logits, target}, smoothing},
+      {"cross_entropy_backward", {at::scalar_tensor(0.5), logits, target}, smoothing},
+      {"conv2d", {images, weight}, window},
+      {"conv2d_input_grad", {gy, weight}, inputGrad},
+      {"conv2d_weight_grad", {gy, images}, weightGrad},
+      {"batch_norm", {bnX, bnW, bnB}, {{"eps", 1e-5}}},
+      {"batch_norm_backward", {at::randn(bnX.sizes()), bnX, bn[1], bn[2], bnW}, {}},
+      {"batch_norm_inference", {bnX, bnW, bnB, at::randn({7}), at::rand({7}) + 0.5}, {{"eps", 1e-5}}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.op);
+    const double error = relativeError(run(c.op, c.operands, c.attrs, nullptr), run(c.op, c.operands, c.attrs, &d));
+    CHECK(error < 1e-5);  // f32, TF32 off: the GPU sums in another order
+  }
+}
+
+}  // namespace gradc::runtime

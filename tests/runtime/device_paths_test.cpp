@@ -1,0 +1,108 @@
+// The device paths of the kernels that loop on the host (runtime/kernels_conv_device.h) are
+// ATen compositions, so they run on the CPU too: here they are checked against the CPU kernels
+// on the same operands, so what a GPU runs is the op's arithmetic before a GPU ever runs it.
+// The dropout element function the CUDA kernel draws with (runtime/cuda/philox_element.h) is
+// checked against the CPU's generator in counter_rng_test.cpp.
+#include <ATen/ATen.h>
+
+#include "runtime/dtype_map.h"
+#include "runtime/executor.h"
+#include "runtime/kernels_conv_device.h"
+
+
+// doctest last: c10 includes glog, whose CHECK would otherwise replace doctest's.
+#undef CHECK
+#include <doctest/doctest.h>
+
+namespace gradc::runtime {
+namespace {
+
+using DeviceKernel = std::vector<at::Tensor> (*)(const KernelArgs&);
+
+ir::TensorType typeOf(const at::Tensor& t) { return ir::TensorType{*fromScalarType(t.scalar_type()), t.sizes().vec()}; }
+
+// The op run by the CPU kernel (callOp) and by its device path on the same node.
+double worstDifference(std::string_view op, DeviceKernel devicePath, const std::vector<at::Tensor>& operands,
+                       const ir::AttrMap& attrs) {
+  Expected<std::vector<at::Tensor>> cpu = callOp(op, operands, attrs);
+  REQUIRE_MESSAGE(cpu.ok(), (cpu.ok() ? "" : cpu.error().message));
+  ir::Graph graph("device_path");
+  std::vector<ir::Value*> values;
+  for (size_t i = 0; i < operands.size(); ++i)
+    values.push_back(graph.addInput("x" + std::to_string(i), typeOf(operands[i])));
+  Expected<ir::Node*> node = graph.create(op, values, attrs);
+  REQUIRE(node.ok());
+  // In-place ops (running statistics) update their operands: give each side its own copies.
+  std::vector<at::Tensor> copies;
+  for (const at::Tensor& t : operands) copies.push_back(t.clone());
+  const RunContext ctx;
+  const std::vector<at::Tensor> device = devicePath(KernelArgs{**node, copies, ctx});
+  REQUIRE(device.size() == cpu->size());
+  double worst = 0;
+  for (size_t i = 0; i < device.size(); ++i) {
+    const at::Tensor a = (*cpu)[i].to(at::kDouble), b = device[i].to(at::kDouble);
+    worst = std::max(worst, (a - b).abs().max().item<double>() / std::max(1.0, a.abs().max().item<double>()));
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("device paths: convolution and its gradients equal the CPU kernels") {
+  at::manual_seed(11);
+  const at::Tensor x = at::randn({3, 4, 11, 10}), w = at::randn({6, 2, 3, 3}), bias = at::randn({6});
+  for (const std::vector<std::int64_t>& stride : {std::vector<std::int64_t>{1, 1}, std::vector<std::int64_t>{2, 1}}) {
+    CAPTURE(stride[0]);
+    const ir::AttrMap window{{"stride", stride},
+                             {"padding", std::vector<std::int64_t>{1, 0}},
+                             {"dilation", std::vector<std::int64_t>{1, 2}},
+                             {"groups", std::int64_t{2}}};
+    CHECK(worstDifference("conv2d", conv_device::conv2d, {x, w}, window) < 1e-5);
+    CHECK(worstDifference("conv2d", conv_device::conv2d, {x, w, bias}, window) < 1e-5);
+    Expected<std::vector<at::Tensor>> y = callOp("conv2d", std::vector<at::Tensor>{x, w}, window);
+    REQUIRE(y.ok());
+    const at::Tensor gy = at::randn((*y)[0].sizes());
+    ir::AttrMap inputGrad = window, weightGrad = window;
+    inputGrad["input_shape"] = std::vector<std::int64_t>(x.sizes().begin(), x.sizes().end());
+    weightGrad["weight_shape"] = std::vector<std::int64_t>(w.sizes().begin(), w.sizes().end());
+    CHECK(worstDifference("conv2d_input_grad", conv_device::conv2dInputGrad, {gy, w}, inputGrad) < 1e-5);
+    CHECK(worstDifference("conv2d_weight_grad", conv_device::conv2dWeightGrad, {gy, x}, weightGrad) < 1e-5);
+  }
+}
+
+TEST_CASE("device paths: batch normalisation, its gradient, running statistics and inference equal the CPU kernels") {
+  at::manual_seed(12);
+  const at::Tensor x = at::randn({6, 5, 4, 7}), w = at::rand({5}) + 0.5, b = at::randn({5});
+  CHECK(worstDifference("batch_norm", conv_device::batchNorm, {x, w, b}, {{"eps", 1e-5}}) < 1e-5);
+  Expected<std::vector<at::Tensor>> forward = callOp("batch_norm", std::vector<at::Tensor>{x, w, b}, {{"eps", 1e-5}});
+  REQUIRE(forward.ok());
+  const at::Tensor gy = at::randn(x.sizes());
+  CHECK(worstDifference("batch_norm_backward", conv_device::batchNormBackward,
+                        {gy, x, (*forward)[1], (*forward)[2], w}, {}) < 1e-5);
+  CHECK(worstDifference("batch_norm_inference", conv_device::batchNormInference,
+                        {x, w, b, at::randn({5}), at::rand({5}) + 0.5}, {{"eps", 1e-5}}) < 1e-5);
+}
+
+TEST_CASE("device paths: the running-statistics update matches the CPU kernel in place") {
+  at::manual_seed(13);
+  const at::Tensor mean = at::randn({5}), var = at::rand({5});
+  at::Tensor rmCpu = at::randn({5}), rvCpu = at::rand({5}), trackedCpu = at::zeros({}, at::kLong);
+  at::Tensor rmDev = rmCpu.clone(), rvDev = rvCpu.clone(), trackedDev = trackedCpu.clone();
+  const ir::AttrMap attrs{{"momentum", 0.1}};
+  REQUIRE(callOp("running_stats_update", std::vector<at::Tensor>{rmCpu, rvCpu, trackedCpu, mean, var}, attrs).ok());
+  ir::Graph graph("device_path");
+  std::vector<ir::Value*> values;
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&rmDev, &rvDev, &trackedDev, &mean, &var})
+    values.push_back(graph.addInput("x" + std::to_string(values.size()), typeOf(*t)));
+  Expected<ir::Node*> node = graph.create("running_stats_update", values, attrs);
+  REQUIRE(node.ok());
+  const std::vector<at::Tensor> operands{rmDev, rvDev, trackedDev, mean, var};
+  const RunContext ctx;
+  conv_device::runningStatsUpdate(KernelArgs{**node, operands, ctx});
+  CHECK(at::allclose(rmCpu, rmDev, 1e-6, 1e-7));
+  CHECK(at::allclose(rvCpu, rvDev, 1e-6, 1e-7));
+  CHECK(trackedDev.item<std::int64_t>() == 1);
+  CHECK(trackedCpu.item<std::int64_t>() == 1);
+}
+
+}  // namespace gradc::runtime
