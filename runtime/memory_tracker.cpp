@@ -2,6 +2,7 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -141,9 +142,21 @@ void deleteTracked(void* data) {
 // exhausted allocator does (a c10::Error). Read once, when the tracker is installed; -1: off.
 std::int64_t gFailAfter = -1;
 
+// LibTorch 2.3 made Allocator::allocate non-const and added copy_data (both 1.13 and 2.x build).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define GRADC_ALLOCATE_CONST
+#define GRADC_ALLOCATOR_COPY_DATA 1
+#else
+#define GRADC_ALLOCATE_CONST const
+#define GRADC_ALLOCATOR_COPY_DATA 0
+#endif
+
 class TrackingAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(std::size_t n) const override {
+#if GRADC_ALLOCATOR_COPY_DATA
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+#endif
+  c10::DataPtr allocate(std::size_t n) GRADC_ALLOCATE_CONST override {
     if (gFailAfter >= 0 && n > 0 && gCount.load(std::memory_order_relaxed) >= gFailAfter)
       TORCH_CHECK(false, "DefaultCPUAllocator: not enough memory: you tried to allocate ", n,
                   " bytes (GRADC_FAIL_ALLOCATION_AFTER=", gFailAfter, ")");
