@@ -5,7 +5,8 @@
 #                    unpacked there with dpkg -x into a private prefix (never into /);
 #   OUT/artifacts/   compiled artifacts (--no-fuse: the GPU runs ATen's kernels), so the GPU
 #                    machine builds and links only the runtime:
-#                      gpt-mini, gpt-mini-120MiB, gpt-mini-80MiB   parity and budgets;
+#                      gpt-mini, gpt-mini-{120,80}MiB[-ref]        parity; budgets, each with
+#                                                                   its no-remat reference;
 #                      lm-seed                                      the seed's language model;
 #                      gpt2-bN                                      GPT-2 small (vocab 50304, seq
 #                                                                   1024) at batch N, --budget 40GiB,
@@ -34,8 +35,13 @@ compile() {  # compile NAME SPEC ARGS...
 }
 log "artifacts -> $out/artifacts"
 compile gpt-mini "$src/models/gpt-mini.yaml"
-compile gpt-mini-120MiB "$src/models/gpt-mini.yaml" --budget 120MiB
-compile gpt-mini-80MiB "$src/models/gpt-mini.yaml" --budget 80MiB
+# Each budgeted artifact's reference: no budget (no remat), the same loss (fused in as many chunks,
+# or not), so that remat alone separates the two runs.
+for budget in 120MiB 80MiB; do
+  compile "gpt-mini-$budget" "$src/models/gpt-mini.yaml" --budget "$budget"
+  chunks=$(sed -n 's/.*fused loss in \([0-9]*\) chunk.*/\1/p' "$out/artifacts/gpt-mini-$budget.log")
+  compile "gpt-mini-$budget-ref" "$src/models/gpt-mini.yaml" --loss-chunks "${chunks:-off}"
+done
 compile lm-seed "$src/models/lm-seed.yaml"
 
 gpt2=(--set vocab=50304 --set seq=1024)
