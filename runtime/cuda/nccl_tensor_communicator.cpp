@@ -42,8 +42,13 @@ class NcclPending final : public PendingCollective {
 
 class NcclTensorCommunicator final : public Communicator {
  public:
-  NcclTensorCommunicator(std::unique_ptr<NcclCommunicator> nccl, std::unique_ptr<KeyValueStore> store, int device)
-      : nccl_(std::move(nccl)), store_(std::move(store)), device_(device) {}
+  NcclTensorCommunicator(std::unique_ptr<NcclCommunicator> nccl, std::unique_ptr<KeyValueStore> store, int device,
+                         cudaStream_t commStream)
+      : nccl_(std::move(nccl)), store_(std::move(store)), device_(device), commStream_(commStream) {}
+  ~NcclTensorCommunicator() override {
+    nccl_.reset();  // waits for nothing more on the stream
+    if (commStream_) (void)cudaStreamDestroy(commStream_);
+  }
 
   int rank() const override { return nccl_->rank(); }
   int worldSize() const override { return nccl_->worldSize(); }
@@ -53,8 +58,9 @@ class NcclTensorCommunicator final : public Communicator {
   Expected<std::unique_ptr<PendingCollective>> startAllReduceSum(at::Tensor buffer, std::string what) override {
     Expected<NcclDType> type = check(buffer, what);
     if (!type) return type.error();
+    if (Status s = commAfterCompute(what); !s) return Error{s.message()};
     Expected<std::unique_ptr<NcclCommunicator::Pending>> p =
-        nccl_->startAllReduceSum(buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()), *type, stream(), what);
+        nccl_->startAllReduceSum(buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()), *type, commStream_, what);
     if (!p) return p.error();
     return std::unique_ptr<PendingCollective>(std::make_unique<NcclPending>(std::move(*p), std::move(buffer)));
   }
@@ -65,8 +71,9 @@ class NcclTensorCommunicator final : public Communicator {
     if (buffer.dim() == 0 || buffer.size(0) % worldSize() != 0)
       return argumentError(rank(), what, "the buffer's first dimension is not a multiple of the world size");
     const auto perRank = static_cast<std::size_t>(buffer.numel() / worldSize());
+    if (Status s = commAfterCompute(what); !s) return Error{s.message()};
     Expected<std::unique_ptr<NcclCommunicator::Pending>> p =
-        nccl_->startReduceScatterSum(buffer.data_ptr(), perRank, *type, stream(), what);
+        nccl_->startReduceScatterSum(buffer.data_ptr(), perRank, *type, commStream_, what);
     if (!p) return p.error();
     return std::unique_ptr<PendingCollective>(std::make_unique<NcclPending>(std::move(*p), std::move(buffer)));
   }
@@ -115,6 +122,19 @@ class NcclTensorCommunicator final : public Communicator {
  private:
   cudaStream_t stream() const { return at::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream(); }
 
+  // The communication stream waits (on the GPU, not the host) for everything the compute stream
+  // has queued so far: the kernels that produced the bucket.
+  Status commAfterCompute(const std::string& what) const {
+    cudaEvent_t ready = nullptr;
+    cudaError_t e = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventRecord(ready, stream());
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(commStream_, ready, 0);
+    if (ready) (void)cudaEventDestroy(ready);  // released once the wait has been satisfied
+    if (e != cudaSuccess)
+      return argumentError(rank(), what, std::string("ordering the communication stream: ") + cudaGetErrorString(e));
+    return {};
+  }
+
   // A host tensor's contiguous copy on the device; a device tensor itself (made contiguous).
   at::Tensor onDevice(const at::Tensor& t) const {
     if (!t.defined()) return t;
@@ -134,6 +154,7 @@ class NcclTensorCommunicator final : public Communicator {
   std::unique_ptr<NcclCommunicator> nccl_;
   std::unique_ptr<KeyValueStore> store_;
   int device_;
+  cudaStream_t commStream_;  // the started collectives' (gradient buckets during the backward)
 };
 
 }  // namespace
@@ -147,8 +168,12 @@ Expected<std::unique_ptr<Communicator>> createNcclCommunicator(const DistEnv& en
   Expected<std::unique_ptr<NcclCommunicator>> nccl =
       NcclCommunicator::create(env.rank, env.worldSize, deviceIndex, **store, timeout);
   if (!nccl) return nccl.error();
+  cudaStream_t commStream = nullptr;
+  if (cudaError_t e = cudaStreamCreateWithFlags(&commStream, cudaStreamNonBlocking); e != cudaSuccess)
+    return Error{"rank " + std::to_string(env.rank) + ": cannot create the communication stream: " +
+                 cudaGetErrorString(e)};
   return std::unique_ptr<Communicator>(
-      std::make_unique<NcclTensorCommunicator>(std::move(*nccl), std::move(*store), deviceIndex));
+      std::make_unique<NcclTensorCommunicator>(std::move(*nccl), std::move(*store), deviceIndex, commStream));
 }
 
 }  // namespace gradc::runtime

@@ -2,12 +2,19 @@
 // against a CUDA LibTorch.
 //
 // Bootstrap: the NCCL unique id goes from rank 0 to the others through the run's TCPStore
-// rendezvous (TcpKeyValueStore), as Gloo's does. Collectives are enqueued on the device's
-// current ATen stream -- the stream every kernel of the step runs on -- so a collective starts
-// after the kernels that produced its buffer and the kernels after it see its result, without
-// host synchronisation; wait() blocks the host until the collective is done, polling NCCL's
-// asynchronous error and the timeout (runtime/nccl_communicator.h: a stuck collective aborts the
-// communicator and is an Error naming the rank, the collective and the step, as on Gloo).
+// rendezvous (TcpKeyValueStore), as Gloo's does.
+//
+// Streams: the started collectives (the gradient buckets' all-reduce or reduce-scatter, issued
+// during the backward) run on a communication stream of their own, which first waits -- on the
+// GPU, through an event -- for everything the compute stream (ATen's current stream, where every
+// kernel of the step runs) has queued, i.e. the kernels that produced the bucket. The backward's
+// later kernels then run beside the collective, as DDP overlaps them. wait() blocks the host
+// until the collective is done, polling NCCL's asynchronous error and the timeout
+// (runtime/nccl_communicator.h: a stuck collective aborts the communicator and is an Error naming
+// the rank, the collective and the step, as on Gloo); kernels queued after wait() returns see
+// its result. A bucket is an arena buffer whose planned interval ends only after its wait, so
+// nothing overwrites it while the communication stream reads it. The blocking collectives run
+// on the compute stream.
 //
 // Buffers on the host (the trainer's checksums and data-file digests) are staged through the
 // device and copied back. gather is an all_gather whose result only the root keeps; scatter is a
