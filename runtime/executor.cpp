@@ -112,7 +112,10 @@ Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options
       return Error{"buffer '" + b.name + "' has " + std::to_string(b.size) + " bytes, the value (" +
                    ir::toString(type) + ") " + std::to_string(type.bytes())};
     used[index] = true;
-    return at::from_blob(base + b.offset, type.shape, device_->options(type.dtype));
+    // The device is stated, not inferred from the pointer (an empty arena's base is a host
+    // address standing in for no memory at all).
+    const at::TensorOptions options = device_->options(type.dtype);
+    return at::for_blob(base + b.offset, type.shape).options(options).target_device(options.device()).make_tensor();
   };
   auto bindPersistent = [&](const std::vector<Binding>& bindings, std::vector<at::Tensor>& arena,
                             const char* what) -> Status {

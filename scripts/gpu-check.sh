@@ -41,7 +41,7 @@ rm -rf "$prefix"
 mkdir -p "$prefix"
 for deb in "$prepared"/debs/*.deb; do dpkg -x "$deb" "$prefix"; done
 # Gloo's headers: torch's own when its wheel ships them, else Debian's (used only to compile).
-gloo_inc=""
+gloo_inc="-DGRADC_GLOO_INCLUDE_DIR=$torch_dir/include"
 [ -f "$torch_dir/include/gloo/config.h" ] || gloo_inc="-DGRADC_GLOO_INCLUDE_DIR=$prefix/usr/include"
 export LD_LIBRARY_PATH="$NCCL_HOME/lib:$torch_dir/lib:$prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 

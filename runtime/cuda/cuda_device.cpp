@@ -2,6 +2,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -92,6 +93,7 @@ class CudaDevice final : public Device {
     }
     if (!x.is_contiguous() || !y.is_contiguous() || x.numel() != y.numel())
       return Error{"dropout on " + name() + ": operand and result must be contiguous and of one size"};
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(index_));
     const PhiloxKey key = philoxKey(rng);
     l.x = x.data_ptr();
     l.y = y.data_ptr();
@@ -135,6 +137,9 @@ Expected<const Device*> cudaDevice(int index) {
     at::globalContext().setAllowTF32CuBLAS(false);
     at::globalContext().setAllowTF32CuDNN(false);
     slot = std::make_unique<CudaDevice>(index);
+    // ATen initialises its CUDA state (the caching allocator included) on the first CUDA tensor;
+    // the arena's views do not allocate, so one empty tensor does it before anything is read.
+    (void)at::empty({0}, slot->options(ir::DType::f32));
   }
   return slot.get();
 }

@@ -56,6 +56,7 @@ class NcclTensorCommunicator final : public Communicator {
   std::chrono::milliseconds timeout() const override { return nccl_->timeout(); }
 
   Expected<std::unique_ptr<PendingCollective>> startAllReduceSum(at::Tensor buffer, std::string what) override {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
     Expected<NcclDType> type = check(buffer, what);
     if (!type) return type.error();
     if (Status s = commAfterCompute(what); !s) return Error{s.message()};
@@ -66,6 +67,7 @@ class NcclTensorCommunicator final : public Communicator {
   }
 
   Expected<std::unique_ptr<PendingCollective>> startReduceScatterSum(at::Tensor buffer, std::string what) override {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
     Expected<NcclDType> type = check(buffer, what);
     if (!type) return type.error();
     if (buffer.dim() == 0 || buffer.size(0) % worldSize() != 0)
@@ -79,13 +81,15 @@ class NcclTensorCommunicator final : public Communicator {
   }
 
   Status allGather(const at::Tensor& input, at::Tensor output, std::string what) override {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
     at::Tensor in = onDevice(input), out = onDevice(output);
     Expected<NcclDType> type = check(in, what);
     if (!type) return type.error();
     if (out.numel() != in.numel() * worldSize())
       return argumentError(rank(), what, "the output does not hold world size times the input");
+    if (Status s = commAfterCompute(what); !s) return s;
     if (Status s = nccl_->allGather(in.data_ptr(), out.data_ptr(), static_cast<std::size_t>(in.numel()), *type,
-                                    stream(), what);
+                                    commStream_, what);
         !s)
       return s;
     if (!out.is_same(output)) output.copy_(out);
@@ -108,16 +112,23 @@ class NcclTensorCommunicator final : public Communicator {
   }
 
   Status broadcast(at::Tensor tensor, int root, std::string what) override {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
     at::Tensor t = onDevice(tensor);
     Expected<NcclDType> type = check(t, what);
     if (!type) return type.error();
-    if (Status s = nccl_->broadcast(t.data_ptr(), static_cast<std::size_t>(t.numel()), *type, root, stream(), what); !s)
+    if (Status s = commAfterCompute(what); !s) return s;
+    if (Status s = nccl_->broadcast(t.data_ptr(), static_cast<std::size_t>(t.numel()), *type, root, commStream_, what);
+        !s)
       return s;
     if (!t.is_same(tensor)) tensor.copy_(t);
     return {};
   }
 
-  Status barrier(std::string what) override { return nccl_->barrier(stream(), what); }
+  Status barrier(std::string what) override {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+    if (Status s = commAfterCompute(what); !s) return s;
+    return nccl_->barrier(commStream_, what);
+  }
 
  private:
   cudaStream_t stream() const { return at::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream(); }

@@ -14,7 +14,8 @@
 // the rank, the collective and the step, as on Gloo); kernels queued after wait() returns see
 // its result. A bucket is an arena buffer whose planned interval ends only after its wait, so
 // nothing overwrites it while the communication stream reads it. The blocking collectives run
-// on the compute stream.
+// on the same stream (one communicator's collectives in one order on every rank), the host
+// waiting for each. A started collective must be waited for before the communicator goes.
 //
 // Buffers on the host (the trainer's checksums and data-file digests) are staged through the
 // device and copied back. gather is an all_gather whose result only the root keeps; scatter is a
