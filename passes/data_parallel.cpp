@@ -124,7 +124,7 @@ Expected<ir::Graph> partitionForward(const ir::Graph& forward, const DataParalle
   if (!forward.findOutput("loss")) return Error{"data parallelism: the graph has no output named 'loss'"};
   auto local = rebatchForward(forward, *batch, o.world, "data parallelism");
   if (!local) return local.error();
-  if (o.world == 1) return std::move(*local);
+  if (!o.communicates()) return std::move(*local);
   placeRandomStreams(forward, *local, o);
   Status placed = o.placement == LossPlacement::Gather ? placeLossGather(forward, *local, o) : placeLossLocal(*local, o);
   if (!placed) return Error{placed.message()};
@@ -132,7 +132,7 @@ Expected<ir::Graph> partitionForward(const ir::Graph& forward, const DataParalle
 }
 
 Status insertCollectives(ir::Graph& g, const DataParallelOptions& o) {
-  if (o.world == 1) return {};
+  if (!o.communicates()) return {};
   if (o.bucketBytes <= 0 || o.firstBucketBytes <= 0) return Error{"data parallelism: bucket sizes must be positive"};
   std::int64_t seq = 0;
   for (const auto& n : g.nodes())

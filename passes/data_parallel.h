@@ -73,6 +73,12 @@ struct DataParallelOptions {
   // ZeRO stage (passes/shard_state.h): 0 replicated, 1 optimizer state sharded, 2 gradients
   // too; -1: auto, chosen with the budget (passes/micro_batch.h, chooseTrainingPlan).
   int shard = 0;
+  // A world of one partitions and communicates anyway, as DDP does with one process: its
+  // collectives are identities, and the communication path runs end to end on one device.
+  bool oneRankCollectives = false;
+
+  // Whether the step has collectives: several ranks, or one by request.
+  bool communicates() const { return world > 1 || oneRankCollectives; }
 };
 
 Expected<ir::Graph> partitionForward(const ir::Graph& forward, const DataParallelOptions& options);

@@ -254,7 +254,7 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
   if (options.microBatches < 0)
     return Error{"the number of micro-batches must be positive (or 0 for auto), got " + std::to_string(options.microBatches)};
   std::vector<int> ks;
-  const bool gathered = options.dataParallel && options.dataParallel->world > 1 &&
+  const bool gathered = options.dataParallel && options.dataParallel->communicates() &&
                         options.dataParallel->placement == LossPlacement::Gather;
   if (gathered && options.microBatches > 1)
     return Error{"--loss-placement gather (the DataParallel baseline) runs whole batches; it does not combine with "

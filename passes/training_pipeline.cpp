@@ -39,7 +39,7 @@ Expected<bool> MemoryPlanPass::run(ir::Graph& graph) {
 
 Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward, const TrainingPlanOptions& options,
                                                        const PassManagerOptions& pmOptions) {
-  const bool parallel = options.dataParallel && options.dataParallel->world > 1;
+  const bool parallel = options.dataParallel && options.dataParallel->communicates();
   // 1. The search, on the rank's shard.
   std::optional<ir::Graph> shard;
   if (parallel) {

@@ -105,6 +105,7 @@ sys.exit(0 if ok else 1)
 PY
 }
 log "budgets: gpt-mini at 120 MiB and 80 MiB on cuda"
+train mini-none-ref-cuda gpt-mini cuda 6 || fail "gpt-mini, 6 steps on cuda"
 for budget in 120 80; do
   name=mini-${budget}MiB-cuda
   ref=mini-${budget}MiB-ref-cuda  # no remat, the same loss
@@ -118,6 +119,16 @@ for budget in 120 80; do
     fail "budget $budget MiB: the run failed: $(tail -2 "$results/$name.log" | tr '\n' ' ')"
   fi
 done
+
+# ---- NCCL: a world of one rank through the whole collective path ----------------------------------
+log "NCCL: gpt-mini as a world of one with collectives, against one device without"
+if train mini-nccl1-cuda gpt-mini-collectives cuda 6; then
+  compare "$results/mini-none-ref-cuda.json" "$results/mini-nccl1-cuda.json" "$work/ck-mini-none-ref-cuda" \
+    "$work/ck-mini-nccl1-cuda" --rtol 0 >"$results/nccl1.txt" 2>&1 && same=true || { same=false; fail "NCCL world of one != one device"; }
+  record "{\"check\": \"nccl_world_of_one\", \"bit_identical_to_one_device\": $same}"
+else
+  fail "NCCL world of one: $(tail -3 "$results/mini-nccl1-cuda.log" | tr '\n' ' ')"
+fi
 
 # ---- the seed's language model at its planned peak -----------------------------------------------
 log "lm-seed on cuda"

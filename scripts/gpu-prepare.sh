@@ -7,6 +7,7 @@
 #                    machine builds and links only the runtime:
 #                      gpt-mini, gpt-mini-{120,80}MiB[-ref]        parity; budgets, each with
 #                                                                   its no-remat reference;
+#                      gpt-mini-collectives                         a world of one over NCCL;
 #                      lm-seed                                      the seed's language model;
 #                      gpt2-bN                                      GPT-2 small (vocab 50304, seq
 #                                                                   1024) at batch N, --budget 40GiB,
@@ -42,6 +43,7 @@ for budget in 120MiB 80MiB; do
   chunks=$(sed -n 's/.*fused loss in \([0-9]*\) chunk.*/\1/p' "$out/artifacts/gpt-mini-$budget.log")
   compile "gpt-mini-$budget-ref" "$src/models/gpt-mini.yaml" --loss-chunks "${chunks:-off}"
 done
+compile gpt-mini-collectives "$src/models/gpt-mini.yaml" --one-rank-collectives  # NCCL, a world of one
 compile lm-seed "$src/models/lm-seed.yaml"
 
 gpt2=(--set vocab=50304 --set seq=1024)

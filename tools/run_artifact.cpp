@@ -176,7 +176,11 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   }
   // The device, decided before anything is allocated: a launcher decides for all its workers
   // (each then takes GPU LOCAL_RANK), a worker or a single process for itself.
-  const bool launching = !*env && world > 1;
+  // A step with collectives needs a communicator, even for a world of one (--one-rank-collectives):
+  // a launcher then hosts the rendezvous for its one worker.
+  bool collectives = false;
+  for (const auto& n : program->graph.nodes()) collectives |= n->op().issuesCollective;
+  const bool launching = !*env && (world > 1 || collectives);
   const int localRank = *env ? (*env)->localRank : 0;
   Expected<bool> cuda = runsOnCuda(o, launching ? world : localRank + 1);
   if (!cuda) {
@@ -251,7 +255,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   at::set_num_threads(manifest->kernelThreads);
 
   std::unique_ptr<runtime::Communicator> comm;
-  if (world > 1) {
+  if (world > 1 || collectives) {
     Expected<std::unique_ptr<runtime::Communicator>> c =
 #if defined(GRADC_WITH_CUDA_DEVICE)
         onCuda ? runtime::createNcclCommunicator(**env, localRank, timeout) :

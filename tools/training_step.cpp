@@ -102,12 +102,16 @@ void ParallelFlags::addTo(CLI::App& cmd) {
   cmd.add_option("--bucket-mib", bucketMiB, "Gradient all-reduce bucket size in MiB (the first bucket: 1 MiB)")
       ->check(numberIn(1.0 / 1024, 1 << 20, /*closedHigh=*/true))
       ->capture_default_str();
+  cmd.add_flag("--one-rank-collectives", oneRankCollectives,
+               "With --devices 1: partition and all-reduce anyway, as DDP does with one process (the collectives "
+               "are identities), so one device runs the communication path end to end");
 }
 
 Expected<passes::DataParallelOptions> ParallelFlags::forRank(int rank) const {
   passes::DataParallelOptions o;
   o.world = devices;
   o.rank = rank;
+  o.oneRankCollectives = oneRankCollectives;
   Expected<passes::LossPlacement> placement = passes::parseLossPlacement(lossPlacement);
   if (!placement) return placement.error();
   o.placement = *placement;
@@ -181,7 +185,7 @@ std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const pa
                                     std::string(passes::lossPlacementName(parallel.placement)) + "): "
                               : "";
   passes::TrainingPlanOptions options = planOptions;
-  if (parallel.world > 1) {
+  if (parallel.communicates()) {
     // A batch that does not split over the ranks is the user's --devices (the pipeline's
     // partition pass would say the same, without naming the flag).
     if (Expected<ir::Graph> p = passes::partitionForward(forward, parallel); !p) {

@@ -37,6 +37,7 @@ struct ParallelFlags {
   double bucketMiB = 25;      // as PyTorch DDP's bucket_cap_mb
   double firstBucketMiB = 1;  // the first bucket, small so that communication starts early
   std::string shard = "auto";  // ZeRO stage: 0, 1, 2, or auto (chosen with --budget; 0 without)
+  bool oneRankCollectives = false;  // --one-rank-collectives (passes/data_parallel.h)
 
   void addTo(CLI::App& cmd);
   // The pass options of one rank; an Error for bad flag values.

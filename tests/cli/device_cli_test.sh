@@ -2,7 +2,8 @@
 # `--device cpu|cuda|auto`: on a build without CUDA support (a CPU-only LibTorch, as in CI) or a
 # machine without a GPU, `--device cuda` is a one-line error and exit 2 -- from a spec, from an
 # artifact, from gradc-run, from a local multi-rank launch -- and `auto` trains on the CPU with
-# the losses of `--device cpu`. An unknown device is a flag error. (The GPU side is
+# the losses of `--device cpu`. A world of one with collectives (--one-rank-collectives) trains
+# as one device does. An unknown device is a flag error. (The GPU side is
 # tests/cuda/, run by scripts/gpu-check.sh.)
 # usage: device_cli_test.sh PATH/TO/gradc SOURCE_DIR CUDA_BUILT(ON|OFF)
 source "$(dirname "$0")/lib.sh" "$@"
@@ -46,6 +47,15 @@ for device in cpu auto; do
 done
 compare "$work/cpu.json" "$work/auto.json" "$work/cpu" "$work/auto" --rtol 0 && ok || bad "--device auto != --device cpu"
 grep -q "^device:" "$work/auto.err" && bad "--device auto on the CPU printed a device line" || ok
+
+# A world of one that communicates anyway (the path NCCL takes on a single GPU): collectives in
+# the artifact, a rendezvous, and the losses and weights of the run without them, bit for bit.
+"$gradc" compile "$src/models/mlp.yaml" --one-rank-collectives -o "$work/C" 2>/dev/null \
+  && grep -q "all_reduce_start" "$work/C/step.gir" && ok || bad "--one-rank-collectives: no collectives in the artifact"
+timeout 300 "$gradc" train "$work/C" --synthetic --steps 3 --save "$work/coll" --metrics-out "$work/coll.json" \
+  >/dev/null 2>"$work/coll.err" && ok || bad "--one-rank-collectives run: $(tail -3 "$work/coll.err")"
+compare "$work/cpu.json" "$work/coll.json" "$work/cpu" "$work/coll" --rtol 0 && ok \
+  || bad "--one-rank-collectives != one device without collectives"
 
 "$gradc" train "$src/models/mlp.yaml" --synthetic --steps 1 --device tpu >/dev/null 2>"$work/tpu.err"
 code=$?
