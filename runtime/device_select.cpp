@@ -13,14 +13,6 @@ Expected<DeviceChoice> parseDeviceChoice(std::string_view text) {
   return Error{"unknown device '" + std::string(text) + "': use cpu, cuda or auto"};
 }
 
-bool cudaSupportBuilt() {
-#if defined(GRADC_WITH_CUDA_DEVICE)
-  return true;
-#else
-  return false;
-#endif
-}
-
 Expected<bool> resolvesToCuda(DeviceChoice choice, int localRanks) {
   if (choice == DeviceChoice::cpu) return false;
 #if defined(GRADC_WITH_CUDA_DEVICE)

@@ -20,9 +20,6 @@ enum class DeviceChoice { cpu, cuda, automatic };
 // "cpu", "cuda", "auto"; anything else is an Error listing them.
 Expected<DeviceChoice> parseDeviceChoice(std::string_view text);
 
-// True when this build runs on CUDA GPUs (it was built against a CUDA LibTorch).
-bool cudaSupportBuilt();
-
 // Whether `choice` puts local ranks [0, localRanks) on GPUs, without touching a GPU (a launcher
 // decides for its workers this way); an Error when cuda is asked for and cannot be had.
 Expected<bool> resolvesToCuda(DeviceChoice choice, int localRanks);

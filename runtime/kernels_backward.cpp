@@ -112,10 +112,9 @@ Results layerNormBackwardKernel(const KernelArgs& a) {
     gb.zero_();
     return {gx, gw, gb};
   }
-  // ATen's CUDA kernel reads f16/bf16 statistics as f32 (see layer_norm's forward kernel).
-  const bool reduced = !x.is_cpu() && (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16);
-  const at::Tensor mean = reduced ? a.operands[2].to(at::kFloat) : a.operands[2].contiguous();
-  const at::Tensor rstd = reduced ? a.operands[3].to(at::kFloat) : a.operands[3].contiguous();
+  const bool widened = statisticsWidenedOnDevice(x);
+  const at::Tensor mean = widened ? a.operands[2].to(at::kFloat) : a.operands[2].contiguous();
+  const at::Tensor rstd = widened ? a.operands[3].to(at::kFloat) : a.operands[3].contiguous();
   at::native::LayerNormBackwardKernel(x.device().type(), dy, x, mean, rstd, a.operands[4].contiguous(), rows, d, &gx, &gw,
                                       &gb);
   return {gx, gw, gb};

@@ -55,29 +55,23 @@ Results conv2d(const KernelArgs& a) {
   return {y};
 }
 
-// The input's gradient needs the input only for its shape: the result buffer stands in.
-Results conv2dInputGrad(const KernelArgs& a) {
+// One gradient of a convolution with ATen's backward, into `out`: the input's (`weightGrad`
+// false) or the weight's. The operand whose gradient is computed is needed only for its shape,
+// so the result buffer, which has that shape, stands in for it.
+Results convolutionGradient(const KernelArgs& a, bool weightGrad) {
   const at::Tensor& gy = a.operands[0];
-  const at::Tensor& w = a.operands[1];
+  at::Tensor out = resultBuffer(a);
+  const at::Tensor& x = weightGrad ? a.operands[1] : out;
+  const at::Tensor& w = weightGrad ? out : a.operands[1];
   const Window win = windowOf(a.node, w.sizes());
-  at::Tensor gx = resultBuffer(a);
-  auto grads = at::convolution_backward(gy, gx, w, c10::nullopt, win.stride, win.padding, win.dilation, false, {0, 0},
-                                        win.groups, {true, false, false});
-  gx.copy_(std::get<0>(grads));
-  return {gx};
+  auto grads = at::convolution_backward(gy, x, w, c10::nullopt, win.stride, win.padding, win.dilation, false, {0, 0},
+                                        win.groups, {!weightGrad, weightGrad, false});
+  out.copy_(weightGrad ? std::get<1>(grads) : std::get<0>(grads));
+  return {out};
 }
 
-// The weight's gradient needs the weight only for its shape: the result buffer stands in.
-Results conv2dWeightGrad(const KernelArgs& a) {
-  const at::Tensor& gy = a.operands[0];
-  const at::Tensor& x = a.operands[1];
-  at::Tensor gw = resultBuffer(a);
-  const Window win = windowOf(a.node, gw.sizes());
-  auto grads = at::convolution_backward(gy, x, gw, c10::nullopt, win.stride, win.padding, win.dilation, false, {0, 0},
-                                        win.groups, {false, true, false});
-  gw.copy_(std::get<1>(grads));
-  return {gw};
-}
+Results conv2dInputGrad(const KernelArgs& a) { return convolutionGradient(a, /*weightGrad=*/false); }
+Results conv2dWeightGrad(const KernelArgs& a) { return convolutionGradient(a, /*weightGrad=*/true); }
 
 // Results: y, mean, invstd, and the unbiased variance (for the running statistics).
 Results batchNorm(const KernelArgs& a) {

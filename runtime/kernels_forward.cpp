@@ -199,19 +199,16 @@ Results layerNormKernel(const KernelArgs& a) {
   const std::int64_t rows = d == 0 ? 0 : x.numel() / d;
   at::Tensor y = resultBuffer(a, 0), mean = resultBuffer(a, 1), rstd = resultBuffer(a, 2);
   if (rows == 0) return {y, mean, rstd};
-  // ATen's CUDA kernel keeps f16/bf16 statistics in f32: computed there, then rounded into the
-  // results (the IR's statistics have the data's type, as the CPU kernel writes them).
-  if (!x.is_cpu() && (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16)) {
-    at::Tensor mean32 = at::empty(mean.sizes(), mean.options().dtype(at::kFloat));
-    at::Tensor rstd32 = at::empty(rstd.sizes(), rstd.options().dtype(at::kFloat));
-    at::native::LayerNormKernel(x.device().type(), x, a.operands[1].contiguous(), a.operands[2].contiguous(), rows, d,
-                                floatAttr(a.node, "eps"), &y, &mean32, &rstd32);
-    mean.copy_(mean32);
-    rstd.copy_(rstd32);
-    return {y, mean, rstd};
-  }
+  // Statistics the device keeps in f32 are computed there, then rounded into the results.
+  const bool widened = statisticsWidenedOnDevice(x);
+  at::Tensor m = widened ? at::empty(mean.sizes(), mean.options().dtype(at::kFloat)) : mean;
+  at::Tensor r = widened ? at::empty(rstd.sizes(), rstd.options().dtype(at::kFloat)) : rstd;
   at::native::LayerNormKernel(x.device().type(), x, a.operands[1].contiguous(), a.operands[2].contiguous(), rows, d,
-                              floatAttr(a.node, "eps"), &y, &mean, &rstd);
+                              floatAttr(a.node, "eps"), &y, &m, &r);
+  if (widened) {
+    mean.copy_(m);
+    rstd.copy_(r);
+  }
   return {y, mean, rstd};
 }
 

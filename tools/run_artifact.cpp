@@ -174,14 +174,14 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     std::cerr << "gradc: error: " << program.error().message << "\n";
     return kExitUserError;
   }
-  // The device, decided before anything is allocated: a launcher decides for all its workers
-  // (each then takes GPU LOCAL_RANK), a worker or a single process for itself.
   // A step with collectives needs a communicator, even for a world of one (--one-rank-collectives):
   // a launcher then hosts the rendezvous for its one worker.
   bool collectives = false;
   for (const auto& n : program->graph.nodes()) collectives |= n->op().issuesCollective;
   const bool launching = !*env && (world > 1 || collectives);
   const int localRank = *env ? (*env)->localRank : 0;
+  // The device, decided before anything is allocated: a launcher decides for all its workers
+  // (each then takes GPU LOCAL_RANK), a worker or a single process for itself.
   Expected<bool> cuda = runsOnCuda(o, launching ? world : localRank + 1);
   if (!cuda) {
     std::cerr << "gradc: error: " << cuda.error().message << "\n";

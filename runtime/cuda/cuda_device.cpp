@@ -25,6 +25,13 @@ std::string bytesText(std::size_t bytes) {
   return std::to_string(bytes) + " bytes (" + std::to_string(bytes >> 20) + " MiB)";
 }
 
+// The caching allocator's allocated bytes on a device, aggregated over its pools
+// (StatType::AGGREGATE, index 0). `auto`: the Stat type's namespace moved in LibTorch 2.x; its
+// fields did not.
+auto allocatedBytes(int index) {
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index)).allocated_bytes[0];
+}
+
 class CudaDevice final : public Device {
  public:
   explicit CudaDevice(int index) : index_(index) {}
@@ -61,17 +68,8 @@ class CudaDevice final : public Device {
     return static_cast<std::int64_t>(free);
   }
 
-  // allocated_bytes[0] is the aggregate over the allocator's pools (StatType::AGGREGATE).
-  std::int64_t internalBytes() const override {
-    return c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index_))
-        .allocated_bytes[0]
-        .current;
-  }
-  std::int64_t internalPeakBytes() const override {
-    return c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index_))
-        .allocated_bytes[0]
-        .peak;
-  }
+  std::int64_t internalBytes() const override { return allocatedBytes(index_).current; }
+  std::int64_t internalPeakBytes() const override { return allocatedBytes(index_).peak; }
   void resetInternalPeak() const override {
     c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(index_));
   }

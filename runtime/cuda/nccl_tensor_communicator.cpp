@@ -46,7 +46,7 @@ class NcclTensorCommunicator final : public Communicator {
                          cudaStream_t commStream)
       : nccl_(std::move(nccl)), store_(std::move(store)), device_(device), commStream_(commStream) {}
   ~NcclTensorCommunicator() override {
-    nccl_.reset();  // waits for nothing more on the stream
+    nccl_.reset();  // the communicator first, then the stream it enqueued on
     if (commStream_) (void)cudaStreamDestroy(commStream_);
   }
 
