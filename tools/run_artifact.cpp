@@ -209,9 +209,10 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     }
     device = *d;
   }
-  // Element types the device cannot train are refused before anything runs.
+  // Element types the device cannot train are refused before anything runs (a launcher for GPU
+  // workers holds no GPU device: each worker checks on its own).
   for (const auto& p : program->graph.params())
-    if (Status s = device->canTrain(p->type().dtype); !s) {
+    if (Status s = onCuda && launching ? Status::success() : device->canTrain(p->type().dtype); !s) {
       std::cerr << "gradc: error: " << s.message() << " (parameter '" << p->name() << "' is "
                 << ir::toString(p->type()) << ")\n";
       return kExitUserError;
