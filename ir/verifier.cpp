@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -17,7 +18,9 @@ class Verifier {
   explicit Verifier(const Graph& g) : g_(g), defined_(g.valueIdBound(), nullptr), operandSlots_(g.valueIdBound(), 0) {}
 
   Status run() {
-    std::unordered_set<std::string> declared;
+    // Names are compared in place: the graph outlives the check.
+    std::unordered_set<std::string_view> declared;
+    declared.reserve(g_.inputs().size() + g_.params().size());
     for (auto span : {g_.inputs(), g_.params()})
       for (const auto& v : span) {
         if (v->name().empty()) return Error{"an input or parameter has no name"};
@@ -31,8 +34,10 @@ class Verifier {
       if (Status s = checkNode(*node); !s) return Error{"at '" + printNode(*node, names()) + "': " + s.message()};
       for (size_t i = 0; i < node->numResults(); ++i) define(node->result(i));
     }
-    std::unordered_set<std::string> outputNames;
+    std::unordered_set<std::string_view> outputNames;
     std::unordered_map<const Value*, int> outputRefs;
+    outputNames.reserve(g_.outputs().size());
+    outputRefs.reserve(g_.outputs().size());
     for (const GraphOutput& out : g_.outputs()) {
       if (!outputNames.insert(out.name).second) return Error{"output '" + out.name + "' is declared twice"};
       if (!defined(out.value)) return Error{"output '" + out.name + "' refers to a value not in the graph"};
