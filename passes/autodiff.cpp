@@ -1,8 +1,6 @@
 #include "passes/autodiff.h"
 
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -13,7 +11,9 @@ namespace gradc::passes {
 
 namespace {
 
-using ValueSet = std::unordered_set<const ir::Value*>;
+// A set of the forward graph's values, by value id (below the graph's valueIdBound() before
+// the backward is appended).
+using ValueSet = std::vector<char>;
 
 std::string quoted(const ir::Graph& graph, const ir::Node& node) {
   return "'" + ir::printNode(node, ir::ValueNames(graph)) + "'";
@@ -54,28 +54,29 @@ Status checkPreconditions(const ir::Graph& graph) {
 
 // Values that depend on a parameter (float values only: integers carry no gradient).
 ValueSet dependOnParams(const ir::Graph& graph, const std::vector<ir::Node*>& forward) {
-  ValueSet set;
+  ValueSet set(graph.valueIdBound(), 0);
   for (const auto& p : graph.params())
-    if (ir::isFloating(p->type().dtype) && ir::isLearned(*p)) set.insert(p.get());
+    if (ir::isFloating(p->type().dtype) && ir::isLearned(*p)) set[p->id()] = 1;
   for (const ir::Node* n : forward) {
     bool reached = false;
-    for (const ir::Value* v : n->operands()) reached = reached || set.count(v);
+    for (const ir::Value* v : n->operands()) reached = reached || set[v->id()];
     if (!reached) continue;
     for (size_t r = 0; r < n->numResults(); ++r)
-      if (ir::isFloating(n->result(r)->type().dtype)) set.insert(n->result(r));
+      if (ir::isFloating(n->result(r)->type().dtype)) set[n->result(r)->id()] = 1;
   }
   return set;
 }
 
 // Values the loss depends on.
-ValueSet lossDependsOn(const ir::Value* loss, const std::vector<ir::Node*>& forward) {
-  ValueSet set{loss};
+ValueSet lossDependsOn(const ir::Graph& graph, const ir::Value* loss, const std::vector<ir::Node*>& forward) {
+  ValueSet set(graph.valueIdBound(), 0);
+  set[loss->id()] = 1;
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
     const ir::Node* n = *it;
     bool reaches = false;
-    for (size_t r = 0; r < n->numResults() && !reaches; ++r) reaches = set.count(n->result(r)) > 0;
+    for (size_t r = 0; r < n->numResults() && !reaches; ++r) reaches = set[n->result(r)->id()];
     if (reaches)
-      for (const ir::Value* v : n->operands()) set.insert(v);
+      for (const ir::Value* v : n->operands()) set[v->id()] = 1;
   }
   return set;
 }
@@ -93,12 +94,13 @@ Expected<bool> Autodiff::run(ir::Graph& graph) {
 
   // 1. Relevance.
   const ValueSet fromParams = dependOnParams(graph, forward);
-  const ValueSet toLoss = lossDependsOn(loss, forward);
-  auto needsGrad = [&](const ir::Value* v) { return fromParams.count(v) && toLoss.count(v); };
+  const ValueSet toLoss = lossDependsOn(graph, loss, forward);
+  auto needsGrad = [&](const ir::Value* v) { return fromParams[v->id()] && toLoss[v->id()]; };
 
   graph.setInsertionPoint(nullptr);
-  // Gradient of each value so far (the running sum of the contributions found).
-  std::unordered_map<const ir::Value*, ir::Value*> grads;
+  // Gradient of each forward value so far (the running sum of the contributions found), by
+  // value id; nullptr where none has been found.
+  std::vector<ir::Value*> grads(graph.valueIdBound(), nullptr);
   const std::string lossSpec = loss->producer() ? loss->producer()->specName() : std::string("loss");
 
   // 2. Seed.
@@ -106,7 +108,7 @@ Expected<bool> Autodiff::run(ir::Graph& graph) {
   if (needsGrad(loss)) {
     Expected<ir::Value*> seed = fullOf(graph, loss->type(), 1.0, lossSpec);
     if (!seed) return seed.error();
-    grads[loss] = *seed;
+    grads[loss->id()] = *seed;
     changed = true;
   }
 
@@ -116,8 +118,8 @@ Expected<bool> Autodiff::run(ir::Graph& graph) {
     std::vector<ir::Value*> resultGrads(node.numResults(), nullptr);
     bool anyResultGrad = false;
     for (size_t r = 0; r < node.numResults(); ++r)
-      if (auto g = grads.find(node.result(r)); g != grads.end()) {
-        resultGrads[r] = g->second;
+      if (ir::Value* g = grads[node.result(r)->id()]) {
+        resultGrads[r] = g;
         anyResultGrad = true;
       }
     if (!anyResultGrad) continue;
@@ -150,23 +152,24 @@ Expected<bool> Autodiff::run(ir::Graph& graph) {
         return Error{"autodiff: internal error: the gradient rule of '" + std::string(node.opName()) +
                      "' gave operand " + std::to_string(i) + " a gradient of type " +
                      ir::toString(contribution->type()) + ", expected " + ir::toString(operand->type())};
-      auto [slot, first] = grads.try_emplace(operand, contribution);
-      if (first) continue;
-      Expected<ir::Value*> sum = emit1(graph, "add", {slot->second, contribution}, {}, node.specName());
+      ir::Value*& slot = grads[operand->id()];
+      if (!slot) {
+        slot = contribution;
+        continue;
+      }
+      Expected<ir::Value*> sum = emit1(graph, "add", {slot, contribution}, {}, node.specName());
       if (!sum) return sum.error();
-      slot->second = *sum;
+      slot = *sum;
     }
     // Every use of the results has been seen; their gradients are no longer needed.
-    for (size_t r = 0; r < node.numResults(); ++r) grads.erase(node.result(r));
+    for (size_t r = 0; r < node.numResults(); ++r) grads[node.result(r)->id()] = nullptr;
   }
 
   // 4. One output per learned parameter (running statistics have none).
   for (const auto& p : graph.params()) {
     if (!ir::isLearned(*p)) continue;
-    ir::Value* g = nullptr;
-    if (auto found = grads.find(p.get()); found != grads.end()) {
-      g = found->second;
-    } else {
+    ir::Value* g = grads[p->id()];
+    if (!g) {
       Expected<ir::Value*> zeros = fullOf(graph, p->type(), 0.0, p->name());
       if (!zeros) return zeros.error();
       g = *zeros;

@@ -371,21 +371,22 @@ void undoRewrite(ir::Graph& graph, const AppliedRewrite& applied) {
 ir::Graph cloneGraph(const ir::Graph& graph) {
   ir::Graph copy(graph.name());
   copy.attrs() = graph.attrs();
-  std::unordered_map<const ir::Value*, ir::Value*> map;
+  // The copy of each value, by the original's id.
+  std::vector<ir::Value*> map(graph.valueIdBound(), nullptr);
   for (const auto& in : graph.inputs()) {
     ir::Value* v = copy.addInput(in->name(), in->type());
     v->attrs() = in->attrs();
-    map.emplace(in.get(), v);
+    map[in->id()] = v;
   }
-  for (const auto& p : graph.params()) map.emplace(p.get(), copy.addParam(p->name(), p->type(), p->attrs()));
+  for (const auto& p : graph.params()) map[p->id()] = copy.addParam(p->name(), p->type(), p->attrs());
   std::vector<ir::Value*> operands;
   for (const auto& n : graph.nodes()) {
     operands.clear();
-    for (const ir::Value* v : n->operands()) operands.push_back(map.at(v));
+    for (const ir::Value* v : n->operands()) operands.push_back(map[v->id()]);
     ir::Node* c = copy.createUnchecked(n->op(), operands, n->attrs(), n->resultTypes(), n->phase(), n->specName());
-    for (size_t r = 0; r < n->numResults(); ++r) map.emplace(n->result(r), c->result(r));
+    for (size_t r = 0; r < n->numResults(); ++r) map[n->result(r)->id()] = c->result(r);
   }
-  for (const ir::GraphOutput& out : graph.outputs()) copy.setOutput(out.name, map.at(out.value));
+  for (const ir::GraphOutput& out : graph.outputs()) copy.setOutput(out.name, map[out.value->id()]);
   return copy;
 }
 
