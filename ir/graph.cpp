@@ -157,6 +157,8 @@ Expected<Node*> Graph::create(std::string_view opName, std::span<Value* const> o
 Node* Graph::createUnchecked(const OpInfo& op, std::span<Value* const> operands, AttrMap attrs,
                              std::vector<TensorType> resultTypes, Phase phase, std::string specName) {
   auto node = std::unique_ptr<Node>(new Node(&op, std::move(attrs), phase, std::move(specName)));
+  node->operands_.reserve(operands.size());  // one allocation each, sized exactly
+  node->results_.reserve(resultTypes.size());
   for (Value* v : operands) {
     v->uses_.push_back(Use{node.get(), static_cast<unsigned>(node->operands_.size())});
     node->operands_.push_back(v);

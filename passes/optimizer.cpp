@@ -113,23 +113,28 @@ Expected<bool> OptimizerPass::run(ir::Graph& graph) {
   }
   graph.setOutput("lr", lrValue);
 
-  // One update per parameter.
+  // One update per parameter. The attributes every update and every state tensor share are
+  // built once and copied.
   const double weightDecay = o.resolvedWeightDecay();
+  const ir::AttrMap updateAttrs =
+      sgd ? ir::AttrMap{{"momentum", o.momentum}, {"weight_decay", weightDecay}}
+          : ir::AttrMap{{"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", weightDecay}};
+  const ir::AttrMap stateAttrs{{"init", std::string("zeros")}, {"role", std::string("opt_state")}};
+  std::vector<ir::Value*> state;
   for (size_t i = 0; i < params.size(); ++i) {
     ir::Value* p = params[i];
-    std::vector<ir::Value*> state;
-    for (const std::string& prefix : statePrefixes)
-      state.push_back(graph.addParam(prefix + p->name(), p->type(),
-                                     {{"init", std::string("zeros")},
-                                      {"role", std::string("opt_state")},
-                                      {"of", p->name()}}));
+    state.clear();
+    for (const std::string& prefix : statePrefixes) {
+      ir::AttrMap attrs = stateAttrs;
+      attrs.emplace("of", p->name());
+      state.push_back(graph.addParam(prefix + p->name(), p->type(), std::move(attrs)));
+    }
     Expected<ir::Node*> update =
         sgd ? emit(graph, "sgd_step",
                    state.empty() ? std::vector<ir::Value*>{p, grads[i], lrValue, scale}
                                  : std::vector<ir::Value*>{p, grads[i], lrValue, scale, state[0]},
-                   {{"momentum", o.momentum}, {"weight_decay", weightDecay}})
-            : emit(graph, "adamw_step", {p, grads[i], state[0], state[1], lrValue, step, scale},
-                   {{"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", weightDecay}});
+                   updateAttrs)
+            : emit(graph, "adamw_step", {p, grads[i], state[0], state[1], lrValue, step, scale}, updateAttrs);
     if (!update) return update.error();
   }
 
