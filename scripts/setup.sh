@@ -3,7 +3,9 @@
 # Idempotent: packages already present are skipped, and when nothing is missing the script
 # prints nothing and touches nothing (no apt-get update, no network).
 #   scripts/setup.sh                    what building and testing need
-#   scripts/setup.sh --with-ilp-solver  also CBC (coinor-cbc), for bench/remat_ilp.py only
+#   scripts/setup.sh --with-ilp-solver  also the MILP solvers of bench/remat_ilp.py only: CBC
+#                                       (coinor-cbc) and HiGHS (the npm package `highs`, HiGHS
+#                                       compiled to WebAssembly, into bench/.highs; needs npm)
 set -euo pipefail
 
 packages=(
@@ -12,9 +14,10 @@ packages=(
   libtorch-dev libgloo-dev libgoogle-glog-dev libopenblas0-openmp libsleef3 llvm-16-dev
   python3-torch procps
 )
+highs=0
 for arg in "$@"; do
   case "$arg" in
-    --with-ilp-solver) packages+=(coinor-cbc) ;;
+    --with-ilp-solver) packages+=(coinor-cbc nodejs); highs=1 ;;
     *) echo "setup: unknown option $arg (known: --with-ilp-solver)" >&2; exit 2 ;;
   esac
 done
@@ -24,7 +27,19 @@ for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
   [[ "$status" == "install ok installed" ]] || missing+=("$p")
 done
-[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+install_highs() {
+  local dir
+  dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/bench/.highs"
+  [[ $highs -eq 1 && ! -f "$dir/node_modules/highs/package.json" ]] || return 0
+  command -v npm >/dev/null || { echo "setup: npm is needed to install HiGHS into $dir" >&2; exit 1; }
+  echo "setup: installing HiGHS (npm package highs) into $dir"
+  npm install --prefix "$dir" --no-audit --no-fund highs@1.15.3 >/dev/null
+}
+if [[ ${#missing[@]} -eq 0 ]]; then
+  install_highs
+  exit 0
+fi
 
 sudo=""
 [[ $(id -u) -eq 0 ]] || sudo="sudo"
@@ -32,4 +47,5 @@ echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_highs
 echo "setup: done"
