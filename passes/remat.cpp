@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -250,10 +251,20 @@ std::optional<Entry> firstFit(Chooser& chooser, const std::vector<Entry>& order,
 // reach a smaller one). Proposals are scheduled in order of their lower bounds, and the search
 // stops at the first bound no smaller than the best peak found: none after it can beat it.
 // Ties keep the earliest entry in selection order.
+// A proposal whose lower bound is below every program-order peak measured so far is scheduled
+// while its step graph is built for the bounds, instead of building it a second time below:
+// such a proposal can still be the smallest, and the search usually schedules it.
 std::optional<Entry> smallestPeak(Chooser& chooser, const std::vector<Entry>& order) {
   std::vector<size_t> byBound;
   for (size_t i = 0; i < order.size(); ++i)
     if (chooser.isFinest(order[i])) byBound.push_back(i);
+  std::int64_t leastProgramOrder = std::numeric_limits<std::int64_t>::max();
+  for (size_t i : byBound) {
+    const PeakFacts& f = chooser.measure(order[i], [&](const PeakFacts& facts) {
+      return facts.lowerBound <= std::min(leastProgramOrder, facts.programOrder);
+    });
+    leastProgramOrder = std::min(leastProgramOrder, f.programOrder);
+  }
   std::stable_sort(byBound.begin(), byBound.end(), [&](size_t a, size_t b) {
     return chooser.bounds(order[a]).lowerBound < chooser.bounds(order[b]).lowerBound;
   });
