@@ -293,6 +293,48 @@ Expected<Analysis> analyze(ir::Graph& graph) {
       chain::Stage& m = ep.selectiveModel[g];
       m.storedBytes = std::max(m.boundaryBytes, m.storedBytes - dropped);
     }
+    // Free recompute: cheap values whose operands the backward holds anyway, in program order
+    // so an operand's membership is known before its readers'. Only on graphs small enough for
+    // its proposals (remat_strategies.cpp: freePays).
+    const bool withFree = a.numNodes <= kExhaustiveMaxNodes;
+    if (withFree) {
+      NodeSet inEpisode(fwd.begin(), fwd.end());
+      auto heldAnyway = [&](const ir::Value* u) {
+        if (u->kind() != ir::ValueKind::Result || pinned.count(u)) return true;
+        if (!inEpisode.count(u->producer())) return false;
+        for (const ir::Use& use : u->uses())
+          if (!isForward(*use.user)) return true;
+        return false;
+      };
+      for (const ir::Node* n : fwd) {
+        if (!cheap(*n, a.flops.at(n))) continue;
+        std::int64_t elements = 0;
+        for (size_t r = 0; r < n->numResults(); ++r) elements += n->result(r)->type().numel();
+        const std::int64_t flops = a.flops.at(n);
+        std::int64_t tier = (flops + std::max<std::int64_t>(elements, 1) - 1) / std::max<std::int64_t>(elements, 1);
+        bool free = true;
+        for (const ir::Value* u : n->operands()) {
+          if (heldAnyway(u)) continue;
+          auto it = ep.freeDrop.find(u);
+          if (it == ep.freeDrop.end()) {
+            free = false;
+            break;
+          }
+          tier = std::max(tier, it->second);
+        }
+        if (!free) continue;
+        for (size_t r = 0; r < n->numResults(); ++r)
+          if (!pinned.count(n->result(r))) ep.freeDrop.emplace(n->result(r), tier);
+      }
+    }
+    if (withFree) ep.freeModel = ep.model;
+    for (size_t g = 0; g < ep.freeModel.size(); ++g) {
+      std::int64_t dropped = 0;
+      for (const ir::Value* v : ep.stages[g].stored)
+        if (storage(v) == v && ep.freeDrop.count(v)) dropped += v->type().bytes();
+      chain::Stage& m = ep.freeModel[g];
+      m.storedBytes = std::max(m.boundaryBytes, m.storedBytes - dropped);
+    }
     for (GraphStage& g : ep.stages) {
       g.boundaryNodes = closure(g.nodes, g.boundary);
       g.storedNodes = closure(g.nodes, g.stored);
@@ -335,6 +377,11 @@ Expected<Analysis> analyze(ir::Graph& graph) {
         for (size_t r = 0; r < n->numResults(); ++r)
           if (!pinned.count(n->result(r)))
             a.values.add(n->result(r), static_cast<int>(e), static_cast<int>(s));
+    for (int p = 0; p < ep.prefixNodes; ++p) {
+      const ir::Node* n = fwd[static_cast<size_t>(p)];
+      for (size_t r = 0; r < n->numResults(); ++r)
+        if (ep.freeDrop.count(n->result(r))) a.values.add(n->result(r), static_cast<int>(e), -1);
+    }
 
     // Backward uses of stage values, labelled with their stage.
     ValueSet boundaries;
@@ -344,20 +391,34 @@ Expected<Analysis> analyze(ir::Graph& graph) {
     for (size_t p = ep.forwardEnd; p < ep.end; ++p) {
       ir::Node* n = nodes[p].get();
       BackwardUse use{n, p, -1, {}};
+      std::vector<unsigned> prefixOperands;  // prefix values in freeDrop (freeUses only)
       int lo = 0, hi = lastStage, latest = -1;  // the stages the operands allow
       for (unsigned i = 0; i < n->numOperands(); ++i) {
         const ValueInfo* info = a.values.find(n->operand(i));
         if (!info || info->episode != static_cast<int>(e)) continue;
         const int s = info->stage;
+        if (s < 0) {
+          prefixOperands.push_back(i);
+          continue;
+        }
         use.operands.push_back(i);
         latest = std::max(latest, s);
         lo = std::max(lo, s);
         hi = std::min(hi, boundaries.count(n->operand(i)) ? s + 1 : s);
       }
-      if (use.operands.empty()) continue;
+      if (use.operands.empty()) {
+        if (!prefixOperands.empty()) ep.freeUses.push_back(BackwardUse{n, p, current, std::move(prefixOperands)});
+        continue;
+      }
       use.label = lo <= hi && lo <= current ? std::min(hi, current) : latest;
       current = std::min(current, use.label);
-      ep.uses.push_back(std::move(use));
+      ep.uses.push_back(use);
+      if (!withFree) continue;
+      if (!prefixOperands.empty()) {
+        use.operands.insert(use.operands.end(), prefixOperands.begin(), prefixOperands.end());
+        std::sort(use.operands.begin(), use.operands.end());
+      }
+      ep.freeUses.push_back(std::move(use));
     }
 
     // Gradient bytes per stage: results of the nodes of a stage's backward window that

@@ -46,18 +46,24 @@ class Planner {
 
   void run(int episode, const EpisodePlan& p) {
     const Episode& ep = a_.episodes[static_cast<size_t>(episode)];
-    if (p.kind == EpisodePlan::Kind::Keep || ep.uses.empty()) return;
+    const bool free = p.kind == EpisodePlan::Kind::Free || (p.kind == EpisodePlan::Kind::Schedule && p.freeInside);
+    const std::vector<BackwardUse>& uses = free ? ep.freeUses : ep.uses;
+    if (p.kind == EpisodePlan::Kind::Keep || uses.empty()) return;
     episode_ = episode;
     ep_ = &ep;
-    selective_ = p.kind == EpisodePlan::Kind::Selective;
-    selectiveInside_ = p.kind == EpisodePlan::Kind::Schedule && p.selectiveInside;
+    // Selective and Free recompute on demand only, the values of one set.
+    selective_ = p.kind == EpisodePlan::Kind::Selective || p.kind == EpisodePlan::Kind::Free;
+    const bool inside = p.kind == EpisodePlan::Kind::Schedule && (p.selectiveInside || p.freeInside);
+    freeTier_ = free ? p.freeTier : -1;
+    selectiveInside_ = inside;
+    freePrefix_ = free;
     transient_.assign(ep.stages.size(), false);
     keptStage_.assign(ep.stages.size(), false);
     clearCache();
     ops_ = selective_ ? nullptr : &p.schedule;
     op_ = 0;
     if (ops_) firstPass();
-    for (const BackwardUse& use : ep.uses) {
+    for (const BackwardUse& use : uses) {
       before_ = use.position;
       if (ops_) advance(use.label);
       for (unsigned i : use.operands) {
@@ -138,14 +144,18 @@ class Planner {
     const bool all = op.kind == chain::OpKind::ForwardAll;
     ++stamp_;  // this forward's own results: local_[id] where localStamp_[id] == stamp_
     for (const ir::Node* n : all ? st.storedNodes : st.boundaryNodes) {
-      const auto first = static_cast<std::uint32_t>(plan_.operands.size());
+      // Resolved before any is appended: resolving may recompute on demand (a dropped prefix
+      // value), and those clones append their own operands.
+      sources_.clear();
       for (const ir::Value* u : n->operands()) {
         const ValueInfo* it = a_.values.find(u);
         if (it && localStamp_[static_cast<size_t>(it->id)] == stamp_)
-          plan_.operands.push_back(local_[static_cast<size_t>(it->id)]);
+          sources_.push_back(local_[static_cast<size_t>(it->id)]);
         else
-          plan_.operands.push_back(resolve(u));
+          sources_.push_back(resolve(u));
       }
+      const auto first = static_cast<std::uint32_t>(plan_.operands.size());
+      plan_.operands.insert(plan_.operands.end(), sources_.begin(), sources_.end());
       const int id = emit(n, first);
       for (unsigned r = 0; r < n->numResults(); ++r)
         if (const ValueInfo* it = a_.values.find(n->result(r))) {
@@ -177,24 +187,35 @@ class Planner {
     return static_cast<int>(plan_.clones.size()) - 1;
   }
 
+  // Whether the plan recomputes the cheap value v (selective, selective or free inside stored
+  // stages, free) instead of keeping it.
+  bool dropped(const ir::Value* v) const {
+    if (freeTier_ < 0) return ep_->selectiveDrop.count(v) > 0;
+    auto it = ep_->freeDrop.find(v);
+    return it != ep_->freeDrop.end() && it->second <= freeTier_;
+  }
+
   // The copy of v that readers should use now, or nullopt when v must be recomputed.
   std::optional<Source> lookup(const ir::Value* v) const {
     const ValueInfo* info = a_.values.find(v);
     if (!info || info->episode != episode_) return Source{v};
     const int id = info->id;
-    if (selective_ && !ep_->selectiveDrop.count(v)) return Source{v};
-    if (!selective_) {
+    // A prefix value (stage -1) is in the table only to be recomputed by plans dropping freeDrop.
+    if (info->stage < 0 && !freePrefix_) return Source{v};
+    if (selective_ && !dropped(v)) return Source{v};
+    if (!selective_ && info->stage >= 0) {
       // The schedule's copies first: a full forward replaces older on-demand ones. With
       // selective recompute inside stored stages, a cheap value the first pass stored is
       // recomputed on demand instead (its recomputed copies are used as they are).
-      if (const Source* s = full_.find(id); s && !(selectiveInside_ && s->clone < 0 && ep_->selectiveDrop.count(v)))
+      if (const Source* s = full_.find(id); s && !(selectiveInside_ && s->clone < 0 && dropped(v)))
         return *s;
       // ... and, as selective does, the other values of a stage the first pass stored are read
       // where they are (the inputs of its recomputed cheap values).
-      if (selectiveInside_ && keptStage_[static_cast<size_t>(info->stage)] && !ep_->selectiveDrop.count(v))
+      if (selectiveInside_ && keptStage_[static_cast<size_t>(info->stage)] && !dropped(v))
         return Source{v};
       if (const Source* s = bound_.find(id)) return *s;
     }
+    if (info->stage < 0 && !dropped(v)) return Source{v};
     if (const Source* s = cache_.find(id)) return *s;
     return std::nullopt;
   }
@@ -247,6 +268,8 @@ class Planner {
   const Episode* ep_ = nullptr;
   bool selective_ = false;
   bool selectiveInside_ = false;
+  bool freePrefix_ = false;  // prefix values in freeDrop are recomputed too
+  std::int64_t freeTier_ = -1;  // >= 0: freeDrop values of tiers up to this are dropped
   const chain::Schedule* ops_ = nullptr;
   size_t op_ = 0;
   size_t before_ = 0;
@@ -255,6 +278,7 @@ class Planner {
   std::vector<bool> transient_;
   std::vector<bool> keptStage_;  // stored by the first pass (selectiveInside_ reads their values)
   std::vector<Source> local_;
+  std::vector<Source> sources_;  // one node's operands while they are resolved
   std::vector<std::uint32_t> localStamp_;
   std::uint32_t stamp_ = 0;
 };

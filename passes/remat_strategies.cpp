@@ -81,12 +81,16 @@ std::vector<int> thinned(const std::vector<int>& frontier) {
   return out;
 }
 
-// The chain solver's frontier. With `selectiveInside`, solved on the chain whose stored stages
-// also recompute their cheap values (Episode::selectiveModel), and run that way; its level that
-// stores every stage is selective's own plan, so it is left out.
-void chainCandidates(const Analysis& a, bool skipNoRecompute, bool selectiveInside, std::vector<Candidate>& out) {
+// What the stored stages of a chain proposal recompute inside themselves: nothing, their cheap
+// values (Episode::selectiveDrop), or their free ones (Episode::freeDrop).
+enum class Inside { Nothing, Cheap, Free };
+
+// The chain solver's frontier. With `inside`, solved on the chain whose stored stages also
+// recompute those values (Episode::selectiveModel, Episode::freeModel), and run that way; its
+// level that stores every stage is then a selective proposal of its own, so it is left out.
+void chainCandidates(const Analysis& a, bool skipNoRecompute, Inside inside, std::vector<Candidate>& out) {
   auto modelOf = [&](const Episode& ep) -> const std::vector<chain::Stage>& {
-    return selectiveInside ? ep.selectiveModel : ep.model;
+    return inside == Inside::Cheap ? ep.selectiveModel : inside == Inside::Free ? ep.freeModel : ep.model;
   };
   // One solver per distinct chain (micro-batches repeat the same one).
   std::vector<std::pair<const std::vector<chain::Stage>*, chain::Solver>> solvers;
@@ -105,7 +109,9 @@ void chainCandidates(const Analysis& a, bool skipNoRecompute, bool selectiveInsi
   std::vector<std::vector<int>> levels;
   for (auto& [model, solver] : solvers) levels.push_back(thinned(solver.frontier()));
   const size_t count = levels[solverOf[0]].size();
-  const std::string suffix = selectiveInside ? ", cheap values inside stored stages recomputed" : "";
+  const std::string suffix = inside == Inside::Cheap  ? ", cheap values inside stored stages recomputed"
+                             : inside == Inside::Free ? ", free values inside stored stages recomputed"
+                                                      : "";
   for (size_t j = 0; j < count; ++j) {
     Candidate c{RematStrategy::Chain, {}, {}};
     bool recompute = false;
@@ -120,25 +126,65 @@ void chainCandidates(const Analysis& a, bool skipNoRecompute, bool selectiveInsi
       const int level = mine[k];
       const std::int64_t total = chain::totalForwardCost(modelOf(a.episodes[e]));
       if (*solver.cost(level) > total) recompute = true;
-      c.episodes.push_back(EpisodePlan{EpisodePlan::Kind::Schedule, solver.schedule(level), selectiveInside});
+      c.episodes.push_back(EpisodePlan{EpisodePlan::Kind::Schedule, solver.schedule(level), inside == Inside::Cheap,
+                                       inside == Inside::Free});
       if (e == 0)
         c.description = *solver.cost(level) == total
-                            ? "chain: store every stage (no recompute)"  // never with selectiveInside: skipped
+                            ? "chain: store every stage (no recompute)"  // never with `inside`: skipped
                             : "chain: the optimal schedule of " + std::to_string(a.episodes[e].model.size()) +
                                   " stages within " + formatBytes(static_cast<std::int64_t>(level) * solver.unitBytes()) +
                                   " of modelled activations (level " + std::to_string(level) + ")" + suffix;
     }
-    if ((skipNoRecompute || selectiveInside) && !recompute) continue;
+    if ((skipNoRecompute || inside != Inside::Nothing) && !recompute) continue;
     out.push_back(std::move(c));
   }
 }
 
-// Whether some episode has cheap values selective recompute would drop (a graph small enough
-// to measure many proposals of).
-bool selectiveInsidePays(const Analysis& a) {
+// Whether some episode has values `drop` of it would recompute inside stored stages (a graph
+// small enough to measure many proposals of).
+template <class DropSet>
+bool insidePays(const Analysis& a, const DropSet Episode::*drop) {
   if (a.numNodes > kExhaustiveMaxNodes) return false;
   for (const Episode& ep : a.episodes)
-    if (!ep.selectiveDrop.empty() && ep.model.size() >= 2) return true;
+    if (!(ep.*drop).empty() && ep.model.size() >= 2) return true;
+  return false;
+}
+
+// Free recompute at each of kFreeTiers that drops a value a backward node reads beyond what
+// the tier below it drops.
+void freeCandidates(const Analysis& a, std::vector<Candidate>& out) {
+  auto readByBackward = [](const ir::Value* v) {
+    for (const ir::Use& u : v->uses())
+      if (u.user->phase() != ir::Phase::fwd) return true;
+    return false;
+  };
+  std::int64_t below = -1;
+  for (std::int64_t tier : kFreeTiers) {
+    bool more = false;
+    for (const Episode& ep : a.episodes)
+      for (const auto& [v, t] : ep.freeDrop) more = more || (t > below && t <= tier && readByBackward(v));
+    below = tier;
+    if (!more) continue;
+    Candidate c{RematStrategy::Selective,
+                "selective: recompute values of at most " + std::to_string(tier) +
+                    " FLOPs per element from what the backward keeps anyway (parameters, inputs, values it reads)",
+                {}};
+    for (size_t e = 0; e < a.episodes.size(); ++e) {
+      EpisodePlan p{EpisodePlan::Kind::Free, {}};
+      p.freeTier = tier;
+      c.episodes.push_back(std::move(p));
+    }
+    out.push_back(std::move(c));
+  }
+}
+
+// Whether free recompute would drop a value selective keeps (else its proposals repeat
+// selective's), on a graph small enough to measure its proposals.
+bool freePays(const Analysis& a) {
+  if (a.numNodes > kExhaustiveMaxNodes) return false;
+  for (const Episode& ep : a.episodes)
+    for (const auto& [v, tier] : ep.freeDrop)
+      if (!ep.selectiveDrop.count(v)) return true;
   return false;
 }
 
@@ -270,10 +316,12 @@ std::vector<Candidate> candidates(const Analysis& a, RematStrategy strategy) {
     out.push_back(uniform(a, RematStrategy::Selective,
                           "selective: keep matmul/linear outputs and stage boundaries, recompute cheap ops",
                           EpisodePlan::Kind::Selective));
+  if (all && freePays(a)) freeCandidates(a, out);
   if (strategy == RematStrategy::Sqrt || all) out.push_back(sqrtPlan(RematStrategy::Sqrt));
   if (strategy == RematStrategy::Chain || all) {
-    chainCandidates(a, all, /*selectiveInside=*/false, out);
-    if (selectiveInsidePays(a)) chainCandidates(a, all, /*selectiveInside=*/true, out);
+    chainCandidates(a, all, Inside::Nothing, out);
+    if (insidePays(a, &Episode::selectiveDrop)) chainCandidates(a, all, Inside::Cheap, out);
+    if (all && freePays(a) && insidePays(a, &Episode::freeDrop)) chainCandidates(a, all, Inside::Free, out);
     exhaustiveCandidates(a, out);
     prefixMemoryPoorCandidates(a, out);
     // sqrt's count is sqrt of the stages before grouping; sqrtSchedule caps it at the chain's.

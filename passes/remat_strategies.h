@@ -53,6 +53,15 @@
 //                  kCheapFlopsPerElement FLOPs per result element: elementwise ops, softmax,
 //                  layer norm, views, dropout, embedding lookups), except stage boundaries;
 //                  keep the rest (matmul/linear outputs);
+//                  and, under auto only, "free" recompute (Episode::freeDrop): drop every
+//                  cheap value, the prefix's and boundaries included, whose operands the
+//                  backward holds anyway (parameters, inputs, values backward nodes read, or
+//                  values dropped the same way), so recomputing it extends no other value's
+//                  life: an embedding lookup, a zero state, a stack of a recurrence's outputs,
+//                  a layer norm of a residual stream (bench/remat_ilp.py: what the exact
+//                  optimum recomputes on a 2-layer GPT and an 8-step LSTM). On graphs of at
+//                  most kExhaustiveMaxNodes nodes, also inside the stored stages of the chain
+//                  solver's frontier;
 //      auto        all of the above.
 //
 // 4. The rewrite (planRewrite, then applyRewrite). Walking each episode's backward nodes in
@@ -105,6 +114,8 @@ inline constexpr size_t kExhaustiveMaxNodes = 4000;  // ... in graphs up to this
 inline constexpr int kMemoryPoorSegments = 32;
 inline constexpr int kEverySegmentCount = 16;  // k-segment proposals: every k up to this, then ~25% apart
 inline constexpr std::int64_t kCheapFlopsPerElement = 10;
+// Free recompute's proposals: the values of tiers up to each of these (FLOPs per element).
+inline constexpr std::int64_t kFreeTiers[] = {0, 1, 2, 5, kCheapFlopsPerElement};
 
 // One (possibly grouped) stage of an episode's chain.
 struct GraphStage {
@@ -140,6 +151,19 @@ struct Episode {
   chain::External external;
   std::vector<BackwardUse> uses;
   std::unordered_set<const ir::Value*> selectiveDrop;
+  // Cheap values recomputed only from what the backward holds anyway (see "free" recompute
+  // above): forward results of the episode, prefix values included, that are not pinned, whose
+  // producer is cheap and each of whose operands is a parameter, an input, a value a
+  // non-forward node reads, or itself in freeDrop. Each with its tier: the most FLOPs per
+  // result element that recomputing it (and the freeDrop operands it needs) costs per node,
+  // so a plan can drop only the values of tiers up to one of kFreeTiers.
+  std::unordered_map<const ir::Value*, std::int64_t> freeDrop;
+  // `uses` with the operands that read prefix values in freeDrop added (and the backward nodes
+  // that read only those); the labels are those of `uses`. The rewrite walks these for plans
+  // that drop freeDrop values.
+  std::vector<BackwardUse> freeUses;
+  // `model` with each stage's stored bytes less its freeDrop values'.
+  std::vector<chain::Stage> freeModel;
   // `model` with each stage's stored bytes less its selectiveDrop values': the chain the
   // solver plans when stored stages also recompute their cheap values (EpisodePlan::selectiveInside).
   std::vector<chain::Stage> selectiveModel;
@@ -147,7 +171,7 @@ struct Episode {
 
 struct ValueInfo {
   int episode;
-  int stage;
+  int stage;  // -1: a prefix value (in the table only when it is in its episode's freeDrop)
   int id;  // dense, 0..values.size()-1
 };
 
@@ -194,13 +218,20 @@ struct Analysis {
 Expected<Analysis> analyze(ir::Graph& graph);
 
 struct EpisodePlan {
-  enum class Kind { Keep, Schedule, Selective };
+  // Free: recompute the episode's freeDrop values of tiers up to freeTier where the backward
+  // reads them, keep the rest.
+  enum class Kind { Keep, Schedule, Selective, Free };
   Kind kind = Kind::Keep;
   chain::Schedule schedule;
   // Schedule only: the stages the schedule stores keep their matmul outputs and boundaries and
   // recompute their cheap values (Episode::selectiveDrop) in their own backward, as selective
   // does for the whole chain: recompute inside a block rather than of the whole block.
   bool selectiveInside = false;
+  // Schedule only, the same with the episode's freeDrop values instead of its selectiveDrop
+  // values (prefix values included: recomputed where the first stage's backward or a
+  // recomputed stage reads them).
+  bool freeInside = false;
+  std::int64_t freeTier = kCheapFlopsPerElement;  // Free and freeInside: the tiers dropped
 };
 
 struct Candidate {

@@ -13,6 +13,7 @@
 //    difference is printed. Remat on top of micro-batching is again bit-identical.
 #include <ATen/ATen.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -356,4 +357,35 @@ TEST_CASE("remat on vs off: chain schedules that also recompute cheap values ins
     checked += mine;
   }
   MESSAGE(checked << " chain schedules with recompute inside stored stages, all bit-identical");
+}
+
+// Free recompute (cheap values recomputed only from what the backward holds anyway: embedding
+// lookups, zero states, stacks, layer norms of a residual stream, the prefix's values and stage
+// boundaries included), alone at each tier and inside the stored stages of chain schedules, is
+// bit-identical on every bundled model, dropout included.
+TEST_CASE("remat on vs off: free recompute, alone at every tier and inside chain schedules, is bit-identical") {
+  int checked = 0;
+  std::set<std::string> modelsWithFree;
+  for (const Model& m : models()) {
+    CAPTURE(m.name);
+    const Baseline base = baseline(m, /*optimizer=*/false);
+    ir::Graph g = passes::remat::cloneGraph(base.joint);
+    Expected<passes::remat::Analysis> analysis = passes::remat::analyze(g);
+    REQUIRE(analysis.ok());
+    for (const passes::remat::Candidate& c : passes::remat::candidates(*analysis, RematStrategy::Auto)) {
+      const bool free = c.description.find("from what the backward keeps anyway") != std::string::npos ||
+                        c.description.find("free values inside stored stages") != std::string::npos;
+      if (!free) continue;
+      CAPTURE(c.description);
+      const passes::remat::RewritePlan plan = passes::remat::planRewrite(*analysis, c);
+      CHECK(!plan.clones.empty());
+      checkRewriteBitIdentical(g, plan, base);
+      modelsWithFree.insert(m.name);
+      ++checked;
+    }
+  }
+  // The models whose step has values free recompute drops and selective keeps.
+  CHECK(modelsWithFree.count("lstm-lm") == 1);
+  CHECK(modelsWithFree.count("gpt-mini") == 1);
+  MESSAGE(checked << " free-recompute proposals on " << modelsWithFree.size() << " models, all bit-identical");
 }
