@@ -182,23 +182,25 @@ Schedule memoryPoorSchedule(std::span<const Stage> stages, int segments) {
   return s;
 }
 
-Schedule prefixMemoryPoorSchedule(int n, int prefix, bool keepEnd) {
+Schedule prefixMemoryPoorSchedule(int n, int prefix, bool keepEnd, int split) {
   Schedule s;
-  // Stages 0..upTo-1 again, keeping only the latest boundary.
-  auto rerun = [&](int upTo) {
-    for (int i = 0; i < upTo; ++i) s.push_back({i + 1 == upTo ? OpKind::ForwardCheckpoint : OpKind::ForwardTransient, i});
+  if (split <= 0 || split >= prefix) split = 0;
+  // Stages from..upTo-1 again (from the chain input, or from the checkpoint before `from`),
+  // keeping only the latest boundary.
+  auto rerun = [&](int from, int upTo) {
+    for (int i = from; i < upTo; ++i) s.push_back({i + 1 == upTo ? OpKind::ForwardCheckpoint : OpKind::ForwardTransient, i});
   };
   for (int i = 0; i < n; ++i)
-    s.push_back({i >= prefix                          ? OpKind::ForwardAll
-                 : i + 1 == prefix && keepEnd ? OpKind::ForwardCheckpoint
-                                              : OpKind::ForwardTransient,
+    s.push_back({i >= prefix                                      ? OpKind::ForwardAll
+                 : (i + 1 == prefix && keepEnd) || i + 1 == split ? OpKind::ForwardCheckpoint
+                                                                  : OpKind::ForwardTransient,
                  i});
   for (int t = n - 1; t >= prefix; --t) {
-    if (t == prefix && !keepEnd) rerun(prefix);
+    if (t == prefix && !keepEnd) rerun(split, prefix);
     s.push_back({OpKind::Backward, t});
   }
   for (int t = prefix - 1; t >= 0; --t) {
-    rerun(t);
+    rerun(t >= split ? split : 0, t);
     s.push_back({OpKind::ForwardAll, t});
     s.push_back({OpKind::Backward, t});
   }

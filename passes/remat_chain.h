@@ -140,7 +140,12 @@ Schedule memoryPoorSchedule(std::span<const Stage> stages, int segments);
 // then stage t in full). keepEnd: the first pass keeps the prefix's end boundary (which the
 // first stored stage's backward reads); otherwise it is recomputed the same way just before
 // that backward.
-Schedule prefixMemoryPoorSchedule(int n, int prefix, bool keepEnd);
+// split in (0, prefix): the first pass also keeps the boundary of stage split - 1 (a
+// checkpoint), and the stages split..prefix-1 are memory-poor from it, the stages before it
+// from the chain input: two memory-poor runs instead of one, about split^2/2 + (prefix -
+// split)^2/2 stage forwards instead of prefix^2/2, for one more boundary held. (What the exact
+// optimum does on an 8-layer MLP's tightest budget: bench/remat_ilp.py.)
+Schedule prefixMemoryPoorSchedule(int n, int prefix, bool keepEnd, int split = 0);
 
 // The optimal schedules for every memory level (see the header comment).
 class Solver {

@@ -259,19 +259,24 @@ void exhaustiveCandidates(const Analysis& a, std::vector<Candidate>& out) {
 }
 
 // Memory-poor over a prefix, the rest stored (recompute many times where memory is scarcest,
-// keep the late stages the backward needs first): two proposals per prefix length.
+// keep the late stages the backward needs first): two proposals per prefix length and split
+// (none, or a checkpoint inside the prefix that the stages after it recompute from).
 void prefixMemoryPoorCandidates(const Analysis& a, std::vector<Candidate>& out) {
   const int n = sharedChainLength(a);
   if (n < 2 || n > kPrefixMemoryPoorStages) return;
   for (int prefix = 1; prefix < n; ++prefix)
-    for (bool keepEnd : {true, false}) {
-      const chain::Schedule schedule = chain::prefixMemoryPoorSchedule(n, prefix, keepEnd);
-      if (keepEnd && !chain::simulate(a.episodes[0].model, schedule, a.episodes[0].external).ok) continue;
-      out.push_back(everyEpisode(a,
-                                 "chain: stages 0-" + std::to_string(prefix - 1) + " of " + std::to_string(n) +
-                                     " memory-poor, the rest stored" + (keepEnd ? "" : " (no checkpoint)"),
-                                 schedule));
-    }
+    for (int split = 0; split < prefix; ++split)
+      for (bool keepEnd : {true, false}) {
+        const chain::Schedule schedule = chain::prefixMemoryPoorSchedule(n, prefix, keepEnd, split);
+        if (keepEnd && !chain::simulate(a.episodes[0].model, schedule, a.episodes[0].external).ok) continue;
+        out.push_back(everyEpisode(a,
+                                   "chain: stages 0-" + std::to_string(prefix - 1) + " of " + std::to_string(n) +
+                                       " memory-poor" +
+                                       (split > 0 ? " (again from a checkpoint before stage " + std::to_string(split) + ")"
+                                                  : "") +
+                                       ", the rest stored" + (keepEnd ? "" : " (no checkpoint)"),
+                                   schedule));
+      }
 }
 
 // k uniform segments for k = 2 .. the chain's stages, except `skip` (the sqrt proposal's
