@@ -311,7 +311,7 @@ Expected<Analysis> analyze(ir::Graph& graph) {
         std::int64_t elements = 0;
         for (size_t r = 0; r < n->numResults(); ++r) elements += n->result(r)->type().numel();
         const std::int64_t flops = a.flops.at(n);
-        std::int64_t tier = (flops + std::max<std::int64_t>(elements, 1) - 1) / std::max<std::int64_t>(elements, 1);
+        Episode::FreeValue info{(flops + std::max<std::int64_t>(elements, 1) - 1) / std::max<std::int64_t>(elements, 1), 1};
         bool free = true;
         for (const ir::Value* u : n->operands()) {
           if (heldAnyway(u)) continue;
@@ -320,11 +320,12 @@ Expected<Analysis> analyze(ir::Graph& graph) {
             free = false;
             break;
           }
-          tier = std::max(tier, it->second);
+          info.tier = std::max(info.tier, it->second.tier);
+          info.depth = std::max(info.depth, it->second.depth + 1);
         }
         if (!free) continue;
         for (size_t r = 0; r < n->numResults(); ++r)
-          if (!pinned.count(n->result(r))) ep.freeDrop.emplace(n->result(r), tier);
+          if (!pinned.count(n->result(r))) ep.freeDrop.emplace(n->result(r), info);
       }
     }
     if (withFree) ep.freeModel = ep.model;

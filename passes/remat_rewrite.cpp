@@ -55,6 +55,7 @@ class Planner {
     selective_ = p.kind == EpisodePlan::Kind::Selective || p.kind == EpisodePlan::Kind::Free;
     const bool inside = p.kind == EpisodePlan::Kind::Schedule && (p.selectiveInside || p.freeInside);
     freeTier_ = free ? p.freeTier : -1;
+    freeDepth_ = p.freeDepth;
     selectiveInside_ = inside;
     freePrefix_ = free;
     transient_.assign(ep.stages.size(), false);
@@ -192,7 +193,7 @@ class Planner {
   bool dropped(const ir::Value* v) const {
     if (freeTier_ < 0) return ep_->selectiveDrop.count(v) > 0;
     auto it = ep_->freeDrop.find(v);
-    return it != ep_->freeDrop.end() && it->second <= freeTier_;
+    return it != ep_->freeDrop.end() && it->second.tier <= freeTier_ && (freeDepth_ == 0 || it->second.depth <= freeDepth_);
   }
 
   // The copy of v that readers should use now, or nullopt when v must be recomputed.
@@ -270,6 +271,7 @@ class Planner {
   bool selectiveInside_ = false;
   bool freePrefix_ = false;  // prefix values in freeDrop are recomputed too
   std::int64_t freeTier_ = -1;  // >= 0: freeDrop values of tiers up to this are dropped
+  int freeDepth_ = 0;           // ... of depths up to this (0: any)
   const chain::Schedule* ops_ = nullptr;
   size_t op_ = 0;
   size_t before_ = 0;

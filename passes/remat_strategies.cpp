@@ -150,31 +150,43 @@ bool insidePays(const Analysis& a, const DropSet Episode::*drop) {
   return false;
 }
 
-// Free recompute at each of kFreeTiers that drops a value a backward node reads beyond what
-// the tier below it drops.
+// Free recompute at each of kFreeTiers, of any depth and of depth 1 only: one proposal per
+// distinct set of values that backward nodes read (the sets grow with the tier; depth 1 is a
+// subset of any depth at the same tier).
 void freeCandidates(const Analysis& a, std::vector<Candidate>& out) {
   auto readByBackward = [](const ir::Value* v) {
     for (const ir::Use& u : v->uses())
       if (u.user->phase() != ir::Phase::fwd) return true;
     return false;
   };
-  std::int64_t below = -1;
-  for (std::int64_t tier : kFreeTiers) {
-    bool more = false;
+  // How many values read by the backward a (tier, depth) plan drops.
+  auto count = [&](std::int64_t tier, int depth) {
+    size_t n = 0;
     for (const Episode& ep : a.episodes)
-      for (const auto& [v, t] : ep.freeDrop) more = more || (t > below && t <= tier && readByBackward(v));
-    below = tier;
-    if (!more) continue;
-    Candidate c{RematStrategy::Selective,
-                "selective: recompute values of at most " + std::to_string(tier) +
-                    " FLOPs per element from what the backward keeps anyway (parameters, inputs, values it reads)",
-                {}};
-    for (size_t e = 0; e < a.episodes.size(); ++e) {
-      EpisodePlan p{EpisodePlan::Kind::Free, {}};
-      p.freeTier = tier;
-      c.episodes.push_back(std::move(p));
+      for (const auto& [v, f] : ep.freeDrop)
+        if (f.tier <= tier && (depth == 0 || f.depth <= depth) && readByBackward(v)) ++n;
+    return n;
+  };
+  for (int depth : {0, 1}) {
+    size_t below = 0;
+    for (std::int64_t tier : kFreeTiers) {
+      const size_t n = count(tier, depth);
+      const bool repeats = n == below || (depth == 1 && n == count(tier, 0));
+      below = n;
+      if (repeats) continue;
+      Candidate c{RematStrategy::Selective,
+                  "selective: recompute values of at most " + std::to_string(tier) + " FLOPs per element" +
+                      (depth == 1 ? ", each by one node," : "") +
+                      " from what the backward keeps anyway (parameters, inputs, values it reads)",
+                  {}};
+      for (size_t e = 0; e < a.episodes.size(); ++e) {
+        EpisodePlan p{EpisodePlan::Kind::Free, {}};
+        p.freeTier = tier;
+        p.freeDepth = depth;
+        c.episodes.push_back(std::move(p));
+      }
+      out.push_back(std::move(c));
     }
-    out.push_back(std::move(c));
   }
 }
 

@@ -156,8 +156,14 @@ struct Episode {
   // producer is cheap and each of whose operands is a parameter, an input, a value a
   // non-forward node reads, or itself in freeDrop. Each with its tier: the most FLOPs per
   // result element that recomputing it (and the freeDrop operands it needs) costs per node,
-  // so a plan can drop only the values of tiers up to one of kFreeTiers.
-  std::unordered_map<const ir::Value*, std::int64_t> freeDrop;
+  // so a plan can drop only the values of tiers up to one of kFreeTiers; and its depth: 1 when
+  // every operand is held anyway, else 1 + its deepest freeDrop operand's (a plan may drop only
+  // depth 1: values recomputed by one node from what is held, the held ones kept as they are).
+  struct FreeValue {
+    std::int64_t tier = 0;
+    int depth = 1;
+  };
+  std::unordered_map<const ir::Value*, FreeValue> freeDrop;
   // `uses` with the operands that read prefix values in freeDrop added (and the backward nodes
   // that read only those); the labels are those of `uses`. The rewrite walks these for plans
   // that drop freeDrop values.
@@ -232,6 +238,7 @@ struct EpisodePlan {
   // recomputed stage reads them).
   bool freeInside = false;
   std::int64_t freeTier = kCheapFlopsPerElement;  // Free and freeInside: the tiers dropped
+  int freeDepth = 0;  // ... and the depths (0: any)
 };
 
 struct Candidate {
