@@ -37,7 +37,9 @@
 //                  schedule (chain::segmentSchedule: each group of stages either stored or
 //                  recomputed once from the boundary before it; at most 3^(n-1) of them),
 //                  and (up to kPrefixMemoryPoorStages stages) every memory-poor prefix with
-//                  the rest stored (chain::prefixMemoryPoorSchedule), since the solver's model of memory
+//                  the rest stored, with or without one checkpoint inside the prefix that
+//                  the stages after it recompute from (chain::prefixMemoryPoorSchedule:
+//                  O(n^2) proposals), since the solver's model of memory
 //                  misses what the scheduled liveness finds (bench/remat_ilp.py: 1.34x and
 //                  1.78x the exact optimum on a 4-layer MLP before, equal after); and the
 //                  k-segment schedules (chain::sqrtSchedule with k segments, what
@@ -56,12 +58,13 @@
 //                  and, under auto only, "free" recompute (Episode::freeDrop): drop every
 //                  cheap value, the prefix's and boundaries included, whose operands the
 //                  backward holds anyway (parameters, inputs, values backward nodes read, or
-//                  values dropped the same way), so recomputing it extends no other value's
-//                  life: an embedding lookup, a zero state, a stack of a recurrence's outputs,
+//                  values dropped the same way), so recomputing it keeps alive little the
+//                  backward would not keep anyway: an embedding lookup, a zero state, a stack of a recurrence's outputs,
 //                  a layer norm of a residual stream (bench/remat_ilp.py: what the exact
-//                  optimum recomputes on a 2-layer GPT and an 8-step LSTM). On graphs of at
-//                  most kExhaustiveMaxNodes nodes, also inside the stored stages of the chain
-//                  solver's frontier;
+//                  optimum recomputes on a 2-layer GPT and an 8-step LSTM), at each of
+//                  kFreeTiers, of any depth or of depth 1 only (Episode::freeDrop); on graphs
+//                  of at most kExhaustiveMaxNodes nodes, alone and inside the stored stages of
+//                  the chain solver's frontier;
 //      auto        all of the above.
 //
 // 4. The rewrite (planRewrite, then applyRewrite). Walking each episode's backward nodes in
