@@ -7,9 +7,11 @@
 // And destroying the final graphs at exit frees every node, use list and attribute one by one,
 // while the process's exit reclaims them at once.
 //
-// tuneHeapForCompiling() keeps freed memory in the process for reuse; keepUntilExit() hands an
-// object to the process's end instead of its destructor. Neither is used by training, whose
-// resident memory must follow the plan.
+// tuneHeapForCompiling() keeps freed memory in the process for reuse and asks for transparent
+// huge pages where the heap will grow (a first touch then faults in and zeroes 2 MiB at once:
+// on this project's virtual machines about 1.2-1.9 s per GiB instead of 3.5 s with 4 KiB
+// pages); keepUntilExit() hands an object to the process's end instead of its destructor.
+// Neither is used by training, whose resident memory must follow the plan.
 #pragma once
 
 #include <type_traits>
@@ -17,8 +19,8 @@
 
 namespace gradc::tools {
 
-// Freed memory stays in the process (no trimming, no mmap'd blocks). Call once, before
-// compiling.
+// Freed memory stays in the process (no trimming, no mmap'd blocks), and the heap grows into
+// memory advised for huge pages. Call once, before compiling.
 void tuneHeapForCompiling();
 
 // Moves `object` to the heap and never destroys it: the process's exit reclaims its memory.
