@@ -118,6 +118,48 @@ bool cheap(const ir::Node& n, std::int64_t flops) {
   return flops <= kCheapFlopsPerElement * std::max<std::int64_t>(elements, 1);
 }
 
+// Free recompute's values (Episode::freeDrop) among an episode's forward nodes `fwd`: cheap
+// values whose operands the backward holds anyway (parameters, inputs, pinned values, values a
+// non-forward node reads) or are free themselves. Walked in program order, so an operand's
+// membership is known before its readers'; a value's tier is the most FLOPs per element of a
+// node its recompute runs, its depth how many nodes deep that recompute goes.
+std::unordered_map<const ir::Value*, Episode::FreeValue> freeValues(const std::vector<const ir::Node*>& fwd,
+                                                                   const std::unordered_map<const ir::Node*, std::int64_t>& flopsOf,
+                                                                   const ValueSet& pinned) {
+  std::unordered_map<const ir::Value*, Episode::FreeValue> free;
+  NodeSet inEpisode(fwd.begin(), fwd.end());
+  auto heldAnyway = [&](const ir::Value* u) {
+    if (u->kind() != ir::ValueKind::Result || pinned.count(u)) return true;
+    if (!inEpisode.count(u->producer())) return false;
+    for (const ir::Use& use : u->uses())
+      if (!isForward(*use.user)) return true;
+    return false;
+  };
+  for (const ir::Node* n : fwd) {
+    const std::int64_t flops = flopsOf.at(n);
+    if (!cheap(*n, flops)) continue;
+    std::int64_t elements = 0;
+    for (size_t r = 0; r < n->numResults(); ++r) elements += n->result(r)->type().numel();
+    elements = std::max<std::int64_t>(elements, 1);
+    Episode::FreeValue info{(flops + elements - 1) / elements, 1};
+    bool isFree = true;
+    for (const ir::Value* u : n->operands()) {
+      if (heldAnyway(u)) continue;
+      auto it = free.find(u);
+      if (it == free.end()) {
+        isFree = false;
+        break;
+      }
+      info.tier = std::max(info.tier, it->second.tier);
+      info.depth = std::max(info.depth, it->second.depth + 1);
+    }
+    if (!isFree) continue;
+    for (size_t r = 0; r < n->numResults(); ++r)
+      if (!pinned.count(n->result(r))) free.emplace(n->result(r), info);
+  }
+  return free;
+}
+
 }  // namespace
 
 // ---- analysis ------------------------------------------------------------------------------------
@@ -293,41 +335,10 @@ Expected<Analysis> analyze(ir::Graph& graph) {
       chain::Stage& m = ep.selectiveModel[g];
       m.storedBytes = std::max(m.boundaryBytes, m.storedBytes - dropped);
     }
-    // Free recompute: cheap values whose operands the backward holds anyway, in program order
-    // so an operand's membership is known before its readers'. Only on graphs small enough for
-    // its proposals (remat_strategies.cpp: freePays).
+    // Free recompute, only on graphs small enough for its proposals (remat_strategies.cpp:
+    // freePays).
     const bool withFree = a.numNodes <= kExhaustiveMaxNodes;
-    if (withFree) {
-      NodeSet inEpisode(fwd.begin(), fwd.end());
-      auto heldAnyway = [&](const ir::Value* u) {
-        if (u->kind() != ir::ValueKind::Result || pinned.count(u)) return true;
-        if (!inEpisode.count(u->producer())) return false;
-        for (const ir::Use& use : u->uses())
-          if (!isForward(*use.user)) return true;
-        return false;
-      };
-      for (const ir::Node* n : fwd) {
-        if (!cheap(*n, a.flops.at(n))) continue;
-        std::int64_t elements = 0;
-        for (size_t r = 0; r < n->numResults(); ++r) elements += n->result(r)->type().numel();
-        const std::int64_t flops = a.flops.at(n);
-        Episode::FreeValue info{(flops + std::max<std::int64_t>(elements, 1) - 1) / std::max<std::int64_t>(elements, 1), 1};
-        bool free = true;
-        for (const ir::Value* u : n->operands()) {
-          if (heldAnyway(u)) continue;
-          auto it = ep.freeDrop.find(u);
-          if (it == ep.freeDrop.end()) {
-            free = false;
-            break;
-          }
-          info.tier = std::max(info.tier, it->second.tier);
-          info.depth = std::max(info.depth, it->second.depth + 1);
-        }
-        if (!free) continue;
-        for (size_t r = 0; r < n->numResults(); ++r)
-          if (!pinned.count(n->result(r))) ep.freeDrop.emplace(n->result(r), info);
-      }
-    }
+    if (withFree) ep.freeDrop = freeValues(fwd, a.flops, pinned);
     if (withFree) ep.freeModel = ep.model;
     for (size_t g = 0; g < ep.freeModel.size(); ++g) {
       std::int64_t dropped = 0;
