@@ -324,28 +324,25 @@ Expected<Analysis> analyze(ir::Graph& graph) {
       first = end;
     }
     describe(groups, ep.stages, ep.model);
-    // The same chain with selective recompute inside the stages it stores: a stored stage
-    // keeps what it stores less its cheap values (recomputed from the kept ones in its own
-    // backward, whose cost the rewrite counts exactly).
-    ep.selectiveModel = ep.model;
-    for (size_t g = 0; g < ep.stages.size(); ++g) {
-      std::int64_t dropped = 0;
-      for (const ir::Value* v : ep.stages[g].stored)
-        if (storage(v) == v && ep.selectiveDrop.count(v)) dropped += v->type().bytes();
-      chain::Stage& m = ep.selectiveModel[g];
-      m.storedBytes = std::max(m.boundaryBytes, m.storedBytes - dropped);
-    }
+    // The same chain with selective (or free) recompute inside the stages it stores: a stored
+    // stage keeps what it stores less its dropped values (recomputed from the kept ones in its
+    // own backward, whose cost the rewrite counts exactly).
+    auto lessDropped = [&](auto dropped) {
+      std::vector<chain::Stage> model = ep.model;
+      for (size_t g = 0; g < ep.stages.size(); ++g) {
+        std::int64_t bytes = 0;
+        for (const ir::Value* v : ep.stages[g].stored)
+          if (storage(v) == v && dropped(v)) bytes += v->type().bytes();
+        model[g].storedBytes = std::max(model[g].boundaryBytes, model[g].storedBytes - bytes);
+      }
+      return model;
+    };
+    ep.selectiveModel = lessDropped([&](const ir::Value* v) { return ep.selectiveDrop.count(v) > 0; });
     // Free recompute, only on graphs small enough for its proposals (remat_strategies.cpp:
     // freePays).
-    const bool withFree = a.numNodes <= kExhaustiveMaxNodes;
-    if (withFree) ep.freeDrop = freeValues(fwd, a.flops, pinned);
-    if (withFree) ep.freeModel = ep.model;
-    for (size_t g = 0; g < ep.freeModel.size(); ++g) {
-      std::int64_t dropped = 0;
-      for (const ir::Value* v : ep.stages[g].stored)
-        if (storage(v) == v && ep.freeDrop.count(v)) dropped += v->type().bytes();
-      chain::Stage& m = ep.freeModel[g];
-      m.storedBytes = std::max(m.boundaryBytes, m.storedBytes - dropped);
+    if (a.numNodes <= kExhaustiveMaxNodes) {
+      ep.freeDrop = freeValues(fwd, a.flops, pinned);
+      ep.freeModel = lessDropped([&](const ir::Value* v) { return ep.freeDrop.count(v) > 0; });
     }
     for (GraphStage& g : ep.stages) {
       g.boundaryNodes = closure(g.nodes, g.boundary);
@@ -425,7 +422,7 @@ Expected<Analysis> analyze(ir::Graph& graph) {
       use.label = lo <= hi && lo <= current ? std::min(hi, current) : latest;
       current = std::min(current, use.label);
       ep.uses.push_back(use);
-      if (!withFree) continue;
+      if (a.numNodes > kExhaustiveMaxNodes) continue;  // no free recompute (above)
       if (!prefixOperands.empty()) {
         use.operands.insert(use.operands.end(), prefixOperands.begin(), prefixOperands.end());
         std::sort(use.operands.begin(), use.operands.end());

@@ -367,6 +367,28 @@ struct GptMiniStep {
   }
 };
 
+// Auto under `budget` against the least recompute among `proposals` (peak, recompute FLOPs)
+// that fit it: auto fits, and needs no more.
+struct AutoAgainst {
+  std::int64_t recompute = 0;  // auto's
+  std::int64_t best = 0;       // the proposals'
+  std::string plan;            // auto's
+};
+AutoAgainst autoAgainst(GptMiniStep& step, std::int64_t budget,
+                        const std::vector<std::pair<std::int64_t, std::int64_t>>& proposals) {
+  std::int64_t best = -1;
+  for (const auto& [peak, flops] : proposals)
+    if (peak <= budget && (best < 0 || flops < best)) best = flops;
+  REQUIRE(best >= 0);
+  step.options.remat = passes::RematOptions{RematStrategy::Auto, budget};
+  Expected<passes::RematChoice> at = passes::chooseTrainingPlan(step.forward, step.options);
+  REQUIRE_MESSAGE(at, at.error().message);
+  CAPTURE(at->report.plan);
+  CHECK(at->report.predictedPeakBytes <= budget);
+  CHECK(at->report.recomputeFlops <= best);
+  return {at->report.recomputeFlops, best, at->report.plan};
+}
+
 // checkpoint_sequential's segment choices (k segments, each segment's input kept) are plans
 // too: at the peak of each, the planner fits with no more recompute. On gpt-mini the frontier
 // of the chain solver alone once needed up to 1.76x the recompute at 81-85 MiB (k = 7, 9-12).
@@ -406,20 +428,10 @@ TEST_CASE("budget contract: gpt-mini recomputes inside its blocks where that bea
   }
   int inside = 0;
   for (double mib : {118.1, 127.5, 136.9, 146.3, 155.7}) {
-    const auto budget = static_cast<std::int64_t>(mib * 1024 * 1024);
     CAPTURE(mib);
-    std::int64_t best = -1;
-    for (const auto& [peak, flops] : wholeStages)
-      if (peak <= budget && (best < 0 || flops < best)) best = flops;
-    REQUIRE(best >= 0);
-    options.remat = passes::RematOptions{RematStrategy::Auto, budget};
-    Expected<passes::RematChoice> at = passes::chooseTrainingPlan(forward, options);
-    REQUIRE_MESSAGE(at, at.error().message);
-    CAPTURE(at->report.plan);
-    CHECK(at->report.predictedPeakBytes <= budget);
-    CHECK(at->report.recomputeFlops <= best);
-    if (at->report.plan.find("inside stored stages") != std::string::npos) ++inside;
-    if (mib == 146.3) CHECK(2 * at->report.recomputeFlops < best);
+    const AutoAgainst at = autoAgainst(step, static_cast<std::int64_t>(mib * 1024 * 1024), wholeStages);
+    if (at.plan.find("inside stored stages") != std::string::npos) ++inside;
+    if (mib == 146.3) CHECK(2 * at.recompute < at.best);
   }
   CHECK(inside >= 4);
 }
@@ -459,17 +471,8 @@ TEST_CASE("budget contract: free recompute on an 8-step LSTM and a 2-layer GPT b
     for (int i = 0; i <= 4; ++i) {
       const std::int64_t budget = otherSmallest + (full - otherSmallest) * i / 5;
       CAPTURE(budget);
-      std::int64_t best = -1;
-      for (const auto& [peak, flops] : others)
-        if (peak <= budget && (best < 0 || flops < best)) best = flops;
-      REQUIRE(best >= 0);
-      options.remat = passes::RematOptions{RematStrategy::Auto, budget};
-      Expected<passes::RematChoice> at = passes::chooseTrainingPlan(forward, options);
-      REQUIRE_MESSAGE(at, at.error().message);
-      CAPTURE(at->report.plan);
-      CHECK(at->report.predictedPeakBytes <= budget);
-      CHECK(at->report.recomputeFlops <= best);
-      if (10 * at->report.recomputeFlops < best) ++far;
+      const AutoAgainst at = autoAgainst(step, budget, others);
+      if (10 * at.recompute < at.best) ++far;
     }
     if (model == "lstm-lm") CHECK(far >= 3);
     MESSAGE(model << ": free recompute reaches " << passes::formatBytesExact(freePeak) << ", the other proposals "
