@@ -135,13 +135,14 @@ std::unordered_map<const ir::Value*, Episode::FreeValue> freeValues(const std::v
       if (!isForward(*use.user)) return true;
     return false;
   };
-  for (const ir::Node* n : fwd) {
+  for (size_t position = 0; position < fwd.size(); ++position) {
+    const ir::Node* n = fwd[position];
     const std::int64_t flops = flopsOf.at(n);
     if (!cheap(*n, flops)) continue;
     std::int64_t elements = 0;
     for (size_t r = 0; r < n->numResults(); ++r) elements += n->result(r)->type().numel();
     elements = std::max<std::int64_t>(elements, 1);
-    Episode::FreeValue info{(flops + elements - 1) / elements, 1};
+    Episode::FreeValue info{(flops + elements - 1) / elements, 1, static_cast<int>(position)};
     bool isFree = true;
     for (const ir::Value* u : n->operands()) {
       if (heldAnyway(u)) continue;
@@ -152,6 +153,7 @@ std::unordered_map<const ir::Value*, Episode::FreeValue> freeValues(const std::v
       }
       info.tier = std::max(info.tier, it->second.tier);
       info.depth = std::max(info.depth, it->second.depth + 1);
+      info.position = std::max(info.position, it->second.position);
     }
     if (!isFree) continue;
     for (size_t r = 0; r < n->numResults(); ++r)

@@ -56,6 +56,7 @@ class Planner {
     const bool inside = p.kind == EpisodePlan::Kind::Schedule && (p.selectiveInside || p.freeInside);
     freeTier_ = free ? p.freeTier : -1;
     freeDepth_ = p.freeDepth;
+    freeBefore_ = p.freeBefore;
     selectiveInside_ = inside;
     freePrefix_ = free;
     transient_.assign(ep.stages.size(), false);
@@ -193,7 +194,8 @@ class Planner {
   bool dropped(const ir::Value* v) const {
     if (freeTier_ < 0) return ep_->selectiveDrop.count(v) > 0;
     auto it = ep_->freeDrop.find(v);
-    return it != ep_->freeDrop.end() && it->second.tier <= freeTier_ && (freeDepth_ == 0 || it->second.depth <= freeDepth_);
+    return it != ep_->freeDrop.end() && it->second.tier <= freeTier_ && (freeDepth_ == 0 || it->second.depth <= freeDepth_) &&
+           (freeBefore_ == 0 || it->second.position < freeBefore_);
   }
 
   // The copy of v that readers should use now, or nullopt when v must be recomputed.
@@ -272,6 +274,7 @@ class Planner {
   bool freePrefix_ = false;  // prefix values in freeDrop are recomputed too
   std::int64_t freeTier_ = -1;  // >= 0: freeDrop values of tiers up to this are dropped
   int freeDepth_ = 0;           // ... of depths up to this (0: any)
+  int freeBefore_ = 0;          // ... made before this forward position (0: any)
   const chain::Schedule* ops_ = nullptr;
   size_t op_ = 0;
   size_t before_ = 0;

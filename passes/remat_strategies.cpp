@@ -188,6 +188,28 @@ void freeCandidates(const Analysis& a, std::vector<Candidate>& out) {
       out.push_back(std::move(c));
     }
   }
+  // The most free values (the last tier), only those made in the first quarter, half or
+  // three quarters of the forward: they live longest, so they save most per FLOP.
+  const std::int64_t tier = kFreeTiers[std::size(kFreeTiers) - 1];
+  for (int depth : {0, 1})
+    for (int quarter = 1; quarter <= 3; ++quarter) {
+      Candidate c{RematStrategy::Selective,
+                  "selective: recompute values of at most " + std::to_string(tier) + " FLOPs per element" +
+                      (depth == 1 ? ", each by one node," : "") + " made in the first " + std::to_string(quarter) +
+                      "/4 of the forward, from what the backward keeps anyway (parameters, inputs, values it reads)",
+                  {}};
+      bool drops = false;
+      for (const Episode& ep : a.episodes) {
+        EpisodePlan p{EpisodePlan::Kind::Free, {}};
+        p.freeTier = tier;
+        p.freeDepth = depth;
+        p.freeBefore = std::max<int>(1, static_cast<int>((ep.forwardEnd - ep.forwardBegin) * quarter / 4));
+        for (const auto& [v, f] : ep.freeDrop)
+          drops = drops || ((depth == 0 || f.depth <= depth) && f.position < p.freeBefore && readByBackward(v));
+        c.episodes.push_back(std::move(p));
+      }
+      if (drops) out.push_back(std::move(c));
+    }
 }
 
 // Whether free recompute would drop a value selective keeps (else its proposals repeat

@@ -162,9 +162,12 @@ struct Episode {
   // so a plan can drop only the values of tiers up to one of kFreeTiers; and its depth: 1 when
   // every operand is held anyway, else 1 + its deepest freeDrop operand's (a plan may drop only
   // depth 1: values recomputed by one node from what is held, the held ones kept as they are).
+  // And its position: the latest forward position (in the episode) of a node its recompute
+  // runs; values made early live longest, so dropping only those saves most per FLOP.
   struct FreeValue {
     std::int64_t tier = 0;
     int depth = 1;
+    int position = 0;
   };
   std::unordered_map<const ir::Value*, FreeValue> freeDrop;
   // `uses` with the operands that read prefix values in freeDrop added (and the backward nodes
@@ -242,6 +245,7 @@ struct EpisodePlan {
   bool freeInside = false;
   std::int64_t freeTier = kCheapFlopsPerElement;  // Free and freeInside: the tiers dropped
   int freeDepth = 0;  // ... and the depths (0: any)
+  int freeBefore = 0;  // ... and the positions below this (0: any)
 };
 
 struct Candidate {
