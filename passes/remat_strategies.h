@@ -62,7 +62,9 @@
 //                  backward would not keep anyway: an embedding lookup, a zero state, a stack of a recurrence's outputs,
 //                  a layer norm of a residual stream (bench/remat_ilp.py: what the exact
 //                  optimum recomputes on a 2-layer GPT and an 8-step LSTM), at each of
-//                  kFreeTiers, of any depth or of depth 1 only (Episode::freeDrop); on graphs
+//                  kFreeTiers, of any depth or of depth 1 only, and at the last tier only
+//                  the values made in the first 1/4, 2/4 or 3/4 of the forward
+//                  (Episode::freeDrop); on graphs
 //                  of at most kExhaustiveMaxNodes nodes, alone and inside the stored stages of
 //                  the chain solver's frontier;
 //      auto        all of the above.
