@@ -128,12 +128,14 @@ std::unordered_map<const ir::Value*, Episode::FreeValue> freeValues(const std::v
                                                                    const ValueSet& pinned) {
   std::unordered_map<const ir::Value*, Episode::FreeValue> free;
   NodeSet inEpisode(fwd.begin(), fwd.end());
-  auto heldAnyway = [&](const ir::Value* u) {
-    if (u->kind() != ir::ValueKind::Result || pinned.count(u)) return true;
-    if (!inEpisode.count(u->producer())) return false;
+  auto readByBackward = [](const ir::Value* u) {
     for (const ir::Use& use : u->uses())
       if (!isForward(*use.user)) return true;
     return false;
+  };
+  auto heldAnyway = [&](const ir::Value* u) {
+    if (u->kind() != ir::ValueKind::Result || pinned.count(u)) return true;
+    return inEpisode.count(u->producer()) && readByBackward(u);
   };
   for (size_t position = 0; position < fwd.size(); ++position) {
     const ir::Node* n = fwd[position];
@@ -157,7 +159,10 @@ std::unordered_map<const ir::Value*, Episode::FreeValue> freeValues(const std::v
     }
     if (!isFree) continue;
     for (size_t r = 0; r < n->numResults(); ++r)
-      if (!pinned.count(n->result(r))) free.emplace(n->result(r), info);
+      if (!pinned.count(n->result(r))) {
+        info.readByBackward = readByBackward(n->result(r));
+        free.emplace(n->result(r), info);
+      }
   }
   return free;
 }
@@ -424,7 +429,7 @@ Expected<Analysis> analyze(ir::Graph& graph) {
       use.label = lo <= hi && lo <= current ? std::min(hi, current) : latest;
       current = std::min(current, use.label);
       ep.uses.push_back(use);
-      if (a.numNodes > kExhaustiveMaxNodes) continue;  // no free recompute (above)
+      if (ep.freeDrop.empty()) continue;  // no free recompute (above)
       if (!prefixOperands.empty()) {
         use.operands.insert(use.operands.end(), prefixOperands.begin(), prefixOperands.end());
         std::sort(use.operands.begin(), use.operands.end());

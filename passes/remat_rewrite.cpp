@@ -54,11 +54,8 @@ class Planner {
     // Selective and Free recompute on demand only, the values of one set.
     selective_ = p.kind == EpisodePlan::Kind::Selective || p.kind == EpisodePlan::Kind::Free;
     const bool inside = p.kind == EpisodePlan::Kind::Schedule && (p.selectiveInside || p.freeInside);
-    freeTier_ = free ? p.freeTier : -1;
-    freeDepth_ = p.freeDepth;
-    freeBefore_ = p.freeBefore;
+    free_ = free ? &p : nullptr;
     selectiveInside_ = inside;
-    freePrefix_ = free;
     transient_.assign(ep.stages.size(), false);
     keptStage_.assign(ep.stages.size(), false);
     clearCache();
@@ -192,10 +189,9 @@ class Planner {
   // Whether the plan recomputes the cheap value v (selective, selective or free inside stored
   // stages, free) instead of keeping it.
   bool dropped(const ir::Value* v) const {
-    if (freeTier_ < 0) return ep_->selectiveDrop.count(v) > 0;
+    if (!free_) return ep_->selectiveDrop.count(v) > 0;
     auto it = ep_->freeDrop.find(v);
-    return it != ep_->freeDrop.end() && it->second.tier <= freeTier_ && (freeDepth_ == 0 || it->second.depth <= freeDepth_) &&
-           (freeBefore_ == 0 || it->second.position < freeBefore_);
+    return it != ep_->freeDrop.end() && free_->dropsFree(it->second);
   }
 
   // The copy of v that readers should use now, or nullopt when v must be recomputed.
@@ -204,7 +200,7 @@ class Planner {
     if (!info || info->episode != episode_) return Source{v};
     const int id = info->id;
     // A prefix value (stage -1) is in the table only to be recomputed by plans dropping freeDrop.
-    if (info->stage < 0 && !freePrefix_) return Source{v};
+    if (info->stage < 0 && !free_) return Source{v};
     if (selective_ && !dropped(v)) return Source{v};
     if (!selective_ && info->stage >= 0) {
       // The schedule's copies first: a full forward replaces older on-demand ones. With
@@ -271,10 +267,9 @@ class Planner {
   const Episode* ep_ = nullptr;
   bool selective_ = false;
   bool selectiveInside_ = false;
-  bool freePrefix_ = false;  // prefix values in freeDrop are recomputed too
-  std::int64_t freeTier_ = -1;  // >= 0: freeDrop values of tiers up to this are dropped
-  int freeDepth_ = 0;           // ... of depths up to this (0: any)
-  int freeBefore_ = 0;          // ... made before this forward position (0: any)
+  // A plan dropping freeDrop values (Free, freeInside; prefix values in freeDrop are
+  // recomputed too), during run().
+  const EpisodePlan* free_ = nullptr;
   const chain::Schedule* ops_ = nullptr;
   size_t op_ = 0;
   size_t before_ = 0;

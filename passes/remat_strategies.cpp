@@ -150,74 +150,63 @@ bool insidePays(const Analysis& a, const DropSet Episode::*drop) {
   return false;
 }
 
+// One free-recompute proposal: every episode drops its freeDrop values of tiers up to `tier`,
+// of depths up to `depth` (0: any) and, with `quarter` > 0, made in the first quarter/4 of its
+// forward.
+Candidate freeCandidate(const Analysis& a, std::int64_t tier, int depth, int quarter) {
+  Candidate c{RematStrategy::Selective,
+              "selective: recompute values of at most " + std::to_string(tier) + " FLOPs per element" +
+                  (depth == 1 ? ", each by one node," : "") +
+                  (quarter > 0 ? " made in the first " + std::to_string(quarter) + "/4 of the forward," : "") +
+                  " from what the backward keeps anyway (parameters, inputs, values it reads)",
+              {}};
+  for (const Episode& ep : a.episodes) {
+    EpisodePlan p{EpisodePlan::Kind::Free, {}};
+    p.freeTier = tier;
+    p.freeDepth = depth;
+    if (quarter > 0) p.freeBefore = std::max<int>(1, static_cast<int>((ep.forwardEnd - ep.forwardBegin) * quarter / 4));
+    c.episodes.push_back(std::move(p));
+  }
+  return c;
+}
+
+// How many values a backward node reads a free-recompute proposal drops.
+size_t freeDrops(const Analysis& a, const Candidate& c) {
+  size_t n = 0;
+  for (size_t e = 0; e < a.episodes.size(); ++e)
+    for (const auto& [v, f] : a.episodes[e].freeDrop)
+      if (f.readByBackward && c.episodes[e].dropsFree(f)) ++n;
+  return n;
+}
+
 // Free recompute at each of kFreeTiers, of any depth and of depth 1 only: one proposal per
 // distinct set of values that backward nodes read (the sets grow with the tier; depth 1 is a
-// subset of any depth at the same tier).
+// subset of any depth at the same tier). Then the last tier with only the values made in the
+// first quarter, half or three quarters of the forward: they live longest, so they save most
+// per FLOP.
 void freeCandidates(const Analysis& a, std::vector<Candidate>& out) {
-  auto readByBackward = [](const ir::Value* v) {
-    for (const ir::Use& u : v->uses())
-      if (u.user->phase() != ir::Phase::fwd) return true;
-    return false;
-  };
-  // How many values read by the backward a (tier, depth) plan drops.
-  auto count = [&](std::int64_t tier, int depth) {
-    size_t n = 0;
-    for (const Episode& ep : a.episodes)
-      for (const auto& [v, f] : ep.freeDrop)
-        if (f.tier <= tier && (depth == 0 || f.depth <= depth) && readByBackward(v)) ++n;
-    return n;
-  };
   for (int depth : {0, 1}) {
     size_t below = 0;
     for (std::int64_t tier : kFreeTiers) {
-      const size_t n = count(tier, depth);
-      const bool repeats = n == below || (depth == 1 && n == count(tier, 0));
+      Candidate c = freeCandidate(a, tier, depth, 0);
+      const size_t n = freeDrops(a, c);
+      const bool repeats = n == below || (depth == 1 && n == freeDrops(a, freeCandidate(a, tier, 0, 0)));
       below = n;
-      if (repeats) continue;
-      Candidate c{RematStrategy::Selective,
-                  "selective: recompute values of at most " + std::to_string(tier) + " FLOPs per element" +
-                      (depth == 1 ? ", each by one node," : "") +
-                      " from what the backward keeps anyway (parameters, inputs, values it reads)",
-                  {}};
-      for (size_t e = 0; e < a.episodes.size(); ++e) {
-        EpisodePlan p{EpisodePlan::Kind::Free, {}};
-        p.freeTier = tier;
-        p.freeDepth = depth;
-        c.episodes.push_back(std::move(p));
-      }
-      out.push_back(std::move(c));
+      if (!repeats) out.push_back(std::move(c));
     }
   }
-  // The most free values (the last tier), only those made in the first quarter, half or
-  // three quarters of the forward: they live longest, so they save most per FLOP.
-  const std::int64_t tier = kFreeTiers[std::size(kFreeTiers) - 1];
   for (int depth : {0, 1})
     for (int quarter = 1; quarter <= 3; ++quarter) {
-      Candidate c{RematStrategy::Selective,
-                  "selective: recompute values of at most " + std::to_string(tier) + " FLOPs per element" +
-                      (depth == 1 ? ", each by one node," : "") + " made in the first " + std::to_string(quarter) +
-                      "/4 of the forward, from what the backward keeps anyway (parameters, inputs, values it reads)",
-                  {}};
-      bool drops = false;
-      for (const Episode& ep : a.episodes) {
-        EpisodePlan p{EpisodePlan::Kind::Free, {}};
-        p.freeTier = tier;
-        p.freeDepth = depth;
-        p.freeBefore = std::max<int>(1, static_cast<int>((ep.forwardEnd - ep.forwardBegin) * quarter / 4));
-        for (const auto& [v, f] : ep.freeDrop)
-          drops = drops || ((depth == 0 || f.depth <= depth) && f.position < p.freeBefore && readByBackward(v));
-        c.episodes.push_back(std::move(p));
-      }
-      if (drops) out.push_back(std::move(c));
+      Candidate c = freeCandidate(a, kFreeTiers[std::size(kFreeTiers) - 1], depth, quarter);
+      if (freeDrops(a, c) > 0) out.push_back(std::move(c));
     }
 }
 
 // Whether free recompute would drop a value selective keeps (else its proposals repeat
-// selective's), on a graph small enough to measure its proposals.
+// selective's). freeDrop is empty on graphs too large to measure its proposals.
 bool freePays(const Analysis& a) {
-  if (a.numNodes > kExhaustiveMaxNodes) return false;
   for (const Episode& ep : a.episodes)
-    for (const auto& [v, tier] : ep.freeDrop)
+    for (const auto& [v, f] : ep.freeDrop)
       if (!ep.selectiveDrop.count(v)) return true;
   return false;
 }

@@ -166,10 +166,12 @@ struct Episode {
   // depth 1: values recomputed by one node from what is held, the held ones kept as they are).
   // And its position: the latest forward position (in the episode) of a node its recompute
   // runs; values made early live longest, so dropping only those saves most per FLOP.
+  // readByBackward: a non-forward node reads it (else dropping it alone changes nothing).
   struct FreeValue {
     std::int64_t tier = 0;
     int depth = 1;
     int position = 0;
+    bool readByBackward = false;
   };
   std::unordered_map<const ir::Value*, FreeValue> freeDrop;
   // `uses` with the operands that read prefix values in freeDrop added (and the backward nodes
@@ -248,6 +250,10 @@ struct EpisodePlan {
   std::int64_t freeTier = kCheapFlopsPerElement;  // Free and freeInside: the tiers dropped
   int freeDepth = 0;  // ... and the depths (0: any)
   int freeBefore = 0;  // ... and the positions below this (0: any)
+  // Whether this plan (Free or freeInside) drops a freeDrop value.
+  bool dropsFree(const Episode::FreeValue& f) const {
+    return f.tier <= freeTier && (freeDepth == 0 || f.depth <= freeDepth) && (freeBefore == 0 || f.position < freeBefore);
+  }
 };
 
 struct Candidate {
