@@ -181,6 +181,9 @@ class Chooser {
     return known_->facts.emplace(key, StepFacts(graph, analyzeStorage(graph))).first->second;
   }
 
+  // No plan of the entry's graph peaks below this (StepFacts::persistentBytes).
+  std::int64_t floorBytes(const Entry& e) { return stepFacts(e).persistentBytes(); }
+
   PeakFacts& bounds(const Entry& e) {
     return measure(e, [](const PeakFacts&) { return false; });
   }
@@ -237,13 +240,18 @@ class Chooser {
   int scheduled_ = 0;
 };
 
-// The first entry in selection order whose scheduled peak fits. A proposal that does not fit
-// at its finest chunking fits at no coarser one: it is skipped without measuring the coarser.
+// Whether firstFit takes the entry under `budget`: its scheduled peak fits. A proposal that
+// does not fit at its finest chunking fits at no coarser one: it is skipped without measuring
+// the coarser.
+bool fitsUnder(Chooser& chooser, const Entry& e, std::int64_t budget) {
+  if (!chooser.isFinest(e) && !chooser.fits(chooser.finest(e), budget)) return false;
+  return chooser.fits(e, budget) && chooser.peak(e) <= budget;
+}
+
+// The first entry in selection order that fits.
 std::optional<Entry> firstFit(Chooser& chooser, const std::vector<Entry>& order, std::int64_t budget) {
-  for (const Entry& e : order) {
-    if (!chooser.isFinest(e) && !chooser.fits(chooser.finest(e), budget)) continue;
-    if (chooser.fits(e, budget) && chooser.peak(e) <= budget) return e;
-  }
+  for (const Entry& e : order)
+    if (fitsUnder(chooser, e, budget)) return e;
   return std::nullopt;
 }
 
@@ -278,12 +286,34 @@ std::optional<Entry> smallestPeak(Chooser& chooser, const std::vector<Entry>& or
   return order[*best];
 }
 
+// firstFit(order, L) where L = the least peak plus 5%, decided without finding the least
+// peak when it can be. No plan peaks below the floor (the persistent bytes of the graphs), so
+// L >= floor + 5%: the entry firstFit finds under floor + 5% fits L. And L <= its peak + 5%:
+// when no earlier entry fits that, none fits L, and it is firstFit's answer under L. Only
+// bounds and the peaks they leave open are measured, as firstFit does; on a long chain the
+// proposals that recompute most (whose step graphs are largest) are never built. nullopt when
+// an earlier entry might fit L.
+std::optional<Entry> firstFitNearFloor(Chooser& chooser, const std::vector<Entry>& order) {
+  auto plus5 = [](std::int64_t bytes) { return bytes + bytes / 20; };
+  std::int64_t floor = std::numeric_limits<std::int64_t>::max();
+  for (const Entry& e : order) floor = std::min(floor, chooser.floorBytes(e));
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (!fitsUnder(chooser, order[i], plus5(floor))) continue;
+    const std::int64_t atMost = plus5(chooser.peak(chooser.finest(order[i])));
+    for (size_t j = 0; j < i; ++j)
+      if (fitsUnder(chooser, order[j], atMost)) return std::nullopt;
+    return order[i];
+  }
+  return std::nullopt;
+}
+
 // The plan a strategy applies without a budget: chain takes the least recompute that comes
 // within 5% of its smallest peak (memory-poor reaches the very smallest at many times the
 // cost); the others their one plan (auto and none: nothing recomputed).
 std::optional<Entry> withoutBudget(Chooser& chooser, const std::vector<Entry>& order, RematStrategy strategy) {
   if (order.empty()) return std::nullopt;
   if (strategy != RematStrategy::Chain) return order.front();
+  if (std::optional<Entry> settled = firstFitNearFloor(chooser, order)) return settled;
   const std::int64_t lowest = chooser.peak(*smallestPeak(chooser, order));
   return firstFit(chooser, order, lowest + lowest / 20);
 }

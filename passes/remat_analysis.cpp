@@ -14,8 +14,34 @@ namespace remat {
 
 namespace {
 
-using NodeSet = std::unordered_set<const ir::Node*>;
 using ValueSet = std::unordered_set<const ir::Value*>;
+
+// Position of each forward node of the episode being analysed, by node id; -1 for the others.
+using Positions = std::vector<int>;
+// A flag per value id (pinned, a stage boundary, ...).
+using ValueFlags = std::vector<std::uint8_t>;
+
+// A set of values by id that empties in O(1) (a new stamp), for the many small sets of one
+// analysis (a stage's counted buffers, a closure's needed values).
+class ValueMarks {
+ public:
+  explicit ValueMarks(size_t valueIdBound) : stamp_(valueIdBound, 0) {}
+  void clear() { ++current_; }
+  // Marks v; whether it was unmarked.
+  bool insert(const ir::Value* v) {
+    if (stamp_[v->id()] == current_) return false;
+    stamp_[v->id()] = current_;
+    return true;
+  }
+  bool count(const ir::Value* v) const { return stamp_[v->id()] == current_; }
+
+ private:
+  std::vector<std::uint32_t> stamp_;
+  std::uint32_t current_ = 1;
+};
+
+int positionOf(const Positions& localPos, const ir::Node* n) { return localPos[n->id()]; }
+bool flagged(const ValueFlags& flags, const ir::Value* v) { return flags[v->id()] != 0; }
 
 bool isForward(const ir::Node& n) { return n.phase() == ir::Phase::fwd; }
 
@@ -29,15 +55,14 @@ struct ChainCuts {
 };
 
 // lastUse[p]: the last forward position < tailBegin reading a result of node p (-1 if none).
-std::vector<int> lastUses(const std::vector<const ir::Node*>& fwd,
-                          const std::unordered_map<const ir::Node*, int>& localPos, int tailBegin) {
+std::vector<int> lastUses(const std::vector<const ir::Node*>& fwd, const Positions& localPos, int tailBegin) {
   std::vector<int> last(fwd.size(), -1);
   for (size_t p = 0; p < fwd.size(); ++p)
     for (size_t r = 0; r < fwd[p]->numResults(); ++r)
       for (const ir::Use& u : fwd[p]->result(r)->uses()) {
-        auto it = localPos.find(u.user);
-        if (it == localPos.end() || it->second >= tailBegin) continue;
-        last[p] = std::max(last[p], it->second);
+        const int user = positionOf(localPos, u.user);
+        if (user < 0 || user >= tailBegin) continue;
+        last[p] = std::max(last[p], user);
       }
   return last;
 }
@@ -57,7 +82,7 @@ std::vector<int> greedyCuts(const std::vector<int>& last, int prefixEnd, int tai
   return cuts;
 }
 
-ChainCuts findChain(const std::vector<const ir::Node*>& fwd, const std::unordered_map<const ir::Node*, int>& localPos) {
+ChainCuts findChain(const std::vector<const ir::Node*>& fwd, const Positions& localPos) {
   const int F = static_cast<int>(fwd.size());
   ChainCuts best;
   best.tailBegin = F;
@@ -90,8 +115,10 @@ ChainCuts findChain(const std::vector<const ir::Node*>& fwd, const std::unordere
 }
 
 // Nodes of `nodes` (program order) needed to compute `targets`, in program order.
-std::vector<const ir::Node*> closure(const std::vector<const ir::Node*>& nodes, const std::vector<const ir::Value*>& targets) {
-  ValueSet needed(targets.begin(), targets.end());
+std::vector<const ir::Node*> closure(const std::vector<const ir::Node*>& nodes, const std::vector<const ir::Value*>& targets,
+                                     ValueMarks& needed) {
+  needed.clear();
+  for (const ir::Value* v : targets) needed.insert(v);
   std::vector<const ir::Node*> out;
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     const ir::Node* n = *it;
@@ -124,22 +151,21 @@ bool cheap(const ir::Node& n, std::int64_t flops) {
 // membership is known before its readers'; a value's tier is the most FLOPs per element of a
 // node its recompute runs, its depth how many nodes deep that recompute goes.
 std::unordered_map<const ir::Value*, Episode::FreeValue> freeValues(const std::vector<const ir::Node*>& fwd,
-                                                                   const std::unordered_map<const ir::Node*, std::int64_t>& flopsOf,
-                                                                   const ValueSet& pinned) {
+                                                                   const Analysis& a, const Positions& localPos,
+                                                                   const ValueFlags& pinned) {
   std::unordered_map<const ir::Value*, Episode::FreeValue> free;
-  NodeSet inEpisode(fwd.begin(), fwd.end());
   auto readByBackward = [](const ir::Value* u) {
     for (const ir::Use& use : u->uses())
       if (!isForward(*use.user)) return true;
     return false;
   };
   auto heldAnyway = [&](const ir::Value* u) {
-    if (u->kind() != ir::ValueKind::Result || pinned.count(u)) return true;
-    return inEpisode.count(u->producer()) && readByBackward(u);
+    if (u->kind() != ir::ValueKind::Result || flagged(pinned, u)) return true;
+    return positionOf(localPos, u->producer()) >= 0 && readByBackward(u);
   };
   for (size_t position = 0; position < fwd.size(); ++position) {
     const ir::Node* n = fwd[position];
-    const std::int64_t flops = flopsOf.at(n);
+    const std::int64_t flops = a.flopsOf(n);
     if (!cheap(*n, flops)) continue;
     std::int64_t elements = 0;
     for (size_t r = 0; r < n->numResults(); ++r) elements += n->result(r)->type().numel();
@@ -159,7 +185,7 @@ std::unordered_map<const ir::Value*, Episode::FreeValue> freeValues(const std::v
     }
     if (!isFree) continue;
     for (size_t r = 0; r < n->numResults(); ++r)
-      if (!pinned.count(n->result(r))) {
+      if (!flagged(pinned, n->result(r))) {
         info.readByBackward = readByBackward(n->result(r));
         free.emplace(n->result(r), info);
       }
@@ -181,14 +207,17 @@ Expected<Analysis> analyze(ir::Graph& graph) {
 
   // Kept whatever the plan: graph outputs, and the results of side-effect nodes (collectives:
   // recomputing one would issue it twice on this rank only, and the ranks would disagree).
-  ValueSet pinned;
-  for (const ir::GraphOutput& out : graph.outputs()) pinned.insert(out.value);
+  ValueFlags pinned(graph.valueIdBound(), 0);
+  for (const ir::GraphOutput& out : graph.outputs()) pinned[out.value->id()] = 1;
   for (const auto& n : nodes)
     if (n->op().sideEffects)
-      for (size_t r = 0; r < n->numResults(); ++r) pinned.insert(n->result(r));
-  std::unordered_map<const ir::Node*, size_t> position;
-  position.reserve(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i) position.emplace(nodes[i].get(), i);
+      for (size_t r = 0; r < n->numResults(); ++r) pinned[n->result(r)->id()] = 1;
+  std::vector<size_t> position(graph.nodeIdBound());  // program position by node id
+  for (size_t i = 0; i < nodes.size(); ++i) position[nodes[i]->id()] = i;
+  a.flops.assign(graph.nodeIdBound(), 0);
+  Positions localPos(graph.nodeIdBound(), -1);
+  ValueFlags boundaries(graph.valueIdBound(), 0);
+  ValueMarks counted(graph.valueIdBound());
 
   // Episodes: a run of forward nodes and the non-forward nodes up to the next run.
   for (size_t i = 0; i < nodes.size();) {
@@ -208,12 +237,13 @@ Expected<Analysis> analyze(ir::Graph& graph) {
   for (size_t e = 0; e < a.episodes.size(); ++e) {
     Episode& ep = a.episodes[e];
     std::vector<const ir::Node*> fwd;
-    std::unordered_map<const ir::Node*, int> localPos;
+    if (e > 0)  // the previous episode's positions
+      for (size_t p = a.episodes[e - 1].forwardBegin; p < a.episodes[e - 1].forwardEnd; ++p) localPos[nodes[p]->id()] = -1;
     for (size_t p = ep.forwardBegin; p < ep.forwardEnd; ++p) {
-      localPos.emplace(nodes[p].get(), static_cast<int>(fwd.size()));
+      localPos[nodes[p]->id()] = static_cast<int>(fwd.size());
       fwd.push_back(nodes[p].get());
       const std::int64_t f = nodes[p]->flops();
-      a.flops.emplace(nodes[p].get(), f);
+      a.flops[nodes[p]->id()] = f;
       a.forwardFlops += f;
     }
     const int F = static_cast<int>(fwd.size());
@@ -248,19 +278,18 @@ Expected<Analysis> analyze(ir::Graph& graph) {
         for (int p = parts[s].first; p < parts[s].second; ++p) {
           const ir::Node* n = fwd[static_cast<size_t>(p)];
           st.nodes.push_back(n);
-          m.forwardCost += a.flops.at(n);
+          m.forwardCost += a.flopsOf(n);
           for (size_t r = 0; r < n->numResults(); ++r) {
             const ir::Value* v = n->result(r);
-            if (pinned.count(v)) continue;
+            if (flagged(pinned, v)) continue;
             bool readByNext = false, readByBackward = false;
             for (const ir::Use& u : v->uses()) {
               if (!isForward(*u.user)) {
                 readByBackward = true;
                 continue;
               }
-              auto it = localPos.find(u.user);
-              if (it != localPos.end() && stageOfPos[static_cast<size_t>(it->second)] == static_cast<int>(s) + 1)
-                readByNext = true;
+              const int user = positionOf(localPos, u.user);
+              if (user >= 0 && stageOfPos[static_cast<size_t>(user)] == static_cast<int>(s) + 1) readByNext = true;
             }
             if (readByNext) st.boundary.push_back(v);
             if (readByNext || readByBackward) st.stored.push_back(v);
@@ -269,14 +298,14 @@ Expected<Analysis> analyze(ir::Graph& graph) {
         // Bytes by buffer: views share their source's storage (OpInfo::view), which counts
         // once, in the stage that allocates it.
         auto bytes = [&](const std::vector<const ir::Value*>& values) {
-          ValueSet counted;
+          counted.clear();
           std::int64_t total = 0;
           for (const ir::Value* v : values) {
             const ir::Value* root = storage(v);
             if (root->kind() != ir::ValueKind::Result) continue;
-            auto it = localPos.find(root->producer());
-            if (it == localPos.end() || stageOfPos[static_cast<size_t>(it->second)] != static_cast<int>(s)) continue;
-            if (counted.insert(root).second) total += root->type().bytes();
+            const int at = positionOf(localPos, root->producer());
+            if (at < 0 || stageOfPos[static_cast<size_t>(at)] != static_cast<int>(s)) continue;
+            if (counted.insert(root)) total += root->type().bytes();
           }
           return total;
         };
@@ -318,7 +347,7 @@ Expected<Analysis> analyze(ir::Graph& graph) {
     for (const GraphStage& st : raw) {
       ValueSet boundary(st.boundary.begin(), st.boundary.end());
       for (const ir::Value* v : st.stored)
-        if (!boundary.count(v) && cheap(*v->producer(), a.flops.at(v->producer()))) ep.selectiveDrop.insert(v);
+        if (!boundary.count(v) && cheap(*v->producer(), a.flopsOf(v->producer()))) ep.selectiveDrop.insert(v);
     }
 
     // Group long chains for the solver; the groups are described afresh (a boundary inside a
@@ -348,23 +377,25 @@ Expected<Analysis> analyze(ir::Graph& graph) {
     // Free recompute, only on graphs small enough for its proposals (remat_strategies.cpp:
     // freePays).
     if (a.numNodes <= kExhaustiveMaxNodes) {
-      ep.freeDrop = freeValues(fwd, a.flops, pinned);
+      ep.freeDrop = freeValues(fwd, a, localPos, pinned);
       ep.freeModel = lessDropped([&](const ir::Value* v) { return ep.freeDrop.count(v) > 0; });
     }
     for (GraphStage& g : ep.stages) {
-      g.boundaryNodes = closure(g.nodes, g.boundary);
-      g.storedNodes = closure(g.nodes, g.stored);
+      g.boundaryNodes = closure(g.nodes, g.boundary, counted);
+      g.storedNodes = closure(g.nodes, g.stored, counted);
     }
     // External buffers: the storage (through views) of prefix values that stage nodes read,
     // unless a backward node reads that storage anyway.
     {
-      NodeSet prefix;
-      for (int p = 0; p < ep.prefixNodes; ++p) prefix.insert(fwd[static_cast<size_t>(p)]);
+      auto inPrefix = [&](const ir::Node* n) {
+        const int at = positionOf(localPos, n);
+        return at >= 0 && at < ep.prefixNodes;
+      };
       std::unordered_map<const ir::Value*, int> roots;  // buffer -> the last (grouped) stage reading it
       for (size_t g = 0; g < ep.stages.size(); ++g)
         for (const ir::Node* n : ep.stages[g].nodes)
           for (const ir::Value* u : n->operands()) {
-            if (!u->producer() || !prefix.count(u->producer())) continue;
+            if (!u->producer() || !inPrefix(u->producer())) continue;
             const ir::Value* root = storage(u);
             if (root->kind() == ir::ValueKind::Result) roots[root] = static_cast<int>(g);
           }
@@ -391,7 +422,7 @@ Expected<Analysis> analyze(ir::Graph& graph) {
     for (size_t s = 0; s < ep.stages.size(); ++s)
       for (const ir::Node* n : ep.stages[s].nodes)
         for (size_t r = 0; r < n->numResults(); ++r)
-          if (!pinned.count(n->result(r)))
+          if (!flagged(pinned, n->result(r)))
             a.values.add(n->result(r), static_cast<int>(e), static_cast<int>(s));
     for (int p = 0; p < ep.prefixNodes; ++p) {
       const ir::Node* n = fwd[static_cast<size_t>(p)];
@@ -400,8 +431,8 @@ Expected<Analysis> analyze(ir::Graph& graph) {
     }
 
     // Backward uses of stage values, labelled with their stage.
-    ValueSet boundaries;
-    for (const GraphStage& st : ep.stages) boundaries.insert(st.boundary.begin(), st.boundary.end());
+    for (const GraphStage& st : ep.stages)
+      for (const ir::Value* v : st.boundary) boundaries[v->id()] = 1;
     const int lastStage = static_cast<int>(ep.stages.size()) - 1;
     int current = lastStage;
     for (size_t p = ep.forwardEnd; p < ep.end; ++p) {
@@ -420,7 +451,7 @@ Expected<Analysis> analyze(ir::Graph& graph) {
         use.operands.push_back(i);
         latest = std::max(latest, s);
         lo = std::max(lo, s);
-        hi = std::min(hi, boundaries.count(n->operand(i)) ? s + 1 : s);
+        hi = std::min(hi, flagged(boundaries, n->operand(i)) ? s + 1 : s);
       }
       if (use.operands.empty()) {
         if (!prefixOperands.empty()) ep.freeUses.push_back(BackwardUse{n, p, current, std::move(prefixOperands)});
@@ -461,7 +492,7 @@ Expected<Analysis> analyze(ir::Graph& graph) {
           const ir::Value* v = n->result(r);
           bool survives = v->isGraphOutput();
           for (const ir::Use& u : v->uses())
-            if (!survives) survives = position.at(u.user) >= limit;
+            if (!survives) survives = position[u.user->id()] >= limit;
           const ir::Value* root = storage(v);
           if (survives) {
             if (survivors.insert(root).second) st.gradientBytes += root->type().bytes();

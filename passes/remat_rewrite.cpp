@@ -303,25 +303,27 @@ void pruneUnused(RewritePlan& plan) {
     for (const Source& s : operandsOf(plan.clones[i]))
       if (s.clone >= 0) --uses[static_cast<size_t>(s.clone)];
   }
+  // Compacted in place: clones were appended each right after its operands, so a kept
+  // clone's operands move only towards the front.
   std::vector<int> renumber(n, -1);
-  std::vector<CloneOp> kept;
-  std::vector<Source> operands;
+  size_t keptClones = 0;
+  std::uint32_t keptOperands = 0;
   for (size_t i = 0; i < n; ++i) {
     if (!keep[i]) continue;
-    renumber[i] = static_cast<int>(kept.size());
+    renumber[i] = static_cast<int>(keptClones);
     CloneOp c = plan.clones[i];
-    const auto first = static_cast<std::uint32_t>(operands.size());
+    const std::uint32_t first = keptOperands;
     for (Source s : operandsOf(c)) {
       if (s.clone >= 0) s.clone = renumber[static_cast<size_t>(s.clone)];  // earlier, so renumbered
-      operands.push_back(s);
+      plan.operands[keptOperands++] = s;
     }
     c.first = first;
-    kept.push_back(c);
+    plan.clones[keptClones++] = c;
   }
   for (Rewire& r : plan.rewires)
     if (r.to.clone >= 0) r.to.clone = renumber[static_cast<size_t>(r.to.clone)];
-  plan.clones = std::move(kept);
-  plan.operands = std::move(operands);
+  plan.clones.resize(keptClones);
+  plan.operands.resize(keptOperands);
 }
 
 }  // namespace
@@ -332,7 +334,7 @@ RewritePlan planRewrite(const Analysis& a, const Candidate& candidate) {
   for (size_t e = 0; e < a.episodes.size() && e < candidate.episodes.size(); ++e)
     planner.run(static_cast<int>(e), candidate.episodes[e]);
   pruneUnused(plan);
-  for (const CloneOp& c : plan.clones) plan.recomputeFlops += a.flops.at(c.of);
+  for (const CloneOp& c : plan.clones) plan.recomputeFlops += a.flopsOf(c.of);
   // Plans are kept while proposals are compared: without the growth slack.
   plan.clones.shrink_to_fit();
   plan.operands.shrink_to_fit();

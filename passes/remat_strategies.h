@@ -225,7 +225,8 @@ struct Analysis {
   std::vector<Episode> episodes;
   // Forward results that may be dropped (stage values that are not graph outputs).
   ValueTable values;
-  std::unordered_map<const ir::Node*, std::int64_t> flops;  // forward nodes
+  std::vector<std::int64_t> flops;  // by node id: a forward node's FLOPs (0 for the others)
+  std::int64_t flopsOf(const ir::Node* n) const { return flops[n->id()]; }
   std::int64_t forwardFlops = 0;
   size_t numNodes = 0;
 };

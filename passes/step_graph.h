@@ -57,6 +57,9 @@ class StepFacts {
   StepFacts(const ir::Graph& graph, const StorageModel& storage);
 
   size_t numNodes() const { return nodes_.size(); }
+  // Parameters, optimizer state and inputs: live in every order of every rewrite of the graph,
+  // so no plan of it peaks below this.
+  std::int64_t persistentBytes() const { return persistentBytes_; }
 
  private:
   friend class StepGraphBuilder;

@@ -88,6 +88,10 @@ int checkProposals(ir::Graph& g) {
     const passes::StepGraph real = passes::buildStepGraph(passes::StepFacts(g, passes::analyzeStorage(g)));
     checkEqual(made, real);
     CHECK(passes::scheduledPeak(made).bytes == passes::scheduledPeakBytes(g));
+    // The floor the chain strategy's choice relies on: no proposal peaks below the graph's
+    // persistent bytes, in any order.
+    CHECK(facts.persistentBytes() <= passes::stepPeak(made, passes::programOrder(made)).bytes);
+    CHECK(facts.persistentBytes() <= passes::scheduledPeak(made).bytes);
     checkPeaks(g);
     passes::remat::undoRewrite(g, applied);
     ++count;
