@@ -124,7 +124,10 @@ std::vector<int> microBatchCandidates(const ir::Graph& forward) {
   return ks;
 }
 
-Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
+namespace {
+
+// The checks microBatchedGradients makes of its forward graph; the batch size.
+Expected<std::int64_t> splittableBatch(const ir::Graph& forward, int k) {
   if (k < 1) return Error{"micro-batching: the number of micro-batches must be at least 1, got " + std::to_string(k)};
   for (const auto& n : forward.nodes())
     if (n->phase() != ir::Phase::fwd)
@@ -143,13 +146,23 @@ Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
     return Error{"micro-batching: a batch of " + std::to_string(*batch) + " examples cannot be split into " +
                  std::to_string(k) + " equal micro-batches (divisors: " + divisors + ")"};
   }
+  return *batch;
+}
 
-  if (k == 1) {
-    ir::Graph g = remat::cloneGraph(forward);
-    Autodiff autodiff;
-    if (Expected<bool> r = autodiff.run(g); !r) return r.error();
-    return g;
-  }
+}  // namespace
+
+Expected<ir::Graph> microBatchedGradients(ir::Graph&& forward, int k) {
+  if (k != 1) return microBatchedGradients(static_cast<const ir::Graph&>(forward), k);
+  if (Expected<std::int64_t> batch = splittableBatch(forward, k); !batch) return batch.error();
+  Autodiff autodiff;
+  if (Expected<bool> r = autodiff.run(forward); !r) return r.error();
+  return std::move(forward);
+}
+
+Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
+  Expected<std::int64_t> batch = splittableBatch(forward, k);
+  if (!batch) return batch.error();
+  if (k == 1) return microBatchedGradients(remat::cloneGraph(forward), 1);
 
   Expected<ir::Graph> micro = rebatchForward(forward, *batch, k, "micro-batching");
   if (!micro) return micro.error();
@@ -250,7 +263,11 @@ Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
   return out;
 }
 
-Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const TrainingPlanOptions& options) {
+namespace {
+
+// chooseTrainingPlan; with `consumable` (== &forward), the one graph built from the forward
+// takes it over.
+Expected<RematChoice> choosePlan(const ir::Graph& forward, ir::Graph* consumable, const TrainingPlanOptions& options) {
   if (options.microBatches < 0)
     return Error{"the number of micro-batches must be positive (or 0 for auto), got " + std::to_string(options.microBatches)};
   std::vector<int> ks;
@@ -313,8 +330,12 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
     return RematChoice{std::move(chosen.graph), std::move(s->report), chosen.microBatches, lossChunks,
                        chosen.shardStage, std::move(s->memo)};
   };
+  // The forward is taken over when no other graph is built from it (a fused forward is a
+  // copy made above).
+  const bool consume = consumable && ks.size() == 1 && stages.size() == 1;
   auto build = [&](const ir::Graph& from, int k, int stage) -> Expected<ir::Graph> {
-    Expected<ir::Graph> g = microBatchedGradients(from, k);
+    Expected<ir::Graph> g = consume && &from == consumable ? microBatchedGradients(std::move(*consumable), k)
+                                                           : microBatchedGradients(from, k);
     if (!g) {
       if (options.dataParallel && options.dataParallel->world > 1)  // `forward` is one rank's shard
         return Error{"on each of the " + std::to_string(options.dataParallel->world) +
@@ -375,6 +396,16 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
       }
     }
   return select();
+}
+
+}  // namespace
+
+Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const TrainingPlanOptions& options) {
+  return choosePlan(forward, nullptr, options);
+}
+
+Expected<RematChoice> chooseTrainingPlan(ir::Graph&& forward, const TrainingPlanOptions& options) {
+  return choosePlan(forward, &forward, options);
 }
 
 }  // namespace gradc::passes

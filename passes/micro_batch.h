@@ -56,6 +56,8 @@ Expected<std::int64_t> batchSize(const ir::Graph& forward);
 Expected<ir::Graph> rebatchForward(const ir::Graph& forward, std::int64_t batch, int k, std::string_view purpose);
 
 Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k);
+// The same, taking `forward` over: with k = 1 its nodes become the joint graph's (no copy).
+Expected<ir::Graph> microBatchedGradients(ir::Graph&& forward, int k);
 
 // What `--micro-batches auto` tries: the divisors of the batch up to kMaxAutoMicroBatches; only 1
 // for a graph with batch statistics (OpInfo::batchStatistics), whose results a split would change.
@@ -86,5 +88,10 @@ struct RematChoice {
 
 // forward graph -> the planned joint graph of one training step.
 Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const TrainingPlanOptions& options);
+// The same, taking `forward` over when only one step is built from it (one micro-batch count
+// and ZeRO stage: without a budget, or with both fixed): its nodes become the step's instead of
+// a copy's. For callers done with the forward graph (a summary of a large spec); the graph is
+// left empty or unspecified.
+Expected<RematChoice> chooseTrainingPlan(ir::Graph&& forward, const TrainingPlanOptions& options);
 
 }  // namespace gradc::passes

@@ -199,8 +199,9 @@ std::optional<std::string> shardTable(const ir::Graph& forward, passes::Training
 }
 
 // The forward graph's summary, then every recompute strategy's predicted peak and overhead on
-// the training step (AdamW), under --budget when given.
-int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
+// the training step (AdamW), under --budget when given. The step takes the forward graph over
+// when nothing after it reads the forward (a large spec's summary then holds one graph, not two).
+int emitSummary(ir::Graph& fullForward, const CompileOptions& o) {
   // With --devices N: rank 0's graph, so sizes and strategies are per device.
   std::optional<ir::Graph> partitioned;
   passes::TrainingPlanOptions options;
@@ -210,7 +211,7 @@ int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
     if (!partitioned) return kExitUserError;
     options.dataParallel = *o.parallel.forRank(0);
   }
-  const ir::Graph& forward = partitioned ? *partitioned : fullForward;
+  ir::Graph& forward = partitioned ? *partitioned : fullForward;
   std::string text = formatSummary(forward, passes::computeGraphStats(forward));
   if (partitioned)
     text += "\n(rank 0 of " + std::to_string(o.parallel.devices) + " data-parallel ranks, loss placement " +
@@ -225,7 +226,10 @@ int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
     }
     budget = *bytes;
   }
-  Expected<passes::RematChoice> joint = passes::chooseTrainingPlan(forward, options);
+  const bool fusable = passes::countFusableLosses(forward) > 0;
+  const bool forwardReadAfter = fusable || (partitioned && options.optimizer);
+  Expected<passes::RematChoice> joint = forwardReadAfter ? passes::chooseTrainingPlan(forward, options)
+                                                         : passes::chooseTrainingPlan(std::move(forward), options);
   if (!joint) {
     std::cerr << "gradc: error: " << joint.error().message << "\n";
     return kExitUserError;
@@ -240,7 +244,7 @@ int emitSummary(const ir::Graph& fullForward, const CompileOptions& o) {
           (options.fuseElementwise ? "elementwise regions fused" : "--no-fuse") + ")";
   text += budget ? " under a budget of " + passes::formatBytes(*budget) + ":\n" : ":\n";
   text += passes::formatStrategySummaries(*rows);
-  if (passes::countFusableLosses(forward) > 0) {
+  if (fusable) {
     std::optional<std::string> table = lossChunkTable(forward, options, passes::scheduledPeakBytes(joint->graph));
     if (!table) return kExitUserError;
     text += *table;
