@@ -149,20 +149,25 @@ Expected<std::int64_t> splittableBatch(const ir::Graph& forward, int k) {
   return *batch;
 }
 
+// One micro-batch: the graph itself, with autodiff's backward.
+Expected<ir::Graph> withGradients(ir::Graph graph) {
+  Autodiff autodiff;
+  if (Expected<bool> r = autodiff.run(graph); !r) return r.error();
+  return graph;
+}
+
 }  // namespace
 
 Expected<ir::Graph> microBatchedGradients(ir::Graph&& forward, int k) {
   if (k != 1) return microBatchedGradients(static_cast<const ir::Graph&>(forward), k);
   if (Expected<std::int64_t> batch = splittableBatch(forward, k); !batch) return batch.error();
-  Autodiff autodiff;
-  if (Expected<bool> r = autodiff.run(forward); !r) return r.error();
-  return std::move(forward);
+  return withGradients(std::move(forward));
 }
 
 Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
   Expected<std::int64_t> batch = splittableBatch(forward, k);
   if (!batch) return batch.error();
-  if (k == 1) return microBatchedGradients(remat::cloneGraph(forward), 1);
+  if (k == 1) return withGradients(remat::cloneGraph(forward));
 
   Expected<ir::Graph> micro = rebatchForward(forward, *batch, k, "micro-batching");
   if (!micro) return micro.error();

@@ -296,7 +296,8 @@ std::optional<Entry> smallestPeak(Chooser& chooser, const std::vector<Entry>& or
 std::optional<Entry> firstFitNearFloor(Chooser& chooser, const std::vector<Entry>& order) {
   auto plus5 = [](std::int64_t bytes) { return bytes + bytes / 20; };
   std::int64_t floor = std::numeric_limits<std::int64_t>::max();
-  for (const Entry& e : order) floor = std::min(floor, chooser.floorBytes(e));
+  for (const Entry& e : order)  // the same at every chunking of a graph
+    if (chooser.isFinest(e)) floor = std::min(floor, chooser.floorBytes(e));
   for (size_t i = 0; i < order.size(); ++i) {
     if (!fitsUnder(chooser, order[i], plus5(floor))) continue;
     const std::int64_t atMost = plus5(chooser.peak(chooser.finest(order[i])));

@@ -216,8 +216,9 @@ Expected<Analysis> analyze(ir::Graph& graph) {
   for (size_t i = 0; i < nodes.size(); ++i) position[nodes[i]->id()] = i;
   a.flops.assign(graph.nodeIdBound(), 0);
   Positions localPos(graph.nodeIdBound(), -1);
+  // Stage boundaries of every episode so far (a backward use reads its own episode's only).
   ValueFlags boundaries(graph.valueIdBound(), 0);
-  ValueMarks counted(graph.valueIdBound());
+  ValueMarks scratch(graph.valueIdBound());  // a set each use empties first
 
   // Episodes: a run of forward nodes and the non-forward nodes up to the next run.
   for (size_t i = 0; i < nodes.size();) {
@@ -298,14 +299,14 @@ Expected<Analysis> analyze(ir::Graph& graph) {
         // Bytes by buffer: views share their source's storage (OpInfo::view), which counts
         // once, in the stage that allocates it.
         auto bytes = [&](const std::vector<const ir::Value*>& values) {
-          counted.clear();
+          scratch.clear();
           std::int64_t total = 0;
           for (const ir::Value* v : values) {
             const ir::Value* root = storage(v);
             if (root->kind() != ir::ValueKind::Result) continue;
             const int at = positionOf(localPos, root->producer());
             if (at < 0 || stageOfPos[static_cast<size_t>(at)] != static_cast<int>(s)) continue;
-            if (counted.insert(root)) total += root->type().bytes();
+            if (scratch.insert(root)) total += root->type().bytes();
           }
           return total;
         };
@@ -381,8 +382,8 @@ Expected<Analysis> analyze(ir::Graph& graph) {
       ep.freeModel = lessDropped([&](const ir::Value* v) { return ep.freeDrop.count(v) > 0; });
     }
     for (GraphStage& g : ep.stages) {
-      g.boundaryNodes = closure(g.nodes, g.boundary, counted);
-      g.storedNodes = closure(g.nodes, g.stored, counted);
+      g.boundaryNodes = closure(g.nodes, g.boundary, scratch);
+      g.storedNodes = closure(g.nodes, g.stored, scratch);
     }
     // External buffers: the storage (through views) of prefix values that stage nodes read,
     // unless a backward node reads that storage anyway.
