@@ -1,9 +1,65 @@
 #include "ir/attribute.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
 namespace gradc::ir {
+
+namespace {
+
+bool keyLess(const AttrMap::value_type& entry, std::string_view key) { return entry.first < key; }
+
+}  // namespace
+
+AttrMap::AttrMap(std::initializer_list<value_type> entries) {
+  for (const value_type& e : entries) emplace(e.first, e.second);
+}
+
+const std::vector<AttrMap::value_type>& AttrMap::items() const {
+  static const std::vector<value_type> none;
+  return items_ ? *items_ : none;
+}
+
+std::vector<AttrMap::value_type>& AttrMap::own() {
+  // The count is exact for the question asked: only this map can add a holder of an array it
+  // holds alone.
+  if (!items_) items_ = std::make_shared<std::vector<value_type>>();
+  else if (items_.use_count() > 1) items_ = std::make_shared<std::vector<value_type>>(*items_);
+  return *items_;
+}
+
+std::vector<AttrMap::value_type>::iterator AttrMap::lowerBound(std::vector<value_type>& items, std::string_view key) {
+  return std::lower_bound(items.begin(), items.end(), key, keyLess);
+}
+
+AttrMap::const_iterator AttrMap::find(std::string_view key) const {
+  const std::vector<value_type>& all = items();
+  auto it = std::lower_bound(all.begin(), all.end(), key, keyLess);
+  return it != all.end() && it->first == key ? it : all.end();
+}
+
+std::pair<AttrMap::const_iterator, bool> AttrMap::emplace(std::string key, Attribute value) {
+  if (const_iterator it = find(key); it != end()) return {it, false};
+  std::vector<value_type>& all = own();
+  auto at = lowerBound(all, key);
+  at = all.insert(at, value_type{std::move(key), std::move(value)});
+  return {at, true};
+}
+
+Attribute& AttrMap::operator[](std::string_view key) {
+  std::vector<value_type>& all = own();
+  auto at = lowerBound(all, key);
+  if (at == all.end() || at->first != key) at = all.insert(at, value_type{std::string(key), Attribute{std::int64_t{0}}});
+  return at->second;
+}
+
+size_t AttrMap::erase(std::string_view key) {
+  if (find(key) == end()) return 0;
+  std::vector<value_type>& all = own();
+  all.erase(lowerBound(all, key));
+  return 1;
+}
 
 AttrKind kindOf(const Attribute& attr) { return static_cast<AttrKind>(attr.index()); }
 

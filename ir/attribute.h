@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -17,7 +19,47 @@ namespace gradc::ir {
 enum class AttrKind : std::uint8_t { Int, Float, Bool, String, IntList, DType };
 
 using Attribute = std::variant<std::int64_t, double, bool, std::string, std::vector<std::int64_t>, DType>;
-using AttrMap = std::map<std::string, Attribute, std::less<>>;
+
+// Attributes by key, in key order. Copies share one immutable array of entries until one of
+// them is changed (copy on write): the many nodes a pass builds from one map (an optimizer's
+// updates; nodes copied by micro-batching, cloning and recompute) hold one array, and an
+// empty map holds none. Reads go through the const interface only; the changing calls
+// (emplace, operator[], erase) copy a shared array first.
+class AttrMap {
+ public:
+  using value_type = std::pair<std::string, Attribute>;
+  using const_iterator = std::vector<value_type>::const_iterator;
+
+  AttrMap() = default;
+  // Entries in any order; of repeated keys the first is kept (as std::map's constructor does).
+  AttrMap(std::initializer_list<value_type> entries);
+
+  bool empty() const { return !items_ || items_->empty(); }
+  size_t size() const { return items_ ? items_->size() : 0; }
+  const_iterator begin() const { return items().begin(); }
+  const_iterator end() const { return items().end(); }
+  const_iterator find(std::string_view key) const;
+  size_t count(std::string_view key) const { return find(key) != end() ? 1 : 0; }
+  bool contains(std::string_view key) const { return find(key) != end(); }
+
+  // Inserts key = value unless the key is present; the entry, and whether it was inserted.
+  std::pair<const_iterator, bool> emplace(std::string key, Attribute value);
+  // The value of key, inserted (as integer 0) when absent.
+  Attribute& operator[](std::string_view key);
+  size_t erase(std::string_view key);
+
+  friend bool operator==(const AttrMap& a, const AttrMap& b) {
+    return a.items_ == b.items_ || a.items() == b.items();
+  }
+
+ private:
+  const std::vector<value_type>& items() const;
+  // The entries, unshared: copied first when another map holds them too.
+  std::vector<value_type>& own();
+  std::vector<value_type>::iterator lowerBound(std::vector<value_type>& items, std::string_view key);
+
+  std::shared_ptr<std::vector<value_type>> items_;  // nullptr: empty
+};
 
 AttrKind kindOf(const Attribute& attr);
 std::string_view attrKindName(AttrKind kind);

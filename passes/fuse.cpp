@@ -82,7 +82,10 @@ class Fuser {
     graph_.setInsertionPoint(nullptr);
     graph_.eraseIf([&](const ir::Node& n) { return replaced.count(&n) > 0; });
     // Ops with a one-pass variant (the op table's optional Bool attribute `fused`: adamw_step)
-    // take it when they update f32 or f64 tensors read contiguously.
+    // take it when they update f32 or f64 tensors read contiguously. Updates built from one
+    // attribute map (an optimizer's) come one after another: each takes the map the previous
+    // one got when their attributes were the same, so they still share one.
+    ir::AttrMap before, after;
     for (const auto& n : graph_.nodes()) {
       const ir::AttrSpec* fusedAttr = ir::findAttrSpec(n->op(), "fused");
       if (!fusedAttr || fusedAttr->kind != ir::AttrKind::Bool || ir::getBool(n->attrs(), "fused").value_or(false)) continue;
@@ -90,7 +93,12 @@ class Fuser {
       bool onePass = t == ir::DType::f32 || t == ir::DType::f64;
       for (const ir::Value* v : n->operands()) onePass = onePass && !mayBeStrided(v);
       if (!onePass) continue;
-      n->attrs()["fused"] = true;
+      if (n->attrs() != before || after.empty()) {
+        before = n->attrs();
+        after = before;
+        after["fused"] = true;
+      }
+      n->attrs() = after;
       ++stats.onePassUpdates;
     }
     return stats;

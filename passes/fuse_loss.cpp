@@ -69,7 +69,8 @@ Expected<int> fuseLinearCrossEntropy(ir::Graph& forward, int chunks) {
 
 void setLossChunks(ir::Graph& graph, int chunks) {
   for (const auto& node : graph.nodes())
-    if (isFusedLoss(*node)) node->attrs()["chunks"] = std::int64_t{chunks};
+    if (isFusedLoss(*node) && ir::getInt(node->attrs(), "chunks") != std::int64_t{chunks})
+      node->attrs()["chunks"] = std::int64_t{chunks};
 }
 
 int lossChunksOf(const ir::Graph& graph) {

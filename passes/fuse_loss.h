@@ -46,7 +46,8 @@ int countFusableLosses(const ir::Graph& forward);
 // Rewrites every pair with `chunks` chunks; returns how many.
 Expected<int> fuseLinearCrossEntropy(ir::Graph& forward, int chunks);
 
-// Sets the chunk count of every fused-loss node (recomputed copies too).
+// Sets the chunk count of every fused-loss node (recomputed copies too). Nodes already at
+// that count are not written, so setting a graph's own count changes and writes nothing.
 void setLossChunks(ir::Graph& graph, int chunks);
 // The chunk count of the graph's fused-loss nodes; 0 when it has none.
 int lossChunksOf(const ir::Graph& graph);

@@ -55,17 +55,17 @@ Expected<ir::Graph> rebatchForward(const ir::Graph& forward, std::int64_t batch,
       return Error{what + ": node " + quoted(forward, *n) +
                    " works along the batch axis, so splitting the batch would change its result"};
     ir::AttrMap attrs = n->attrs();
-    if (auto it = attrs.find("shape"); it != attrs.end()) {
-      if (auto* shape = std::get_if<std::vector<std::int64_t>>(&it->second); shape && !shape->empty()) {
-        if (batched) {
-          if ((*shape)[0] <= 0 || (*shape)[0] % k != 0)
-            return Error{what + ": cannot split node " + quoted(forward, *n) + " into " + std::to_string(k) +
-                         " parts: its leading extent " + std::to_string((*shape)[0]) + " is not divisible by " +
-                         std::to_string(k)};
-          (*shape)[0] /= k;
-        } else if (operands.empty() && (*shape)[0] == batch) {
-          (*shape)[0] = micro;
-        }
+    if (std::optional<std::vector<std::int64_t>> shape = ir::getIntList(attrs, "shape"); shape && !shape->empty()) {
+      if (batched) {
+        if ((*shape)[0] <= 0 || (*shape)[0] % k != 0)
+          return Error{what + ": cannot split node " + quoted(forward, *n) + " into " + std::to_string(k) +
+                       " parts: its leading extent " + std::to_string((*shape)[0]) + " is not divisible by " +
+                       std::to_string(k)};
+        (*shape)[0] /= k;
+        attrs["shape"] = std::move(*shape);
+      } else if (operands.empty() && (*shape)[0] == batch) {
+        (*shape)[0] = micro;
+        attrs["shape"] = std::move(*shape);
       }
     }
     Expected<ir::Node*> c = g.create(n->op(), operands, std::move(attrs), n->phase(), n->specName());
@@ -242,8 +242,7 @@ Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
       for (const ir::Value* v : n->operands()) operands.push_back(map.at(v));
       ir::AttrMap attrs = n->attrs();
       if (n->op().random)
-        if (auto it = attrs.find("rng"); it != attrs.end())
-          if (auto* rng = std::get_if<std::int64_t>(&it->second)) *rng += j * stride;
+        if (std::optional<std::int64_t> rng = ir::getInt(attrs, "rng")) attrs["rng"] = *rng + j * stride;
       ir::Node* c = out.createUnchecked(n->op(), operands, std::move(attrs), n->resultTypes(), n->phase(), n->specName());
       for (size_t r = 0; r < n->numResults(); ++r) map.emplace(n->result(r), c->result(r));
     }
@@ -270,23 +269,31 @@ Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
 
 namespace {
 
-// chooseTrainingPlan; with `consumable` (== &forward), the one graph built from the forward
-// takes it over.
-Expected<RematChoice> choosePlan(const ir::Graph& forward, ir::Graph* consumable, const TrainingPlanOptions& options) {
+// The configurations chooseTrainingPlan builds steps of: micro-batch counts, ZeRO stages,
+// unfused and fused loss (with the fused forward).
+struct Variants {
+  std::vector<int> ks;
+  std::vector<int> stages{0};
+  bool unfused = true;
+  bool fused = false;
+  std::optional<ir::Graph> fusedForward;
+};
+
+Expected<Variants> variants(const ir::Graph& forward, const TrainingPlanOptions& options) {
   if (options.microBatches < 0)
     return Error{"the number of micro-batches must be positive (or 0 for auto), got " + std::to_string(options.microBatches)};
-  std::vector<int> ks;
+  Variants v;
   const bool gathered = options.dataParallel && options.dataParallel->communicates() &&
                         options.dataParallel->placement == LossPlacement::Gather;
   if (gathered && options.microBatches > 1)
     return Error{"--loss-placement gather (the DataParallel baseline) runs whole batches; it does not combine with "
                  "micro-batching"};
   if (options.microBatches > 0 || gathered)
-    ks = {std::max(options.microBatches, 1)};
+    v.ks = {std::max(options.microBatches, 1)};
   else if (options.remat.budgetBytes)
-    ks = microBatchCandidates(forward);
+    v.ks = microBatchCandidates(forward);
   else
-    ks = {1};
+    v.ks = {1};
 
   // Fusing the loss (passes/fuse_loss.h): forced, or under auto one more family of graphs to
   // choose from, when there is a budget to fit.
@@ -298,24 +305,79 @@ Expected<RematChoice> choosePlan(const ir::Graph& forward, ir::Graph* consumable
                  (gathered ? "; the gather placement computes the loss on gathered logits, use --loss-placement local"
                            : "") +
                  ")"};
-  const bool buildUnfused = chunking.mode != LossChunking::Mode::Fixed;
-  const bool buildFused = fusable && (chunking.mode == LossChunking::Mode::Fixed ||
-                                      (chunking.mode == LossChunking::Mode::Auto && options.remat.budgetBytes));
-  std::optional<ir::Graph> fusedForward;
-  if (buildFused) {
-    fusedForward = remat::cloneGraph(forward);
+  v.unfused = chunking.mode != LossChunking::Mode::Fixed;
+  v.fused = fusable && (chunking.mode == LossChunking::Mode::Fixed ||
+                        (chunking.mode == LossChunking::Mode::Auto && options.remat.budgetBytes));
+  if (v.fused) {
+    v.fusedForward = remat::cloneGraph(forward);
     const int first = chunking.mode == LossChunking::Mode::Fixed ? chunking.chunks : 1;
-    if (Expected<int> n = fuseLinearCrossEntropy(*fusedForward, first); !n) return n.error();
+    if (Expected<int> n = fuseLinearCrossEntropy(*v.fusedForward, first); !n) return n.error();
   }
 
   // ZeRO stages (passes/shard_state.h): the one asked for, or under auto with a budget every
   // stage (without a budget auto means replicated).
-  std::vector<int> stages{0};
   if (options.dataParallel && options.dataParallel->world > 1) {
     const int asked = options.dataParallel->shard;
-    if (asked > 0) stages = {asked};
-    else if (asked < 0 && options.remat.budgetBytes) stages = {0, 1, 2};
+    if (asked > 0) v.stages = {asked};
+    else if (asked < 0 && options.remat.budgetBytes) v.stages = {0, 1, 2};
   }
+  return v;
+}
+
+// The step of one configuration: the gradients of k micro-batches (taking `consumable` over
+// when it is `from`), collectives, optimizer at ZeRO stage `stage`, dce, fusion. Not verified:
+// the callers verify it once instead of after each pass (the pipeline that builds the chosen
+// configuration, passes/training_pipeline.h, runs the same passes verifying after each).
+Expected<ir::Graph> buildStep(const ir::Graph& from, ir::Graph* consumable, int k, int stage,
+                              const TrainingPlanOptions& options) {
+  Expected<ir::Graph> g = &from == consumable ? microBatchedGradients(std::move(*consumable), k)
+                                              : microBatchedGradients(from, k);
+  if (!g) {
+    if (options.dataParallel && options.dataParallel->world > 1)  // `from` is one rank's shard
+      return Error{"on each of the " + std::to_string(options.dataParallel->world) +
+                   " data-parallel ranks (which hold 1/" + std::to_string(options.dataParallel->world) +
+                   " of the batch): " + g.error().message};
+    return g.error();
+  }
+  if (options.dataParallel)
+    if (Status s = insertCollectives(*g, *options.dataParallel); !s) return Error{s.message()};
+  PassManager pm(PassManagerOptions{.verifyAfterChange = false});
+  if (options.optimizer) pm.add<OptimizerPass>(*options.optimizer);
+  if (options.optimizer && stage > 0) {
+    DataParallelOptions sharded = *options.dataParallel;
+    sharded.shard = stage;
+    pm.add<ShardStatePass>(sharded);
+  }
+  pm.add<DeadCodeElimination>();
+  if (options.fuseElementwise) pm.add<FuseElementwise>();
+  if (Expected<bool> r = pm.run(*g); !r) return r.error();
+  return std::move(*g);
+}
+
+Status verifyStep(const ir::Graph& step) {
+  if (Status s = ir::verify(step); !s) return Error{"verifier failed on the training step: " + s.message()};
+  return {};
+}
+
+// The step as it is (trainingStepAsIs); with `consumable` (== &forward), taking it over.
+Expected<ir::Graph> stepAsIs(const ir::Graph& forward, ir::Graph* consumable, TrainingPlanOptions options) {
+  options.remat = RematOptions{};  // no budget: one configuration
+  Expected<Variants> v = variants(forward, options);
+  if (!v) return v.error();
+  if (v->unfused) return buildStep(forward, consumable, v->ks.front(), v->stages.front(), options);
+  return buildStep(*v->fusedForward, nullptr, v->ks.front(), v->stages.front(), options);
+}
+
+}  // namespace
+
+Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const TrainingPlanOptions& options) {
+  Expected<Variants> v = variants(forward, options);
+  if (!v) return v.error();
+  const std::vector<int>& ks = v->ks;
+  const std::vector<int>& stages = v->stages;
+  const bool buildUnfused = v->unfused;
+  const bool buildFused = v->fused;
+  const LossChunking& chunking = options.lossChunks;
 
   struct Built {
     ir::Graph graph;
@@ -333,37 +395,13 @@ Expected<RematChoice> choosePlan(const ir::Graph& forward, ir::Graph* consumable
     Built& chosen = graphs[s->graph];
     const int lossChunks = lossChunksOf(chosen.graph);
     return RematChoice{std::move(chosen.graph), std::move(s->report), chosen.microBatches, lossChunks,
-                       chosen.shardStage, std::move(s->memo)};
+                       chosen.shardStage};
   };
-  // The forward is taken over when no other graph is built from it (a fused forward is a
-  // copy made above).
-  const bool consume = consumable && ks.size() == 1 && stages.size() == 1;
   auto build = [&](const ir::Graph& from, int k, int stage) -> Expected<ir::Graph> {
-    Expected<ir::Graph> g = consume && &from == consumable ? microBatchedGradients(std::move(*consumable), k)
-                                                           : microBatchedGradients(from, k);
-    if (!g) {
-      if (options.dataParallel && options.dataParallel->world > 1)  // `forward` is one rank's shard
-        return Error{"on each of the " + std::to_string(options.dataParallel->world) +
-                     " data-parallel ranks (which hold 1/" + std::to_string(options.dataParallel->world) +
-                     " of the batch): " + g.error().message};
-      return g.error();
-    }
-    if (options.dataParallel)
-      if (Status s = insertCollectives(*g, *options.dataParallel); !s) return Error{s.message()};
-    // Verified once at the end instead of after each pass: the pipeline that builds the chosen
-    // configuration (passes/training_pipeline.h) runs the same passes verifying after each.
-    PassManager pm(PassManagerOptions{.verifyAfterChange = false});
-    if (options.optimizer) pm.add<OptimizerPass>(*options.optimizer);
-    if (options.optimizer && stage > 0) {
-      DataParallelOptions sharded = *options.dataParallel;
-      sharded.shard = stage;
-      pm.add<ShardStatePass>(sharded);
-    }
-    pm.add<DeadCodeElimination>();
-    if (options.fuseElementwise) pm.add<FuseElementwise>();
-    if (Expected<bool> r = pm.run(*g); !r) return r.error();
-    if (Status s = ir::verify(*g); !s) return Error{"verifier failed on the training step: " + s.message()};
-    return std::move(*g);
+    Expected<ir::Graph> g = buildStep(from, nullptr, k, stage, options);
+    if (!g) return g.error();
+    if (Status s = verifyStep(*g); !s) return Error{s.message()};
+    return g;
   };
   // The selection order puts every plan without recompute first, by micro-batch count (then
   // unfused before fused); with none, auto and chain one exists for every count (the step as it
@@ -387,7 +425,7 @@ Expected<RematChoice> choosePlan(const ir::Graph& forward, ir::Graph* consumable
           return select();
       }
       if (buildFused) {
-        Expected<ir::Graph> g = build(*fusedForward, k, stage);
+        Expected<ir::Graph> g = build(*v->fusedForward, k, stage);
         if (!g) return g.error();
         std::vector<int> chunks;
         if (chunking.mode == LossChunking::Mode::Auto) chunks = lossChunkCandidates(*g);
@@ -403,14 +441,14 @@ Expected<RematChoice> choosePlan(const ir::Graph& forward, ir::Graph* consumable
   return select();
 }
 
-}  // namespace
-
-Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const TrainingPlanOptions& options) {
-  return choosePlan(forward, nullptr, options);
+Expected<ir::Graph> trainingStepAsIs(const ir::Graph& forward, const TrainingPlanOptions& options) {
+  return stepAsIs(forward, nullptr, options);
 }
 
-Expected<RematChoice> chooseTrainingPlan(ir::Graph&& forward, const TrainingPlanOptions& options) {
-  return choosePlan(forward, &forward, options);
+Expected<ir::Graph> trainingStepAsIs(ir::Graph&& forward, const TrainingPlanOptions& options) {
+  return stepAsIs(forward, &forward, options);
 }
+
+Status verifyTrainingStep(const ir::Graph& step) { return verifyStep(step); }
 
 }  // namespace gradc::passes

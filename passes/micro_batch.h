@@ -83,15 +83,21 @@ struct RematChoice {
   int microBatches = 1;
   int lossChunks = 0;  // the fused loss's chunks; 0: not fused
   int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
-  std::shared_ptr<RematMemo> memo;  // RematSelection::memo, for summarizeStrategies(graph)
 };
 
 // forward graph -> the planned joint graph of one training step.
 Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const TrainingPlanOptions& options);
-// The same, taking `forward` over when only one step is built from it (one micro-batch count
-// and ZeRO stage: without a budget, or with both fixed): its nodes become the step's instead of
+
+// The step chooseTrainingPlan chooses when nothing is recomputed and there is no budget to fit
+// (`options.remat` is ignored; auto micro-batches and ZeRO stage are 1 and 0, an auto fused
+// loss is not fused), built without measuring it and NOT verified: the caller runs
+// verifyTrainingStep on it (the summary does while it measures the recompute strategies on it).
+Expected<ir::Graph> trainingStepAsIs(const ir::Graph& forward, const TrainingPlanOptions& options);
+// The same, taking `forward` over: with one micro-batch its nodes become the step's instead of
 // a copy's. For callers done with the forward graph (a summary of a large spec); the graph is
 // left empty or unspecified.
-Expected<RematChoice> chooseTrainingPlan(ir::Graph&& forward, const TrainingPlanOptions& options);
+Expected<ir::Graph> trainingStepAsIs(ir::Graph&& forward, const TrainingPlanOptions& options);
+// ir::verify, its failure named as the training step's.
+Status verifyTrainingStep(const ir::Graph& step);
 
 }  // namespace gradc::passes

@@ -1,10 +1,14 @@
 #include "passes/remat.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <limits>
+#include <future>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <numeric>
 #include <tuple>
 #include <unordered_set>
 
@@ -63,24 +67,34 @@ struct Entry {
   int rank;
 };
 
+// One memo entry, worked out once: the first chooser to need it computes it holding the
+// entry's lock; a chooser on another thread that needs it meanwhile waits for it instead of
+// computing it again.
+template <typename T>
+struct Slot {
+  std::mutex lock;
+  std::optional<T> value;
+};
+
 // What a chooser has worked out, by graph index, and choosers over the same graphs (different
-// strategies) share: a proposal's description names its plan, so rewrite plans are kept by
-// (graph, description), measurements by (graph, description, loss chunks), and step facts by
-// (graph, loss chunks). Map entries never move, so references to them stay valid.
+// strategies, possibly on different threads: summarizeStrategies) share: a proposal's
+// description names its plan, so rewrite plans are kept by (graph, description), measurements
+// by (graph, description, loss chunks), and step facts by (graph, loss chunks). Map entries
+// never move, so references to them stay valid; `lock` guards the maps themselves, each
+// entry's own lock its value. A plan or step facts entry is never changed once set; a peak
+// entry gains its scheduled peak later, so it is read under its lock and handed out by value.
 struct Measurements {
-  std::map<std::tuple<size_t, std::string, int>, PeakFacts> peaks;
-  std::map<std::pair<size_t, std::string>, remat::RewritePlan> plans;
-  std::map<std::pair<size_t, int>, StepFacts> facts;
+  std::mutex lock;
+  std::map<std::tuple<size_t, std::string, int>, Slot<PeakFacts>> peaks;
+  std::map<std::pair<size_t, std::string>, Slot<remat::RewritePlan>> plans;
+  std::map<std::pair<size_t, int>, Slot<StepFacts>> facts;
+
+  template <typename Map>
+  typename Map::mapped_type& slot(Map& map, const typename Map::key_type& key) {
+    std::lock_guard<std::mutex> guard(lock);
+    return map[key];
+  }
 };
-
-}  // namespace
-
-struct RematMemo {
-  std::shared_ptr<const remat::Analysis> analysis;
-  Measurements measured;
-};
-
-namespace {
 
 class Chooser {
  public:
@@ -135,56 +149,55 @@ class Chooser {
 
   const remat::RewritePlan& plan(size_t g, size_t c) {
     const GraphState& s = states_[g];
-    const std::pair<size_t, std::string> key{g, s.candidates[c].description};
-    auto it = known_->plans.find(key);
-    if (it == known_->plans.end()) it = known_->plans.emplace(key, remat::planRewrite(*s.analysis, s.candidates[c])).first;
-    return it->second;
+    Slot<remat::RewritePlan>& slot = known_->slot(known_->plans, {g, s.candidates[c].description});
+    std::lock_guard<std::mutex> guard(slot.lock);
+    if (!slot.value) slot.value.emplace(remat::planRewrite(*s.analysis, s.candidates[c]));
+    return *slot.value;
   }
 
   // The program-order peak and the lower bound, and the scheduled peak too when `schedule`
   // says so for the facts found: all on the step graph the rewrite would make
   // (passes/step_graph.h), built without touching the graph.
   template <typename ScheduleWhen>
-  PeakFacts& measure(const Entry& e, ScheduleWhen schedule) {
+  PeakFacts measure(const Entry& e, ScheduleWhen schedule) {
     const GraphState& s = states_[e.graph];
-    const std::tuple<size_t, std::string, int> key{e.graph, s.candidates[e.candidate].description,
-                                                   s.lossChunks[e.chunkIndex]};
-    auto it = known_->peaks.find(key);
-    if (it != known_->peaks.end() && (it->second.scheduled || !schedule(it->second))) return it->second;
+    Slot<PeakFacts>& slot =
+        known_->slot(known_->peaks, {e.graph, s.candidates[e.candidate].description, s.lossChunks[e.chunkIndex]});
+    std::lock_guard<std::mutex> guard(slot.lock);
+    if (slot.value && (slot.value->scheduled || !schedule(*slot.value))) return *slot.value;
 
     const StepGraph step = buildStepGraph(stepFacts(e), &plan(e.graph, e.candidate));
-    if (it == known_->peaks.end()) {
+    if (!slot.value) {
       const std::vector<int> order = programOrder(step);
       const StepPeak inOrder = stepPeak(step, order);
       PeakFacts facts;
       facts.programOrder = inOrder.bytes;
       facts.lowerBound = peakLowerBoundNear(step, order, inOrder.step);
-      it = known_->peaks.emplace(key, facts).first;
+      slot.value = facts;
       ++evaluated_;
     }
-    PeakFacts& facts = it->second;
-    if (schedule(facts)) {
-      facts.scheduled = scheduledPeak(step).bytes;
+    if (schedule(*slot.value)) {
+      slot.value->scheduled = scheduledPeak(step).bytes;
       ++scheduled_;
     }
-    return facts;
+    return *slot.value;
   }
 
   // The step facts of an entry's graph at its chunk count, built on first use (the chunk
   // count changes only the fused loss nodes' workspace).
   const StepFacts& stepFacts(const Entry& e) {
-    const std::pair<size_t, int> key{e.graph, e.lossChunks};
-    auto it = known_->facts.find(key);
-    if (it != known_->facts.end()) return it->second;
+    Slot<StepFacts>& slot = known_->slot(known_->facts, {e.graph, e.lossChunks});
+    std::lock_guard<std::mutex> guard(slot.lock);
+    if (slot.value) return *slot.value;
     ir::Graph& graph = *states_[e.graph].graph;
     if (e.lossChunks > 0) setLossChunks(graph, e.lossChunks);
-    return known_->facts.emplace(key, StepFacts(graph, analyzeStorage(graph))).first->second;
+    return slot.value.emplace(graph, analyzeStorage(graph));
   }
 
   // No plan of the entry's graph peaks below this (StepFacts::persistentBytes).
   std::int64_t floorBytes(const Entry& e) { return stepFacts(e).persistentBytes(); }
 
-  PeakFacts& bounds(const Entry& e) {
+  PeakFacts bounds(const Entry& e) {
     return measure(e, [](const PeakFacts&) { return false; });
   }
 
@@ -197,7 +210,7 @@ class Chooser {
   // worse than the input order's (passes/schedule.h), and no order beats the lower bound.
   // The caller confirms a fit on the scheduled peak (firstFit) before relying on it.
   bool fits(const Entry& e, std::int64_t budget) {
-    const PeakFacts& facts = measure(e, [budget](const PeakFacts& f) {
+    const PeakFacts facts = measure(e, [budget](const PeakFacts& f) {
       return f.programOrder > budget && f.lowerBound <= budget;
     });
     if (facts.scheduled) return *facts.scheduled <= budget;
@@ -268,7 +281,7 @@ std::optional<Entry> smallestPeak(Chooser& chooser, const std::vector<Entry>& or
     if (chooser.isFinest(order[i])) byBound.push_back(i);
   std::int64_t leastProgramOrder = std::numeric_limits<std::int64_t>::max();
   for (size_t i : byBound) {
-    const PeakFacts& f = chooser.measure(order[i], [&](const PeakFacts& facts) {
+    const PeakFacts f = chooser.measure(order[i], [&](const PeakFacts& facts) {
       return facts.lowerBound <= std::min(leastProgramOrder, facts.programOrder);
     });
     leastProgramOrder = std::min(leastProgramOrder, f.programOrder);
@@ -374,8 +387,7 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   if (graphs.empty()) return Error{"remat: no graph to plan"};
   if (options.budgetBytes && *options.budgetBytes <= 0) return Error{"remat: the budget must be positive"};
   const int chunksAsGiven = lossChunksOf(*graphs[0].graph);
-  auto memo = std::make_shared<RematMemo>();
-  Measurements& measured = memo->measured;
+  Measurements measured;
   Chooser chooser(&measured);
   for (const RematGraph& g : graphs)
     if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy, g.lossChunks, g.shardStage, options.proposal); !s)
@@ -456,10 +468,6 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   r.candidates = static_cast<int>(chooser.size());
   r.evaluated = chooser.evaluated();
   r.scheduled = chooser.scheduled();
-  if (chosen->graph == 0 && plan.clones.empty() && plan.rewires.empty()) {
-    memo->analysis = s.analysis;
-    out.memo = std::move(memo);
-  }
   return out;
 }
 
@@ -490,49 +498,68 @@ Expected<bool> RematPass::run(ir::Graph& graph) {
   return report_.recomputeNodes > 0;
 }
 
-Expected<std::vector<StrategySummary>> summarizeStrategies(ir::Graph& joint, std::optional<std::int64_t> budget,
-                                                           std::shared_ptr<RematMemo> memo) {
-  // Measuring sets a fused loss's chunk count (the only change it makes); put it back.
-  struct RestoreChunks {
-    ir::Graph& graph;
-    int chunks;
-    ~RestoreChunks() {
-      if (chunks > 0) setLossChunks(graph, chunks);
-    }
-  } restore{joint, lossChunksOf(joint)};
-  std::vector<StrategySummary> rows;
+namespace {
+
+// One strategy's row: the plan it chooses under `budget` (or without one), measured in
+// `measured`, which the other rows share; nullopt when the strategy has no proposal for the graph.
+Expected<std::optional<StrategySummary>> strategyRow(ir::Graph& joint, std::optional<std::int64_t> budget,
+                                                     const std::shared_ptr<const remat::Analysis>& analysis,
+                                                     Measurements& measured, RematStrategy strategy) {
+  Chooser chooser(&measured);
+  if (Status s = chooser.add(joint, 1, strategy, {}, 0, {}, analysis); !s) return Error{s.message()};
+  std::vector<Entry> order = chooser.entries();
+  StrategySummary row;
+  row.strategy = strategy;
+  std::optional<Entry> pick = budget ? firstFit(chooser, order, *budget) : withoutBudget(chooser, order, strategy);
+  if (!pick) {
+    row.fits = false;
+    pick = smallestPeak(chooser, order);
+  }
+  if (!pick) return std::optional<StrategySummary>{};
+  const remat::Candidate& c = chooser.candidate(*pick);
+  const GraphState& s = chooser.state(pick->graph);
+  row.predictedPeakBytes = chooser.peak(*pick);
+  row.recomputeFlops = pick->flops;
+  row.recomputePercent = s.analysis->forwardFlops > 0 ? 100.0 * static_cast<double>(row.recomputeFlops) /
+                                                            static_cast<double>(s.analysis->forwardFlops)
+                                                     : 0.0;
+  row.plan = c.description;
+  return std::optional<StrategySummary>{std::move(row)};
+}
+
+}  // namespace
+
+Expected<std::vector<StrategySummary>> summarizeStrategies(ir::Graph& joint, std::optional<std::int64_t> budget) {
   std::vector<RematStrategy> strategies = concreteRematStrategies();
   strategies.push_back(RematStrategy::Auto);
   // One analysis and one set of measurements for all the strategies (their proposals overlap).
-  if (!memo) {
-    Expected<remat::Analysis> analyzed = remat::analyze(joint);
-    if (!analyzed) return analyzed.error();
-    memo = std::make_shared<RematMemo>();
-    memo->analysis = std::make_shared<const remat::Analysis>(std::move(*analyzed));
-  }
-  const std::shared_ptr<const remat::Analysis>& analysis = memo->analysis;
-  Measurements& measured = memo->measured;
-  for (RematStrategy strategy : strategies) {
-    Chooser chooser(&measured);
-    if (Status s = chooser.add(joint, 1, strategy, {}, 0, {}, analysis); !s) return Error{s.message()};
-    std::vector<Entry> order = chooser.entries();
-    StrategySummary row;
-    row.strategy = strategy;
-    std::optional<Entry> pick = budget ? firstFit(chooser, order, *budget) : withoutBudget(chooser, order, strategy);
-    if (!pick) {
-      row.fits = false;
-      pick = smallestPeak(chooser, order);
-    }
-    if (!pick) continue;
-    const remat::Candidate& c = chooser.candidate(*pick);
-    const GraphState& s = chooser.state(pick->graph);
-    row.predictedPeakBytes = chooser.peak(*pick);
-    row.recomputeFlops = pick->flops;
-    row.recomputePercent = s.analysis->forwardFlops > 0 ? 100.0 * static_cast<double>(row.recomputeFlops) /
-                                                              static_cast<double>(s.analysis->forwardFlops)
-                                                       : 0.0;
-    row.plan = c.description;
-    rows.push_back(std::move(row));
+  Expected<remat::Analysis> analyzed = remat::analyze(joint);
+  if (!analyzed) return analyzed.error();
+  const auto analysis = std::make_shared<const remat::Analysis>(std::move(*analyzed));
+  Measurements measured;
+  // Two workers measure the rows, each taking the next strategy left, memory-poor's first
+  // (its proposal recomputes most: its plan and step graph are the largest). A worker that
+  // needs a plan or a measurement the other is making waits for it (Measurements). Every row
+  // measures the graph at its own chunk count, so nothing writes it (setLossChunks).
+  std::vector<size_t> byCost(strategies.size());
+  std::iota(byCost.begin(), byCost.end(), size_t{0});
+  std::stable_partition(byCost.begin(), byCost.end(),
+                        [&](size_t i) { return strategies[i] == RematStrategy::MemoryPoor; });
+  std::vector<std::optional<Expected<std::optional<StrategySummary>>>> measuredRows(strategies.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < byCost.size();)
+      measuredRows[byCost[k]].emplace(strategyRow(joint, budget, analysis, measured, strategies[byCost[k]]));
+  };
+  // An exception on the second worker (an allocation failure) reaches the caller through get().
+  std::future<void> second = std::async(std::launch::async, work);
+  work();
+  second.get();
+
+  std::vector<StrategySummary> rows;
+  for (std::optional<Expected<std::optional<StrategySummary>>>& row : measuredRows) {
+    if (!*row) return row->error();
+    if (**row) rows.push_back(std::move(***row));
   }
   // Saved against the step as it is, which the none row measured (its plan changes nothing).
   auto none = std::find_if(rows.begin(), rows.end(), [](const StrategySummary& r) { return r.strategy == RematStrategy::None; });

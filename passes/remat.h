@@ -124,15 +124,9 @@ struct RematGraph {
   std::vector<int> lossChunks;
   int shardStage = 0;  // ZeRO stage the graph was built with (passes/shard_state.h)
 };
-// What a selection worked out about a graph (its remat analysis, rewrite plans, step facts and
-// measured peaks), for summarizeStrategies over the same graph. Valid while that graph is left
-// as the selection left it.
-struct RematMemo;
 struct RematSelection {
   size_t graph = 0;  // index of the graph the chosen plan was applied to
   RematReport report;
-  // Set when the chosen plan left its graph as it was (nothing recomputed) and it is graph 0.
-  std::shared_ptr<RematMemo> memo;
 };
 // Chooses over the proposals of every graph together and applies the choice to its graph; the
 // other graphs are left unchanged. Order: recompute FLOPs, then micro-batch count, then the
@@ -161,11 +155,10 @@ struct StrategySummary {
 // Every strategy (none, sqrt, chain, memory-poor, selective, auto) on a joint graph, which is
 // left as it was (proposals are measured without rewriting it; a fused loss's chunk count is
 // restored). With a budget each row is the plan the strategy would choose under it; without
-// one, the plan it applies without a budget (see above).
-// `memo`: what the selection that produced `joint` worked out about it (RematSelection::memo),
-// reused instead of analysed and measured again.
-Expected<std::vector<StrategySummary>> summarizeStrategies(ir::Graph& joint, std::optional<std::int64_t> budget,
-                                                           std::shared_ptr<RematMemo> memo = nullptr);
+// one, the plan it applies without a budget (see above). The graph is only read (a fused
+// loss is measured at its own chunk count), so other threads may read it meanwhile; the rows
+// are measured on two threads.
+Expected<std::vector<StrategySummary>> summarizeStrategies(ir::Graph& joint, std::optional<std::int64_t> budget);
 // A fixed-width text table of the rows.
 std::string formatStrategySummaries(std::span<const StrategySummary> rows);
 

@@ -6,6 +6,7 @@
 // --budget, --remat, --micro-batches; AdamW defaults) and writes its memory plan as JSON
 // (tools/plan_json.h, docs/memory.md); with --devices, of one data-parallel rank, with every
 // rank's peak (docs/parallel.md).
+#include <future>
 #include <iostream>
 #include <memory>
 
@@ -228,13 +229,19 @@ int emitSummary(ir::Graph& fullForward, const CompileOptions& o) {
   }
   const bool fusable = passes::countFusableLosses(forward) > 0;
   const bool forwardReadAfter = fusable || (partitioned && options.optimizer);
-  Expected<passes::RematChoice> joint = forwardReadAfter ? passes::chooseTrainingPlan(forward, options)
-                                                         : passes::chooseTrainingPlan(std::move(forward), options);
-  if (!joint) {
-    std::cerr << "gradc: error: " << joint.error().message << "\n";
+  Expected<ir::Graph> step = forwardReadAfter ? passes::trainingStepAsIs(forward, options)
+                                              : passes::trainingStepAsIs(std::move(forward), options);
+  if (!step) {
+    std::cerr << "gradc: error: " << step.error().message << "\n";
     return kExitUserError;
   }
-  Expected<std::vector<passes::StrategySummary>> rows = passes::summarizeStrategies(joint->graph, budget, joint->memo);
+  // The step is verified while the strategies are measured on it (both only read it).
+  std::future<Status> verified = std::async(std::launch::async, [&] { return passes::verifyTrainingStep(*step); });
+  Expected<std::vector<passes::StrategySummary>> rows = passes::summarizeStrategies(*step, budget);
+  if (Status s = verified.get(); !s) {
+    std::cerr << "gradc: error: internal: " << s.message() << "\n";
+    return kExitInternal;
+  }
   if (!rows) {
     std::cerr << "gradc: error: " << rows.error().message << "\n";
     return kExitUserError;
@@ -245,7 +252,7 @@ int emitSummary(ir::Graph& fullForward, const CompileOptions& o) {
   text += budget ? " under a budget of " + passes::formatBytes(*budget) + ":\n" : ":\n";
   text += passes::formatStrategySummaries(*rows);
   if (fusable) {
-    std::optional<std::string> table = lossChunkTable(forward, options, passes::scheduledPeakBytes(joint->graph));
+    std::optional<std::string> table = lossChunkTable(forward, options, passes::scheduledPeakBytes(*step));
     if (!table) return kExitUserError;
     text += *table;
   }
@@ -258,7 +265,7 @@ int emitSummary(ir::Graph& fullForward, const CompileOptions& o) {
     std::cerr << "gradc: error: " << s.message() << "\n";
     return kExitInternal;
   }
-  keepUntilExit(std::move(*joint));
+  keepUntilExit(std::move(*step));
   keepUntilExit(std::move(partitioned));
   return kExitOk;
 }
