@@ -59,16 +59,16 @@ Expected<bool> OptimizerPass::run(ir::Graph& graph) {
   for (const auto& p : graph.params())
     if (ir::isLearned(*p)) params.push_back(p.get());
   if (params.empty()) return Error{"optimizer: the graph has no parameters to update"};
-  // Outputs and names by name, once: a lookup per parameter must not scan them all.
-  std::unordered_map<std::string_view, ir::Value*> outputs;
-  for (const ir::GraphOutput& out : graph.outputs()) outputs.emplace(out.name, out.value);
-  std::unordered_set<std::string_view> names;
-  for (const auto& v : graph.inputs()) names.insert(v->name());
-  for (ir::Value* p : params) names.insert(p->name());
+  // Names are built in one reused buffer: a lookup per parameter must not allocate.
+  std::string key;
+  auto named = [&key](std::string_view prefix, const std::string& name) -> const std::string& {
+    key.assign(prefix);
+    key += name;
+    return key;
+  };
   std::vector<ir::Value*> grads;
   for (ir::Value* p : params) {
-    auto found = outputs.find("grad." + p->name());
-    ir::Value* g = found == outputs.end() ? nullptr : found->second;
+    ir::Value* g = graph.findOutput(named("grad.", p->name()));
     if (!g)
       return Error{"optimizer: parameter '" + p->name() + "' has no gradient output 'grad." + p->name() +
                    "'; run autodiff before optimizer"};
@@ -81,10 +81,18 @@ Expected<bool> OptimizerPass::run(ir::Graph& graph) {
   std::vector<std::string> statePrefixes;
   if (sgd && o.momentum != 0) statePrefixes = {"opt.momentum."};
   if (!sgd) statePrefixes = {"opt.adam_m.", "opt.adam_v."};
-  for (ir::Value* p : params)
-    for (const std::string& prefix : statePrefixes)
-      if (names.count(prefix + p->name()))
-        return Error{"optimizer: the optimizer state name '" + prefix + p->name() + "' is already taken"};
+  // The names a state tensor could take: those already starting with a state prefix (usually
+  // none).
+  std::unordered_set<std::string_view> taken;
+  for (auto span : {graph.inputs(), graph.params()})
+    for (const auto& v : span)
+      for (const std::string& prefix : statePrefixes)
+        if (v->name().starts_with(prefix)) taken.insert(v->name());
+  if (!taken.empty())
+    for (ir::Value* p : params)
+      for (const std::string& prefix : statePrefixes)
+        if (taken.count(named(prefix, p->name())))
+          return Error{"optimizer: the optimizer state name '" + key + "' is already taken"};
 
   graph.setInsertionPoint(nullptr);
 
@@ -127,7 +135,7 @@ Expected<bool> OptimizerPass::run(ir::Graph& graph) {
     for (const std::string& prefix : statePrefixes) {
       ir::AttrMap attrs = stateAttrs;
       attrs.emplace("of", p->name());
-      state.push_back(graph.addParam(prefix + p->name(), p->type(), std::move(attrs)));
+      state.push_back(graph.addParam(named(prefix, p->name()), p->type(), std::move(attrs)));
     }
     Expected<ir::Node*> update =
         sgd ? emit(graph, "sgd_step",
@@ -139,9 +147,12 @@ Expected<bool> OptimizerPass::run(ir::Graph& graph) {
   }
 
   // The gradients now feed the updates; they are no longer graph outputs.
-  std::unordered_set<std::string> gradOutputs;
-  for (ir::Value* p : params) gradOutputs.insert("grad." + p->name());
-  graph.removeOutputsIf([&](const ir::GraphOutput& o) { return gradOutputs.count(o.name) > 0; });
+  std::unordered_set<std::string_view> learned;
+  learned.reserve(params.size());
+  for (ir::Value* p : params) learned.insert(p->name());
+  graph.removeOutputsIf([&](const ir::GraphOutput& o) {
+    return o.name.starts_with("grad.") && learned.count(std::string_view(o.name).substr(5)) > 0;
+  });
   return true;
 }
 

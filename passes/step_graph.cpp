@@ -113,6 +113,22 @@ class StepGraphBuilder {
     g_.producers.start.reserve(n + 1);
     g_.groupsRead.start.reserve(n + 1);
     nodeStamp_.assign(n, -1);
+    // The lists grow to at most these sizes: reserved once instead of grown by doubling (a
+    // memory-poor plan's step graph has millions of nodes).
+    size_t operands = 0, results = 0;
+    for (int o : origin_) {
+      operands += f_.operands_[static_cast<size_t>(o)].size();
+      results += f_.results_[static_cast<size_t>(o)].size();
+    }
+    for (std::vector<int>* list : {&g_.producers.items, &g_.groupsRead.items}) list->reserve(operands);
+    userPairs_.reserve(operands);
+    readerPairs_.reserve(operands);
+    g_.groupBytes.reserve(results);
+    g_.groupProducer.reserve(results);
+    g_.groupPinned.reserve(results);
+    used_.reserve(results);
+    groupStamp_.reserve(results);
+    firstProducer_.reserve(n);
     for (size_t i = 0; i < n; ++i) addNode(static_cast<int>(i));
     g_.groupStart.push_back(static_cast<int>(g_.groupBytes.size()));
     finish();
@@ -129,8 +145,10 @@ class StepGraphBuilder {
     cloneAt_.resize(clones);
     std::vector<size_t> byPosition(clones);
     std::iota(byPosition.begin(), byPosition.end(), 0);
-    std::stable_sort(byPosition.begin(), byPosition.end(),
-                     [&](size_t x, size_t y) { return plan_->clones[x].before < plan_->clones[y].before; });
+    // Plans usually create clones in position order already.
+    auto earlier = [&](size_t x, size_t y) { return plan_->clones[x].before < plan_->clones[y].before; };
+    if (!std::is_sorted(byPosition.begin(), byPosition.end(), earlier))
+      std::stable_sort(byPosition.begin(), byPosition.end(), earlier);
     origin_.reserve(base + clones);
     cloneOf_.reserve(base + clones);
     size_t next = 0;
