@@ -44,6 +44,9 @@ class Planner {
     localStamp_.assign(a.values.size(), 0);
   }
 
+  // The FLOPs of each clone planned so far, in plan order.
+  const std::vector<std::int64_t>& cloneFlops() const { return cloneFlops_; }
+
   void run(int episode, const EpisodePlan& p) {
     const Episode& ep = a_.episodes[static_cast<size_t>(episode)];
     const bool free = p.kind == EpisodePlan::Kind::Free || (p.kind == EpisodePlan::Kind::Schedule && p.freeInside);
@@ -58,6 +61,13 @@ class Planner {
     selectiveInside_ = inside;
     transient_.assign(ep.stages.size(), false);
     keptStage_.assign(ep.stages.size(), false);
+    for (std::vector<int>& byStage : compiled_) byStage.assign(ep.stages.size(), -1);
+    forwards_.clear();
+    steps_.clear();
+    operandValue_.clear();
+    operandInfo_.clear();
+    resultInfo_.clear();
+    kept_.clear();
     clearCache();
     ops_ = selective_ ? nullptr : &p.schedule;
     op_ = 0;
@@ -137,52 +147,92 @@ class Planner {
     }
   }
 
+  // A stage's forward (every stored node, or the boundary nodes only) as flat arrays, made on
+  // its first run in the episode: each node with its operands' and results' value-table
+  // entries (nullptr: not in the table), and the values the forward keeps. A memory-poor plan
+  // runs each stage's forward many times; walking these instead of the nodes, and looking
+  // every value up once per episode instead of once per run, is most of its planning time.
+  struct CompiledStep {
+    const ir::Node* node;
+    std::int64_t flops;
+    std::uint32_t operands;  // first of numOperands in operandValue_/operandInfo_
+    std::uint32_t results;   // first of numResults in resultInfo_
+    std::uint32_t numOperands, numResults;
+  };
+  struct CompiledForward {
+    std::uint32_t firstStep, endStep;  // in steps_
+    std::uint32_t firstKept, endKept;  // in kept_
+  };
+
+  const CompiledForward& compiled(int stage, bool all) {
+    int& index = compiled_[all ? 1 : 0][static_cast<size_t>(stage)];
+    if (index >= 0) return forwards_[static_cast<size_t>(index)];
+    const GraphStage& st = ep_->stages[static_cast<size_t>(stage)];
+    CompiledForward f;
+    f.firstStep = static_cast<std::uint32_t>(steps_.size());
+    for (const ir::Node* n : all ? st.storedNodes : st.boundaryNodes) {
+      steps_.push_back(CompiledStep{n, a_.flopsOf(n), static_cast<std::uint32_t>(operandValue_.size()),
+                                    static_cast<std::uint32_t>(resultInfo_.size()),
+                                    static_cast<std::uint32_t>(n->numOperands()),
+                                    static_cast<std::uint32_t>(n->numResults())});
+      for (const ir::Value* u : n->operands()) {
+        operandValue_.push_back(u);
+        operandInfo_.push_back(a_.values.find(u));
+      }
+      for (unsigned r = 0; r < n->numResults(); ++r) resultInfo_.push_back(a_.values.find(n->result(r)));
+    }
+    f.endStep = static_cast<std::uint32_t>(steps_.size());
+    f.firstKept = static_cast<std::uint32_t>(kept_.size());
+    for (const ir::Value* v : all ? st.stored : st.boundary)
+      if (const ValueInfo* info = a_.values.find(v)) kept_.push_back(info);
+    f.endKept = static_cast<std::uint32_t>(kept_.size());
+    index = static_cast<int>(forwards_.size());
+    forwards_.push_back(f);
+    return forwards_.back();
+  }
+
   void forward(const chain::Op& op) {
     const auto i = static_cast<size_t>(op.stage);
-    const GraphStage& st = ep_->stages[i];
     const bool all = op.kind == chain::OpKind::ForwardAll;
+    const CompiledForward f = compiled(op.stage, all);
     ++stamp_;  // this forward's own results: local_[id] where localStamp_[id] == stamp_
-    for (const ir::Node* n : all ? st.storedNodes : st.boundaryNodes) {
+    for (std::uint32_t k = f.firstStep; k < f.endStep; ++k) {
+      const CompiledStep& step = steps_[k];
       // Resolved before any is appended: resolving may recompute on demand (a dropped prefix
       // value), and those clones append their own operands.
       sources_.clear();
-      for (const ir::Value* u : n->operands()) {
-        const ValueInfo* it = a_.values.find(u);
-        if (it && localStamp_[static_cast<size_t>(it->id)] == stamp_)
-          sources_.push_back(local_[static_cast<size_t>(it->id)]);
+      for (std::uint32_t j = step.operands; j < step.operands + step.numOperands; ++j) {
+        const ValueInfo* info = operandInfo_[j];
+        if (info && localStamp_[static_cast<size_t>(info->id)] == stamp_)
+          sources_.push_back(local_[static_cast<size_t>(info->id)]);
         else
-          sources_.push_back(resolve(u));
+          sources_.push_back(resolve(operandValue_[j], info));
       }
       const auto first = static_cast<std::uint32_t>(plan_.operands.size());
       plan_.operands.insert(plan_.operands.end(), sources_.begin(), sources_.end());
-      const int id = emit(n, first);
-      for (unsigned r = 0; r < n->numResults(); ++r)
-        if (const ValueInfo* it = a_.values.find(n->result(r))) {
-          local_[static_cast<size_t>(it->id)] = Source{nullptr, id, r};
-          localStamp_[static_cast<size_t>(it->id)] = stamp_;
+      const int id = emit(step.node, first, step.flops);
+      for (unsigned r = 0; r < step.numResults; ++r)
+        if (const ValueInfo* info = resultInfo_[step.results + r]) {
+          local_[static_cast<size_t>(info->id)] = Source{nullptr, id, r};
+          localStamp_[static_cast<size_t>(info->id)] = stamp_;
         }
     }
-    auto localOf = [&](const ir::Value* v) -> const Source* {
-      const ValueInfo* it = a_.values.find(v);
-      if (!it || localStamp_[static_cast<size_t>(it->id)] != stamp_) return nullptr;
-      return &local_[static_cast<size_t>(it->id)];
-    };
-    if (all) {
-      clearFull(op.stage);
-      for (const ir::Value* v : st.stored)
-        if (const Source* s = localOf(v)) full_.set(idOf(v), *s);
-    } else {
-      clearBound(op.stage);
-      for (const ir::Value* v : st.boundary)
-        if (const Source* s = localOf(v)) bound_.set(idOf(v), *s);
-      transient_[i] = op.kind == chain::OpKind::ForwardTransient;
+    if (all) clearFull(op.stage);
+    else clearBound(op.stage);
+    CopyTable& kept = all ? full_ : bound_;
+    for (std::uint32_t k = f.firstKept; k < f.endKept; ++k) {
+      const auto id = static_cast<size_t>(kept_[k]->id);
+      if (localStamp_[id] == stamp_) kept.set(kept_[k]->id, local_[id]);
     }
+    if (!all) transient_[i] = op.kind == chain::OpKind::ForwardTransient;
     consumeTransientInput(op.stage);
   }
 
-  // A clone of `of` whose operands were just appended to plan_.operands from `first`.
-  int emit(const ir::Node* of, std::uint32_t first) {
+  // A clone of `of` (costing `flops`) whose operands were just appended to plan_.operands from
+  // `first`.
+  int emit(const ir::Node* of, std::uint32_t first, std::int64_t flops) {
     plan_.clones.push_back(CloneOp{of, before_, first});
+    cloneFlops_.push_back(flops);
     return static_cast<int>(plan_.clones.size()) - 1;
   }
 
@@ -195,8 +245,9 @@ class Planner {
   }
 
   // The copy of v that readers should use now, or nullopt when v must be recomputed.
-  std::optional<Source> lookup(const ir::Value* v) const {
-    const ValueInfo* info = a_.values.find(v);
+  std::optional<Source> lookup(const ir::Value* v) const { return lookup(v, a_.values.find(v)); }
+  // The same, given v's entry in the value table (nullptr: not in it).
+  std::optional<Source> lookup(const ir::Value* v, const ValueInfo* info) const {
     if (!info || info->episode != episode_) return Source{v};
     const int id = info->id;
     // A prefix value (stage -1) is in the table only to be recomputed by plans dropping freeDrop.
@@ -228,8 +279,9 @@ class Planner {
 
   // lookup(), recomputing v (and what it needs) on demand; iterative, so long chains of
   // dropped values cannot exhaust the stack.
-  Source resolve(const ir::Value* v) {
-    if (std::optional<Source> s = lookup(v)) return *s;
+  Source resolve(const ir::Value* v) { return resolve(v, a_.values.find(v)); }
+  Source resolve(const ir::Value* v, const ValueInfo* info) {
+    if (std::optional<Source> s = lookup(v, info)) return *s;
     std::vector<const ir::Node*> work = {v->producer()};
     while (!work.empty()) {
       const ir::Node* n = work.back();
@@ -249,7 +301,7 @@ class Planner {
       }
       const auto first = static_cast<std::uint32_t>(plan_.operands.size());
       for (const ir::Value* u : n->operands()) plan_.operands.push_back(*lookup(u));
-      const int id = emit(n, first);
+      const int id = emit(n, first, a_.flopsOf(n));
       if (!selective_) ++plan_.onDemandClones;
       for (unsigned r = 0; r < n->numResults(); ++r)
         if (const ValueInfo* it = a_.values.find(n->result(r))) {
@@ -281,30 +333,42 @@ class Planner {
   std::vector<Source> sources_;  // one node's operands while they are resolved
   std::vector<std::uint32_t> localStamp_;
   std::uint32_t stamp_ = 0;
+  std::vector<int> compiled_[2];  // by stage: index in forwards_ of its boundary-only [0] and full [1] forward
+  std::vector<CompiledForward> forwards_;
+  std::vector<CompiledStep> steps_;
+  std::vector<const ir::Value*> operandValue_;
+  std::vector<const ValueInfo*> operandInfo_;
+  std::vector<const ValueInfo*> resultInfo_;
+  std::vector<const ValueInfo*> kept_;
+  std::vector<std::int64_t> cloneFlops_;  // by clone
 };
 
 // Drops clones nobody reads (a full forward computes all of abar_i, a backward node may read
-// only part of it) and renumbers the rest.
-void pruneUnused(RewritePlan& plan) {
+// only part of it), renumbers the rest and sums the FLOPs of those kept (`flops`: by clone).
+// Clones were appended each right after its operands, so clone i's operands run up to the next
+// clone's first: the nodes themselves are never read.
+void pruneUnused(RewritePlan& plan, const std::vector<std::int64_t>& flops) {
   const size_t n = plan.clones.size();
-  auto operandsOf = [&](const CloneOp& c) {
-    return std::span<Source>(plan.operands).subspan(c.first, c.of->numOperands());
+  std::vector<std::uint32_t> end(n);
+  for (size_t i = 0; i < n; ++i)
+    end[i] = i + 1 < n ? plan.clones[i + 1].first : static_cast<std::uint32_t>(plan.operands.size());
+  auto operandsOf = [&](size_t i) {
+    return std::span<Source>(plan.operands).subspan(plan.clones[i].first, end[i] - plan.clones[i].first);
   };
   std::vector<int> uses(n, 0);
   for (const Rewire& r : plan.rewires)
     if (r.to.clone >= 0) ++uses[static_cast<size_t>(r.to.clone)];
-  for (const CloneOp& c : plan.clones)
-    for (const Source& s : operandsOf(c))
+  for (size_t i = 0; i < n; ++i)
+    for (const Source& s : operandsOf(i))
       if (s.clone >= 0) ++uses[static_cast<size_t>(s.clone)];
   std::vector<bool> keep(n, true);
   for (size_t i = n; i-- > 0;) {
     if (uses[i] > 0) continue;
     keep[i] = false;
-    for (const Source& s : operandsOf(plan.clones[i]))
+    for (const Source& s : operandsOf(i))
       if (s.clone >= 0) --uses[static_cast<size_t>(s.clone)];
   }
-  // Compacted in place: clones were appended each right after its operands, so a kept
-  // clone's operands move only towards the front.
+  // Compacted in place: a kept clone's operands move only towards the front.
   std::vector<int> renumber(n, -1);
   size_t keptClones = 0;
   std::uint32_t keptOperands = 0;
@@ -313,12 +377,13 @@ void pruneUnused(RewritePlan& plan) {
     renumber[i] = static_cast<int>(keptClones);
     CloneOp c = plan.clones[i];
     const std::uint32_t first = keptOperands;
-    for (Source s : operandsOf(c)) {
+    for (Source s : operandsOf(i)) {
       if (s.clone >= 0) s.clone = renumber[static_cast<size_t>(s.clone)];  // earlier, so renumbered
       plan.operands[keptOperands++] = s;
     }
     c.first = first;
     plan.clones[keptClones++] = c;
+    plan.recomputeFlops += flops[i];
   }
   for (Rewire& r : plan.rewires)
     if (r.to.clone >= 0) r.to.clone = renumber[static_cast<size_t>(r.to.clone)];
@@ -333,8 +398,7 @@ RewritePlan planRewrite(const Analysis& a, const Candidate& candidate) {
   Planner planner(a, plan);
   for (size_t e = 0; e < a.episodes.size() && e < candidate.episodes.size(); ++e)
     planner.run(static_cast<int>(e), candidate.episodes[e]);
-  pruneUnused(plan);
-  for (const CloneOp& c : plan.clones) plan.recomputeFlops += a.flopsOf(c.of);
+  pruneUnused(plan, planner.cloneFlops());
   // Plans are kept while proposals are compared: without the growth slack.
   plan.clones.shrink_to_fit();
   plan.operands.shrink_to_fit();
