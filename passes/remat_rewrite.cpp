@@ -231,7 +231,7 @@ class Planner {
   // A clone of `of` (costing `flops`) whose operands were just appended to plan_.operands from
   // `first`.
   int emit(const ir::Node* of, std::uint32_t first, std::int64_t flops) {
-    plan_.clones.push_back(CloneOp{of, before_, first});
+    plan_.clones.push_back(CloneOp{of, before_, first, of->id()});
     cloneFlops_.push_back(flops);
     return static_cast<int>(plan_.clones.size()) - 1;
   }

@@ -282,6 +282,7 @@ struct CloneOp {
   const ir::Node* of;
   size_t before;        // inserted before the node at this position
   std::uint32_t first;  // its operands: RewritePlan::operands[first, first + of->numOperands())
+  std::uint32_t node;   // of->id(), kept here so that walking a plan need not load the nodes
 };
 struct Rewire {
   ir::Node* node;

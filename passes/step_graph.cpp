@@ -158,23 +158,22 @@ class StepGraphBuilder {
       origin_.push_back(node);
       cloneOf_.push_back(clone);
     };
+    cloneBase_.resize(clones);
+    for (size_t c = 0; c < clones; ++c) cloneBase_[c] = f_.nodeIndex_[plan_->clones[c].node];
     for (size_t p = 0; p < base; ++p) {
       for (; next < clones && plan_->clones[byPosition[next]].before == p; ++next) {
         const size_t c = byPosition[next];
-        place(f_.nodeIndex_[plan_->clones[c].of->id()], static_cast<int>(c));
+        place(cloneBase_[c], static_cast<int>(c));
       }
       place(static_cast<int>(p), -1);
     }
     for (; next < clones; ++next) {
       const size_t c = byPosition[next];
-      place(f_.nodeIndex_[plan_->clones[c].of->id()], static_cast<int>(c));
+      place(cloneBase_[c], static_cast<int>(c));
     }
-    cloneBase_.resize(clones);
     cloneGroupStart_.assign(clones + 1, 0);
-    for (size_t c = 0; c < clones; ++c) {
-      cloneBase_[c] = f_.nodeIndex_[plan_->clones[c].of->id()];
+    for (size_t c = 0; c < clones; ++c)
       cloneGroupStart_[c + 1] = cloneGroupStart_[c] + static_cast<int>(f_.results_[static_cast<size_t>(cloneBase_[c])].size());
-    }
     cloneGroup_.assign(static_cast<size_t>(cloneGroupStart_[clones]), -1);
   }
 

@@ -15,6 +15,12 @@ void tuneHeapForCompiling() {
   // its top: freed pages are reused instead of faulted in again.
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, -1);
+  // No fast bins: a compile frees millions of small blocks (names, shapes, use lists, strides)
+  // between large allocations, and each large allocation would first walk every fast-bin block
+  // to merge it (malloc_consolidate, 3-5% of a 150,000-layer summary). Without them a freed
+  // block is merged when it is freed; the per-thread cache still serves small blocks. At
+  // 150,000 layers: median 10.6 s with fast bins, 9.7 s without (4 runs each, alternated).
+  mallopt(M_MXFAST, 0);
   // Huge pages for the heap: grow it once by a large block that nothing touches (address space
   // only: a page costs memory when first written), ask for transparent huge pages there, and
   // give the block back. The allocator keeps it as the heap's top and carves later blocks out
