@@ -25,6 +25,19 @@ struct Lists {
   }
   size_t size() const { return start.size() - 1; }
 
+  // The lists of n rows in which row j holds every i whose row here holds j, ascending.
+  Lists transposed(size_t n) const {
+    Lists t;
+    t.start.assign(n + 1, 0);
+    for (int j : items) ++t.start[static_cast<size_t>(j) + 1];
+    for (size_t j = 0; j < n; ++j) t.start[j + 1] += t.start[j];
+    t.items.resize(items.size());
+    std::vector<int> next(t.start.begin(), t.start.end() - 1);
+    for (size_t i = 0; i < size(); ++i)
+      for (int j : (*this)[i]) t.items[static_cast<size_t>(next[static_cast<size_t>(j)]++)] = static_cast<int>(i);
+    return t;
+  }
+
   static Lists fromPairs(size_t n, const std::vector<std::pair<int, int>>& pairs) {
     Lists l;
     l.start.assign(n + 1, 0);

@@ -62,8 +62,9 @@ std::string commonSpecName(const std::vector<ir::Node*>& members) {
 
 class Fuser {
  public:
-  explicit Fuser(ir::Graph& graph) : graph_(graph) {
-    for (size_t i = 0; i < graph.numNodes(); ++i) position_.emplace(graph.nodes()[i].get(), i);
+  explicit Fuser(ir::Graph& graph)
+      : graph_(graph), position_(graph.nodeIdBound(), 0), regionOf_(graph.nodeIdBound(), -1) {
+    for (size_t i = 0; i < graph.numNodes(); ++i) position_[graph.nodes()[i]->id()] = i;
   }
 
   Expected<FuseStats> run() {
@@ -105,17 +106,16 @@ class Fuser {
   }
 
  private:
-  int regionOf(const ir::Node* n) const {
-    auto it = regionOf_.find(n);
-    return it == regionOf_.end() ? -1 : it->second;
-  }
+  // -1 for nodes in no region, fused nodes made since included.
+  int regionOf(const ir::Node* n) const { return n->id() < regionOf_.size() ? regionOf_[n->id()] : -1; }
+  size_t positionOf(const ir::Node* n) const { return position_[n->id()]; }
 
   // No node outside region r, other than n, uses a value of r before n.
   bool canJoin(const Region& r, int id, const ir::Node* n) const {
-    const size_t at = position_.at(n);
+    const size_t at = positionOf(n);
     for (const ir::Node* m : r.members)
       for (const ir::Use& u : m->result()->uses())
-        if (u.user != n && regionOf(u.user) != id && position_.at(u.user) < at) return false;
+        if (u.user != n && regionOf(u.user) != id && positionOf(u.user) < at) return false;
     return true;
   }
 
@@ -142,8 +142,8 @@ class Fuser {
     for (bool dropped = true; dropped;) {
       const std::vector<int> candidates = joined;
       dropped = std::erase_if(joined, [&](int id) {
-        const size_t last = position_.at(regions_[static_cast<size_t>(id)].members.back());
-        for (size_t p = last + 1; p < position_.at(n); ++p) {
+        const size_t last = positionOf(regions_[static_cast<size_t>(id)].members.back());
+        for (size_t p = last + 1; p < positionOf(n); ++p) {
           const ir::Node* between = graph_.nodes()[p].get();
           const int other = regionOf(between);
           if (other >= 0 && std::find(candidates.begin(), candidates.end(), other) != candidates.end()) continue;
@@ -154,7 +154,7 @@ class Fuser {
     }
     if (joined.empty()) {
       regions_.push_back(Region{{n}, n->phase(), n->result()->type()});
-      regionOf_[n] = static_cast<int>(regions_.size() - 1);
+      regionOf_[n->id()] = static_cast<int>(regions_.size() - 1);
       return;
     }
     const int into = joined.front();
@@ -163,15 +163,15 @@ class Fuser {
       Region& other = regions_[static_cast<size_t>(joined[k])];
       for (ir::Node* m : other.members) {
         target.members.push_back(m);
-        regionOf_[m] = into;
+        regionOf_[m->id()] = into;
       }
       other.members.clear();
       other.merged = true;
     }
     target.members.push_back(n);
-    regionOf_[n] = into;
+    regionOf_[n->id()] = into;
     std::sort(target.members.begin(), target.members.end(),
-              [&](const ir::Node* a, const ir::Node* b) { return position_.at(a) < position_.at(b); });
+              [&](const ir::Node* a, const ir::Node* b) { return positionOf(a) < positionOf(b); });
   }
 
   // Replaces the region by one fused node; false (graph unchanged) when it reads too many values
@@ -216,8 +216,8 @@ class Fuser {
   }
 
   ir::Graph& graph_;
-  std::unordered_map<const ir::Node*, size_t> position_;
-  std::unordered_map<const ir::Node*, int> regionOf_;
+  std::vector<size_t> position_;  // by node id: program position of the nodes given
+  std::vector<int> regionOf_;     // by node id: region index, -1 for none
   std::vector<Region> regions_;
 };
 

@@ -121,8 +121,6 @@ class StepGraphBuilder {
       results += f_.results_[static_cast<size_t>(o)].size();
     }
     for (std::vector<int>* list : {&g_.producers.items, &g_.groupsRead.items}) list->reserve(operands);
-    userPairs_.reserve(operands);
-    readerPairs_.reserve(operands);
     g_.groupBytes.reserve(results);
     g_.groupProducer.reserve(results);
     g_.groupPinned.reserve(results);
@@ -234,7 +232,6 @@ class StepGraphBuilder {
       if (const int p = producerOf(op); p >= 0 && nodeStamp_[static_cast<size_t>(p)] != i) {
         nodeStamp_[static_cast<size_t>(p)] = i;
         g_.producers.items.push_back(p);
-        userPairs_.emplace_back(p, i);
       }
       const int grp = groupOf(op);
       if (grp < 0) continue;
@@ -242,7 +239,6 @@ class StepGraphBuilder {
       if (groupStamp_[static_cast<size_t>(grp)] == i) continue;
       groupStamp_[static_cast<size_t>(grp)] = i;
       g_.groupsRead.items.push_back(grp);
-      readerPairs_.emplace_back(grp, i);
     }
     g_.producers.endRow();
     g_.groupsRead.endRow();
@@ -279,8 +275,8 @@ class StepGraphBuilder {
     for (size_t i = 0; i < n; ++i)
       for (int grp = g_.groupStart[i]; grp < g_.groupStart[i + 1]; ++grp)
         if (used_[static_cast<size_t>(grp)]) g_.fresh[i] += g_.groupBytes[static_cast<size_t>(grp)];
-    g_.users = Lists::fromPairs(n, userPairs_);
-    g_.groupUsers = Lists::fromPairs(g_.groupBytes.size(), readerPairs_);
+    g_.users = g_.producers.transposed(n);
+    g_.groupUsers = g_.groupsRead.transposed(g_.groupBytes.size());
     orderEdges();
   }
 
@@ -337,7 +333,6 @@ class StepGraphBuilder {
   std::vector<int> nodeStamp_, groupStamp_;
   std::vector<char> used_;  // per group: its owning value is read or a graph output
   std::vector<int> firstProducer_;
-  std::vector<std::pair<int, int>> userPairs_, readerPairs_;
 };
 
 StepGraph buildStepGraph(const StepFacts& facts, const remat::RewritePlan* plan) {
