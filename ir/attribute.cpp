@@ -8,7 +8,12 @@ namespace gradc::ir {
 
 namespace {
 
-bool keyLess(const AttrMap::value_type& entry, std::string_view key) { return entry.first < key; }
+// The first entry of `items` (sorted by key) whose key is not less than `key`.
+template <typename Items>
+auto lowerBound(Items& items, std::string_view key) {
+  return std::lower_bound(items.begin(), items.end(), key,
+                          [](const AttrMap::value_type& entry, std::string_view k) { return entry.first < k; });
+}
 
 }  // namespace
 
@@ -29,13 +34,9 @@ std::vector<AttrMap::value_type>& AttrMap::own() {
   return *items_;
 }
 
-std::vector<AttrMap::value_type>::iterator AttrMap::lowerBound(std::vector<value_type>& items, std::string_view key) {
-  return std::lower_bound(items.begin(), items.end(), key, keyLess);
-}
-
 AttrMap::const_iterator AttrMap::find(std::string_view key) const {
   const std::vector<value_type>& all = items();
-  auto it = std::lower_bound(all.begin(), all.end(), key, keyLess);
+  auto it = lowerBound(all, key);
   return it != all.end() && it->first == key ? it : all.end();
 }
 

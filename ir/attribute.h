@@ -56,7 +56,6 @@ class AttrMap {
   const std::vector<value_type>& items() const;
   // The entries, unshared: copied first when another map holds them too.
   std::vector<value_type>& own();
-  std::vector<value_type>::iterator lowerBound(std::vector<value_type>& items, std::string_view key);
 
   std::shared_ptr<std::vector<value_type>> items_;  // nullptr: empty
 };

@@ -27,25 +27,30 @@ struct Lists {
 
   // The lists of n rows in which row j holds every i whose row here holds j, ascending.
   Lists transposed(size_t n) const {
-    Lists t;
-    t.start.assign(n + 1, 0);
-    for (int j : items) ++t.start[static_cast<size_t>(j) + 1];
-    for (size_t j = 0; j < n; ++j) t.start[j + 1] += t.start[j];
-    t.items.resize(items.size());
-    std::vector<int> next(t.start.begin(), t.start.end() - 1);
-    for (size_t i = 0; i < size(); ++i)
-      for (int j : (*this)[i]) t.items[static_cast<size_t>(next[static_cast<size_t>(j)]++)] = static_cast<int>(i);
-    return t;
+    return sorted(n, items.size(), [this](auto&& pair) {
+      for (size_t i = 0; i < size(); ++i)
+        for (int j : (*this)[i]) pair(j, static_cast<int>(i));
+    });
   }
 
   static Lists fromPairs(size_t n, const std::vector<std::pair<int, int>>& pairs) {
+    return sorted(n, pairs.size(), [&pairs](auto&& pair) {
+      for (const auto& [from, to] : pairs) pair(from, to);
+    });
+  }
+
+ private:
+  // The stable counting sort: `each(pair)` calls pair(from, to) for all `total` pairs, the same
+  // ones in the same order each time it is called (twice: to count, then to place).
+  template <typename Each>
+  static Lists sorted(size_t n, size_t total, Each each) {
     Lists l;
     l.start.assign(n + 1, 0);
-    for (const auto& [from, to] : pairs) ++l.start[static_cast<size_t>(from) + 1];
+    each([&l](int from, int) { ++l.start[static_cast<size_t>(from) + 1]; });
     for (size_t i = 0; i < n; ++i) l.start[i + 1] += l.start[i];
-    l.items.resize(pairs.size());
+    l.items.resize(total);
     std::vector<int> next(l.start.begin(), l.start.end() - 1);
-    for (const auto& [from, to] : pairs) l.items[static_cast<size_t>(next[static_cast<size_t>(from)]++)] = to;
+    each([&](int from, int to) { l.items[static_cast<size_t>(next[static_cast<size_t>(from)]++)] = to; });
     return l;
   }
 };

@@ -354,11 +354,6 @@ Expected<ir::Graph> buildStep(const ir::Graph& from, ir::Graph* consumable, int 
   return std::move(*g);
 }
 
-Status verifyStep(const ir::Graph& step) {
-  if (Status s = ir::verify(step); !s) return Error{"verifier failed on the training step: " + s.message()};
-  return {};
-}
-
 // The step as it is (trainingStepAsIs); with `consumable` (== &forward), taking it over.
 Expected<ir::Graph> stepAsIs(const ir::Graph& forward, ir::Graph* consumable, TrainingPlanOptions options) {
   options.remat = RematOptions{};  // no budget: one configuration
@@ -400,7 +395,7 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
   auto build = [&](const ir::Graph& from, int k, int stage) -> Expected<ir::Graph> {
     Expected<ir::Graph> g = buildStep(from, nullptr, k, stage, options);
     if (!g) return g.error();
-    if (Status s = verifyStep(*g); !s) return Error{s.message()};
+    if (Status s = verifyTrainingStep(*g); !s) return Error{s.message()};
     return g;
   };
   // The selection order puts every plan without recompute first, by micro-batch count (then
@@ -449,6 +444,9 @@ Expected<ir::Graph> trainingStepAsIs(ir::Graph&& forward, const TrainingPlanOpti
   return stepAsIs(forward, &forward, options);
 }
 
-Status verifyTrainingStep(const ir::Graph& step) { return verifyStep(step); }
+Status verifyTrainingStep(const ir::Graph& step) {
+  if (Status s = ir::verify(step); !s) return Error{"verifier failed on the training step: " + s.message()};
+  return {};
+}
 
 }  // namespace gradc::passes

@@ -500,31 +500,32 @@ Expected<bool> RematPass::run(ir::Graph& graph) {
 
 namespace {
 
-// One strategy's row: the plan it chooses under `budget` (or without one), measured in
-// `measured`, which the other rows share; nullopt when the strategy has no proposal for the graph.
-Expected<std::optional<StrategySummary>> strategyRow(ir::Graph& joint, std::optional<std::int64_t> budget,
-                                                     const std::shared_ptr<const remat::Analysis>& analysis,
-                                                     Measurements& measured, RematStrategy strategy) {
+// One strategy's row into `row`: the plan it chooses under `budget` (or without one), measured
+// in `measured`, which the other rows share; left empty when the strategy has no proposal for
+// the graph.
+Status strategyRow(ir::Graph& joint, std::optional<std::int64_t> budget,
+                   const std::shared_ptr<const remat::Analysis>& analysis, Measurements& measured,
+                   RematStrategy strategy, std::optional<StrategySummary>& row) {
   Chooser chooser(&measured);
   if (Status s = chooser.add(joint, 1, strategy, {}, 0, {}, analysis); !s) return Error{s.message()};
   std::vector<Entry> order = chooser.entries();
-  StrategySummary row;
-  row.strategy = strategy;
+  StrategySummary r;
+  r.strategy = strategy;
   std::optional<Entry> pick = budget ? firstFit(chooser, order, *budget) : withoutBudget(chooser, order, strategy);
   if (!pick) {
-    row.fits = false;
+    r.fits = false;
     pick = smallestPeak(chooser, order);
   }
-  if (!pick) return std::optional<StrategySummary>{};
-  const remat::Candidate& c = chooser.candidate(*pick);
+  if (!pick) return {};
   const GraphState& s = chooser.state(pick->graph);
-  row.predictedPeakBytes = chooser.peak(*pick);
-  row.recomputeFlops = pick->flops;
-  row.recomputePercent = s.analysis->forwardFlops > 0 ? 100.0 * static_cast<double>(row.recomputeFlops) /
-                                                            static_cast<double>(s.analysis->forwardFlops)
-                                                     : 0.0;
-  row.plan = c.description;
-  return std::optional<StrategySummary>{std::move(row)};
+  r.predictedPeakBytes = chooser.peak(*pick);
+  r.recomputeFlops = pick->flops;
+  r.recomputePercent = s.analysis->forwardFlops > 0 ? 100.0 * static_cast<double>(r.recomputeFlops) /
+                                                          static_cast<double>(s.analysis->forwardFlops)
+                                                   : 0.0;
+  r.plan = chooser.candidate(*pick).description;
+  row = std::move(r);
+  return {};
 }
 
 }  // namespace
@@ -545,11 +546,14 @@ Expected<std::vector<StrategySummary>> summarizeStrategies(ir::Graph& joint, std
   std::iota(byCost.begin(), byCost.end(), size_t{0});
   std::stable_partition(byCost.begin(), byCost.end(),
                         [&](size_t i) { return strategies[i] == RematStrategy::MemoryPoor; });
-  std::vector<std::optional<Expected<std::optional<StrategySummary>>>> measuredRows(strategies.size());
+  std::vector<std::optional<StrategySummary>> found(strategies.size());
+  std::vector<Status> failed(strategies.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < byCost.size();)
-      measuredRows[byCost[k]].emplace(strategyRow(joint, budget, analysis, measured, strategies[byCost[k]]));
+    for (size_t k; (k = next.fetch_add(1)) < byCost.size();) {
+      const size_t i = byCost[k];
+      failed[i] = strategyRow(joint, budget, analysis, measured, strategies[i], found[i]);
+    }
   };
   // An exception on the second worker (an allocation failure) reaches the caller through get().
   std::future<void> second = std::async(std::launch::async, work);
@@ -557,9 +561,9 @@ Expected<std::vector<StrategySummary>> summarizeStrategies(ir::Graph& joint, std
   second.get();
 
   std::vector<StrategySummary> rows;
-  for (std::optional<Expected<std::optional<StrategySummary>>>& row : measuredRows) {
-    if (!*row) return row->error();
-    if (**row) rows.push_back(std::move(***row));
+  for (size_t i = 0; i < strategies.size(); ++i) {
+    if (!failed[i]) return Error{failed[i].message()};
+    if (found[i]) rows.push_back(std::move(*found[i]));
   }
   // Saved against the step as it is, which the none row measured (its plan changes nothing).
   auto none = std::find_if(rows.begin(), rows.end(), [](const StrategySummary& r) { return r.strategy == RematStrategy::None; });

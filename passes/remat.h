@@ -153,8 +153,7 @@ struct StrategySummary {
   std::string plan;
 };
 // Every strategy (none, sqrt, chain, memory-poor, selective, auto) on a joint graph, which is
-// left as it was (proposals are measured without rewriting it; a fused loss's chunk count is
-// restored). With a budget each row is the plan the strategy would choose under it; without
+// left as it was (proposals are measured without rewriting it). With a budget each row is the plan the strategy would choose under it; without
 // one, the plan it applies without a budget (see above). The graph is only read (a fused
 // loss is measured at its own chunk count), so other threads may read it meanwhile; the rows
 // are measured on two threads.
