@@ -12,7 +12,7 @@ namespace {
 template <typename Items>
 auto lowerBound(Items& items, std::string_view key) {
   return std::lower_bound(items.begin(), items.end(), key,
-                          [](const AttrMap::value_type& entry, std::string_view k) { return entry.first < k; });
+                          [](const AttrMap::value_type& entry, std::string_view k) { return entry.first.compare(k) < 0; });
 }
 
 }  // namespace
