@@ -103,7 +103,9 @@ class Chooser {
   Chooser(const Chooser&) = delete;  // known_ may point into the chooser itself
   Chooser& operator=(const Chooser&) = delete;
 
-  Status add(ir::Graph& graph, int microBatches, RematStrategy strategy, std::vector<int> lossChunks = {},
+  // withPath: auto also proposes the free-recompute path (passes/remat_free_path.h), which
+  // costs a schedule per value it tries.
+  Status add(ir::Graph& graph, int microBatches, RematStrategy strategy, bool withPath, std::vector<int> lossChunks = {},
              int shardStage = 0, std::string_view onlyProposal = {},
              std::shared_ptr<const remat::Analysis> analysis = nullptr) {
     if (!analysis) {
@@ -117,15 +119,22 @@ class Chooser {
     s.shardStage = shardStage;
     s.lossChunks = lossChunks.empty() ? std::vector<int>{lossChunksOf(graph)} : std::move(lossChunks);
     s.analysis = std::move(analysis);
-    s.candidates = remat::candidates(*s.analysis, strategy);
+    states_.push_back(std::move(s));
+    GraphState& added = states_.back();
+    // The free-recompute path is measured to be made; only a budget can choose it (without
+    // one auto keeps everything).
+    const StepFacts* measureOn =
+        strategy == RematStrategy::Auto && withPath ? &factsAt(states_.size() - 1, added.lossChunks.back()) : nullptr;
+    added.candidates = remat::candidates(*added.analysis, strategy, measureOn);
     if (!onlyProposal.empty()) {
-      std::erase_if(s.candidates, [&](const remat::Candidate& c) { return c.description != onlyProposal; });
-      if (s.candidates.empty())
+      std::erase_if(added.candidates, [&](const remat::Candidate& c) { return c.description != onlyProposal; });
+      if (added.candidates.empty()) {
+        states_.pop_back();
         return Error{"internal: no " + std::string(rematStrategyName(strategy)) + " proposal '" +
                      std::string(onlyProposal) + "' for this graph"};
-      s.candidates.resize(1);
+      }
+      added.candidates.resize(1);
     }
-    states_.push_back(std::move(s));
     return {};
   }
 
@@ -185,12 +194,13 @@ class Chooser {
 
   // The step facts of an entry's graph at its chunk count, built on first use (the chunk
   // count changes only the fused loss nodes' workspace).
-  const StepFacts& stepFacts(const Entry& e) {
-    Slot<StepFacts>& slot = known_->slot(known_->facts, {e.graph, e.lossChunks});
+  const StepFacts& stepFacts(const Entry& e) { return factsAt(e.graph, e.lossChunks); }
+  const StepFacts& factsAt(size_t g, int lossChunks) {
+    Slot<StepFacts>& slot = known_->slot(known_->facts, {g, lossChunks});
     std::lock_guard<std::mutex> guard(slot.lock);
     if (slot.value) return *slot.value;
-    ir::Graph& graph = *states_[e.graph].graph;
-    if (e.lossChunks > 0) setLossChunks(graph, e.lossChunks);
+    ir::Graph& graph = *states_[g].graph;
+    if (lossChunks > 0) setLossChunks(graph, lossChunks);
     return slot.value.emplace(graph, analyzeStorage(graph));
   }
 
@@ -389,8 +399,9 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   const int chunksAsGiven = lossChunksOf(*graphs[0].graph);
   Measurements measured;
   Chooser chooser(&measured);
+  const bool withPath = options.budgetBytes.has_value() || !options.proposal.empty();
   for (const RematGraph& g : graphs)
-    if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy, g.lossChunks, g.shardStage, options.proposal); !s)
+    if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy, withPath, g.lossChunks, g.shardStage, options.proposal); !s)
       return Error{s.message()};
   std::vector<Entry> order = chooser.entries();
   if (order.empty()) return Error{"remat: internal error: no proposal"};
@@ -416,7 +427,7 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
         Chooser all(&measured);
         for (size_t gi = 0; gi < graphs.size(); ++gi) {
           const RematGraph& g = graphs[gi];
-          if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto, g.lossChunks, g.shardStage, {},
+          if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto, true, g.lossChunks, g.shardStage, {},
                                   chooser.state(gi).analysis);
               !st)
             return Error{st.message()};
@@ -507,7 +518,7 @@ Status strategyRow(ir::Graph& joint, std::optional<std::int64_t> budget,
                    const std::shared_ptr<const remat::Analysis>& analysis, Measurements& measured,
                    RematStrategy strategy, std::optional<StrategySummary>& row) {
   Chooser chooser(&measured);
-  if (Status s = chooser.add(joint, 1, strategy, {}, 0, {}, analysis); !s) return Error{s.message()};
+  if (Status s = chooser.add(joint, 1, strategy, budget.has_value(), {}, 0, {}, analysis); !s) return Error{s.message()};
   std::vector<Entry> order = chooser.entries();
   StrategySummary r;
   r.strategy = strategy;

@@ -187,6 +187,7 @@ std::unordered_map<const ir::Value*, Episode::FreeValue> freeValues(const std::v
     for (size_t r = 0; r < n->numResults(); ++r)
       if (!flagged(pinned, n->result(r))) {
         info.readByBackward = readByBackward(n->result(r));
+        info.index = static_cast<int>(free.size());
         free.emplace(n->result(r), info);
       }
   }
@@ -467,6 +468,20 @@ Expected<Analysis> analyze(ir::Graph& graph) {
         std::sort(use.operands.begin(), use.operands.end());
       }
       ep.freeUses.push_back(std::move(use));
+    }
+
+    if (!ep.freeDrop.empty() && ep.tailNodes > 0) {
+      const size_t tailBegin = ep.forwardEnd - static_cast<size_t>(ep.tailNodes);
+      for (size_t p = tailBegin; p < ep.forwardEnd; ++p) {
+        ir::Node* n = nodes[p].get();
+        BackwardUse use{n, p, lastStage, {}};
+        for (unsigned i = 0; i < n->numOperands(); ++i) {
+          const ir::Value* u = n->operand(i);
+          if (!ep.freeDrop.count(u) || position[u->producer()->id()] >= tailBegin) continue;
+          use.operands.push_back(i);
+        }
+        if (!use.operands.empty()) ep.freeTailUses.push_back(std::move(use));
+      }
     }
 
     // Gradient bytes per stage: results of the nodes of a stage's backward window that

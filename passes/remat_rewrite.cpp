@@ -72,7 +72,7 @@ class Planner {
     ops_ = selective_ ? nullptr : &p.schedule;
     op_ = 0;
     if (ops_) firstPass();
-    for (const BackwardUse& use : uses) {
+    auto visit = [&](const BackwardUse& use) {
       before_ = use.position;
       if (ops_) advance(use.label);
       for (unsigned i : use.operands) {
@@ -80,7 +80,11 @@ class Planner {
         Source s = resolve(v);
         if (s.clone >= 0 || s.value != v) plan_.rewires.push_back(Rewire{use.node, i, s});
       }
-    }
+    };
+    // The free-recompute path also recomputes for the tail's forward readers (they come first).
+    if (p.kind == EpisodePlan::Kind::Free && p.freeChosen)
+      for (const BackwardUse& use : ep.freeTailUses) visit(use);
+    for (const BackwardUse& use : uses) visit(use);
     // Leave the tables empty for the next episode.
     for (size_t s = 0; s < ep.stages.size(); ++s) {
       clearFull(static_cast<int>(s));

@@ -88,6 +88,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -99,6 +100,8 @@
 #include "passes/remat_chain.h"
 
 namespace gradc::passes {
+
+class StepFacts;
 
 enum class RematStrategy { None, Sqrt, Chain, MemoryPoor, Selective, Auto };
 
@@ -167,17 +170,24 @@ struct Episode {
   // And its position: the latest forward position (in the episode) of a node its recompute
   // runs; values made early live longest, so dropping only those saves most per FLOP.
   // readByBackward: a non-forward node reads it (else dropping it alone changes nothing).
+  // index: dense, 0..freeDrop.size()-1 in program order (EpisodePlan::freeChosen).
   struct FreeValue {
     std::int64_t tier = 0;
     int depth = 1;
     int position = 0;
     bool readByBackward = false;
+    int index = -1;
   };
   std::unordered_map<const ir::Value*, FreeValue> freeDrop;
   // `uses` with the operands that read prefix values in freeDrop added (and the backward nodes
   // that read only those); the labels are those of `uses`. The rewrite walks these for plans
   // that drop freeDrop values.
   std::vector<BackwardUse> freeUses;
+  // Forward nodes of the tail reading freeDrop values made before it (the LSTM's stack of every
+  // h_t), labelled with the last stage. Plans of the free-recompute path (EpisodePlan::
+  // freeChosen) recompute those values for them too, so an original dies after its last reader
+  // before the tail instead of living through the rest of the forward.
+  std::vector<BackwardUse> freeTailUses;
   // `model` with each stage's stored bytes less its freeDrop values'.
   std::vector<chain::Stage> freeModel;
   // `model` with each stage's stored bytes less its selectiveDrop values': the chain the
@@ -251,8 +261,13 @@ struct EpisodePlan {
   std::int64_t freeTier = kCheapFlopsPerElement;  // Free and freeInside: the tiers dropped
   int freeDepth = 0;  // ... and the depths (0: any)
   int freeBefore = 0;  // ... and the positions below this (0: any)
+  // Free only: when set, exactly the freeDrop values whose FreeValue::index is marked here are
+  // dropped, the tiers, depths and positions above ignored (passes/remat_free_path.h chooses
+  // them one by one). Shared by the copies of a plan.
+  std::shared_ptr<const std::vector<char>> freeChosen;
   // Whether this plan (Free or freeInside) drops a freeDrop value.
   bool dropsFree(const Episode::FreeValue& f) const {
+    if (freeChosen) return f.index >= 0 && static_cast<size_t>(f.index) < freeChosen->size() && (*freeChosen)[static_cast<size_t>(f.index)];
     return f.tier <= freeTier && (freeDepth == 0 || f.depth <= freeDepth) && (freeBefore == 0 || f.position < freeBefore);
   }
 };
@@ -263,8 +278,12 @@ struct Candidate {
   std::vector<EpisodePlan> episodes;
 };
 
-// The proposals of a strategy (Auto: of every strategy), in a fixed order.
-std::vector<Candidate> candidates(const Analysis& analysis, RematStrategy strategy);
+// The proposals of a strategy (Auto: of every strategy), in a fixed order. With `measureOn`
+// (the step facts of the analysed graph), auto's end with the free-recompute path
+// (passes/remat_free_path.h), which is measured on them to be made (a schedule per value it
+// tries); without, the path is left out.
+std::vector<Candidate> candidates(const Analysis& analysis, RematStrategy strategy,
+                                  const StepFacts* measureOn = nullptr);
 
 // torch.utils.checkpoint.checkpoint_sequential's plan with `segments` segments: the chain's
 // stages cut into that many groups, each group's input kept and every group but the last

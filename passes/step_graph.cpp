@@ -130,6 +130,7 @@ class StepGraphBuilder {
     for (size_t i = 0; i < n; ++i) addNode(static_cast<int>(i));
     g_.groupStart.push_back(static_cast<int>(g_.groupBytes.size()));
     finish();
+    g_.valueGroup = std::move(valueGroup_);
     return std::move(g_);
   }
 

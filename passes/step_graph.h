@@ -95,6 +95,9 @@ struct StepGraph {
   std::vector<int> groupProducer;
   std::vector<std::int64_t> groupBytes;
   std::vector<char> groupPinned;  // a graph output's storage: never freed
+  // By value id of the facts' graph: the group holding an original value's storage (its own,
+  // or for a view its source's); -1 for parameters, inputs and values no node makes.
+  std::vector<int> valueGroup;
   // Order edges (from, to): in-place updates against every other node touching the parameter,
   // collectives in seq order, reduce-scatter waits after the collective issued before them
   // (passes/schedule.h). An edge repeated for several parameters appears once per parameter.

@@ -26,6 +26,7 @@
 #include "passes/remat.h"
 #include "passes/remat_strategies.h"
 #include "passes/schedule.h"
+#include "passes/step_graph.h"
 #include "passes/training_pipeline.h"
 #include "tests/bundled_model.h"
 
@@ -421,7 +422,8 @@ TEST_CASE("budget contract: gpt-mini recomputes inside its blocks where that bea
   auto& [forward, options, base, a] = step;
   // Every proposal that recomputes only whole stages (or selective alone), measured once.
   std::vector<std::pair<std::int64_t, std::int64_t>> wholeStages;  // (peak, recompute FLOPs)
-  for (const passes::remat::Candidate& c : passes::remat::candidates(*a, RematStrategy::Auto)) {
+  const passes::StepFacts facts(base->graph, passes::analyzeStorage(base->graph));
+  for (const passes::remat::Candidate& c : passes::remat::candidates(*a, RematStrategy::Auto, &facts)) {
     if (c.description.find("inside stored stages") != std::string::npos) continue;
     const passes::remat::RewritePlan p = passes::remat::planRewrite(*a, c);
     wholeStages.emplace_back(step.peakWith(p), p.recomputeFlops);
@@ -451,7 +453,8 @@ TEST_CASE("budget contract: free recompute on an 8-step LSTM and a 2-layer GPT b
     auto& [forward, options, base, a] = step;
     std::vector<std::pair<std::int64_t, std::int64_t>> others;  // (peak, recompute FLOPs)
     std::int64_t freePeak = -1;
-    for (const passes::remat::Candidate& c : passes::remat::candidates(*a, RematStrategy::Auto)) {
+    const passes::StepFacts facts(base->graph, passes::analyzeStorage(base->graph));
+    for (const passes::remat::Candidate& c : passes::remat::candidates(*a, RematStrategy::Auto, &facts)) {
       const passes::remat::RewritePlan p = passes::remat::planRewrite(*a, c);
       const std::int64_t peak = step.peakWith(p);
       const bool free = c.description.find("from what the backward keeps anyway") != std::string::npos ||

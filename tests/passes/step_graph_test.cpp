@@ -80,7 +80,7 @@ int checkProposals(ir::Graph& g) {
   REQUIRE_MESSAGE(a.ok(), a.error().message);
   const passes::StepFacts facts(g, passes::analyzeStorage(g));
   int count = 0;
-  for (const passes::remat::Candidate& c : passes::remat::candidates(*a, RematStrategy::Auto)) {
+  for (const passes::remat::Candidate& c : passes::remat::candidates(*a, RematStrategy::Auto, &facts)) {
     CAPTURE(c.description);
     const passes::remat::RewritePlan plan = passes::remat::planRewrite(*a, c);
     const passes::StepGraph made = passes::buildStepGraph(facts, &plan);

@@ -25,6 +25,7 @@
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 #include "passes/remat.h"
+#include "passes/step_graph.h"
 #include "passes/strip_dropout.h"
 #include "runtime/executor.h"
 #include "runtime/init.h"
@@ -372,7 +373,8 @@ TEST_CASE("remat on vs off: free recompute, alone at every tier and inside chain
     ir::Graph g = passes::remat::cloneGraph(base.joint);
     Expected<passes::remat::Analysis> analysis = passes::remat::analyze(g);
     REQUIRE(analysis.ok());
-    for (const passes::remat::Candidate& c : passes::remat::candidates(*analysis, RematStrategy::Auto)) {
+    const passes::StepFacts facts(g, passes::analyzeStorage(g));  // the free-recompute path included
+    for (const passes::remat::Candidate& c : passes::remat::candidates(*analysis, RematStrategy::Auto, &facts)) {
       const bool free = c.description.find("from what the backward keeps anyway") != std::string::npos ||
                         c.description.find("free values inside stored stages") != std::string::npos;
       if (!free) continue;
