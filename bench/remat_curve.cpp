@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench/bench_spec.h"
+#include "bench/segment_points.h"
 #include "frontend/spec.h"
 #include "passes/autodiff.h"
 #include "passes/budget.h"
@@ -121,19 +122,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "remat_curve: %s\n", a.error().message.c_str());
     return 1;
   }
-  // Every count up to 16, then about 1.5x apart (a 1,000-step LSTM has 1,025 stages).
+  for (const bench::SegmentPoint& sp : bench::checkpointSequentialPoints(g, *a))
+    points.push_back({"checkpoint_sequential", sp.plan, -1, sp.peak, sp.recomputeFlops});
   const int stages = a->episodes.empty() ? 0 : a->episodes[0].rawStages;
-  std::vector<int> counts;
-  for (int k = 1; k <= stages; k = k < 16 ? k + 1 : k * 3 / 2) counts.push_back(k);
-  if (!counts.empty() && counts.back() != stages) counts.push_back(stages);
-  for (int k : counts) {
-    const passes::remat::Candidate c = passes::remat::segmentsCandidate(*a, k);
-    const passes::remat::RewritePlan p = passes::remat::planRewrite(*a, c);
-    const passes::remat::AppliedRewrite applied = passes::remat::applyRewrite(g, p);
-    const std::int64_t peak = passes::scheduledPeakBytes(g);
-    passes::remat::undoRewrite(g, applied);
-    points.push_back({"checkpoint_sequential", c.description, -1, peak, p.recomputeFlops});
-  }
   std::printf("{\"model\": %s, \"forward_flops\": %lld, \"chain_stages\": %d, \"points\": [\n", quoted(argv[1]).c_str(),
               static_cast<long long>(forwardFlops), stages);
   for (size_t i = 0; i < points.size(); ++i) {

@@ -23,6 +23,8 @@
 //     sequence as a point of the MILP (gradc's plan).
 //     A budget is smallest + F x (no-remat peak - smallest) for each fraction F, where
 //     smallest is gradc's smallest feasible budget; also sqrt's plan without a budget.
+//   checkpoint_sequential: torch.utils.checkpoint.checkpoint_sequential's plan with k segments
+//     (bench/segment_points.h) on the same step: its scheduled peak and recompute FLOPs.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_spec.h"
+#include "bench/segment_points.h"
 #include "frontend/spec.h"
 #include "passes/budget.h"
 #include "passes/liveness.h"
@@ -291,6 +294,15 @@ int main(int argc, char** argv) {
     return j;
   };
   out["sqrt"] = plan(passes::RematStrategy::Sqrt, std::nullopt);
+  {
+    ir::Graph copy = passes::remat::cloneGraph(g);
+    Expected<passes::remat::Analysis> a = passes::remat::analyze(copy);
+    out["checkpoint_sequential"] = nlohmann::json::array();
+    if (a)
+      for (const bench::SegmentPoint& sp : bench::checkpointSequentialPoints(copy, *a))
+        out["checkpoint_sequential"].push_back(
+            {{"segments", sp.segments}, {"peak", sp.peak}, {"recompute_flops", sp.recomputeFlops}});
+  }
   out["gradc"] = nlohmann::json::array();
   for (double f : fractions)
     out["gradc"].push_back(plan(passes::RematStrategy::Auto,

@@ -10,7 +10,10 @@
 //   1. remat::analyze: episodes, the chain of each episode, backward uses
 //      (passes/remat_strategies.h).
 //   2. remat::candidates: the proposals of the requested strategy (auto: of all strategies),
-//      each with its exact recompute FLOPs (remat::planRewrite, no graph change).
+//      each with its exact recompute FLOPs (remat::planRewrite, no graph change). With a
+//      budget (or a proposal to re-apply), auto's include the free-recompute path
+//      (passes/remat_free_path.h), which is measured to be made: it depends on the graph only,
+//      so the proposal set still does not depend on the budget.
 //   3. Order: recompute FLOPs ascending, then micro-batch count, then loss chunks (unfused
 //      first: fusing trades the LM head's large matrix products for memory; then the fewest
 //      chunks), then a fixed strategy rank (none, selective, chain, sqrt, memory-poor), then

@@ -66,7 +66,10 @@
 //                  the values made in the first 1/4, 2/4 or 3/4 of the forward
 //                  (Episode::freeDrop); on graphs
 //                  of at most kExhaustiveMaxNodes nodes, alone and inside the stored stages of
-//                  the chain solver's frontier;
+//                  the chain solver's frontier; and, when the caller gives the step facts to
+//                  measure on (a budget to meet), free values chosen one by one where the
+//                  scheduled step peaks (passes/remat_free_path.h: the exact optimum's subsets,
+//                  which no tier expresses);
 //      auto        all of the above.
 //
 // 4. The rewrite (planRewrite, then applyRewrite). Walking each episode's backward nodes in
