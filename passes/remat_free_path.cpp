@@ -5,6 +5,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "passes/schedule.h"
 
@@ -12,13 +14,14 @@ namespace gradc::passes::remat {
 
 namespace {
 
-// A free value of some episode, with what the choice weighs.
+// A free value, or with micro-batches the same free value of every episode (they repeat one
+// forward, so a plan drops it in all of them, as the other proposals do), with what the choice
+// weighs.
 struct Item {
-  int episode;
   int index;  // Episode::FreeValue::index
-  const ir::Value* value;
-  std::int64_t flops;  // its producer's
-  int position;        // Episode::FreeValue::position
+  std::vector<std::pair<int, const ir::Value*>> members;  // (episode, value)
+  std::int64_t flops;  // its producers'
+  int position;        // Episode::FreeValue::position (the first member's)
 };
 
 // One measured set: the scheduled order of its step graph and where it peaks.
@@ -53,38 +56,40 @@ Measured measure(const Analysis& a, const StepFacts& facts, const Candidate& c) 
   return m;
 }
 
-// Whether dropping the item could lower m's peak: its own storage is made before the peak
-// step, read after it, and not by the node at it.
-bool heldAcrossPeak(const Measured& m, const Item& item) {
+// The bytes dropping the item could take off m's peak: those of its members whose own storage
+// (views save nothing) is made before the peak step, read after it, and not by the node at it.
+std::int64_t heldAcrossPeak(const Measured& m, const Item& item) {
   const StepGraph& g = m.step;
-  const size_t id = item.value->id();
-  if (id >= g.valueGroup.size() || g.valueGroup[id] < 0) return false;
-  const auto group = static_cast<size_t>(g.valueGroup[id]);
-  const int producer = g.groupProducer[group];
-  if (g.nodes[static_cast<size_t>(producer)] != item.value->producer() || g.has(producer, kStepRecompute)) return false;
-  if (g.groupPinned[group] || m.at[static_cast<size_t>(producer)] >= m.peak.step) return false;
-  int last = -1;
-  bool readAtPeak = false;
-  for (int u : g.groupUsers[group]) {
-    last = std::max(last, m.at[static_cast<size_t>(u)]);
-    readAtPeak = readAtPeak || m.at[static_cast<size_t>(u)] == m.peak.step;
+  std::int64_t bytes = 0;
+  for (const auto& [episode, value] : item.members) {
+    const size_t id = value->id();
+    if (id >= g.valueGroup.size() || g.valueGroup[id] < 0) continue;
+    const auto group = static_cast<size_t>(g.valueGroup[id]);
+    const int producer = g.groupProducer[group];
+    if (g.nodes[static_cast<size_t>(producer)] != value->producer() || g.has(producer, kStepRecompute)) continue;
+    if (g.groupPinned[group] || m.at[static_cast<size_t>(producer)] >= m.peak.step) continue;
+    int last = -1;
+    bool readAtPeak = false;
+    for (int u : g.groupUsers[group]) {
+      last = std::max(last, m.at[static_cast<size_t>(u)]);
+      readAtPeak = readAtPeak || m.at[static_cast<size_t>(u)] == m.peak.step;
+    }
+    if (last > m.peak.step && !readAtPeak) bytes += g.groupBytes[group];
   }
-  return last > m.peak.step && !readAtPeak;
+  return bytes;
 }
 
-// a saves more bytes per FLOP than b (zero-FLOP values first); ties to the smaller (finer
-// steps: four layer norms' outputs before one GELU's four times as large, at the same cost per
-// byte), then to the earlier.
-bool better(const Measured& m, const Item& a, const Item& b) {
-  const auto bytes = [&](const Item& i) {
-    return static_cast<__int128>(m.step.groupBytes[static_cast<size_t>(m.step.valueGroup[i.value->id()])]);
-  };
+// Item a (`bytes` held across the peak) saves more per FLOP than b (zero-FLOP values first);
+// ties to the smaller (finer steps: four layer norms' outputs before one GELU's four times as
+// large, at the same cost per byte), then to the earlier.
+bool better(const Item& a, std::int64_t aBytes, const Item& b, std::int64_t bBytes) {
   if ((a.flops == 0) != (b.flops == 0)) return a.flops == 0;
-  const __int128 lhs = bytes(a) * std::max<std::int64_t>(b.flops, 1), rhs = bytes(b) * std::max<std::int64_t>(a.flops, 1);
+  const __int128 lhs = static_cast<__int128>(aBytes) * std::max<std::int64_t>(b.flops, 1);
+  const __int128 rhs = static_cast<__int128>(bBytes) * std::max<std::int64_t>(a.flops, 1);
   if (lhs != rhs) return lhs > rhs;
-  if (bytes(a) != bytes(b)) return bytes(a) < bytes(b);
+  if (aBytes != bBytes) return aBytes < bBytes;
   if (a.position != b.position) return a.position < b.position;
-  return a.episode != b.episode ? a.episode < b.episode : a.index < b.index;
+  return a.index < b.index;
 }
 
 }  // namespace
@@ -92,38 +97,61 @@ bool better(const Measured& m, const Item& a, const Item& b) {
 std::vector<Candidate> freePathCandidates(const Analysis& a, const StepFacts& facts) {
   std::vector<Candidate> out;
   if (a.numNodes > kExhaustiveMaxNodes) return out;
-  std::vector<Item> items;
   std::vector<std::vector<char>> chosen;
-  for (size_t e = 0; e < a.episodes.size(); ++e) {
-    const Episode& ep = a.episodes[e];
+  std::vector<std::vector<std::pair<const ir::Value*, const Episode::FreeValue*>>> byIndex;
+  for (const Episode& ep : a.episodes) {
     chosen.emplace_back(ep.freeDrop.size(), 0);
-    for (const auto& [v, f] : ep.freeDrop)
-      items.push_back(Item{static_cast<int>(e), f.index, v, a.flopsOf(v->producer()), f.position});
+    byIndex.emplace_back(ep.freeDrop.size());
+    for (const auto& [v, f] : ep.freeDrop) byIndex.back()[static_cast<size_t>(f.index)] = {v, &f};
   }
+  // One item per index across the episodes when they all have the same free values (the same
+  // ops at the same indices), else one per value.
+  bool repeated = true;
+  for (size_t e = 1; e < byIndex.size() && repeated; ++e) {
+    repeated = byIndex[e].size() == byIndex[0].size();
+    for (size_t i = 0; i < byIndex[e].size() && repeated; ++i)
+      repeated = byIndex[e][i].first->producer()->opName() == byIndex[0][i].first->producer()->opName();
+  }
+  std::vector<Item> items;
+  for (size_t e = 0; e < byIndex.size(); ++e)
+    for (size_t i = 0; i < byIndex[e].size(); ++i) {
+      const auto& [v, f] = byIndex[e][i];
+      if (repeated && e > 0) {
+        items[i].members.push_back({static_cast<int>(e), v});
+        items[i].flops += a.flopsOf(v->producer());
+        continue;
+      }
+      items.push_back(Item{f->index, {{static_cast<int>(e), v}}, a.flopsOf(v->producer()), f->position});
+    }
   if (items.empty()) return out;
-  // A fixed order of the items (the map's is not), so that ties resolve the same every time.
-  std::sort(items.begin(), items.end(), [](const Item& x, const Item& y) {
-    return x.episode != y.episode ? x.episode < y.episode : x.index < y.index;
-  });
 
-  auto flag = [&](const Item& item) -> char& {
-    return chosen[static_cast<size_t>(item.episode)][static_cast<size_t>(item.index)];
+  auto set = [&](const Item& item, char on) {
+    for (const auto& [episode, value] : item.members) chosen[static_cast<size_t>(episode)][static_cast<size_t>(item.index)] = on;
+  };
+  auto isSet = [&](const Item& item) {
+    return chosen[static_cast<size_t>(item.members[0].first)][static_cast<size_t>(item.index)] != 0;
   };
   std::vector<char> tried(items.size(), 0);
   int dropped = 0;
   Measured current = measure(a, facts, proposal(a, chosen, 0, 0));
   for (;;) {
     std::optional<size_t> pick;
-    for (size_t i = 0; i < items.size(); ++i)
-      if (!tried[i] && heldAcrossPeak(current, items[i]) && (!pick || better(current, items[i], items[*pick])))
+    std::int64_t pickBytes = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (tried[i]) continue;
+      const std::int64_t bytes = heldAcrossPeak(current, items[i]);
+      if (bytes > 0 && (!pick || better(items[i], bytes, items[*pick], pickBytes))) {
         pick = i;
+        pickBytes = bytes;
+      }
+    }
     if (!pick) break;
     tried[*pick] = 1;
-    flag(items[*pick]) = 1;
+    set(items[*pick], 1);
     Candidate next = proposal(a, chosen, dropped + 1, 0);
     Measured after = measure(a, facts, next);
     if (after.peak.bytes > current.peak.bytes) {
-      flag(items[*pick]) = 0;
+      set(items[*pick], 0);
       continue;
     }
     ++dropped;
@@ -133,15 +161,15 @@ std::vector<Candidate> freePathCandidates(const Analysis& a, const StepFacts& fa
   // The end of the path without the values its peak does without, most FLOPs first.
   std::vector<size_t> kept;
   for (size_t i = 0; i < items.size(); ++i)
-    if (flag(items[i])) kept.push_back(i);
+    if (isSet(items[i])) kept.push_back(i);
   std::stable_sort(kept.begin(), kept.end(), [&](size_t x, size_t y) {
     return items[x].flops != items[y].flops ? items[x].flops > items[y].flops : items[x].position > items[y].position;
   });
   int pruned = 0;
   for (size_t i : kept) {
-    flag(items[i]) = 0;
+    set(items[i], 0);
     if (measure(a, facts, proposal(a, chosen, dropped - pruned - 1, 0)).peak.bytes > current.peak.bytes)
-      flag(items[i]) = 1;
+      set(items[i], 1);
     else
       ++pruned;
   }

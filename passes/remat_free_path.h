@@ -25,7 +25,10 @@
 //   is left out when the peak stays; the result, when smaller, is one more proposal (the
 //   small steps of 3. take values an earlier large one makes useless: on the 2-layer GPT the
 //   last block's layer norms once both GELUs are recomputed).
-//   Each value is tried at most twice: at most 2 |free values| + 1 schedules.
+//   Each value is tried at most twice: at most 2 |free values| + 1 schedules. With
+//   micro-batches the episodes repeat one forward: a value is chosen for all of them at once
+//   (one item per free value of the forward, as the other proposals take one schedule for every
+//   episode), so the path is no longer with more micro-batches, only each schedule larger.
 //
 // The tail: with these plans, forward nodes of the tail that read a dropped value made before
 // it (the LSTM's stack of every h_t) read a copy recomputed for them (Episode::freeTailUses),
