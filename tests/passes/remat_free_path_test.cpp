@@ -143,5 +143,7 @@ TEST_CASE("free-recompute path: within 5% of the exact optimum on the MILP's GPT
     CAPTURE(at->report.plan);
     CHECK(at->report.predictedPeakBytes <= p.budget);
     CHECK(20 * at->report.recomputeFlops <= 21 * p.optimum);
+    MESSAGE(p.c->model << " at " << p.budget << " bytes: " << at->report.recomputeFlops << " recompute FLOPs ("
+                       << at->report.recomputePercent() << "% of a forward), the optimum " << p.optimum);
   }
 }
