@@ -57,8 +57,8 @@ def write_svg(path, case, graph, rows):
     x0, x1 = min(xs) * 0.98 / 1024, max(xs) * 1.01 / 1024
     # The y axis covers gradc and the optimum with room; recompute above it (whole segments
     # recomputed) is drawn on the top edge with its value.
-    y1 = max(10.0, 1.5 * max([y for _, y in gradc] + [y for _, y, _ in optimum]))
-    W, H, L, R, T, B = 680, 420, 70, 200, 34, 50
+    y1 = max(1.0, 1.5 * max([y for _, y in gradc] + [y for _, y, _ in optimum]))
+    W, H, L, R, T, B = 760, 420, 70, 250, 34, 50
 
     def X(v):
         return L + (v / 1024 - x0) / (x1 - x0) * (W - L - R)
@@ -98,20 +98,39 @@ def write_svg(path, case, graph, rows):
             out.append(f'<line x1="{X(b):.1f}" y1="{Y(y):.1f}" x2="{X(b):.1f}" y2="{Y(lower):.1f}" stroke="{c}"/>')
             out.append(f'<line x1="{X(b) - 4:.1f}" y1="{Y(lower):.1f}" x2="{X(b) + 4:.1f}" y2="{Y(lower):.1f}" stroke="{c}"/>')
         out.append(f'<rect x="{X(b) - 4:.1f}" y="{Y(y) - 4:.1f}" width="8" height="8" fill="none" stroke="{c}" stroke-width="1.5"/>')
-    def point(x, y, color, label):
-        if y > y1:
-            out.append(f'<path d="M{X(x) - 5:.1f},{T + 6} L{X(x) + 5:.1f},{T + 6} L{X(x):.1f},{T - 2} Z" fill="{color}"/>')
-            out.append(f'<text x="{X(x):.1f}" y="{T + 18}" fill="{color}" font-size="9" text-anchor="middle">{label}</text>')
-        else:
-            out.append(f'<circle cx="{X(x):.1f}" cy="{Y(y):.1f}" r="3.5" fill="{color}"/>')
+    # Points above the axis: a marker on the top edge; those at one peak share a label, and
+    # labels close together go to separate rows.
+    above = {}
     for p, y, k in segments:
-        point(p, y, COLORS["checkpoint_sequential"], f"k={k}: {y:.0f}%")
-    point(sqrt["peak"], pct(sqrt["recompute_flops"]), COLORS["sqrt"], f"sqrt {pct(sqrt['recompute_flops']):.0f}%")
+        if y > y1:
+            above.setdefault((p, "checkpoint_sequential"), []).append((k, y))
+        else:
+            out.append(f'<circle cx="{X(p):.1f}" cy="{Y(y):.1f}" r="3.5" fill="{COLORS["checkpoint_sequential"]}"/>')
+    sq = pct(sqrt["recompute_flops"])
+    if sq > y1:
+        above.setdefault((sqrt["peak"], "sqrt"), []).append((None, sq))
+    else:
+        out.append(f'<circle cx="{X(sqrt["peak"]):.1f}" cy="{Y(sq):.1f}" r="3.5" fill="{COLORS["sqrt"]}"/>')
+    last_x, row = None, 0
+    for (p, series), members in sorted(above.items()):
+        c = COLORS[series]
+        ks = [k for k, _ in members if k is not None]
+        lo, hi = min(y for _, y in members), max(y for _, y in members)
+        name = "sqrt" if series == "sqrt" else "k=" + ",".join(map(str, ks))
+        value = f"{lo:.0f}%" if round(lo) == round(hi) else f"{lo:.0f}-{hi:.0f}%"
+        row = (row + 1) % 3 if last_x is not None and X(p) - last_x < 70 else 0
+        last_x = X(p)
+        out.append(f'<path d="M{X(p) - 5:.1f},{T + 6} L{X(p) + 5:.1f},{T + 6} L{X(p):.1f},{T - 2} Z" fill="{c}"/>')
+        out.append(f'<text x="{X(p):.1f}" y="{T + 18 + 11 * row}" fill="{c}" font-size="9" text-anchor="middle">'
+                   f'{name}: {value}</text>')
     legend = [("gradc (--remat auto)", "gradc"), ("exact optimum (MILP)", "optimum"), ("sqrt", "sqrt"),
               ("checkpoint_sequential, k segments", "checkpoint_sequential")]
     ly = T + 10
     for text, key in legend:
-        out.append(f'<circle cx="{W - R + 20}" cy="{ly}" r="4" fill="{COLORS[key]}"/>')
+        if key == "optimum":
+            out.append(f'<rect x="{W - R + 16}" y="{ly - 4}" width="8" height="8" fill="none" stroke="{COLORS[key]}" stroke-width="1.5"/>')
+        else:
+            out.append(f'<circle cx="{W - R + 20}" cy="{ly}" r="4" fill="{COLORS[key]}"/>')
         out.append(f'<text x="{W - R + 30}" y="{ly + 4}">{text}</text>')
         ly += 18
     out.append(f'<text x="{W - R + 14}" y="{ly + 8}" font-size="10">points above {y1:.0f}%: top edge, value shown</text>')
