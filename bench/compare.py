@@ -73,6 +73,8 @@ sys.path.insert(0, HERE)
 import models  # noqa: E402  (bench/pytorch/models.py)
 import convnet_section  # noqa: E402  (bench/convnet_section.py)
 import fusion_section  # noqa: E402  (bench/fusion_section.py)
+from svg_ticks import ticks  # noqa: E402  (bench/svg_ticks.py)
+
 PY = "/usr/bin/python3"
 WORKER = os.path.join(HERE, "pytorch", "worker.py")
 MiB = 1 << 20
@@ -1019,18 +1021,6 @@ def write_svg(path, model, d):
            f'<text x="{L}" y="18" font-size="14">{model}: recompute vs predicted peak (gradc plans)</text>',
            f'<line x1="{L}" y1="{H - B}" x2="{W - R}" y2="{H - B}" stroke="black"/>',
            f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H - B}" stroke="black"/>']
-
-    def ticks(lo, hi, n=6):
-        step = (hi - lo) / n
-        mag = 10 ** math.floor(math.log10(step))
-        for m in (1, 2, 5, 10):
-            if step <= m * mag:
-                step = m * mag
-                break
-        v = math.ceil(lo / step) * step
-        while v <= hi:
-            yield v
-            v += step
 
     for v in ticks(x0, x1):
         out.append(f'<line x1="{X(v):.1f}" y1="{H - B}" x2="{X(v):.1f}" y2="{H - B + 4}" stroke="black"/>')

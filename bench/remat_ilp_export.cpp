@@ -37,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_spec.h"
+#include "bench/ilp_step.h"
 #include "bench/segment_points.h"
 #include "frontend/spec.h"
 #include "passes/budget.h"
@@ -69,14 +70,6 @@ std::vector<int> ownedResults(const ir::Node& n, const passes::StorageModel& sto
   return owned;
 }
 
-passes::TrainingPlanOptions stepOptions(passes::RematStrategy strategy, std::optional<std::int64_t> budget) {
-  passes::TrainingPlanOptions o;
-  o.optimizer = std::nullopt;
-  o.microBatches = 1;
-  o.lossChunks.mode = passes::LossChunking::Mode::Off;
-  o.remat = passes::RematOptions{strategy, budget};
-  return o;
-}
 
 // gradc's planned step as ILP nodes: `planned` is `base` with the plan's recompute clones (phase
 // recompute) and rewired operands; its other nodes are base's, in the same program order.
@@ -195,7 +188,7 @@ int main(int argc, char** argv) {
   std::optional<frontend::SpecResult> spec = bench::compileBenchSpec("remat_ilp_export", argv[1], specOptions);
   if (!spec) return 1;
   const ir::Graph& forward = *spec->graph;
-  Expected<passes::RematChoice> joint = passes::chooseTrainingPlan(forward, stepOptions(passes::RematStrategy::None, {}));
+  Expected<passes::RematChoice> joint = passes::chooseTrainingPlan(forward, bench::ilpStepOptions(passes::RematStrategy::None, {}));
   if (!joint) {
     std::fprintf(stderr, "remat_ilp_export: %s\n", joint.error().message.c_str());
     return 1;
@@ -272,11 +265,11 @@ int main(int argc, char** argv) {
 
   // gradc's side.
   Expected<passes::RematChoice> floor =
-      passes::chooseTrainingPlan(forward, stepOptions(passes::RematStrategy::Auto, none.persistentBytes / 2));
+      passes::chooseTrainingPlan(forward, bench::ilpStepOptions(passes::RematStrategy::Auto, none.persistentBytes / 2));
   const std::int64_t smallest = floor ? -1 : passes::smallestFeasibleBudget(floor.error().message).value_or(-1);
   out["smallest_feasible"] = smallest;
   auto plan = [&](passes::RematStrategy s, std::optional<std::int64_t> budget) {
-    Expected<passes::RematChoice> c = passes::chooseTrainingPlan(forward, stepOptions(s, budget));
+    Expected<passes::RematChoice> c = passes::chooseTrainingPlan(forward, bench::ilpStepOptions(s, budget));
     nlohmann::json j{{"budget", budget.value_or(-1)}, {"fits", c.ok()}};
     if (c) {
       j["peak"] = c->report.predictedPeakBytes;

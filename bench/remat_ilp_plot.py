@@ -15,11 +15,13 @@ Writes bench/results/remat_ilp_CASE.svg (--out to write elsewhere).
 """
 import argparse
 import json
-import math
 import os
 import subprocess
+import sys
 
-from remat_ilp import CASES, ROOT
+sys.dont_write_bytecode = True  # keep bench/ free of __pycache__
+from remat_ilp import CASES, ROOT  # noqa: E402
+from svg_ticks import ticks  # noqa: E402
 
 COLORS = {"gradc": "#ff7f0e", "optimum": "#000000", "sqrt": "#2ca02c", "checkpoint_sequential": "#8c564b"}
 
@@ -29,19 +31,6 @@ def export(exporter, case, points):
     fractions = ",".join(f"{i / (points - 1):.4f}" for i in range(points))
     cmd = [exporter, os.path.join(ROOT, spec)] + sum((["--set", s] for s in sets), []) + ["--budgets", fractions]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-
-
-def ticks(lo, hi, n=6):
-    step = (hi - lo) / n
-    mag = 10 ** math.floor(math.log10(step))
-    for m in (1, 2, 5, 10):
-        if step <= m * mag:
-            step = m * mag
-            break
-    v = math.ceil(lo / step) * step
-    while v <= hi + 1e-9:
-        yield v
-        v += step
 
 
 def write_svg(path, case, graph, rows):

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/ilp_step.h"
 #include "passes/liveness.h"
 #include "passes/remat.h"
 #include "passes/remat_free_path.h"
@@ -21,17 +22,6 @@ using namespace gradc;
 using passes::RematStrategy;
 
 namespace {
-
-// The step bench/remat_ilp_export writes for the MILP: autodiff and dce, gradients as outputs
-// (no optimizer), one micro-batch, the loss unfused.
-passes::TrainingPlanOptions ilpStep(RematStrategy strategy, std::optional<std::int64_t> budget) {
-  passes::TrainingPlanOptions o;
-  o.optimizer = std::nullopt;
-  o.microBatches = 1;
-  o.lossChunks.mode = passes::LossChunking::Mode::Off;
-  o.remat = passes::RematOptions{strategy, budget};
-  return o;
-}
 
 struct Case {
   std::string model;
@@ -48,7 +38,7 @@ struct Step {
   std::optional<passes::StepFacts> facts;
 
   explicit Step(const Case& c) : forward(testing::compileBundledModel(c.model, c.overrides)) {
-    Expected<passes::RematChoice> b = passes::chooseTrainingPlan(forward, ilpStep(RematStrategy::None, std::nullopt));
+    Expected<passes::RematChoice> b = passes::chooseTrainingPlan(forward, bench::ilpStepOptions(RematStrategy::None, std::nullopt));
     REQUIRE(b);
     base = std::move(*b);
     Expected<passes::remat::Analysis> a = passes::remat::analyze(base->graph);
@@ -138,7 +128,7 @@ TEST_CASE("free-recompute path: within 5% of the exact optimum on the MILP's GPT
     CAPTURE(p.c->model);
     CAPTURE(p.budget);
     const ir::Graph forward = testing::compileBundledModel(p.c->model, p.c->overrides);
-    Expected<passes::RematChoice> at = passes::chooseTrainingPlan(forward, ilpStep(RematStrategy::Auto, p.budget));
+    Expected<passes::RematChoice> at = passes::chooseTrainingPlan(forward, bench::ilpStepOptions(RematStrategy::Auto, p.budget));
     REQUIRE_MESSAGE(at, at.error().message);
     CAPTURE(at->report.plan);
     CHECK(at->report.predictedPeakBytes <= p.budget);
