@@ -60,10 +60,9 @@ struct Step {
   passes::MemoryPlan plan;
 };
 
-// The training step as `gradc train` builds it (tools/training_step.cpp).
-Step buildStep(const Case& c) {
+// The options `gradc train` plans the case's step with (tools/training_step.cpp).
+passes::TrainingPlanOptions planOptions(const Case& c) {
   ir::setKernelThreads(at::get_num_threads());  // the runtime's threads: per-thread workspace is planned for them
-  ir::Graph forward = testing::compileBundledModel(c.model, c.dims);
   passes::TrainingPlanOptions o;
   o.optimizer = passes::OptimizerOptions{};
   o.optimizer->kind = c.optimizer;
@@ -73,7 +72,13 @@ Step buildStep(const Case& c) {
   o.remat.strategy = *passes::parseRematStrategy(c.remat);
   o.microBatches = c.microBatches;
   o.lossChunks = *passes::parseLossChunks(c.lossChunks);
-  Expected<passes::RematChoice> choice = passes::chooseTrainingPlan(forward, o);
+  return o;
+}
+
+// The training step as `gradc train` builds it (tools/training_step.cpp).
+Step buildStep(const Case& c) {
+  const ir::Graph forward = testing::compileBundledModel(c.model, c.dims);
+  Expected<passes::RematChoice> choice = passes::chooseTrainingPlan(forward, planOptions(c));
   REQUIRE_MESSAGE(choice.ok(), choice.error().message);
   Step step{std::move(choice->graph), {}};
   passes::PassManager pm;
@@ -186,6 +191,22 @@ TEST_CASE("arena execution: lstm-lm and lm-seed") {
   checkCase({"lstm-lm", {{"batch", "2"}, {"seq", "12"}, {"embed", "16"}, {"hidden", "24"}}, "", "chain"});
   checkCase({"lm-seed",
              {{"batch", "2"}, {"seq", "8"}, {"vocab", "50"}, {"d_model", "32"}, {"heads", "2"}, {"layers", "2"}}});
+  // At its smallest feasible budget this LSTM runs a plan of the free-recompute path
+  // (passes/remat_free_path.h), whose recomputed h_t also feed the forward's stack: recompute
+  // nodes before the backward.
+  Case path{"lstm-lm", {{"seq", "8"}, {"batch", "32"}, {"embed", "8"}, {"hidden", "16"}, {"vocab", "8"}}, "1", "auto"};
+  const Expected<passes::RematChoice> refused =
+      passes::chooseTrainingPlan(testing::compileBundledModel(path.model, path.dims), planOptions(path));
+  REQUIRE_FALSE(refused.ok());
+  path.budget = std::to_string(passes::smallestFeasibleBudget(refused.error().message).value_or(0));
+  const Step step = buildStep(path);
+  bool recomputedInForward = false;
+  for (const auto& n : step.graph.nodes()) {
+    if (n->phase() == ir::Phase::bwd) break;
+    recomputedInForward = recomputedInForward || n->phase() == ir::Phase::recompute;
+  }
+  CHECK(recomputedInForward);
+  checkCase(path);
 }
 
 TEST_CASE("arena execution: gpt2 (tied), llama (rope, GQA, RMSNorm, SwiGLU), bert-mlm") {
