@@ -43,14 +43,15 @@ def write_svg(path, case, graph, rows):
     optimum = [(r["budget"], pct(r["ilp_recompute"]), None if r["ilp_status"] == "optimal" else pct(r["ilp_lower_bound"]))
                for r in rows if r["ilp_recompute"] is not None]
     xs = [b for b, _ in gradc] + [p for p, _, _ in segments] + [sqrt["peak"]] + [b for b, _, _ in optimum]
-    x0, x1 = min(xs) * 0.98 / 1024, max(xs) * 1.01 / 1024
+    unit, unitName = (1 << 20, "MiB") if max(xs) >= 16 << 20 else (1 << 10, "KiB")
+    x0, x1 = min(xs) * 0.98 / unit, max(xs) * 1.01 / unit
     # The y axis covers gradc and the optimum with room; recompute above it (whole segments
     # recomputed) is drawn on the top edge with its value.
     y1 = max(1.0, 1.5 * max([y for _, y in gradc] + [y for _, y, _ in optimum]))
     W, H, L, R, T, B = 760, 420, 70, 250, 34, 50
 
     def X(v):
-        return L + (v / 1024 - x0) / (x1 - x0) * (W - L - R)
+        return L + (v / unit - x0) / (x1 - x0) * (W - L - R)
 
     def Y(v):
         return H - B - min(v, y1) / y1 * (H - T - B)
@@ -68,7 +69,7 @@ def write_svg(path, case, graph, rows):
         out.append(f'<line x1="{L - 4}" y1="{Y(v):.1f}" x2="{L}" y2="{Y(v):.1f}" stroke="black"/>')
         out.append(f'<line x1="{L}" y1="{Y(v):.1f}" x2="{W - R}" y2="{Y(v):.1f}" stroke="#e0e0e0"/>')
         out.append(f'<text x="{L - 7}" y="{Y(v) + 4:.1f}" text-anchor="end">{v:g}</text>')
-    out.append(f'<text x="{(L + W - R) / 2}" y="{H - 12}" text-anchor="middle">budget, or a plan\'s own peak (KiB)</text>')
+    out.append(f'<text x="{(L + W - R) / 2}" y="{H - 12}" text-anchor="middle">budget, or a plan\'s own peak ({unitName})</text>')
     out.append(f'<text transform="translate(18,{(T + H - B) / 2}) rotate(-90)" text-anchor="middle">'
                f'recompute (% of one forward)</text>')
     # gradc: recompute at each budget holds until the next budget's.
