@@ -182,21 +182,31 @@ Schedule memoryPoorSchedule(std::span<const Stage> stages, int segments) {
   return s;
 }
 
-Schedule prefixMemoryPoorSchedule(int n, int prefix, bool keepEnd, int split) {
+Schedule prefixMemoryPoorSchedule(int n, int prefix, bool keepEnd, int split, int alternate) {
   Schedule s;
   if (split <= 0 || split >= prefix) split = 0;
+  // Stage t >= prefix recomputed once (alternate > 0): every other one from prefix + alternate
+  // - 1 on, never the last.
+  auto once = [&](int t) { return alternate > 0 && t + 1 < n && t >= prefix + alternate - 1 && (t - prefix - alternate + 1) % 2 == 0; };
   // Stages from..upTo-1 again (from the chain input, or from the checkpoint before `from`),
   // keeping only the latest boundary.
   auto rerun = [&](int from, int upTo) {
     for (int i = from; i < upTo; ++i) s.push_back({i + 1 == upTo ? OpKind::ForwardCheckpoint : OpKind::ForwardTransient, i});
   };
   for (int i = 0; i < n; ++i)
-    s.push_back({i >= prefix                                      ? OpKind::ForwardAll
+    s.push_back({i >= prefix && once(i)                           ? OpKind::ForwardTransient
+                 : i >= prefix                                    ? OpKind::ForwardAll
                  : (i + 1 == prefix && keepEnd) || i + 1 == split ? OpKind::ForwardCheckpoint
                                                                   : OpKind::ForwardTransient,
                  i});
   for (int t = n - 1; t >= prefix; --t) {
-    if (t == prefix && !keepEnd) rerun(split, prefix);
+    // A stage recomputed once runs again in full just before the stage after it (stored) needs
+    // its boundary, from the stored stage (or the prefix's end) before it.
+    if (t - 1 >= prefix && once(t - 1)) {
+      if (t - 1 == prefix && !keepEnd) rerun(split, prefix);
+      s.push_back({OpKind::ForwardAll, t - 1});
+    }
+    if (t == prefix && !keepEnd && !once(t)) rerun(split, prefix);
     s.push_back({OpKind::Backward, t});
   }
   for (int t = prefix - 1; t >= 0; --t) {

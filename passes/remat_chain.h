@@ -145,7 +145,12 @@ Schedule memoryPoorSchedule(std::span<const Stage> stages, int segments);
 // from the chain input: two memory-poor runs instead of one, about split^2/2 + (prefix -
 // split)^2/2 stage forwards instead of prefix^2/2, for one more boundary held. (What the exact
 // optimum does on an 8-layer MLP's tightest budget: bench/remat_ilp.py.)
-Schedule prefixMemoryPoorSchedule(int n, int prefix, bool keepEnd, int split = 0);
+// alternate > 0: of the stages after the prefix, every other one from prefix + alternate - 1
+// on (never the last) is recomputed once instead of stored: the first pass keeps not even its
+// boundary, and it runs again in full, from the boundary before it, just before the backward
+// of the stored stage after it (which reads that boundary). The model cannot express that
+// (simulate() refuses it); the rewrite can.
+Schedule prefixMemoryPoorSchedule(int n, int prefix, bool keepEnd, int split = 0, int alternate = 0);
 
 // The optimal schedules for every memory level (see the header comment).
 class Solver {

@@ -284,23 +284,34 @@ void exhaustiveCandidates(const Analysis& a, std::vector<Candidate>& out) {
 
 // Memory-poor over a prefix, the rest stored (recompute many times where memory is scarcest,
 // keep the late stages the backward needs first): two proposals per prefix length and split
-// (none, or a checkpoint inside the prefix that the stages after it recompute from).
+// (none, or a checkpoint inside the prefix that the stages after it recompute from). And,
+// without a split, the rest with every other stage recomputed once (from the first stage after
+// the prefix, or the second), its boundary dropped and recomputed for the stored stage after
+// it: what the exact optimum does at the 8-layer MLP's tightest budget (bench/remat_ilp.py).
+// The chain model cannot express those (a boundary recomputed for the stored stage that reads
+// it), so they go to measurement unsimulated.
 void prefixMemoryPoorCandidates(const Analysis& a, std::vector<Candidate>& out) {
   const int n = sharedChainLength(a);
   if (n < 2 || n > kPrefixMemoryPoorStages) return;
   for (int prefix = 1; prefix < n; ++prefix)
     for (int split = 0; split < prefix; ++split)
-      for (bool keepEnd : {true, false}) {
-        const chain::Schedule schedule = chain::prefixMemoryPoorSchedule(n, prefix, keepEnd, split);
-        if (keepEnd && !chain::simulate(a.episodes[0].model, schedule, a.episodes[0].external).ok) continue;
-        out.push_back(everyEpisode(a,
-                                   "chain: stages 0-" + std::to_string(prefix - 1) + " of " + std::to_string(n) +
-                                       " memory-poor" +
-                                       (split > 0 ? " (again from a checkpoint before stage " + std::to_string(split) + ")"
-                                                  : "") +
-                                       ", the rest stored" + (keepEnd ? "" : " (no checkpoint)"),
-                                   schedule));
-      }
+      for (int alternate : {0, 1, 2})
+        for (bool keepEnd : {true, false}) {
+          if (alternate > 0 && (split > 0 || prefix + alternate >= n)) continue;
+          const chain::Schedule schedule = chain::prefixMemoryPoorSchedule(n, prefix, keepEnd, split, alternate);
+          if (alternate == 0 && keepEnd && !chain::simulate(a.episodes[0].model, schedule, a.episodes[0].external).ok)
+            continue;
+          const std::string rest = alternate == 0 ? ", the rest stored"
+                                                  : ", every other stage from " + std::to_string(prefix + alternate - 1) +
+                                                        " on recomputed once, the rest stored";
+          out.push_back(everyEpisode(a,
+                                     "chain: stages 0-" + std::to_string(prefix - 1) + " of " + std::to_string(n) +
+                                         " memory-poor" +
+                                         (split > 0 ? " (again from a checkpoint before stage " + std::to_string(split) + ")"
+                                                    : "") +
+                                         rest + (keepEnd ? "" : " (no checkpoint)"),
+                                     schedule));
+        }
 }
 
 // k uniform segments for k = 2 .. the chain's stages, except `skip` (the sqrt proposal's
