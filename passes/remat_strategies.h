@@ -38,8 +38,10 @@
 //                  recomputed once from the boundary before it; at most 3^(n-1) of them),
 //                  and (up to kPrefixMemoryPoorStages stages) every memory-poor prefix with
 //                  the rest stored, with or without one checkpoint inside the prefix that
-//                  the stages after it recompute from (chain::prefixMemoryPoorSchedule:
-//                  O(n^2) proposals), since the solver's model of memory
+//                  the stages after it recompute from, or (without one) with every other
+//                  stage after the prefix recomputed once for the stored stage after it
+//                  (chain::prefixMemoryPoorSchedule: O(n^2) proposals; the 8-layer MLP's
+//                  optimum at its tightest budget), since the solver's model of memory
 //                  misses what the scheduled liveness finds (bench/remat_ilp.py: 1.34x and
 //                  1.78x the exact optimum on a 4-layer MLP before, equal after); and the
 //                  k-segment schedules (chain::sqrtSchedule with k segments, what
