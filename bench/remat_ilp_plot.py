@@ -58,7 +58,7 @@ def write_svg(path, case, graph, rows):
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
            f'<rect width="{W}" height="{H}" fill="white"/>',
-           f'<text x="{L}" y="20" font-size="14">{case}: recompute vs budget, gradc against the exact optimum</text>',
+           f'<text x="{L}" y="20" font-size="14">{case}: recompute vs budget, gradc against the MILP</text>',
            f'<line x1="{L}" y1="{H - B}" x2="{W - R}" y2="{H - B}" stroke="black"/>',
            f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H - B}" stroke="black"/>']
     for v in ticks(x0, x1):
@@ -113,7 +113,7 @@ def write_svg(path, case, graph, rows):
         out.append(f'<path d="M{X(p) - 5:.1f},{T + 6} L{X(p) + 5:.1f},{T + 6} L{X(p):.1f},{T - 2} Z" fill="{c}"/>')
         out.append(f'<text x="{X(p):.1f}" y="{T + 18 + 11 * row}" fill="{c}" font-size="9" text-anchor="middle">'
                    f'{name}: {value}</text>')
-    legend = [("gradc (--remat auto)", "gradc"), ("exact optimum (MILP)", "optimum"), ("sqrt", "sqrt"),
+    legend = [("gradc (--remat auto)", "gradc"), ("MILP: optimum, or best found", "optimum"), ("sqrt", "sqrt"),
               ("checkpoint_sequential, k segments", "checkpoint_sequential")]
     ly = T + 10
     for text, key in legend:
@@ -124,7 +124,7 @@ def write_svg(path, case, graph, rows):
         out.append(f'<text x="{W - R + 30}" y="{ly + 4}">{text}</text>')
         ly += 18
     out.append(f'<text x="{W - R + 14}" y="{ly + 8}" font-size="10">points above {y1:.0f}%: top edge, value shown</text>')
-    out.append(f'<text x="{W - R + 14}" y="{ly + 22}" font-size="10">optimum bars: proven lower bound</text>')
+    out.append(f'<text x="{W - R + 14}" y="{ly + 22}" font-size="10">bar: down to the proven lower bound</text>')
     out.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
