@@ -73,7 +73,7 @@ sys.path.insert(0, HERE)
 import models  # noqa: E402  (bench/pytorch/models.py)
 import convnet_section  # noqa: E402  (bench/convnet_section.py)
 import fusion_section  # noqa: E402  (bench/fusion_section.py)
-from svg_ticks import ticks  # noqa: E402  (bench/svg_ticks.py)
+from svg_axes import frame, ticks  # noqa: E402  (bench/svg_axes.py)
 
 PY = "/usr/bin/python3"
 WORKER = os.path.join(HERE, "pytorch", "worker.py")
@@ -1016,11 +1016,7 @@ def write_svg(path, model, d):
 
     colors = {"chain": "#1f77b4", "auto": "#ff7f0e", "sqrt": "#2ca02c", "selective": "#9467bd",
               "memory-poor": "#d62728", "none": "#333333", "checkpoint_sequential": "#8c564b"}
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
-           f'<rect width="{W}" height="{H}" fill="white"/>',
-           f'<text x="{L}" y="18" font-size="14">{model}: recompute vs predicted peak (gradc plans)</text>',
-           f'<line x1="{L}" y1="{H - B}" x2="{W - R}" y2="{H - B}" stroke="black"/>',
-           f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H - B}" stroke="black"/>']
+    out = frame(W, H, L, R, T, B, f"{model}: recompute vs predicted peak (gradc plans)")
 
     for v in ticks(x0, x1):
         out.append(f'<line x1="{X(v):.1f}" y1="{H - B}" x2="{X(v):.1f}" y2="{H - B + 4}" stroke="black"/>')

@@ -21,7 +21,7 @@ import sys
 
 sys.dont_write_bytecode = True  # keep bench/ free of __pycache__
 from remat_ilp import CASES, ROOT  # noqa: E402
-from svg_ticks import ticks  # noqa: E402
+from svg_axes import frame, ticks  # noqa: E402
 
 COLORS = {"gradc": "#ff7f0e", "optimum": "#000000", "sqrt": "#2ca02c", "checkpoint_sequential": "#8c564b"}
 
@@ -56,11 +56,7 @@ def write_svg(path, case, graph, rows):
     def Y(v):
         return H - B - min(v, y1) / y1 * (H - T - B)
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
-           f'<rect width="{W}" height="{H}" fill="white"/>',
-           f'<text x="{L}" y="20" font-size="14">{case}: recompute vs budget, gradc against the MILP</text>',
-           f'<line x1="{L}" y1="{H - B}" x2="{W - R}" y2="{H - B}" stroke="black"/>',
-           f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H - B}" stroke="black"/>']
+    out = frame(W, H, L, R, T, B, f"{case}: recompute vs budget, gradc against the MILP", title_y=20)
     for v in ticks(x0, x1):
         x = L + (v - x0) / (x1 - x0) * (W - L - R)
         out.append(f'<line x1="{x:.1f}" y1="{H - B}" x2="{x:.1f}" y2="{H - B + 4}" stroke="black"/>')
