@@ -66,7 +66,7 @@ std::int64_t heldAcrossPeak(const Measured& m, const Item& item) {
     if (id >= g.valueGroup.size() || g.valueGroup[id] < 0) continue;
     const auto group = static_cast<size_t>(g.valueGroup[id]);
     const int producer = g.groupProducer[group];
-    if (g.nodes[static_cast<size_t>(producer)] != value->producer() || g.has(producer, kStepRecompute)) continue;
+    if (g.nodes[static_cast<size_t>(producer)] != value->producer()) continue;  // a view of another's storage
     if (g.groupPinned[group] || m.at[static_cast<size_t>(producer)] >= m.peak.step) continue;
     int last = -1;
     bool readAtPeak = false;
