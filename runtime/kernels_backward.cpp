@@ -2,6 +2,7 @@
 // kernels that LibTorch autograd runs, so gradients match autograd closely.
 //
 // Shape legend: N rows = product of leading dims, C classes, D features, in/out linear sizes.
+#include <utility>
 #include <ATen/core/Reduction.h>
 #include <ATen/Dispatch.h>
 #include <limits>
@@ -115,8 +116,14 @@ Results layerNormBackwardKernel(const KernelArgs& a) {
   const bool widened = statisticsWidenedOnDevice(x);
   const at::Tensor mean = widened ? a.operands[2].to(at::kFloat) : a.operands[2].contiguous();
   const at::Tensor rstd = widened ? a.operands[3].to(at::kFloat) : a.operands[3].contiguous();
-  at::native::LayerNormBackwardKernel(x.device().type(), dy, x, mean, rstd, a.operands[4].contiguous(), rows, d, &gx, &gw,
-                                      &gb);
+  // ATen's CUDA kernel (2.x) may replace a result handle with a tensor of its own when it reduces
+  // the weight and bias gradients in blocks over many rows: those are copied into the planned
+  // buffers (a temporary of ATen's, counted with its other device allocations).
+  at::Tensor outGx = gx, outGw = gw, outGb = gb;
+  at::native::LayerNormBackwardKernel(x.device().type(), dy, x, mean, rstd, a.operands[4].contiguous(), rows, d, &outGx,
+                                      &outGw, &outGb);
+  for (auto [planned, written] : {std::pair{gx, outGx}, std::pair{gw, outGw}, std::pair{gb, outGb}})
+    if (!written.is_same(planned)) planned.copy_(written);
   return {gx, gw, gb};
 }
 

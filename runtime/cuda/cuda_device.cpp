@@ -7,7 +7,9 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime.h>
+#include <torch/version.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -134,6 +136,17 @@ Expected<const Device*> cudaDevice(int index) {
     // f32 stays f32: parity with the CPU and with PyTorch's defaults for matrix products.
     at::globalContext().setAllowTF32CuBLAS(false);
     at::globalContext().setAllowTF32CuDNN(false);
+    // Deterministic kernels, so that a GPU run repeats itself bit for bit and a recomputing plan
+    // trains exactly as the plan without recompute (as on the CPU): index_add_ (the embedding's
+    // backward) sums through a sort instead of atomics, and cuBLAS gets a fixed workspace of
+    // 8 x 4 MiB per handle (CUBLAS_WORKSPACE_CONFIG; a value the user set is kept), which also
+    // bounds the library memory that the arena does not hold. Memory is not filled on allocation:
+    // every planned buffer is written before it is read.
+    setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+    at::globalContext().setDeterministicFillUninitializedMemory(false);
+#endif
     slot = std::make_unique<CudaDevice>(index);
     // ATen initialises its CUDA state (the caching allocator included) on the first CUDA tensor;
     // the arena's views do not allocate, so one empty tensor does it before anything is read.

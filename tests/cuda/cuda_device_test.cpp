@@ -35,7 +35,7 @@ std::vector<at::Tensor> run(std::string_view op, const std::vector<at::Tensor>& 
   std::vector<at::Tensor> in;
   for (const at::Tensor& t : operands) in.push_back(device ? onGpu(t) : t);
   Expected<std::vector<at::Tensor>> out = callOp(op, in, attrs, ctx);
-  REQUIRE_MESSAGE(out.ok(), std::string(op) + ": " + (out.ok() ? "" : out.error().message));
+  REQUIRE_MESSAGE(out.ok(), (std::string(op) + ": " + (out.ok() ? "" : out.error().message)));
   std::vector<at::Tensor> host;
   for (const at::Tensor& t : *out) host.push_back(t.cpu());
   return host;
@@ -111,7 +111,7 @@ TEST_CASE("cuda: the kernels that loop on the host take ATen's device path, with
   const Device& d = gpu();
   at::manual_seed(5);
   const at::Tensor logits = at::randn({24, 37});
-  const at::Tensor target = at::randint(0, 37, {24}, at::kLong).index_put_({at::tensor({3, 9})}, at::tensor(-1));
+  const at::Tensor target = at::randint(0, 37, {24}, at::kLong).index_put_({at::tensor({3, 9})}, at::scalar_tensor(-1, at::kLong));
   const ir::AttrMap smoothing{{"label_smoothing", 0.1}, {"ignore_index", std::int64_t{-1}}};
   struct Case {
     std::string op;
