@@ -104,6 +104,10 @@ ir::Value* lowerTranspose(Layer& layer) {
 ir::Value* lowerReduction(Layer& layer) {
   const int rank = layer.input()->type().rank();
   std::vector<std::int64_t> dims;
+  if (!layer.has("dims")) {  // every axis, listed: the IR's empty list would mean the same
+    for (std::int64_t a = 0; a < rank; ++a) dims.push_back(a);
+    return layer.emit1(layer.op().name, {layer.input()}, {{"dims", dims}, {"keepdim", layer.flag("keepdim")}});
+  }
   for (std::int64_t d : layer.intList("dims")) {
     std::optional<std::int64_t> a = axis(layer, "dims", d, rank);
     if (!a) return nullptr;

@@ -4,6 +4,7 @@
 #include "frontend/spec.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -343,6 +344,13 @@ SpecResult compileSpec(std::string_view sourceText, std::string_view fileName, c
 }
 
 SpecResult compileSpecFile(const std::string& path, const SpecOptions& options) {
+  // A FIFO or a device would block or never end: a spec is a regular file.
+  std::error_code ec;
+  if (const auto type = std::filesystem::status(path, ec).type(); !ec && type != std::filesystem::file_type::regular) {
+    SpecResult result;
+    result.diagnostics.push_back(Diagnostic{Severity::Error, path, 0, 0, "cannot read the spec: not a regular file", ""});
+    return result;
+  }
   std::ifstream file(path, std::ios::binary);
   std::string text;
   if (file) {

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "ir/arena_overlap.h"
 #include "ir/printer.h"
 #include "passes/fuse_loss.h"
 #include "passes/liveness.h"
@@ -281,41 +282,20 @@ MemoryPlan planMemory(const ir::Graph& graph) {
 
 Status verifyNoOverlap(const MemoryPlan& plan) {
   const auto& bs = plan.buffers;
-  std::vector<size_t> byFirst, byLast;
-  for (size_t i = 0; i < bs.size(); ++i) {
-    if (bs[i].size < 0 || bs[i].offset < 0 || bs[i].offset + bs[i].size > plan.arenaBytes)
-      return Error{"buffer " + bs[i].name + " [" + std::to_string(bs[i].offset) + ", " +
-                   std::to_string(bs[i].offset + bs[i].size) + ") lies outside the arena of " +
-                   std::to_string(plan.arenaBytes) + " bytes"};
-    if (bs[i].size == 0) continue;
-    byFirst.push_back(i);
-    byLast.push_back(i);
+  std::vector<ir::ArenaInterval> intervals;
+  intervals.reserve(bs.size());
+  for (const PlannedBuffer& b : bs) {
+    intervals.push_back({b.offset, b.size, b.firstStep, b.lastStep});
+    if (!ir::insideArena(intervals.back(), plan.arenaBytes))
+      return Error{"buffer " + b.name + " [" + std::to_string(b.offset) + ", " + std::to_string(b.offset + b.size) +
+                   ") lies outside the arena of " + std::to_string(plan.arenaBytes) + " bytes"};
   }
-  std::stable_sort(byFirst.begin(), byFirst.end(), [&](size_t a, size_t b) { return bs[a].firstStep < bs[b].firstStep; });
-  std::stable_sort(byLast.begin(), byLast.end(), [&](size_t a, size_t b) { return bs[a].lastStep < bs[b].lastStep; });
-  std::map<std::int64_t, size_t> active;  // offset -> buffer; alive buffers never share an offset
   auto describe = [&](size_t i) {
     return bs[i].name + " (bytes [" + std::to_string(bs[i].offset) + ", " + std::to_string(bs[i].offset + bs[i].size) +
            "), steps " + std::to_string(bs[i].firstStep) + ".." + std::to_string(bs[i].lastStep) + ")";
   };
-  size_t nextFree = 0;
-  for (size_t i : byFirst) {
-    const PlannedBuffer& b = bs[i];
-    while (nextFree < byLast.size() && bs[byLast[nextFree]].lastStep < b.firstStep) {
-      size_t j = byLast[nextFree++];
-      auto it = active.find(bs[j].offset);
-      if (it != active.end() && it->second == j) active.erase(it);
-    }
-    auto next = active.lower_bound(b.offset);
-    if (next != active.end() && next->first < b.offset + b.size)
-      return Error{"buffers overlap: " + describe(i) + " and " + describe(next->second)};
-    if (next != active.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + bs[prev->second].size > b.offset)
-        return Error{"buffers overlap: " + describe(i) + " and " + describe(prev->second)};
-    }
-    active.emplace(b.offset, i);
-  }
+  if (auto pair = ir::findArenaOverlap(intervals))
+    return Error{"buffers overlap: " + describe(pair->first) + " and " + describe(pair->second)};
   return {};
 }
 

@@ -22,18 +22,27 @@ std::string quoted(const ir::Graph& graph, const ir::Node& node) {
   return "'" + ir::printNode(node, ir::ValueNames(graph)) + "'";
 }
 
+// Whether the node works along axis 0 of its first operand: an axis attribute (`dim`, `dim0`,
+// `dim1`: softmax, transpose, concat, ...) naming it, or a reduction's `dims` (normalised
+// ascending; empty: every axis) that includes it. Of a batched operand, that axis is the batch:
+// such a node mixes examples, and a split batch would compute another model.
 bool batchAxisAttr(const ir::Node& node) {
+  const int rank = node.numOperands() > 0 ? node.operand(0)->type().rank() : 0;
   for (const char* key : {"dim", "dim0", "dim1"})
-    if (std::optional<std::int64_t> d = ir::getInt(node.attrs(), key)) {
-      const int rank = node.numOperands() > 0 ? node.operand(0)->type().rank() : 0;
+    if (std::optional<std::int64_t> d = ir::getInt(node.attrs(), key))
       if (*d == 0 || (rank > 0 && *d == -rank)) return true;
-    }
+  if (std::optional<std::vector<std::int64_t>> dims = ir::getIntList(node.attrs(), "dims"))
+    if (rank > 0 && (dims->empty() || std::find(dims->begin(), dims->end(), 0) != dims->end())) return true;
   return false;
 }
 
 }  // namespace
 
-Expected<ir::Graph> rebatchForward(const ir::Graph& forward, std::int64_t batch, int k, std::string_view purpose) {
+namespace {
+
+// rebatchForward, also naming the node that mixes examples when that is why it fails.
+Expected<ir::Graph> rebatch(const ir::Graph& forward, std::int64_t batch, int k, std::string_view purpose,
+                            const ir::Node** mixing) {
   const std::string what(purpose);
   const std::int64_t micro = batch / k;
   ir::Graph g(forward.name());
@@ -51,9 +60,12 @@ Expected<ir::Graph> rebatchForward(const ir::Graph& forward, std::int64_t batch,
     std::vector<ir::Value*> operands;
     for (const ir::Value* v : n->operands()) operands.push_back(map.at(v));
     const bool batched = !operands.empty() && operands[0]->type().numel() != n->operand(0)->type().numel();
-    if (batched && batchAxisAttr(*n))
+    if (batched && batchAxisAttr(*n)) {
+      if (mixing) *mixing = n.get();
       return Error{what + ": node " + quoted(forward, *n) +
-                   " works along the batch axis, so splitting the batch would change its result"};
+                   " works along the batch axis (it mixes examples), so splitting the batch would change its "
+                   "result; keep the whole batch on one device in one micro-batch, or reduce over other axes"};
+    }
     ir::AttrMap attrs = n->attrs();
     if (std::optional<std::vector<std::int64_t>> shape = ir::getIntList(attrs, "shape"); shape && !shape->empty()) {
       if (batched) {
@@ -76,6 +88,24 @@ Expected<ir::Graph> rebatchForward(const ir::Graph& forward, std::int64_t batch,
   }
   for (const ir::GraphOutput& out : forward.outputs()) g.setOutput(out.name, map.at(out.value));
   return g;
+}
+
+}  // namespace
+
+Expected<ir::Graph> rebatchForward(const ir::Graph& forward, std::int64_t batch, int k, std::string_view purpose) {
+  return rebatch(forward, batch, k, purpose, nullptr);
+}
+
+const ir::Node* batchMixingNode(const ir::Graph& forward) {
+  Expected<std::int64_t> batch = batchSize(forward);
+  if (!batch) return nullptr;
+  for (std::int64_t k = 2; k <= *batch; ++k)  // the smallest split shows the batched values
+    if (*batch % k == 0) {
+      const ir::Node* mixing = nullptr;
+      (void)rebatch(forward, *batch, static_cast<int>(k), "", &mixing);
+      return mixing;
+    }
+  return nullptr;
 }
 
 namespace {
@@ -119,6 +149,7 @@ std::vector<int> microBatchCandidates(const ir::Graph& forward) {
   // Splitting would change batch statistics (OpInfo::batchStatistics): only an explicit count.
   for (const auto& n : forward.nodes())
     if (n->op().batchStatistics) return {1};
+  if (batchMixingNode(forward)) return {1};
   for (int k = 1; k <= kMaxAutoMicroBatches && k <= *batch; ++k)
     if (*batch % k == 0) ks.push_back(k);
   return ks;

@@ -59,8 +59,14 @@ Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k);
 // The same, taking `forward` over: with k = 1 its nodes become the joint graph's (no copy).
 Expected<ir::Graph> microBatchedGradients(ir::Graph&& forward, int k);
 
+// The first node that works along the batch axis of a batched value (a reduction over it,
+// softmax or concat along it: it mixes examples), whose result a split batch would change;
+// nullptr when there is none or the batch cannot be split.
+const ir::Node* batchMixingNode(const ir::Graph& forward);
+
 // What `--micro-batches auto` tries: the divisors of the batch up to kMaxAutoMicroBatches; only 1
-// for a graph with batch statistics (OpInfo::batchStatistics), whose results a split would change.
+// for a graph with batch statistics (OpInfo::batchStatistics) or a node that mixes examples
+// (batchMixingNode), whose results a split would change.
 std::vector<int> microBatchCandidates(const ir::Graph& forward);
 
 struct TrainingPlanOptions {

@@ -1,5 +1,8 @@
 #include "runtime/arena_plan.h"
 
+#include "ir/arena_overlap.h"
+#include "runtime/json_text.h"
+
 #include <nlohmann/json.hpp>
 
 namespace gradc::runtime {
@@ -17,6 +20,7 @@ Expected<std::int64_t> integer(const Json& object, const char* key, const std::s
 }  // namespace
 
 Expected<ArenaPlan> arenaPlanFromJson(std::string_view text) {
+  if (std::string deep = jsonNestingError(text); !deep.empty()) return Error{deep};
   Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Error{"not a JSON object"};
   if (j.value("format", "") != "gradc-memory-plan") return Error{"format: expected \"gradc-memory-plan\""};
@@ -46,9 +50,9 @@ Expected<ArenaPlan> arenaPlanFromJson(std::string_view text) {
                            first = integer(b, "first_step", where), last = integer(b, "last_step", where);
     for (const auto* e : {&size, &offset, &first, &last})
       if (!*e) return e->error();
-    if (*size < 0 || *offset < 0 || *offset + *size > plan.arenaBytes)
-      return Error{where + "offset: [" + std::to_string(*offset) + ", " + std::to_string(*offset + *size) +
-                   ") is not inside the arena of " + std::to_string(plan.arenaBytes) + " bytes"};
+    if (!ir::insideArena({*offset, *size, 0, 0}, plan.arenaBytes))
+      return Error{where + "offset: " + std::to_string(*size) + " bytes at offset " + std::to_string(*offset) +
+                   " is not inside the arena of " + std::to_string(plan.arenaBytes) + " bytes"};
     if (*first < 0 || *last < *first || (plan.steps > 0 && *last >= plan.steps))
       return Error{where + "first_step/last_step: [" + std::to_string(*first) + ", " + std::to_string(*last) +
                    "] is not an interval of the plan's " + std::to_string(plan.steps) + " steps"};

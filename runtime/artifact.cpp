@@ -9,7 +9,9 @@
 #include "ir/parser.h"
 #include "ir/verifier.h"
 #include "runtime/atomic_file.h"
+#include "runtime/kernel_trust.h"
 #include "runtime/sha256.h"
+#include "runtime/json_text.h"
 
 namespace gradc::runtime {
 namespace {
@@ -51,6 +53,7 @@ Json manifestJson(const ArtifactManifest& m, const std::vector<ArtifactFile>& fi
     Json rank = {{"rank", r.rank}, {"graph", r.graphFile}, {"plan", r.planFile}};
     if (!r.kernelsFile.empty()) rank["kernels"] = r.kernelsFile;
     if (!r.ptxFile.empty()) rank["ptx"] = r.ptxFile;
+    if (!r.kernelsTag.empty()) rank["kernels_tag"] = r.kernelsTag;
     ranks.push_back(rank);
   }
   j["ranks"] = ranks;
@@ -82,7 +85,7 @@ bool looksLikeArtifact(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(fs::symlink_status(dir, ec))) return false;
   Expected<std::string> text = readFile(dir / kManifest);
-  if (!text) return false;
+  if (!text || jsonNestingDepth(*text) > kMaxJsonNesting) return false;
   Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
   return j.is_object() && j.value("format", "") == kArtifactFormat;
 }
@@ -145,6 +148,7 @@ Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
   if (!fs::is_directory(dir, ec)) return Error{"'" + dir.string() + "' is not a folder (an artifact is a folder)"};
   Expected<std::string> text = readFile(file);
   if (!text) return Error{"'" + dir.string() + "' is not a gradc artifact: " + text.error().message};
+  if (std::string deep = jsonNestingError(*text); !deep.empty()) return corrupted(file, deep);
   Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return corrupted(file, "not valid JSON (the file was changed or truncated)");
   if (j.value("format", "") != kArtifactFormat) return corrupted(file, "not a gradc artifact manifest");
@@ -173,7 +177,8 @@ Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
     m.kernelThreads = j.at("kernel_threads").get<int>();
     for (const Json& r : j.at("ranks"))
       m.ranks.push_back({r.at("rank").get<int>(), r.at("graph").get<std::string>(), r.at("plan").get<std::string>(),
-                         r.value("kernels", std::string()), r.value("ptx", std::string())});
+                         r.value("kernels", std::string()), r.value("ptx", std::string()),
+                         r.value("kernels_tag", std::string())});
   } catch (const std::exception& e) {
     return corrupted(file, std::string("malformed: ") + e.what());
   }
@@ -215,7 +220,8 @@ Expected<ArenaPlan> loadRankPlan(const fs::path& dir, const ArtifactManifest& ma
   return plan;
 }
 
-Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifest& manifest, int rank) {
+Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifest& manifest, int rank,
+                                      bool trustKernels) {
   if (Status s = checkRank(manifest, rank); !s) return Error{s.message()};
   const fs::path graphFile = dir / manifest.ranks[static_cast<size_t>(rank)].graphFile;
   Expected<std::string> graphText = readFile(graphFile);
@@ -229,6 +235,12 @@ Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifes
   if (needsGeneratedKernels(program.graph)) {
     const std::string& kernels = manifest.ranks[static_cast<size_t>(rank)].kernelsFile;
     if (kernels.empty()) return corrupted(graphFile, "the graph runs generated kernels but the artifact has no kernels file for it");
+    Expected<std::string> bytes = readFile(dir / kernels);
+    if (!bytes) return corrupted(dir / kernels, bytes.error().message);
+    if (Status s = checkKernelsTrusted(manifest.ranks[static_cast<size_t>(rank)].kernelsTag, *bytes, *graphText,
+                                       dir / kernels, trustKernels);
+        !s)
+      return Error{s.message()};
     Expected<std::shared_ptr<const GeneratedKernels>> loaded = GeneratedKernels::load(dir / kernels);
     if (!loaded) return loaded.error();
     if (Status s = (*loaded)->covers(program.graph); !s) return corrupted(dir / kernels, s.message());

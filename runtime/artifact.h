@@ -48,6 +48,9 @@ struct ArtifactRank {
   // graph has no fused nodes (or, for PTX, when it was not generated).
   std::string kernelsFile;
   std::string ptxFile;
+  // HMAC of the kernels and the graph under the compiling user's key (runtime/kernel_trust.h);
+  // "" when there are no kernels or no key could be had.
+  std::string kernelsTag;
 };
 
 struct ArtifactManifest {
@@ -88,7 +91,10 @@ struct RankProgram {
 };
 
 // The graph and plan of one rank of a loaded artifact, parsed and verified; Errors name the file.
-Expected<RankProgram> loadRankProgram(const std::filesystem::path& dir, const ArtifactManifest& manifest, int rank);
+// Its native kernels are loaded only when their tag is the running user's (runtime/kernel_trust.h)
+// or `trustKernels`.
+Expected<RankProgram> loadRankProgram(const std::filesystem::path& dir, const ArtifactManifest& manifest, int rank,
+                                      bool trustKernels = false);
 // The memory plan of one rank alone (no graph parsed), e.g. to size a launch.
 Expected<ArenaPlan> loadRankPlan(const std::filesystem::path& dir, const ArtifactManifest& manifest, int rank);
 

@@ -151,7 +151,9 @@ Status AtomicFileWriter::commit() {
 }
 
 Expected<std::string> readFile(const std::filesystem::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever; it is
+  // refused below as not a regular file (for which the flag changes nothing).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ioError("cannot open", path, errno);
   struct stat info {};
   if (::fstat(fd, &info) != 0) {

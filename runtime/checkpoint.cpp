@@ -19,6 +19,7 @@
 #include "runtime/atomic_file.h"
 #include "runtime/safetensors.h"
 #include "runtime/sha256.h"
+#include "runtime/json_text.h"
 
 namespace gradc::runtime {
 
@@ -56,7 +57,7 @@ bool ownedByGradc(const fs::path& dir) {
   if (fs::exists(dir / kMarkerFile, ec)) return true;
   Expected<std::string> text = readFile(dir / kStateFile);
   if (!text) return false;
-  json state = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  json state = parseJsonBounded(*text);
   return state.is_object() && state.value("format", "") == kFormatName;
 }
 
@@ -114,6 +115,7 @@ Status renamePath(const fs::path& from, const fs::path& to) {
 
 Expected<json> parseConfig(const std::string& text) {
   if (text.empty()) return json::object();
+  if (std::string deep = jsonNestingError(text); !deep.empty()) return Error{"checkpoint config: " + deep};
   json config = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (config.is_discarded()) return Error{"checkpoint config is not valid JSON"};
   if (!config.is_object()) return Error{"checkpoint config must be a JSON object"};
@@ -233,6 +235,7 @@ Expected<CheckpointData> loadFrom(const fs::path& source) {
   if (!fs::exists(source / kStateFile, ec)) return Error{where + " is missing " + kStateFile};
   Expected<std::string> text = readFile(source / kStateFile);
   if (!text) return Error{where + ": " + text.error().message};
+  if (std::string deep = jsonNestingError(*text); !deep.empty()) return Error{where + ": " + kStateFile + ": " + deep};
   json state = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (state.is_discarded() || !state.is_object()) return Error{where + ": " + kStateFile + " is not a valid JSON object"};
   const std::string state_where = where + ": " + kStateFile;
@@ -303,6 +306,7 @@ Expected<SafetensorsFile> loadCheckpointFile(const fs::path& dir, const std::str
   const std::string where = "checkpoint '" + dir.string() + "'";
   Expected<std::string> text = readFile(dir / kStateFile);
   if (!text) return Error{where + ": " + text.error().message};
+  if (std::string deep = jsonNestingError(*text); !deep.empty()) return Error{where + ": " + kStateFile + ": " + deep};
   json state = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!state.is_object()) return Error{where + ": " + kStateFile + " is not a valid JSON object"};
   Expected<std::string> bytes = readFile(dir / file);

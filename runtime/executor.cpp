@@ -10,6 +10,7 @@
 #include <exception>
 #include <unordered_map>
 
+#include "ir/arena_overlap.h"
 #include "ir/fused_body.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -188,11 +189,59 @@ Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options
     steps_[static_cast<size_t>(b.lastStep)].end.push_back(index);
     steps_[static_cast<size_t>(b.lastStep)].endBytes += b.size;
   }
+  if (Status s = checkPlanAgainstGraph(plan, byName); !s) return s;
   account_ = std::make_unique<ArenaAccount>();
   account_->bytes = persistent;
   MemoryTracker::addArenaBytes(persistent);
   outside_.assign(nodes.size(), 0);
   heap_.assign(nodes.size(), 0);
+  return {};
+}
+
+// What the runtime checks of a plan it did not make (an artifact's, which an edit can change
+// with its checksums recomputed), beyond the sizes and first steps bindArena checks while
+// binding: every value's buffer (a view's: its base's) lives until the value's last reader,
+// and the graph's outputs until the end; no two buffers alive at a common step share a byte
+// (persistent ones are alive at every step). A plan failing either would make one tensor
+// overwrite another while it is still read: a different model, silently.
+Status Executor::checkPlanAgainstGraph(const ArenaPlan& plan,
+                                       const std::unordered_map<std::string_view, size_t>& byName) const {
+  const ir::Graph& graph = *graph_;
+  const auto& nodes = graph.nodes();
+  const int last = static_cast<int>(nodes.size()) - 1;
+  const ir::ValueNames names(graph);
+  auto bufferOf = [&](const ir::Value* v) -> const ArenaBuffer* {
+    for (;;) {  // a view without a buffer of its own reads its base's
+      if (auto it = byName.find(names(v)); it != byName.end()) return &plan.buffers[it->second];
+      if (!v->producer() || !v->producer()->op().view) return nullptr;
+      v = v->producer()->operand(0);
+    }
+  };
+  auto liveUntil = [&](const ir::Value* v, int step, const std::string& reader) -> Status {
+    const ArenaBuffer* b = bufferOf(v);
+    if (!b || b->persistent() || b->lastStep >= step) return {};
+    return Error{"buffer '" + b->name + "' ends at step " + std::to_string(b->lastStep) + ", but " + names(v) +
+                 " is read by " + reader + " (the plan does not belong to this graph, or was edited)"};
+  };
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (const ir::Value* v : nodes[i]->operands())
+      if (Status s = liveUntil(v, static_cast<int>(i), "step " + std::to_string(i)); !s) return s;
+  for (const ir::GraphOutput& out : graph.outputs())
+    if (Status s = liveUntil(out.value, last, "the step's output '" + out.name + "'"); !s) return s;
+
+  std::vector<ir::ArenaInterval> intervals;
+  intervals.reserve(plan.buffers.size());
+  for (const ArenaBuffer& b : plan.buffers)
+    intervals.push_back({b.offset, b.size, b.persistent() ? 0 : b.firstStep, b.persistent() ? last : b.lastStep});
+  if (auto pair = ir::findArenaOverlap(intervals)) {
+    auto describe = [&](size_t i) {
+      const ArenaBuffer& b = plan.buffers[i];
+      return "'" + b.name + "' (bytes " + std::to_string(b.offset) + ".." + std::to_string(b.offset + b.size) +
+             ", steps " + std::to_string(intervals[i].firstStep) + ".." + std::to_string(intervals[i].lastStep) + ")";
+    };
+    return Error{"buffers " + describe(pair->first) + " and " + describe(pair->second) +
+                 " share bytes while both are alive (the plan was edited or damaged)"};
+  }
   return {};
 }
 

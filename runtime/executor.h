@@ -45,6 +45,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/graph.h"
@@ -160,6 +161,8 @@ class Executor {
 
   explicit Executor(const ir::Graph& graph) : graph_(&graph) {}
   Status bindArena(const ArenaPlan& plan, const ExecutorOptions& options);
+  Status checkPlanAgainstGraph(const ArenaPlan& plan,
+                               const std::unordered_map<std::string_view, size_t>& byName) const;
   Status checkPoison(const Placed& b, size_t step, const char* when) const;
   void poison(const Placed& b) const;
   static Placed workspaceOf(const Step& step);

@@ -5,5 +5,7 @@ set(GRADC_RUNTIME_IO_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/data.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/image_data.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/json_text.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/kernel_trust.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/sha256.cpp
 )

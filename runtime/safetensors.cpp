@@ -374,7 +374,8 @@ Status saveSafetensors(const std::filesystem::path& path, const TensorMap& tenso
 }
 
 Expected<SafetensorsFile> loadSafetensors(const std::filesystem::path& path) {
-  Fd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: a FIFO is refused below instead of waiting for a writer.
+  Fd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (file.fd < 0) return ioError("cannot open safetensors file", path, errno);
   struct stat info {};
   if (::fstat(file.fd, &info) != 0) return ioError("cannot stat safetensors file", path, errno);

@@ -2,7 +2,9 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/all.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/isfinite.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <nlohmann/json.hpp>
@@ -27,8 +29,10 @@
 #include "runtime/op_profile.h"
 #include "runtime/trace.h"
 #include "runtime/progress.h"
+#include "runtime/rank_agreement.h"
 #include "runtime/shard_checkpoint.h"
 #include "runtime/synthetic_inputs.h"
+#include "runtime/json_text.h"
 
 namespace gradc::runtime {
 
@@ -131,6 +135,21 @@ Expected<ImageData> makeImageData(const ImageInputs& in, const TrainerOptions& o
   return ImageData{std::move(*batcher), toScalarType(in.images->type().dtype), toScalarType(in.labels->type().dtype)};
 }
 
+// The first state tensor (weights or optimizer state) holding a NaN or an infinity, or "". The
+// loss of step s is computed before its update, so a diverging update shows only here; such a
+// state is never written over a good checkpoint. Checked in chunks of 1 Mi elements, so the
+// test's temporaries stay small.
+std::string firstNonFinite(const TensorMap& state) {
+  for (const auto& [name, t] : state) {
+    if (!at::isFloatingType(t.scalar_type()) || t.numel() == 0) continue;
+    const at::Tensor flat = t.reshape({-1});
+    constexpr std::int64_t kChunk = std::int64_t{1} << 20;
+    for (std::int64_t begin = 0; begin < flat.numel(); begin += kChunk)
+      if (!flat.slice(0, begin, std::min(flat.numel(), begin + kChunk)).isfinite().all().item<bool>()) return name;
+  }
+  return {};
+}
+
 Status save(const std::filesystem::path& dir, const ir::Graph& g, const TensorMap& state, std::int64_t step,
             std::uint64_t seed, const DataPosition& position, const nlohmann::json& config) {
   CheckpointData ck;
@@ -144,50 +163,6 @@ Status save(const std::filesystem::path& dir, const ir::Graph& g, const TensorMa
   ck.data = position;
   ck.config = config.dump();
   return saveCheckpoint(dir, ck);
-}
-
-// Every rank's `text`, in rank order: the lengths first, then the bytes padded to the longest.
-Expected<std::vector<std::string>> gatherText(Communicator& comm, const std::string& text, const std::string& what) {
-  const int world = comm.worldSize();
-  at::Tensor length = at::full({1}, static_cast<std::int64_t>(text.size()), at::kLong);
-  at::Tensor lengths = at::empty({world}, at::kLong);
-  if (Status s = comm.allGather(length, lengths, what + " (lengths)"); !s) return Error{s.message()};
-  std::int64_t longest = 1;
-  for (int r = 0; r < world; ++r) longest = std::max(longest, lengths[r].item<std::int64_t>());
-  at::Tensor mine = at::zeros({longest}, at::kByte);
-  std::memcpy(mine.data_ptr(), text.data(), text.size());
-  at::Tensor all = at::empty({world * longest}, at::kByte);
-  if (Status s = comm.allGather(mine, all, what); !s) return Error{s.message()};
-  std::vector<std::string> out;
-  const char* bytes = static_cast<const char*>(all.data_ptr());
-  for (int r = 0; r < world; ++r)
-    out.emplace_back(bytes + r * longest, static_cast<size_t>(lengths[r].item<std::int64_t>()));
-  return out;
-}
-
-// FNV-1a over the bytes of every parameter and optimizer-state tensor, in graph order; a rank's
-// shard of sharded state is its own, so it is left out.
-std::int64_t stateChecksum(const ir::Graph& g, const TensorMap& state) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (const auto& p : g.params()) {
-    if (isShardedState(*p)) continue;
-    at::Tensor t = state.at(p->name()).cpu().contiguous();
-    const auto* bytes = static_cast<const unsigned char*>(t.data_ptr());
-    for (size_t i = 0, n = t.nbytes(); i < n; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
-  }
-  return static_cast<std::int64_t>(h);
-}
-
-// Every rank must start from the same parameters and optimizer state.
-Status checkIdenticalState(const ir::Graph& g, const TensorMap& state, Communicator& comm) {
-  at::Tensor mine = at::scalar_tensor(stateChecksum(g, state), at::kLong).reshape({1});
-  at::Tensor all = at::empty({comm.worldSize()}, at::kLong);
-  if (Status s = comm.allGather(mine, all, "all_gather of the parameter checksums at the start"); !s) return s;
-  for (int r = 1; r < comm.worldSize(); ++r)
-    if (all[r].item<std::int64_t>() != all[0].item<std::int64_t>())
-      return Error{"rank " + std::to_string(r) + " starts from other parameters or optimizer state than rank 0 "
-                   "(checksums differ); every rank must initialise with the same seed or resume the same checkpoint"};
-  return {};
 }
 
 // Minor page faults of this process so far.
@@ -225,7 +200,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   std::optional<CollectiveContext> collectives;
   if (o.comm) collectives.emplace(*o.comm);
 
-  nlohmann::json config = nlohmann::json::parse(o.config, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json config = parseJsonBounded(o.config);
   if (!config.is_object()) config = nlohmann::json::object();
   if (!o.model.empty() && !config.contains("model")) config["model"] = o.model;  // named in the weights file
   std::uint64_t seed = o.seed;
@@ -256,7 +231,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     seed = ck->seed;
     firstStep = ck->step + 1;
     position = ck->data;
-    nlohmann::json saved = nlohmann::json::parse(ck->config, nullptr, false);
+    nlohmann::json saved = parseJsonBounded(ck->config);
     if (saved.is_object() && saved.contains("vocabulary") && saved["vocabulary"].is_string()) {
       std::string v = saved["vocabulary"];
       if (v.rfind("synthetic:", 0) != 0) {
@@ -298,8 +273,17 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   // The initial (or resumed) tensors just moved into the arena: give their pages back.
   if (exec->usesArena()) malloc_trim(0);
 #endif
-  if (o.comm)
+  if (o.comm) {
+    nlohmann::json settings = {{"config", config}, {"steps", o.steps}, {"seed", seed}, {"data", "synthetic"}};
+    settings["config"].erase("spec");  // the spec's path may differ between hosts; its graph may not
+    if (o.data) {
+      Expected<std::string> fingerprint = dataFingerprint(*o.data);
+      if (!fingerprint) return Error{fingerprint.error().message};
+      settings["data"] = *fingerprint;
+    }
+    if (Status s = checkIdenticalRun(settings.dump(), *o.comm); !s) return Error{s.message()};
     if (Status s = checkIdenticalState(g, result.state, *o.comm); !s) return Error{s.message()};
+  }
 
   const bool show = o.progress && rank == 0;
   Progress progress(firstStep, o.steps);
@@ -397,6 +381,14 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
       if (!full) return Error{full.error().message};
       replicated = std::move(*full);
     }
+    // Every rank holds the same replicated state here (all-reduced gradients, or gathered
+    // shards), so all of them stop together.
+    if (due)
+      if (std::string bad = firstNonFinite(replicated ? *replicated : result.state); !bad.empty()) {
+        result.failure = "'" + bad + "' is not finite after step " + std::to_string(step) +
+                         " (diverged: try a lower --lr or --clip-norm); the checkpoint was not written";
+        break;
+      }
     if (due && rank == 0) {
       DataPosition pos = tokenData   ? tokenData->batcher.position()
                          : imageData ? imageData->batcher.position()

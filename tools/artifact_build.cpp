@@ -11,6 +11,7 @@
 #include "passes/budget.h"
 #include "runtime/artifact.h"
 #include "runtime/generated_kernels.h"
+#include "runtime/kernel_trust.h"
 #include "runtime/sha256.h"
 #include "tools/commands.h"
 #include "tools/plan_json.h"
@@ -68,7 +69,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
   std::vector<runtime::ArtifactFile> files;
   std::vector<std::string> texts;  // of the distinct graphs, in file order
   struct GraphFiles {
-    std::string graph, plan, kernels, ptx;
+    std::string graph, plan, kernels, ptx, tag;
   };
   std::vector<GraphFiles> graphFiles;  // per distinct graph
   for (int rank = 0; rank < world; ++rank) {
@@ -79,6 +80,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
       texts.push_back(text);
       const std::string stem = world == 1 ? "step" : "rank" + std::to_string(rank);
       GraphFiles g{stem + ".gir", stem + ".plan.json", "", ""};
+      const size_t graphFile = files.size();
       files.push_back({g.graph, std::move(text)});
       files.push_back({g.plan, planToJson(step.plan)});
       if (runtime::needsGeneratedKernels(step.graph)) {
@@ -89,6 +91,12 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
           return kExitInternal;
         }
         g.kernels = stem + ".kernels.so";
+        // Tagged with this user's key, so that the runtime loads them without --trust-kernels.
+        if (Expected<std::string> key = runtime::kernelKey(/*create=*/true); key)
+          g.tag = runtime::kernelsTag(*key, *so, files[graphFile].contents);
+        else if (!r.quiet)
+          std::cerr << "gradc: warning: the artifact's kernels are not tagged (" << key.error().message
+                    << "): running it will need --trust-kernels\n";
         files.push_back({g.kernels, std::move(*so)});
         if (r.withPtx) {
           Expected<std::string> ptx = codegen::emitPtx(step.graph);
@@ -103,7 +111,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
       graphFiles.push_back(std::move(g));
     }
     const GraphFiles& g = graphFiles[index];
-    m.ranks.push_back({rank, g.graph, g.plan, g.kernels, g.ptx});
+    m.ranks.push_back({rank, g.graph, g.plan, g.kernels, g.ptx, g.tag});
   }
   const TrainingStep& first = steps.front();
   const std::string remat(passes::rematStrategyName(first.remat.chosen));

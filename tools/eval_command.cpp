@@ -14,6 +14,7 @@
 #include "passes/dce.h"
 #include "passes/pass_manager.h"
 #include "passes/strip_dropout.h"
+#include "runtime/atomic_file.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data.h"
 #include "runtime/executor.h"
@@ -22,6 +23,7 @@
 #include "runtime/safetensors.h"
 #include "tools/commands.h"
 #include "tools/spec_loading.h"
+#include "runtime/json_text.h"
 
 namespace gradc::tools {
 
@@ -89,8 +91,8 @@ int runEval(const EvalOptions& o) {
   Expected<runtime::SafetensorsFile> weights =
       folder ? runtime::loadCheckpointFile(weightsPath, "weights.safetensors") : runtime::loadSafetensors(weightsPath);
   if (folder) {
-    std::ifstream state(weightsPath / "state.json");
-    nlohmann::json j = nlohmann::json::parse(state, nullptr, false);
+    Expected<std::string> stateText = runtime::readFile(weightsPath / "state.json");
+    nlohmann::json j = runtime::parseJsonBounded(stateText ? *stateText : std::string());
     if (j.is_object() && j["config"].is_object() && j["config"]["vocabulary"].is_string())
       vocabText = j["config"]["vocabulary"].get<std::string>();
     weightsPath /= "weights.safetensors";

@@ -1,5 +1,6 @@
 #include "tools/output.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -23,6 +24,11 @@ gradc::Expected<std::string> readInput(const std::string& path, std::size_t maxB
   std::istream* in = &std::cin;
   std::ifstream file;
   if (path != "-") {
+    // A FIFO, a device or a folder would block or never end: only regular files (stdin: "-").
+    std::error_code ec;
+    const auto type = std::filesystem::status(path, ec).type();
+    if (!ec && type != std::filesystem::file_type::regular)
+      return Error{"cannot read '" + path + "': not a regular file (use - for standard input)"};
     file.open(path, std::ios::binary);
     if (!file) return Error{"cannot read '" + path + "'"};
     in = &file;

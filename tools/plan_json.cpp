@@ -1,5 +1,7 @@
 #include "tools/plan_json.h"
 
+#include "runtime/json_text.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -115,6 +117,7 @@ Expected<const Json*> array(const Json& obj, const std::string& path, std::strin
 }  // namespace
 
 Expected<passes::MemoryPlan> planFromJson(std::string_view text) {
+  if (std::string deep = runtime::jsonNestingError(text); !deep.empty()) return Error{deep};
   Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error{"not valid JSON"};
   if (!j.is_object()) return Error{"not a memory plan: the top level is not an object"};

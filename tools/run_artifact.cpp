@@ -26,6 +26,7 @@
 #include "tools/commands.h"
 #include "tools/failure_guard.h"
 #include "tools/flag_checks.h"
+#include "runtime/json_text.h"
 
 namespace gradc::tools {
 
@@ -49,6 +50,9 @@ void RunFlags::addTo(CLI::App& cmd) {
                  "rank, communication on its own track, live bytes as a counter");
   cmd.add_flag("-q,--quiet", quiet, "No progress output");
   cmd.add_flag("--profile", profile, "At the end, print the time per op kind (steps after the first)");
+  cmd.add_flag("--trust-kernels", trustKernels,
+               "Load the artifact's native kernels even when they were not compiled by this user on this machine "
+               "(docs/artifact.md: the kernels are machine code run in this process)");
   cmd.add_flag("--verbose", verbose,
                "Also print the log lines of the libraries underneath (c10d, Gloo, ATen warnings); gradc's own "
                "messages say what happened either way");
@@ -77,6 +81,7 @@ std::vector<std::string> RunFlags::toArgs() const {
   if (quiet) a.push_back("--quiet");
   if (profile) a.push_back("--profile");
   if (verbose) a.push_back("--verbose");
+  if (trustKernels) a.push_back("--trust-kernels");
   a.insert(a.end(), {"--timeout", fmt::format("{}", timeoutS)});
   a.insert(a.end(), {"--device", device});
   return a;
@@ -169,7 +174,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     return kExitUserError;
   }
   const int rank = *env ? (*env)->rank : 0;
-  Expected<runtime::RankProgram> program = runtime::loadRankProgram(dir, *manifest, rank);
+  Expected<runtime::RankProgram> program = runtime::loadRankProgram(dir, *manifest, rank, o.trustKernels);
   if (!program) {
     std::cerr << "gradc: error: " << program.error().message << "\n";
     return kExitUserError;
@@ -240,7 +245,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   }
 
   const bool quiet = o.quiet || rank != 0;
-  nlohmann::json flags = nlohmann::json::parse(manifest->flagsJson, nullptr, false);
+  nlohmann::json flags = runtime::parseJsonBounded(manifest->flagsJson);
   if (!quiet) {
     if (flags.is_object() && flags.contains("summary") && flags["summary"].is_string())
       std::cerr << flags["summary"].get<std::string>() << "\n";

@@ -81,6 +81,57 @@ head -c 100 "$work/A/manifest.json" >"$work/C/manifest.json"
 "$gradc" train "$work/C" --synthetic --steps 1 >/dev/null 2>"$work/c.err"
 [ $? -eq 2 ] && grep -q "manifest.json" "$work/c.err" && ok || bad "truncated manifest: $(cat "$work/c.err")"
 
+# A plan edited and resealed (its checksums recomputed): the runtime's own checks of the plan
+# against the graph refuse it, exit 2, where it used to train with other losses or crash.
+"$gradc" compile "$src/models/mlp.yaml" -o "$work/P" 2>/dev/null || bad "compile mlp for the plan edits"
+for edit in "overlap:share bytes while both are alive" "param-overlap:share bytes while both are alive" \
+  "early-free:ends at step" "overflow:is not inside the arena"; do
+  mode=${edit%%:*}
+  rm -rf "$work/P-$mode" && cp -r "$work/P" "$work/P-$mode"
+  python3 "$src/tests/cli/edit_artifact_plan.py" "$work/P-$mode" "$mode" || bad "editing the plan ($mode)"
+  timeout 60 "$run_bin" "$work/P-$mode" --synthetic --steps 2 >/dev/null 2>"$work/err"
+  rc=$?
+  [ $rc -eq 2 ] && grep -q "${edit#*:}" "$work/err" && ok || bad "plan edit $mode: exit $rc, $(tail -2 "$work/err")"
+done
+
+# Native kernels load only when the running user's key tags them (runtime/kernel_trust.h): a
+# shared object put in an artifact (checksums recomputed) is refused before it is loaded, so its
+# constructor never runs; another compile's kernels too; another user's key refuses the
+# artifact; --trust-kernels loads them (and the names the graph needs must still be there).
+"$gradc" compile "$src/models/mlp.yaml" -o "$work/K" 2>/dev/null && [ -f "$work/K/step.kernels.so" ] && ok \
+  || bad "compile mlp with kernels"
+timeout 60 "$run_bin" "$work/K" --synthetic --steps 1 -q 2>"$work/err" && ok || bad "own kernels refused: $(tail -1 "$work/err")"
+printf '#include <fcntl.h>\n#include <stdlib.h>\n#include <unistd.h>\n__attribute__((constructor)) static void planted(void) { const char* p = getenv("GRADC_TEST_MARKER"); if (p) close(creat(p, 0600)); }\n' \
+  >"$work/planted.c"
+cc -shared -fPIC -o "$work/planted.so" "$work/planted.c" || bad "cc planted.so"
+rm -rf "$work/K-planted" && cp -r "$work/K" "$work/K-planted" && cp "$work/planted.so" "$work/K-planted/step.kernels.so"
+python3 "$src/tests/cli/reseal_artifact.py" "$work/K-planted"
+rm -f "$work/marker"
+GRADC_TEST_MARKER="$work/marker" timeout 60 "$run_bin" "$work/K-planted" --synthetic --steps 1 >/dev/null 2>"$work/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "refusing to load the native kernels" "$work/err" && [ ! -e "$work/marker" ] && ok \
+  || bad "a planted shared object: exit $rc, marker $([ -e "$work/marker" ] && echo made), $(tail -1 "$work/err")"
+GRADC_TEST_MARKER="$work/marker" timeout 60 "$run_bin" "$work/K-planted" --synthetic --steps 1 --trust-kernels \
+  >/dev/null 2>"$work/err"
+rc=$?
+[ $rc -eq 2 ] && [ -e "$work/marker" ] && grep -q "kernel" "$work/err" && ok \
+  || bad "--trust-kernels with a planted object: exit $rc, $(tail -1 "$work/err")"
+"$gradc" compile "$src/models/gpt-mini.yaml" "${small[@]}" -o "$work/K-gpt" 2>/dev/null
+rm -rf "$work/K-swapped" && cp -r "$work/K" "$work/K-swapped" && cp "$work/K-gpt/step.kernels.so" "$work/K-swapped/"
+python3 "$src/tests/cli/reseal_artifact.py" "$work/K-swapped"
+timeout 60 "$run_bin" "$work/K-swapped" --synthetic --steps 1 >/dev/null 2>"$work/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "not compiled for this graph by this user" "$work/err" && ok \
+  || bad "another compile's kernels: exit $rc, $(tail -1 "$work/err")"
+GRADC_KERNEL_KEY="$work/other-user-key" "$gradc" compile "$src/models/mlp.yaml" -o "$work/K-other" 2>/dev/null
+timeout 60 "$run_bin" "$work/K-other" --synthetic --steps 1 >/dev/null 2>"$work/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "refusing to load the native kernels" "$work/err" && ok \
+  || bad "another user's artifact: exit $rc, $(tail -1 "$work/err")"
+timeout 60 "$run_bin" "$work/K-other" --synthetic --steps 1 --trust-kernels -q 2>"$work/err" && ok \
+  || bad "another user's artifact with --trust-kernels: $(tail -1 "$work/err")"
+[ "$(stat -c %a "$work/other-user-key")" = 600 ] && ok || bad "the key file is not private: $(stat -c %a "$work/other-user-key")"
+
 # -o onto a folder that is not an artifact leaves it alone; onto an artifact, replaces it.
 mkdir -p "$work/mine" && echo keep >"$work/mine/notes.txt"
 "$gradc" compile "$src/models/mlp.yaml" -o "$work/mine" >/dev/null 2>"$work/mine.err"

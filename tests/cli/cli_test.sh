@@ -121,6 +121,19 @@ echo old >"$work/target.gir" && ln -s target.gir "$work/link.gir"
 mkfifo "$work/pipe" && (cat "$work/pipe" >"$work/pipe.out" &) && \
   timeout 20 "$gradc" compile "$src/models/mlp.yaml" --emit ir -o "$work/pipe" && sleep 0.3 && [ -p "$work/pipe" ] \
   && grep -q '^graph mlp' "$work/pipe.out" && ok || bad "-o FIFO: replaced or not written"
+# A FIFO given as an input is refused at once, never waited on (nothing writes to it here).
+mkfifo "$work/in.fifo"
+"$gradc" compile "$src/models/mlp.yaml" -o "$work/fifo.art" 2>/dev/null
+cp -r "$work/fifo.art" "$work/fifo2.art" && rm "$work/fifo2.art/step.gir" && mkfifo "$work/fifo2.art/step.gir"
+for args in "compile $work/in.fifo" "inspect $work/in.fifo" "opt $work/in.fifo" \
+  "train $src/models/gpt-mini.yaml --set layers=1 --set seq=16 --data $work/in.fifo --steps 1" \
+  "eval $src/models/mlp.yaml --weights $work/in.fifo --data $src/data/corpus.txt" \
+  "train $work/fifo2.art --synthetic --steps 1"; do
+  # shellcheck disable=SC2086
+  timeout 20 "$gradc" $args >/dev/null 2>"$work/fifo.err"
+  rc=$?
+  [ $rc -eq 2 ] && grep -q "not a regular file" "$work/fifo.err" && ok || bad "FIFO input ($args): exit $rc, $(tail -1 "$work/fifo.err")"
+done
 mkdir "$work/folder.gir"
 "$gradc" compile "$src/models/mlp.yaml" --emit ir -o "$work/folder.gir" 2>"$work/folder.err"
 [ $? -ne 0 ] && [ -d "$work/folder.gir" ] && grep -q "folder" "$work/folder.err" && ok || bad "-o FOLDER not refused"

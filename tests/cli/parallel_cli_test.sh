@@ -143,6 +143,33 @@ done
 wait "${pids[0]}" && wait "${pids[1]}" && ok || bad "torchrun-style ranks: $(tail -3 "$work/env0.err" "$work/env1.err")"
 [ -f "$work/env0.json" ] && [ ! -f "$work/env1.json" ] && ok || bad "metrics must come from rank 0 only"
 
+# Ranks started by hand with different flags or data: refused before step 1, naming the flag.
+head -c 20000 "$src/data/corpus.txt" >"$work/corpus-a.txt"
+tail -c 20000 "$src/data/corpus.txt" >"$work/corpus-b.txt"
+for case in "lr:--lr 0.5 --data $work/corpus-a.txt:--data $work/corpus-a.txt" \
+  "data:--data $work/corpus-b.txt:--data $work/corpus-a.txt"; do
+  name=${case%%:*}
+  rest=${case#*:}
+  one=${rest%%:*}
+  zero=${rest#*:}
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  for r in 0 1; do
+    args=$zero
+    [ $r -eq 1 ] && args=$one
+    # shellcheck disable=SC2086
+    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$gradc" train \
+      "$src/models/gpt-mini.yaml" "${small[@]}" --steps 3 $args >"$work/diff$r.out" 2>"$work/diff$r.err" &
+    pids[$r]=$!
+  done
+  wait "${pids[0]}"
+  c0=$?
+  wait "${pids[1]}"
+  c1=$?
+  [ $c0 -ne 0 ] && [ $c1 -ne 0 ] && grep -q "rank 1 was started with other settings than rank 0: '$name'" \
+    "$work/diff0.err" "$work/diff1.err" && ! grep -q "^step 1/" "$work/diff0.err" && ok \
+    || bad "ranks with different $name: exits $c0 $c1, $(tail -n 2 "$work/diff0.err" "$work/diff1.err")"
+done
+
 # A rank killed mid-run: every process ends, well inside the timeout, naming the rank.
 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --synthetic --steps 100000 --devices 2 \
   --timeout 120 >"$work/kill.out" 2>"$work/kill.err" &

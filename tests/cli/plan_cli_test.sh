@@ -53,6 +53,12 @@ timeout 60 "$gradc" compile "$src/models/gpt-mini.yaml" --emit ir >"$work/ir" &&
 timeout 60 "$gradc" compile "$src/models/gpt-mini.yaml" >"$work/summary" && grep -q '^model ' "$work/summary" && ok ||
   bad "--emit summary"
 
+# A plan nested 100,000 levels deep (a damaged file) is refused with a message, not a crash.
+$py -c "open('$work/deep.json', 'w').write('{\"format\": \"gradc-memory-plan\", \"x\": ' + '[' * 100000 + ']' * 100000 + '}')"
+timeout 60 "$gradc" inspect "$work/deep.json" >/dev/null 2>"$work/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "nested more than 64 levels" "$work/err" && ok || bad "deep plan: exit $rc, $(tail -2 "$work/err")"
+
 # inspect: the text report.
 if timeout 60 "$gradc" inspect "$plan" >"$work/report" 2>"$work/err"; then ok; else bad "inspect: $(tail -3 "$work/err")"; fi
 for pattern in '^memory plan of gpt-mini' '^  peak ' '^  arena .*fragmentation' 'largest buffers alive at the peak' \

@@ -196,6 +196,30 @@ m = json.load(open(sys.argv[1]))
 assert "stale" not in m and 1 <= len(m["steps"]) < 20, m
 ' "$work/div.json" && ok || bad "diverged run: exit $rc, $(tail -2 "$work/err"), metrics $(head -c 200 "$work/div.json")"
 
+# A run that diverges after resuming never writes its non-finite weights over the good checkpoint
+# (the loss of a step is computed before its update, so the weights are checked before each save).
+rm -rf "$work/goodck"
+timeout 60 "$gradc" train "$src/models/mlp.yaml" --synthetic --steps 2 --save "$work/goodck" -q \
+  2>"$work/err" || bad "the good checkpoint: $(tail -2 "$work/err")"
+timeout 60 "$gradc" train "$src/models/mlp.yaml" --synthetic --steps 40 --lr 3e38 \
+  --resume "$work/goodck" --save "$work/goodck" --save-every 1 >/dev/null 2>"$work/err"
+rc=$?
+finite() { python3 -c '
+import json, math, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+header = json.loads(b[8:8 + n])
+data = b[8 + n:]
+for name, t in header.items():
+    if name == "__metadata__" or t["dtype"] != "F32":
+        continue
+    lo, hi = t["data_offsets"]
+    vals = struct.unpack("<%df" % ((hi - lo) // 4), data[lo:hi])
+    assert all(math.isfinite(v) for v in vals), name
+' "$1"; }
+[ $rc -eq 2 ] && grep -q "diverged" "$work/err" && finite "$work/goodck/weights.safetensors" \
+  && ok || bad "a diverged resumed run: exit $rc, $(tail -2 "$work/err")"
+
 # A checkpoint folder belongs to one run at a time: a second run saving there fails at once,
 # naming the first one's pid; an unusable --save location fails before step 1.
 "$gradc" train "$src/models/gpt-mini.yaml" --set batch=2 --set seq=32 --synthetic --steps 100000 --save "$work/shared" \

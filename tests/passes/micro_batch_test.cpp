@@ -255,3 +255,60 @@ TEST_CASE("the training-step planner picks micro-batches and remat together") {
   CHECK(four->microBatches == 4);
   CHECK(four->report.microBatches == 4);
 }
+
+namespace {
+
+// x[batch, d] reduced by `reduction` (a spec layer), compared with an unbatched target.
+ir::Graph reductionGraph(const std::string& reduction, const std::string& targetShape, bool targetBatched = false) {
+  const std::string text = "model: pool\n"
+                           "dims: {batch: 6, d: 4}\n"
+                           "inputs:\n"
+                           "  x: {shape: [batch, d]}\n"
+                           "  y: {shape: " + targetShape + (targetBatched ? "" : ", batched: false") + "}\n"
+                           "layers:\n"
+                           "  - {op: linear, name: fc, out: d, input: x}\n"
+                           "  - " + reduction + "\n"
+                           "loss: {op: mse, input: _, target: y}\n";
+  frontend::SpecResult r = frontend::compileSpec(text, "pool.yaml");
+  REQUIRE_MESSAGE(r.ok(), (r.diagnostics.empty() ? std::string() : r.diagnostics[0].message));
+  return std::move(*r.graph);
+}
+
+}  // namespace
+
+TEST_CASE("a reduction over the batch axis is never split: refused for an explicit count, whole under auto") {
+  for (const std::string reduction : {"{op: mean, dims: [0]}", "{op: sum, dims: [-2]}", "{op: mean}", "{op: sum}"}) {
+    CAPTURE(reduction);
+    const bool everyAxis = reduction.find("dims") == std::string::npos;
+    ir::Graph forward = reductionGraph(reduction, everyAxis ? "[]" : "[d]");
+    const ir::Node* mixing = passes::batchMixingNode(forward);
+    REQUIRE(mixing);
+    CHECK((mixing->opName() == "mean" || mixing->opName() == "sum"));
+    CHECK(passes::microBatchCandidates(forward) == std::vector<int>{1});
+    for (int k : {2, 3}) {
+      Expected<ir::Graph> split = passes::microBatchedGradients(forward, k);
+      REQUIRE_FALSE(split.ok());
+      CHECK(split.error().message.find("works along the batch axis (it mixes examples)") != std::string::npos);
+    }
+    Expected<ir::Graph> ranks = passes::rebatchForward(forward, 6, 2, "data parallelism");
+    REQUIRE_FALSE(ranks.ok());
+    CHECK(ranks.error().message.rfind("data parallelism: node", 0) == 0);
+    CHECK(passes::microBatchedGradients(forward, 1).ok());
+  }
+  // Over the features only: every example on its own, split as usual.
+  ir::Graph perExample = reductionGraph("{op: mean, dims: [1]}", "[batch]", /*targetBatched=*/true);
+  CHECK_FALSE(passes::batchMixingNode(perExample));
+  CHECK(passes::microBatchCandidates(perExample) == std::vector<int>{1, 2, 3, 6});
+  Expected<ir::Graph> split = passes::microBatchedGradients(perExample, 3);
+  CHECK_MESSAGE(split.ok(), (split.ok() ? "" : split.error().message));
+}
+
+TEST_CASE("sum and mean without dims reduce every axis, listed in the IR") {
+  ir::Graph forward = reductionGraph("{op: sum}", "[]");
+  const ir::Node* sum = nullptr;
+  for (const auto& n : forward.nodes())
+    if (n->opName() == "sum") sum = n.get();
+  REQUIRE(sum);
+  CHECK(*ir::getIntList(sum->attrs(), "dims") == std::vector<std::int64_t>{0, 1});
+  CHECK(sum->result(0)->type().rank() == 0);
+}

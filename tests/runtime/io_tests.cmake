@@ -3,4 +3,6 @@ gradc_add_test(runtime_io_tests
   runtime/safetensors_test.cpp
   runtime/data_test.cpp
   runtime/checkpoint_test.cpp
+  runtime/json_text_test.cpp
+  runtime/kernel_trust_test.cpp
   LIBS gradc_runtime)
