@@ -1,10 +1,13 @@
 #include "tools/flag_checks.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <optional>
 
@@ -100,6 +103,22 @@ CLI::Validator nonNegativeNumber() {
         return v && *v >= 0 ? "" : got("a non-negative number", s);
       },
       "NUMBER>=0");
+}
+
+std::string checkOutputPath(const std::string& flag, const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (fs::is_directory(status)) return flag + ": '" + path.string() + "' is a folder; give a file name";
+  if (fs::exists(status)) {
+    if (::access(path.c_str(), W_OK) != 0) return flag + ": cannot write '" + path.string() + "': " + std::strerror(errno);
+    if (!fs::is_regular_file(status)) return {};  // a device or a FIFO is written in place
+  }
+  const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  if (!fs::is_directory(folder, ec)) return flag + ": the folder '" + folder.string() + "' does not exist";
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    return flag + ": cannot write in the folder '" + folder.string() + "': " + std::strerror(errno);
+  return {};
 }
 
 CLI::Validator numberIn(double lo, double hi, bool closedHigh) {

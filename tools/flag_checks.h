@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -26,6 +27,11 @@ CLI::Validator numberIn(double lo, double hi, bool closedHigh);
 void useErrorFormat(CLI::App& app, const std::string& program);
 
 // The check itself, for flags parsed by hand: "" when `text` passes, else the message.
+// Ok when `path` (the value of `flag`) can be written before anything runs: not a folder, in a
+// folder that exists and this process may write (or an existing writable file, a device, a
+// FIFO); else the message, naming the flag.
+std::string checkOutputPath(const std::string& flag, const std::filesystem::path& path);
+
 std::string checkInteger(const std::string& text, std::int64_t lo, std::int64_t hi, const std::string& range);
 
 }  // namespace gradc::tools

@@ -1,8 +1,11 @@
 // gradc: compile YAML model specs, inspect and transform IR.
+#include <algorithm>
 #include <iostream>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "frontend/suggest.h"
 #include "runtime/artifact.h"
 #include "runtime/blas_kernels.h"
 #include "runtime/library_logging.h"
@@ -32,6 +35,18 @@ int main(int argc, char** argv) {
   commands.emplace_back(eval, addEvalCommand(*eval));
   CLI::App* inspect = app.add_subcommand("inspect", "Where the bytes of a memory plan go: peak, contributors, timeline");
   commands.emplace_back(inspect, addInspectCommand(*inspect));
+  // A word where the command belongs that names none: say so (CLI11 would only ask for one).
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const auto& [sub, run] : commands) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      const std::string hint = gradc::frontend::didYouMean(argv[1], names);
+      std::cerr << "gradc: error: unknown command '" << gradc::frontend::clip(argv[1]) << "'"
+                << (hint.empty() ? "" : "; " + hint) << " (the commands: " << gradc::frontend::quotedList(names)
+                << "; see gradc --help)\n";
+      return kExitUserError;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -155,11 +155,22 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     std::cerr << "gradc: error: give exactly one of --data FILE and --synthetic\n";
     return kExitUserError;
   }
+  // Output paths are checked before any work, not discovered unwritable after training.
+  for (const auto& [flag, path] : {std::pair{"--metrics-out", o.metricsOut}, std::pair{"--trace-out", o.traceOut}})
+    if (!path.empty())
+      if (std::string bad = checkOutputPath(flag, path); !bad.empty()) {
+        std::cerr << "gradc: error: " << bad << "\n";
+        return kExitUserError;
+      }
   Expected<runtime::ArtifactManifest> manifest = runtime::loadArtifact(dir);
   if (!manifest) {
     std::cerr << "gradc: error: " << manifest.error().message << "\n";
     return kExitUserError;
   }
+  if (const nlohmann::json config = runtime::parseJsonBounded(manifest->configJson);
+      !o.quiet && config.is_object() && config.value("warmup_steps", std::int64_t{0}) > o.steps)
+    std::cerr << "gradc: warning: the learning-rate warmup (--warmup-steps " << config["warmup_steps"].get<std::int64_t>()
+              << ") is longer than the run (--steps " << o.steps << "): the learning rate never reaches --lr\n";
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeoutS * 1000));
   Expected<std::optional<runtime::DistEnv>> env = runtime::distEnvFromEnvironment();
   if (!env) {

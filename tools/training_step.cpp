@@ -40,8 +40,14 @@ void MemoryFlags::addTo(CLI::App& cmd) {
 
 void OptimizerFlags::addTo(CLI::App& cmd) {
   cmd.add_option("--optimizer", optimizer, "sgd or adamw")->check(CLI::IsMember({"sgd", "adamw"}))->capture_default_str();
-  cmd.add_option("--lr", lr, "Peak learning rate")->check(positiveNumber())->capture_default_str();
-  cmd.add_option("--min-lr", minLr, "Floor of the cosine decay (default 0.1 x lr)")->check(nonNegativeNumber());
+  // The step holds learning rates as f32 scalars: beyond the largest f32 they would not convert.
+  constexpr double kLargestF32 = 3.4028234663852886e38;
+  cmd.add_option("--lr", lr, "Peak learning rate")
+      ->check(positiveNumber())
+      ->check(numberIn(0, kLargestF32, /*closedHigh=*/true))
+      ->capture_default_str();
+  cmd.add_option("--min-lr", minLr, "Floor of the cosine decay (default 0.1 x lr)")
+      ->check(numberIn(0, kLargestF32, /*closedHigh=*/true));
   cmd.add_option("--momentum", momentum, "SGD momentum (0: plain SGD)")
       ->check(numberIn(0, 1, /*closedHigh=*/false))
       ->capture_default_str();

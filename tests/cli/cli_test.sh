@@ -109,6 +109,23 @@ expect_user_error "bad IR" "bad.gir:3:13: error: '%y' is not defined" opt "$work
 expect_user_error "unknown pass" "unknown pass 'cse'" opt "$work/bad.gir" --passes cse
 expect_user_error "bad --emit" "emit" compile "$src/models/mlp.yaml" --emit pdf
 
+# An unknown command is named (with a suggestion when one is close).
+expect_user_error "unknown command" "unknown command 'frobnicate'" frobnicate
+expect_user_error "misspelled command" "unknown command 'trian'; did you mean 'train'" trian "$src/models/mlp.yaml"
+# A learning rate beyond f32 is a flag error, not a kernel's message at step 1.
+expect_user_error "--lr 1e300" "^gradc: error: --lr: .*1e300" train "$src/models/mlp.yaml" --synthetic --steps 1 --lr 1e300
+# Output paths are checked before training, not after it.
+expect_user_error "--metrics-out in a missing folder" "error: --metrics-out: the folder '/nonexistent-gradc' does not exist" \
+  train "$src/models/mlp.yaml" --synthetic --steps 1 --metrics-out /nonexistent-gradc/m.json
+grep -q "^step 1" "$work/err" && bad "--metrics-out checked only after training" || ok
+mkdir -p "$work/trace-folder"
+expect_user_error "--trace-out onto a folder" "error: --trace-out: .* is a folder" \
+  train "$src/models/mlp.yaml" --synthetic --steps 1 --trace-out "$work/trace-folder"
+# A warmup longer than the run trains, and says the peak learning rate is never reached.
+"$gradc" train "$src/models/mlp.yaml" --synthetic --steps 2 --warmup-steps 10 >/dev/null 2>"$work/err" \
+  && grep -q "warning: the learning-rate warmup (--warmup-steps 10) is longer than the run (--steps 2)" "$work/err" \
+  && ok || bad "warmup longer than the run: $(tail -2 "$work/err")"
+
 # Output paths never destroy what they point at: a character device or FIFO is written, not
 # replaced; a symlink's target is written and the link stays; a folder is refused; a failed
 # write to stdout is an error.
