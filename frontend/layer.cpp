@@ -69,6 +69,22 @@ bool Layer::parseOne(const SpecAttr& spec, const YamlNode& value) {
   DiagSink& diags = state_.diags;
   std::string what = "attribute '" + std::string(spec.name) + "' of " + std::string(op_.name);
   Parsed v;
+  if (spec.pair && value.isSequence()) {  // [height, width]
+    if (value.items.size() != 2) {
+      error(value.pos, what + " takes one value or a list of two, [height, width]; got a list of " +
+                           std::to_string(value.items.size()));
+      return false;
+    }
+    std::vector<std::int64_t> hw;
+    for (const YamlNode* item : value.items) {
+      std::optional<std::int64_t> r = spec.type == SpecAttrType::Size ? readSize(*item, state_.dims, diags, what)
+                                                                       : readInt(*item, state_.dims, diags, what);
+      if (!r) return false;
+      hw.push_back(*r);
+    }
+    attrs_.emplace(std::string(spec.name), AttrValue{std::move(hw), value.pos});
+    return true;
+  }
   switch (spec.type) {
     case SpecAttrType::Size: {
       std::optional<std::int64_t> r = readSize(value, state_.dims, diags, what);
@@ -145,6 +161,11 @@ const Layer::AttrValue& Layer::get(std::string_view attr) const {
 
 bool Layer::has(std::string_view attr) const { return attrs_.find(attr) != attrs_.end(); }
 std::int64_t Layer::integer(std::string_view attr) const { return std::get<std::int64_t>(get(attr).value); }
+std::vector<std::int64_t> Layer::pair(std::string_view attr) const {
+  const Parsed& v = get(attr).value;
+  if (const auto* one = std::get_if<std::int64_t>(&v)) return {*one, *one};
+  return std::get<std::vector<std::int64_t>>(v);
+}
 const std::vector<std::int64_t>& Layer::intList(std::string_view attr) const {
   return std::get<std::vector<std::int64_t>>(get(attr).value);
 }

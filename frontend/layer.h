@@ -50,6 +50,8 @@ class Layer {
   // Parsed attribute values (the schema guarantees the type).
   bool has(std::string_view attr) const;  // given in the spec or defaulted
   std::int64_t integer(std::string_view attr) const;
+  // A `pair` attribute (SpecAttr::pair) as {height, width}: one value given means both.
+  std::vector<std::int64_t> pair(std::string_view attr) const;
   const std::vector<std::int64_t>& intList(std::string_view attr) const;
   double real(std::string_view attr) const;
   bool flag(std::string_view attr) const;

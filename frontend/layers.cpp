@@ -50,19 +50,23 @@ bool resolveInputs(LoweringState& state, const SpecOp& op, const YamlNode& item,
     layer.inputs.push_back({v, std::string(in->text), in->pos});
     return true;
   }
+  const bool twoOrMore = op.numInputs == kTwoOrMore;
+  const std::string takes = twoOrMore ? " takes two or more inputs" : " takes two inputs";
+  const std::string example = twoOrMore ? "'inputs: [a, b, ...]'" : "'inputs: [a, b]'";
   if (const YamlNode* k = item.keyNode("input")) {
-    diags.error(k->pos, opName + " takes two inputs; name them with 'inputs: [a, b]'");
+    diags.error(k->pos, opName + takes + "; name them with " + example);
     return false;
   }
   const YamlNode* list = item.get("inputs");
   if (!list) {
-    diags.error(opPos, opName + " needs its two inputs named: 'inputs: [a, b]'",
+    diags.error(opPos, opName + (twoOrMore ? " needs its inputs named: " : " needs its two inputs named: ") + example,
                 "'_' is the previous layer's output, e.g. inputs: [x, _]");
     return false;
   }
-  if (!list->isSequence() || list->items.size() != 2) {
-    diags.error(list->pos, opName + " takes exactly two inputs, as in 'inputs: [a, b]'; got " + describeNode(*list) +
-                               (list->isSequence() ? " of " + std::to_string(list->items.size()) : std::string()));
+  const size_t count = list->isSequence() ? list->items.size() : 0;
+  if (!list->isSequence() || (twoOrMore ? count < 2 : count != 2)) {
+    diags.error(list->pos, opName + (twoOrMore ? takes : " takes exactly two inputs") + ", as in " + example + "; got " +
+                               describeNode(*list) + (list->isSequence() ? " of " + std::to_string(count) : std::string()));
     return false;
   }
   for (const YamlNode* in : list->items) {

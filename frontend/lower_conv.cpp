@@ -1,7 +1,7 @@
 // Lowering of the image layers: conv2d, batch_norm, max_pool2d, avg_pool2d,
-// adaptive_avg_pool2d and flatten (docs/spec.md). Inputs are NCHW image batches; windows are
-// square in the spec (kernel, stride, padding and dilation are single integers) and the IR
-// takes [height, width] pairs.
+// adaptive_avg_pool2d and flatten (docs/spec.md). Inputs are NCHW image batches; a window's
+// kernel, stride, padding and dilation are one integer (square) or [height, width] in the spec,
+// as PyTorch's int-or-tuple, and [height, width] pairs in the IR.
 #include <cmath>
 
 #include "frontend/lowerings.h"
@@ -22,18 +22,20 @@ ir::Value* imageInput(Layer& layer) {
 
 std::vector<std::int64_t> square(std::int64_t v) { return {v, v}; }
 
-// padding >= 0 (reported at the attribute); nullopt after an error.
-std::optional<std::int64_t> padding(Layer& layer) {
-  const std::int64_t p = layer.integer("padding");
-  if (p < 0) {
-    layer.error(layer.attrPos("padding"), "padding of " + layer.describe() + " must be >= 0, got " + std::to_string(p));
-    return std::nullopt;
-  }
+// padding >= 0 on both axes (reported at the attribute); nullopt after an error.
+std::optional<std::vector<std::int64_t>> padding(Layer& layer) {
+  const std::vector<std::int64_t> p = layer.pair("padding");
+  for (std::int64_t side : p)
+    if (side < 0) {
+      layer.error(layer.attrPos("padding"),
+                  "padding of " + layer.describe() + " must be >= 0, got " + std::to_string(side));
+      return std::nullopt;
+    }
   return p;
 }
 
 // The stride: given, or the kernel (PyTorch's pooling default).
-std::int64_t poolStride(Layer& layer) { return layer.has("stride") ? layer.integer("stride") : layer.integer("kernel"); }
+std::vector<std::int64_t> poolStride(Layer& layer) { return layer.pair(layer.has("stride") ? "stride" : "kernel"); }
 
 }  // namespace
 
@@ -42,20 +44,22 @@ std::int64_t poolStride(Layer& layer) { return layer.has("stride") ? layer.integ
 ir::Value* lowerConv2d(Layer& layer) {
   ir::Value* x = imageInput(layer);
   if (!x) return nullptr;
-  const std::int64_t in = x->type().shape[1], out = layer.integer("out"), k = layer.integer("kernel");
+  const std::int64_t in = x->type().shape[1], out = layer.integer("out");
+  const std::vector<std::int64_t> k = layer.pair("kernel");
   const std::int64_t groups = layer.integer("groups");
   if (in % groups != 0 || out % groups != 0)
     return layer.error(layer.attrPos("groups"), layer.describe() + ": groups = " + std::to_string(groups) +
                                                     " must divide the input channels (" + std::to_string(in) +
                                                     ") and out (" + std::to_string(out) + ")");
-  std::optional<std::int64_t> pad = padding(layer);
+  std::optional<std::vector<std::int64_t>> pad = padding(layer);
   if (!pad) return nullptr;
   bool ok = true;
   const std::optional<double> initStd = initStdAttr(layer, "init_std", ok);
   if (!ok) return nullptr;
-  const double fanIn = static_cast<double>(in / groups * k * k);
+  const double fanIn = static_cast<double>(in / groups * k[0] * k[1]);
   const double bound = 1.0 / std::sqrt(fanIn);
-  ir::Value* w = layer.param("weight", {out, in / groups, k, k}, initStd ? normalInit(*initStd) : uniformInit(bound));
+  ir::Value* w =
+      layer.param("weight", {out, in / groups, k[0], k[1]}, initStd ? normalInit(*initStd) : uniformInit(bound));
   if (!w) return nullptr;
   std::vector<ir::Value*> operands{x, w};
   if (layer.flag("bias")) {
@@ -64,9 +68,9 @@ ir::Value* lowerConv2d(Layer& layer) {
     operands.push_back(b);
   }
   return layer.emit1("conv2d", std::move(operands),
-                     {{"stride", square(layer.integer("stride"))},
-                      {"padding", square(*pad)},
-                      {"dilation", square(layer.integer("dilation"))},
+                     {{"stride", layer.pair("stride")},
+                      {"padding", *pad},
+                      {"dilation", layer.pair("dilation")},
                       {"groups", groups}});
 }
 
@@ -104,13 +108,13 @@ ir::Value* lowerBatchNorm(Layer& layer) {
 ir::Value* lowerMaxPool2d(Layer& layer) {
   ir::Value* x = imageInput(layer);
   if (!x) return nullptr;
-  std::optional<std::int64_t> pad = padding(layer);
+  std::optional<std::vector<std::int64_t>> pad = padding(layer);
   if (!pad) return nullptr;
   ir::Node* n = layer.emit("max_pool2d", {x},
-                           {{"kernel", square(layer.integer("kernel"))},
-                            {"stride", square(poolStride(layer))},
-                            {"padding", square(*pad)},
-                            {"dilation", square(layer.integer("dilation"))},
+                           {{"kernel", layer.pair("kernel")},
+                            {"stride", poolStride(layer)},
+                            {"padding", *pad},
+                            {"dilation", layer.pair("dilation")},
                             {"ceil_mode", layer.flag("ceil_mode")}});
   return n ? n->result(0) : nullptr;  // result 1 (the indices of the maxima) is for backward
 }
@@ -118,12 +122,12 @@ ir::Value* lowerMaxPool2d(Layer& layer) {
 ir::Value* lowerAvgPool2d(Layer& layer) {
   ir::Value* x = imageInput(layer);
   if (!x) return nullptr;
-  std::optional<std::int64_t> pad = padding(layer);
+  std::optional<std::vector<std::int64_t>> pad = padding(layer);
   if (!pad) return nullptr;
   return layer.emit1("avg_pool2d", {x},
-                     {{"kernel", square(layer.integer("kernel"))},
-                      {"stride", square(poolStride(layer))},
-                      {"padding", square(*pad)},
+                     {{"kernel", layer.pair("kernel")},
+                      {"stride", poolStride(layer)},
+                      {"padding", *pad},
                       {"ceil_mode", layer.flag("ceil_mode")},
                       {"count_include_pad", layer.flag("count_include_pad")}});
 }

@@ -122,7 +122,9 @@ ir::Value* lowerReduction(Layer& layer) {
 ir::Value* lowerConcat(Layer& layer) {
   std::optional<std::int64_t> dim = axis(layer, "dim", layer.integer("dim"), layer.input(0)->type().rank());
   if (!dim) return nullptr;
-  return layer.emit1("concat", {layer.input(0), layer.input(1)}, {{"dim", *dim}});
+  std::vector<ir::Value*> parts;
+  for (const auto& in : layer.inputs) parts.push_back(in.value);
+  return layer.emit1("concat", parts, {{"dim", *dim}});
 }
 
 // One of `sections` equal parts along `dim`: a view (the IR split's result `part`).

@@ -33,14 +33,20 @@ struct SpecAttr {
   bool required = false;          // absent and no default: the lowering decides (e.g. from the input)
   std::string_view choices;       // Choice: "none|tanh"
   std::string_view doc;
+  // Size or Int: also a list [h, w] of two, for the two axes of an image (conv and pooling
+  // windows, as PyTorch's int-or-tuple); one value means both (Layer::pair reads either).
+  bool pair = false;
 };
 
 // Lowers one layer; returns its output, or nullptr after reporting an error.
 using LowerFn = ir::Value* (*)(Layer& layer);
 
+inline constexpr int kTwoOrMore = -1;  // SpecOp::numInputs of an op taking a list of two or more
+
 struct SpecOp {
   std::string_view name;
-  int numInputs = 1;  // 0: none (param); 1: `input:` (default '_'); 2: `inputs: [a, b]`
+  // 0: none (param); 1: `input:` (default '_'); 2: `inputs: [a, b]`; kTwoOrMore: `inputs: [a, b, ...]`
+  int numInputs = 1;
   bool indexInput = false;  // the input holds integer indices (embedding); otherwise inputs are float
   std::vector<SpecAttr> attrs;
   LowerFn lower = nullptr;

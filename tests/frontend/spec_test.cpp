@@ -426,6 +426,19 @@ TEST_CASE("the transformer-model layers: tie, split, concat, sum, mean, layer_no
     REQUIRE_FALSE(r.ok());
     return r.diagnostics.back().message;
   };
+  // concat takes two or more inputs, in order.
+  ir::Graph three = compileClean(head +
+                                 "  - {op: split, sections: 4, part: 0, output: a}\n"
+                                 "  - {op: concat, inputs: [a, _, a], dim: -1}\n"
+                                 "  - {op: linear, name: head, out: vocab}\n"
+                                 "loss: {op: mse, target: y}\n");
+  const ir::Node* cat = nullptr;
+  for (const auto& n : three.nodes())
+    if (n->opName() == "concat") cat = n.get();
+  REQUIRE(cat);
+  CHECK(cat->numOperands() == 3);
+  CHECK(cat->result(0)->type().shape == ir::Shape{2, 4, 6});
+  CHECK(failing("  - {op: concat, inputs: [_], dim: -1}\n").find("concat takes two or more inputs") != std::string::npos);
   CHECK(failing("  - {op: split, sections: 3, part: 0}\n").find("does not split into 3 equal parts") != std::string::npos);
   CHECK(failing("  - {op: split, sections: 2, part: 2}\n").find("part 2 is not one of the 2 parts") != std::string::npos);
   CHECK(failing("  - {op: sum, dims: [1, -2]}\n").find("is listed twice") != std::string::npos);
@@ -433,4 +446,49 @@ TEST_CASE("the transformer-model layers: tie, split, concat, sum, mean, layer_no
         std::string::npos);
   CHECK(failing("  - {op: linear, name: fc, out: 3}\n  - {op: linear, name: head, tie: fc}\n")
             .find("needs a weight with 3 columns") != std::string::npos);
+}
+
+TEST_CASE("image windows: kernel, stride, padding and dilation are one value or [height, width]") {
+  const std::string head =
+      "model: img\n"
+      "dims: {batch: 2}\n"
+      "inputs:\n"
+      "  images: {shape: [batch, 3, 12, 10]}\n"
+      "  y: {shape: [batch, 4, 3, 5]}\n"
+      "layers:\n";
+  ir::Graph g = compileClean(head +
+                             "  - {op: conv2d, name: c, input: images, out: 4, kernel: [3, 5], stride: [2, 1], "
+                             "padding: [1, 2], dilation: [1, 1]}\n"
+                             "  - {op: max_pool2d, kernel: [2, 1], stride: [2, 2]}\n"
+                             "  - {op: avg_pool2d, kernel: 1, padding: [0, 0]}\n"
+                             "loss: {op: mse, target: y}\n");
+  const ir::Value* w = g.findNamed("c.weight");
+  REQUIRE(w);
+  CHECK(w->type().shape == ir::Shape{4, 3, 3, 5});  // torch.nn.Conv2d(3, 4, (3, 5)).weight
+  for (const auto& n : g.nodes()) {
+    const auto list = [&](const char* key) { return *ir::getIntList(n->attrs(), key); };
+    using L = std::vector<std::int64_t>;
+    if (n->opName() == "conv2d") {
+      CHECK(list("stride") == L{2, 1});
+      CHECK(list("padding") == L{1, 2});
+      CHECK(n->result(0)->type().shape == ir::Shape{2, 4, 6, 10});  // (12 + 2 - 3) / 2 + 1, (10 + 4 - 5) + 1
+    } else if (n->opName() == "max_pool2d") {
+      CHECK(list("kernel") == L{2, 1});
+      CHECK(list("stride") == L{2, 2});
+      CHECK(n->result(0)->type().shape == ir::Shape{2, 4, 3, 5});
+    } else if (n->opName() == "avg_pool2d") {
+      CHECK(list("kernel") == L{1, 1});
+      CHECK(list("stride") == L{1, 1});  // the kernel's, as PyTorch's default
+    }
+  }
+  auto failing = [&](const std::string& layer) {
+    SpecResult r = compileSpec(head + layer + "loss: {op: mse, target: y}\n", "img.yaml");
+    REQUIRE_FALSE(r.ok());
+    return r.diagnostics.back().message;
+  };
+  CHECK(failing("  - {op: conv2d, input: images, out: 4, kernel: [3, 5, 7]}\n")
+            .find("takes one value or a list of two, [height, width]; got a list of 3") != std::string::npos);
+  CHECK(failing("  - {op: conv2d, input: images, out: 4, kernel: 3, padding: [1, -1]}\n")
+            .find("must be >= 0, got -1") != std::string::npos);
+  CHECK(failing("  - {op: conv2d, input: images, out: 4, kernel: [3, 0]}\n").find("kernel") != std::string::npos);
 }
