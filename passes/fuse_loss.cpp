@@ -16,14 +16,25 @@ constexpr std::string_view kFused = "linear_cross_entropy";
 bool isFusedLoss(const ir::Node& n) { return n.opName() == kFused; }
 
 // The linear node whose result is `logits`, when fusing may consume it.
-ir::Node* fusableHead(const ir::Node& loss) {
+// The linear head of a forward cross_entropy that can be fused, or nullptr with `why` (when
+// given) saying what prevents it.
+ir::Node* fusableHead(const ir::Node& loss, std::string* why = nullptr) {
   if (loss.opName() != "cross_entropy" || loss.phase() != ir::Phase::fwd) return nullptr;
+  auto refuse = [&](const std::string& reason) -> ir::Node* {
+    if (why) *why = "its cross_entropy (" + std::string(loss.specName()) + ") " + reason;
+    return nullptr;
+  };
   // The fused kernel counts every row and has one-hot targets.
-  if (ir::getInt(loss.attrs(), "ignore_index") || ir::getFloat(loss.attrs(), "label_smoothing")) return nullptr;
+  if (ir::getInt(loss.attrs(), "ignore_index"))
+    return refuse("has ignore_index, which the fused loss does not support yet (it counts every row)");
+  if (ir::getFloat(loss.attrs(), "label_smoothing"))
+    return refuse("has label_smoothing, which the fused loss does not support yet (its targets are one-hot)");
   ir::Value* logits = loss.operand(0);
   ir::Node* head = logits->producer();
-  if (!head || head->opName() != "linear" || head->phase() != ir::Phase::fwd) return nullptr;
-  if (logits->isGraphOutput() || logits->uses().size() != 1) return nullptr;
+  if (!head || head->opName() != "linear" || head->phase() != ir::Phase::fwd)
+    return refuse("does not read a linear layer's output (the fused loss needs cross_entropy of a linear layer)");
+  if (logits->isGraphOutput() || logits->uses().size() != 1)
+    return refuse("reads logits that are also used elsewhere, so they must exist whole");
   return head;
 }
 
@@ -38,6 +49,15 @@ Expected<LossChunking> parseLossChunks(std::string_view text) {
     return Error{"--loss-chunks expects a positive number of token chunks, auto or off, got '" + std::string(text) +
                  "'"};
   return LossChunking{LossChunking::Mode::Fixed, k};
+}
+
+std::string whyNoFusableLoss(const ir::Graph& forward) {
+  std::string why;
+  for (const auto& node : forward.nodes())
+    if (fusableHead(*node, &why)) return {};
+  return why.empty() ? "the graph has no cross_entropy loss (the fused loss needs cross_entropy of a linear layer's "
+                       "output)"
+                     : why;
 }
 
 int countFusableLosses(const ir::Graph& forward) {

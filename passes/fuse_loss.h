@@ -42,6 +42,9 @@ struct LossChunking {
 Expected<LossChunking> parseLossChunks(std::string_view text);
 
 // Forward (linear, cross_entropy) pairs the rewrite would fuse.
+// Why no loss of `forward` can be fused ("" when one can), for the message of --loss-chunks K.
+std::string whyNoFusableLoss(const ir::Graph& forward);
+
 int countFusableLosses(const ir::Graph& forward);
 // Rewrites every pair with `chunks` chunks; returns how many.
 Expected<int> fuseLinearCrossEntropy(ir::Graph& forward, int chunks);

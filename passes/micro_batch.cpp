@@ -331,11 +331,10 @@ Expected<Variants> variants(const ir::Graph& forward, const TrainingPlanOptions&
   const LossChunking& chunking = options.lossChunks;
   const bool fusable = countFusableLosses(forward) > 0;
   if (chunking.mode == LossChunking::Mode::Fixed && !fusable)
-    return Error{"--loss-chunks " + std::to_string(chunking.chunks) +
-                 ": there is no loss to fuse (the fused loss needs cross_entropy of a linear layer's output" +
-                 (gathered ? "; the gather placement computes the loss on gathered logits, use --loss-placement local"
-                           : "") +
-                 ")"};
+    return Error{"--loss-chunks " + std::to_string(chunking.chunks) + ": the loss cannot be fused: " +
+                 whyNoFusableLoss(forward) +
+                 (gathered ? " (the gather placement computes the loss on gathered logits; use --loss-placement local)"
+                           : "")};
   v.unfused = chunking.mode != LossChunking::Mode::Fixed;
   v.fused = fusable && (chunking.mode == LossChunking::Mode::Fixed ||
                         (chunking.mode == LossChunking::Mode::Auto && options.remat.budgetBytes));

@@ -202,7 +202,7 @@ expect_error "unfused under that budget" "no plan fits" compile "$src/models/gpt
   --loss-chunks off --emit plan -o "$work/x.json"
 expect_error "zero chunks" "loss-chunks expects a positive number" compile "$src/models/gpt-mini.yaml" \
   --loss-chunks 0 --emit plan -o "$work/x.json"
-expect_error "nothing to fuse" "no loss to fuse" compile "$src/models/mlp.yaml" --loss-chunks 4 --emit plan \
+expect_error "nothing to fuse" "the loss cannot be fused: the graph has no cross_entropy loss" compile "$src/models/mlp.yaml" --loss-chunks 4 --emit plan \
   -o "$work/x.json"
 expect_error "gather placement" "use --loss-placement local" compile "$src/models/gpt-mini.yaml" "${wide[@]}" \
   --devices 2 --loss-placement gather --loss-chunks 4 --emit plan -o "$work/x.json"

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tests/bundled_model.h"
+#include "frontend/spec.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -97,7 +98,24 @@ TEST_CASE("fuse-loss: nothing to fuse is left alone, and a forced chunk count sa
   CHECK(ir::printGraph(mlp) == before);
   Expected<passes::RematChoice> forced = passes::chooseTrainingPlan(mlp, planOptions(std::nullopt, fixed(4)));
   REQUIRE_FALSE(forced.ok());
-  CHECK(forced.error().message.find("no loss to fuse") != std::string::npos);
+  CHECK(forced.error().message.find("the loss cannot be fused: the graph has no cross_entropy loss") !=
+        std::string::npos);
+  // A cross_entropy the fused kernel does not cover: the message names the reason.
+  for (const std::string attr : {"label_smoothing: 0.1", "ignore_index: 0"}) {
+    frontend::SpecResult r = frontend::compileSpec(
+        "model: lm\ndims: {batch: 2, seq: 4, vocab: 8, d: 4}\ninputs:\n"
+        "  tokens: {shape: [batch, seq], dtype: i64}\n  targets: {shape: [batch, seq], dtype: i64}\n"
+        "layers:\n  - {op: embedding, name: wte, input: tokens, num: vocab, dim: d}\n"
+        "  - {op: linear, name: head, out: vocab}\n"
+        "loss: {op: cross_entropy, target: targets, " + attr + "}\n",
+        "lm.yaml");
+    REQUIRE(r.ok());
+    Expected<passes::RematChoice> smoothed = passes::chooseTrainingPlan(*r.graph, planOptions(std::nullopt, fixed(2)));
+    REQUIRE_FALSE(smoothed.ok());
+    const std::string name = attr.substr(0, attr.find(':'));
+    CHECK_MESSAGE(smoothed.error().message.find("its cross_entropy (loss) has " + name) != std::string::npos,
+                  smoothed.error().message);
+  }
   // Auto on a model without the pattern plans as before.
   CHECK(passes::chooseTrainingPlan(mlp, planOptions(std::nullopt, kAuto)).ok());
 
