@@ -104,7 +104,8 @@ ir::Value* lowerTranspose(Layer& layer) {
 ir::Value* lowerReduction(Layer& layer) {
   const int rank = layer.input()->type().rank();
   std::vector<std::int64_t> dims;
-  if (!layer.has("dims")) {  // every axis, listed: the IR's empty list would mean the same
+  // No dims, or an empty list: every axis, listed (the IR's empty list would mean the same).
+  if (!layer.has("dims") || layer.intList("dims").empty()) {
     for (std::int64_t a = 0; a < rank; ++a) dims.push_back(a);
     return layer.emit1(layer.op().name, {layer.input()}, {{"dims", dims}, {"keepdim", layer.flag("keepdim")}});
   }

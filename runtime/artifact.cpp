@@ -241,7 +241,7 @@ Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifes
                                        dir / kernels, trustKernels);
         !s)
       return Error{s.message()};
-    Expected<std::shared_ptr<const GeneratedKernels>> loaded = GeneratedKernels::load(dir / kernels);
+    Expected<std::shared_ptr<const GeneratedKernels>> loaded = GeneratedKernels::loadBytes(*bytes, dir / kernels);
     if (!loaded) return loaded.error();
     if (Status s = (*loaded)->covers(program.graph); !s) return corrupted(dir / kernels, s.message());
     program.kernels = std::move(*loaded);

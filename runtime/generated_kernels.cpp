@@ -1,6 +1,12 @@
 #include "runtime/generated_kernels.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "ir/fused_body.h"
 
@@ -14,6 +20,75 @@ Expected<std::shared_ptr<const GeneratedKernels>> GeneratedKernels::load(const s
     return Error{"cannot load the generated kernels " + sharedObject.string() + ": " + (why ? why : "dlopen failed")};
   }
   return std::shared_ptr<const GeneratedKernels>(new GeneratedKernels(handle, sharedObject));
+}
+
+namespace {
+
+// A sealed memory file holding `bytes`, or -1 (errno set).
+int sealedMemoryFile(std::string_view bytes) {
+  const int fd = ::memfd_create("gradc-kernels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  if (done != bytes.size() || ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
+// `bytes` written to a file in a fresh private folder (mode 0700), for systems whose memory
+// files cannot be mapped executable; "" on failure. The caller removes the folder.
+std::string privateCopy(std::string_view bytes) {
+  std::error_code ec;
+  std::string folder = (std::filesystem::temp_directory_path(ec) / "gradc-kernels-XXXXXX").string();
+  if (ec || !::mkdtemp(folder.data())) return {};
+  const std::string file = folder + "/kernels.so";
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  bool ok = fd >= 0;
+  for (size_t done = 0; ok && done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  if (fd >= 0) ::close(fd);
+  if (!ok) std::filesystem::remove_all(folder, ec);
+  return ok ? file : std::string();
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<const GeneratedKernels>> GeneratedKernels::loadBytes(std::string_view bytes,
+                                                                              const std::filesystem::path& shownAs) {
+  void* handle = nullptr;
+  std::string why;
+  if (const int fd = sealedMemoryFile(bytes); fd >= 0) {
+    dlerror();
+    handle = dlopen(("/proc/self/fd/" + std::to_string(fd)).c_str(), RTLD_NOW | RTLD_LOCAL);
+    ::close(fd);  // the mapping dlopen made keeps the memory
+  }
+  if (!handle) {
+    const std::string copy = privateCopy(bytes);
+    if (copy.empty()) return Error{"cannot load the generated kernels " + shownAs.string() + ": " + std::strerror(errno)};
+    dlerror();
+    handle = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char* reason = dlerror();
+      why = reason ? reason : "dlopen failed";
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(std::filesystem::path(copy).parent_path(), ec);
+  }
+  if (!handle) return Error{"cannot load the generated kernels " + shownAs.string() + ": " + why};
+  return std::shared_ptr<const GeneratedKernels>(new GeneratedKernels(handle, shownAs));
 }
 
 GeneratedKernels::~GeneratedKernels() {

@@ -29,6 +29,11 @@ class GeneratedKernels {
  public:
   // Opens the shared object; an Error names the file and dlopen's reason.
   static Expected<std::shared_ptr<const GeneratedKernels>> load(const std::filesystem::path& sharedObject);
+  // The shared object whose bytes were read and checked (runtime/kernel_trust.h), loaded from
+  // a sealed in-memory copy of exactly those bytes: the file cannot be swapped between the check
+  // and the load. `shownAs` names it in messages.
+  static Expected<std::shared_ptr<const GeneratedKernels>> loadBytes(std::string_view bytes,
+                                                                     const std::filesystem::path& shownAs);
   GeneratedKernels(const GeneratedKernels&) = delete;
   GeneratedKernels& operator=(const GeneratedKernels&) = delete;
   ~GeneratedKernels();

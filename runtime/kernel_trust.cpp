@@ -81,14 +81,16 @@ Expected<std::string> kernelKey(bool create) {
     if (!key) return key.error();
     // Written beside the key's place, then linked there: link() never replaces a key another
     // process made in the meantime (that one is then read).
-    const std::filesystem::path temp = path->string() + ".tmp-" + std::to_string(::getpid());
-    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) return Error{"cannot create the kernel key " + temp.string() + ": " + std::strerror(errno)};
+    std::string temp = path->string() + ".tmp-XXXXXX";  // mkstemp: mode 0600, a name of its own
+    const int fd = ::mkstemp(temp.data());
+    if (fd < 0) return Error{"cannot create the kernel key beside " + path->string() + ": " + std::strerror(errno)};
     const bool written = ::write(fd, key->data(), key->size()) == static_cast<ssize_t>(key->size()) && ::fsync(fd) == 0;
+    int err = written ? 0 : errno;
     ::close(fd);
     const bool linked = written && (::link(temp.c_str(), path->c_str()) == 0 || errno == EEXIST);
+    if (written && !linked) err = errno;
     ::unlink(temp.c_str());
-    if (!linked) return Error{"cannot create the kernel key " + path->string() + ": " + std::strerror(errno)};
+    if (!linked) return Error{"cannot create the kernel key " + path->string() + ": " + std::strerror(err)};
     text = readFile(*path);
   }
   if (!text) return Error{"no kernel key: " + text.error().message};

@@ -66,6 +66,13 @@ Status checkIdenticalState(const ir::Graph& g, const TensorMap& state, Communica
   return {};
 }
 
+Expected<bool> onAnyRank(bool mine, Communicator& comm, const std::string& what) {
+  at::Tensor flag = at::full({1}, static_cast<std::int64_t>(mine), at::kLong);
+  at::Tensor all = at::empty({comm.worldSize()}, at::kLong);
+  if (Status s = comm.allGather(flag, all, what); !s) return Error{s.message()};
+  return all.sum().item<std::int64_t>() > 0;
+}
+
 Expected<std::string> dataFingerprint(const std::filesystem::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Error{"cannot open '" + path.string() + "': " + std::strerror(errno)};

@@ -29,6 +29,10 @@ Expected<std::string> dataFingerprint(const std::filesystem::path& path);
 // The error names the first differing rank and key with both values.
 Status checkIdenticalRun(const std::string& settings, Communicator& comm);
 
+// Whether `mine` holds on any rank (an all-gather of one flag per rank), so that all ranks
+// take the same branch.
+Expected<bool> onAnyRank(bool mine, Communicator& comm, const std::string& what);
+
 // Every rank must start from the same parameters and optimizer state (a rank's shard of
 // sharded state is its own and left out).
 Status checkIdenticalState(const ir::Graph& g, const TensorMap& state, Communicator& comm);

@@ -139,9 +139,12 @@ Expected<ImageData> makeImageData(const ImageInputs& in, const TrainerOptions& o
 // loss of step s is computed before its update, so a diverging update shows only here; such a
 // state is never written over a good checkpoint. Checked in chunks of 1 Mi elements, so the
 // test's temporaries stay small.
-std::string firstNonFinite(const TensorMap& state) {
+// Sharded state (a rank's padded slice of a flat bucket) is left out when `g` is given: it is
+// checked in the gathered, replicated layout.
+std::string firstNonFinite(const TensorMap& state, const ir::Graph* g = nullptr) {
   for (const auto& [name, t] : state) {
     if (!at::isFloatingType(t.scalar_type()) || t.numel() == 0) continue;
+    if (const ir::Value* v = g ? g->findNamed(name) : nullptr; v && isShardedState(*v)) continue;
     const at::Tensor flat = t.reshape({-1});
     constexpr std::int64_t kChunk = std::int64_t{1} << 20;
     for (std::int64_t begin = 0; begin < flat.numel(); begin += kChunk)
@@ -276,10 +279,9 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   if (o.comm) {
     nlohmann::json settings = {{"config", config}, {"steps", o.steps}, {"seed", seed}, {"data", "synthetic"}};
     settings["config"].erase("spec");  // the spec's path may differ between hosts; its graph may not
-    if (o.data) {
+    if (o.data) {  // an error joins the gather too: the ranks then fail together, naming it
       Expected<std::string> fingerprint = dataFingerprint(*o.data);
-      if (!fingerprint) return Error{fingerprint.error().message};
-      settings["data"] = *fingerprint;
+      settings["data"] = fingerprint ? *fingerprint : "unreadable: " + fingerprint.error().message;
     }
     if (Status s = checkIdenticalRun(settings.dump(), *o.comm); !s) return Error{s.message()};
     if (Status s = checkIdenticalState(g, result.state, *o.comm); !s) return Error{s.message()};
@@ -381,14 +383,25 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
       if (!full) return Error{full.error().message};
       replicated = std::move(*full);
     }
-    // Every rank holds the same replicated state here (all-reduced gradients, or gathered
-    // shards), so all of them stop together.
-    if (due)
-      if (std::string bad = firstNonFinite(replicated ? *replicated : result.state); !bad.empty()) {
-        result.failure = "'" + bad + "' is not finite after step " + std::to_string(step) +
+    // Each rank checks what it holds (its own state, shards and per-rank statistics included,
+    // and the gathered state on rank 0); the ranks then decide together, so that all of them
+    // stop, or none.
+    if (due) {
+      std::string bad = firstNonFinite(result.state, &g);
+      if (bad.empty() && replicated) bad = firstNonFinite(*replicated);
+      bool diverged = !bad.empty();
+      if (o.comm) {
+        Expected<bool> any = onAnyRank(diverged, *o.comm, "all_gather of the finite-state checks before saving");
+        if (!any) return Error{any.error().message};
+        diverged = *any;
+      }
+      if (diverged) {
+        result.failure = (bad.empty() ? std::string("another rank's state") : "'" + bad + "'") +
+                         " is not finite after step " + std::to_string(step) +
                          " (diverged: try a lower --lr or --clip-norm); the checkpoint was not written";
         break;
       }
+    }
     if (due && rank == 0) {
       DataPosition pos = tokenData   ? tokenData->batcher.position()
                          : imageData ? imageData->batcher.position()

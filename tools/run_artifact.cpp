@@ -168,7 +168,8 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     return kExitUserError;
   }
   if (const nlohmann::json config = runtime::parseJsonBounded(manifest->configJson);
-      !o.quiet && config.is_object() && config.value("warmup_steps", std::int64_t{0}) > o.steps)
+      !o.quiet && config.is_object() && config.contains("warmup_steps") && config["warmup_steps"].is_number_integer() &&
+      config["warmup_steps"].get<std::int64_t>() > o.steps)
     std::cerr << "gradc: warning: the learning-rate warmup (--warmup-steps " << config["warmup_steps"].get<std::int64_t>()
               << ") is longer than the run (--steps " << o.steps << "): the learning rate never reaches --lr\n";
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeoutS * 1000));

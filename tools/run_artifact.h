@@ -34,8 +34,8 @@ struct RunFlags {
   std::string traceOut;  // Chrome trace-event file of the run (runtime/trace.h)
   bool quiet = false;
   bool profile = false;
-  bool verbose = false;
-  bool trustKernels = false;  // load an artifact's native kernels without the user's tag (runtime/kernel_trust.h)  // the libraries' own log lines too (runtime/library_logging.h)
+  bool verbose = false;       // the libraries' own log lines too (runtime/library_logging.h)
+  bool trustKernels = false;  // load an artifact's native kernels without the user's tag (runtime/kernel_trust.h)
   double timeoutS = 300;
   std::string device = "auto";  // cpu, cuda or auto (runtime/device_select.h)
 
