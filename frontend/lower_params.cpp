@@ -3,6 +3,7 @@
 // nn.LayerNorm), so saved weights load into the equivalent PyTorch modules.
 #include <cmath>
 #include <optional>
+#include <tuple>
 
 #include "frontend/lowerings.h"
 
@@ -140,18 +141,24 @@ ir::Value* lowerPosEmbedding(Layer& layer) {
   return layer.emit1("add", {x.value, table});
 }
 
+namespace {
+
+// A constant [d] of `value` in the input's element type (a `full` node).
+ir::Value* constantVector(Layer& layer, std::int64_t d, double value) {
+  return layer.emit1("full", {},
+                     {{"shape", std::vector<std::int64_t>{d}}, {"dtype", layer.input()->type().dtype}, {"value", value}});
+}
+
+}  // namespace
+
 std::pair<ir::Value*, ir::Value*> normAffine(Layer& layer, std::int64_t d) {
   if (layer.flag("affine")) {
     ir::Value* w = layer.param("weight", {d}, onesInit());
     return {w, w ? layer.param("bias", {d}, zerosInit()) : nullptr};
   }
   // No parameters: the kernel's weight and bias are constant ones and zeros.
-  const ir::AttrMap constant{{"shape", std::vector<std::int64_t>{d}}, {"dtype", layer.input()->type().dtype}};
-  ir::AttrMap ones = constant, zeros = constant;
-  ones["value"] = 1.0;
-  zeros["value"] = 0.0;
-  ir::Value* w = layer.emit1("full", {}, std::move(ones));
-  return {w, w ? layer.emit1("full", {}, std::move(zeros)) : nullptr};
+  ir::Value* w = constantVector(layer, d, 1.0);
+  return {w, w ? constantVector(layer, d, 0.0) : nullptr};
 }
 
 ir::Value* lowerLayerNorm(Layer& layer) {
@@ -161,7 +168,14 @@ ir::Value* lowerLayerNorm(Layer& layer) {
   double eps = layer.real("eps");
   if (!(eps > 0)) return layer.error(layer.attrPos("eps"), "eps of " + layer.describe() + " must be positive");
   std::int64_t d = x.value->type().shape.back();
-  auto [w, b] = normAffine(layer, d);
+  ir::Value *w = nullptr, *b = nullptr;
+  if (layer.flag("affine") && !layer.flag("bias")) {
+    // nn.LayerNorm(D, bias=False): a learned weight only; the kernel's bias is constant zeros.
+    w = layer.param("weight", {d}, onesInit());
+    b = w ? constantVector(layer, d, 0.0) : nullptr;
+  } else {
+    std::tie(w, b) = normAffine(layer, d);
+  }
   if (!b) return nullptr;
   ir::Node* node = layer.emit("layer_norm", {x.value, w, b}, {{"eps", eps}});
   return node ? node->result(0) : nullptr;  // results 1 and 2 (mean, rstd) are for backward

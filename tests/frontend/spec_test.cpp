@@ -492,3 +492,27 @@ TEST_CASE("image windows: kernel, stride, padding and dilation are one value or 
             .find("must be >= 0, got -1") != std::string::npos);
   CHECK(failing("  - {op: conv2d, input: images, out: 4, kernel: [3, 0]}\n").find("kernel") != std::string::npos);
 }
+
+TEST_CASE("layer_norm bias: false learns a weight only, as nn.LayerNorm(bias=False)") {
+  ir::Graph g = compileClean(
+      "model: ln\n"
+      "dims: {batch: 2, d: 6}\n"
+      "inputs:\n"
+      "  x: {shape: [batch, d]}\n"
+      "  y: {shape: [batch, d]}\n"
+      "layers:\n"
+      "  - {op: layer_norm, name: ln, input: x, bias: false}\n"
+      "loss: {op: mse, target: y}\n");
+  std::set<std::string> params;
+  for (const auto& p : g.params()) params.insert(p->name());
+  CHECK(params == std::set<std::string>{"ln.weight"});
+  const ir::Node* norm = nullptr;
+  for (const auto& n : g.nodes())
+    if (n->opName() == "layer_norm") norm = n.get();
+  REQUIRE(norm);
+  CHECK(norm->operand(1)->name() == "ln.weight");
+  const ir::Node* bias = norm->operand(2)->producer();
+  REQUIRE(bias);
+  CHECK(bias->opName() == "full");
+  CHECK(*ir::getFloat(bias->attrs(), "value") == 0.0);
+}
