@@ -189,7 +189,7 @@ Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options
     steps_[static_cast<size_t>(b.lastStep)].end.push_back(index);
     steps_[static_cast<size_t>(b.lastStep)].endBytes += b.size;
   }
-  if (Status s = checkPlanAgainstGraph(plan, byName); !s) return s;
+  if (Status s = checkPlanAgainstGraph(plan, byName, names); !s) return s;
   account_ = std::make_unique<ArenaAccount>();
   account_->bytes = persistent;
   MemoryTracker::addArenaBytes(persistent);
@@ -205,11 +205,11 @@ Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options
 // (persistent ones are alive at every step). A plan failing either would make one tensor
 // overwrite another while it is still read: a different model, silently.
 Status Executor::checkPlanAgainstGraph(const ArenaPlan& plan,
-                                       const std::unordered_map<std::string_view, size_t>& byName) const {
+                                       const std::unordered_map<std::string_view, size_t>& byName,
+                                       const ir::ValueNames& names) const {
   const ir::Graph& graph = *graph_;
   const auto& nodes = graph.nodes();
   const int last = static_cast<int>(nodes.size()) - 1;
-  const ir::ValueNames names(graph);
   auto bufferOf = [&](const ir::Value* v) -> const ArenaBuffer* {
     for (;;) {  // a view without a buffer of its own reads its base's
       if (auto it = byName.find(names(v)); it != byName.end()) return &plan.buffers[it->second];

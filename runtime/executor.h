@@ -56,6 +56,10 @@
 #include "runtime/kernels.h"
 #include "runtime/tensor_map.h"
 
+namespace gradc::ir {
+class ValueNames;
+}  // namespace gradc::ir
+
 namespace gradc::runtime {
 
 struct ExecutorOptions {
@@ -161,8 +165,8 @@ class Executor {
 
   explicit Executor(const ir::Graph& graph) : graph_(&graph) {}
   Status bindArena(const ArenaPlan& plan, const ExecutorOptions& options);
-  Status checkPlanAgainstGraph(const ArenaPlan& plan,
-                               const std::unordered_map<std::string_view, size_t>& byName) const;
+  Status checkPlanAgainstGraph(const ArenaPlan& plan, const std::unordered_map<std::string_view, size_t>& byName,
+                               const ir::ValueNames& names) const;
   Status checkPoison(const Placed& b, size_t step, const char* when) const;
   void poison(const Placed& b) const;
   static Placed workspaceOf(const Step& step);

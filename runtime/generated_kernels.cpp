@@ -24,18 +24,22 @@ Expected<std::shared_ptr<const GeneratedKernels>> GeneratedKernels::load(const s
 
 namespace {
 
+// Whether all of `bytes` went to `fd` (errno set when not).
+bool writeAll(int fd, std::string_view bytes) {
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
 // A sealed memory file holding `bytes`, or -1 (errno set).
 int sealedMemoryFile(std::string_view bytes) {
   const int fd = ::memfd_create("gradc-kernels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return -1;
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  if (done != bytes.size() || ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+  if (!writeAll(fd, bytes) || ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
     const int err = errno;
     ::close(fd);
     errno = err;
@@ -52,13 +56,7 @@ std::string privateCopy(std::string_view bytes) {
   if (ec || !::mkdtemp(folder.data())) return {};
   const std::string file = folder + "/kernels.so";
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  bool ok = fd >= 0;
-  for (size_t done = 0; ok && done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) done += static_cast<size_t>(n);
-  }
+  const bool ok = fd >= 0 && writeAll(fd, bytes);
   if (fd >= 0) ::close(fd);
   if (!ok) std::filesystem::remove_all(folder, ec);
   return ok ? file : std::string();
