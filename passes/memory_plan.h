@@ -74,6 +74,9 @@ struct RankPlan {
 struct MemoryPlan {
   std::string model;
   std::optional<std::int64_t> budgetBytes;
+  // Device memory reserved beside the plan for the device's libraries (passes/remat.h:
+  // RematOptions::reserveBytes): peakBytes + reserveBytes fits budgetBytes.
+  std::int64_t reserveBytes = 0;
   std::string strategy = "none";  // set by the caller (the remat strategy that produced the graph)
   std::int64_t peakBytes = 0;
   int peakStep = 0;

@@ -446,7 +446,7 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
         Expected<ir::Graph> g = build(forward, k, stage);
         if (!g) return g.error();
         graphs.push_back(Built{std::move(*g), k, {}, stage});
-        if (keepFirst && several && scheduledPeakBytes(graphs.back().graph) <= *options.remat.budgetBytes)
+        if (keepFirst && several && scheduledPeakBytes(graphs.back().graph) <= options.remat.planBudget())
           return select();
       }
       if (buildFused) {
@@ -459,7 +459,7 @@ Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const Trainin
           // At its finest chunking (the selection sets the count of every proposal it measures).
           ir::Graph& last = graphs.back().graph;
           if (!chunks.empty()) setLossChunks(last, chunks.back());
-          if (scheduledPeakBytes(last) <= *options.remat.budgetBytes) return select();
+          if (scheduledPeakBytes(last) <= options.remat.planBudget()) return select();
         }
       }
     }

@@ -396,6 +396,9 @@ std::string describe(const remat::Candidate& c, int microBatches, int lossChunks
 Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, const RematOptions& options) {
   if (graphs.empty()) return Error{"remat: no graph to plan"};
   if (options.budgetBytes && *options.budgetBytes <= 0) return Error{"remat: the budget must be positive"};
+  if (options.budgetBytes && options.planBudget() <= 0)
+    return Error{"a budget of " + formatBytesExact(*options.budgetBytes) + " leaves nothing for the step beside the " +
+                 formatBytesExact(options.reserveBytes) + " reserved for the device's libraries"};
   const int chunksAsGiven = lossChunksOf(*graphs[0].graph);
   Measurements measured;
   Chooser chooser(&measured);
@@ -408,7 +411,7 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
 
   std::optional<Entry> chosen;
   if (options.budgetBytes) {
-    chosen = firstFit(chooser, order, *options.budgetBytes);
+    chosen = firstFit(chooser, order, options.planBudget());
     if (!chosen) {
       const Entry best = *smallestPeak(chooser, order);
       GraphState& s = chooser.state(best.graph);
@@ -418,9 +421,12 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
       const std::string why = dominance(*s.graph, scheduled);
       remat::undoRewrite(*s.graph, applied);
       std::string message = "no plan fits " + formatBytesExact(*options.budgetBytes);
+      if (options.reserveBytes > 0)
+        message += " (" + formatBytesExact(options.reserveBytes) + " of it reserved for the device's libraries)";
       if (options.strategy != RematStrategy::Auto)
         message += " with --remat " + std::string(rematStrategyName(options.strategy));
-      message += "; " + std::string(kSmallestFeasiblePhrase) + formatBytesExact(l.peakBytes) + ", reached with " +
+      message += "; " + std::string(kSmallestFeasiblePhrase) + formatBytesExact(l.peakBytes + options.reserveBytes) +
+                 ", reached with " +
                  describe(chooser.candidate(best), best.microBatches, best.lossChunks, best.shardStage) + " (dominated by: " + why + ")";
       if (options.strategy != RematStrategy::Auto) {
         // Would another strategy do better? Measured on the same graphs.
@@ -433,11 +439,11 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
             return Error{st.message()};
         }
         std::vector<Entry> allOrder = all.entries();
-        if (std::optional<Entry> fit = firstFit(all, allOrder, *options.budgetBytes))
+        if (std::optional<Entry> fit = firstFit(all, allOrder, options.planBudget()))
           message += "; --remat auto fits (" + describe(all.candidate(*fit), fit->microBatches, fit->lossChunks, fit->shardStage) + ", peak " +
                      formatBytes(all.peak(*fit)) + ")";
         else if (std::optional<Entry> low = smallestPeak(all, allOrder); low && all.peak(*low) < l.peakBytes)
-          message += "; --remat auto reaches " + formatBytesExact(all.peak(*low));
+          message += "; --remat auto reaches " + formatBytesExact(all.peak(*low) + options.reserveBytes);
       }
       return Error{message};
     }

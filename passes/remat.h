@@ -74,6 +74,10 @@ namespace gradc::passes {
 struct RematOptions {
   RematStrategy strategy = RematStrategy::Auto;
   std::optional<std::int64_t> budgetBytes;  // bytes per device; nullopt: no budget
+  // Device memory the step holds beside its plan for the whole run (on CUDA, cuBLAS's
+  // workspaces), counted against budgetBytes: plans are sized to planBudget().
+  std::int64_t reserveBytes = 0;
+  std::int64_t planBudget() const { return budgetBytes.value_or(0) - reserveBytes; }
   // When set, only the strategy's proposal of this description (RematReport::proposal) is
   // considered: the training pipeline re-applies the search's choice this way, measuring one
   // proposal instead of searching again.

@@ -94,6 +94,7 @@ Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward,
   result.remat = searched;
   result.plan.strategy = std::string(rematStrategyName(searched.chosen));
   result.plan.budgetBytes = options.remat.budgetBytes;
+  result.plan.reserveBytes = options.remat.reserveBytes;
   return result;
 }
 

@@ -32,6 +32,16 @@ Expected<ArenaPlan> arenaPlanFromJson(std::string_view text) {
   if (*arena < 0 || *peak < 0) return Error{"arena_bytes and peak_bytes must not be negative"};
   plan.arenaBytes = *arena;
   plan.peakBytes = *peak;
+  if (auto budget = j.find("budget_bytes"); budget != j.end() && !budget->is_null()) {
+    if (!budget->is_number_integer() || budget->get<std::int64_t>() <= 0)
+      return Error{"budget_bytes: expected a positive integer or null"};
+    plan.budgetBytes = budget->get<std::int64_t>();
+  }
+  if (auto reserve = j.find("reserve_bytes"); reserve != j.end()) {
+    if (!reserve->is_number_integer() || reserve->get<std::int64_t>() < 0)
+      return Error{"reserve_bytes: expected a non-negative integer"};
+    plan.reserveBytes = reserve->get<std::int64_t>();
+  }
   auto steps = j.find("steps");
   if (steps == j.end() || !steps->is_array()) return Error{"steps: expected an array"};
   plan.steps = static_cast<int>(steps->size());

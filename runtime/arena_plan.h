@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,8 @@ struct ArenaBuffer {
 struct ArenaPlan {
   std::int64_t arenaBytes = 0;
   std::int64_t peakBytes = 0;
+  std::optional<std::int64_t> budgetBytes;  // the budget it was made for; nullopt: none
+  std::int64_t reserveBytes = 0;  // of the budget, kept for the device's libraries (absent: 0)
   int steps = 0;  // nodes of the graph the plan was made for
   std::vector<ArenaBuffer> buffers;
 };

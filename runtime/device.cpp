@@ -43,6 +43,10 @@ Status Device::dropout(const at::Tensor&, at::Tensor&, const RngStream&, std::in
   return Error{"the " + name() + " device has no dropout kernel"};
 }
 
+Status Device::softmaxBackward(const at::Tensor&, const at::Tensor&, std::int64_t, at::Tensor&) const {
+  return Error{"the " + name() + " device has no softmax backward kernel"};
+}
+
 const Device& cpuDevice() {
   static const CpuDevice device;
   return device;

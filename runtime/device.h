@@ -67,6 +67,10 @@ class Device {
   virtual std::int64_t internalBytes() const { return 0; }
   virtual std::int64_t internalPeakBytes() const { return 0; }
   virtual void resetInternalPeak() const {}
+  // Of the internal bytes, those the device's libraries hold for the whole run (cuBLAS's
+  // workspaces), measured once the device is ready: what a plan's reserve must cover
+  // (runtime/cuda/library_reserve.h). The host: 0.
+  virtual std::int64_t libraryBytes() const { return 0; }
   // Blocks until the device has finished the work queued so far (the host: nothing queued).
   virtual void synchronize() const {}
   // Dropout of the n contiguous elements of `x` into `y` (contiguous, same dtype, this device)
@@ -75,6 +79,11 @@ class Device {
   // device must provide it.
   virtual Status dropout(const at::Tensor& x, at::Tensor& y, const RngStream& rng, std::int64_t offset, float threshold,
                          double scale) const;
+  // Softmax's backward along axis `dim` of contiguous tensors of one shape and dtype on this
+  // device: out = y * (grad - sum(grad * y, dim)), with no memory beyond `out`. The host uses
+  // ATen's kernel (which allocates nothing there); a non-host device provides this when ATen's
+  // own allocates (CUDA's materialises grad * y, the operand's size, outside the plan).
+  virtual Status softmaxBackward(const at::Tensor& grad, const at::Tensor& y, std::int64_t dim, at::Tensor& out) const;
 };
 
 // Every planned offset is a multiple of the plan's alignment; the arena's base is aligned to

@@ -516,6 +516,19 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
   return outputs;
 }
 
+std::vector<BeyondPlan> Executor::stepsBeyondPlan(std::size_t limit) const {
+  std::vector<BeyondPlan> over;
+  for (size_t i = 0; i < outside_.size() && i < steps_.size(); ++i)
+    if (outside_[i] > steps_[i].workspaceBytes)
+      over.push_back({static_cast<std::int64_t>(i), std::string(steps_[i].node->opName()), steps_[i].node->specName(),
+                      outside_[i], steps_[i].workspaceBytes});
+  std::stable_sort(over.begin(), over.end(), [](const BeyondPlan& a, const BeyondPlan& b) {
+    return a.bytes - a.workspace > b.bytes - b.workspace;
+  });
+  if (over.size() > limit) over.resize(limit);
+  return over;
+}
+
 Expected<std::vector<at::Tensor>> callOp(std::string_view opName, std::span<const at::Tensor> operands,
                                          const ir::AttrMap& attrs, const RunContext& ctx) {
   const KernelFn* kernel = findKernel(opName);

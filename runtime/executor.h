@@ -54,6 +54,7 @@
 #include "runtime/device.h"
 #include "runtime/generated_kernels.h"
 #include "runtime/kernels.h"
+#include "runtime/metrics.h"
 #include "runtime/tensor_map.h"
 
 namespace gradc::ir {
@@ -104,6 +105,9 @@ class Executor {
   // Arena execution: the most bytes each step's kernel took from the heap (temporaries that did
   // not fit, or had no, planned workspace range), over the runs so far.
   const std::vector<std::int64_t>& heapBytes() const { return heap_; }
+  // Arena execution: the steps whose kernels allocated more outside the arena than their
+  // planned workspace, the largest excess first, at most `limit` of them.
+  std::vector<BeyondPlan> stepsBeyondPlan(std::size_t limit) const;
   // Arena execution on a non-host device: the last run's peak on the device, the most of (arena
   // bytes in use + the device's internal bytes at their high-water mark) over its steps. On the
   // host the MemoryTracker's peak is the measurement (0 here).

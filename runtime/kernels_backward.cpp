@@ -28,6 +28,7 @@
 #include <ATen/ops/threshold_backward.h>
 #include <ATen/ops/triu.h>
 
+#include "runtime/device.h"
 #include "runtime/kernels.h"
 
 namespace gradc::runtime {
@@ -83,9 +84,17 @@ Results sigmoidBackwardKernel(const KernelArgs& a) {
 }
 
 // (grad, y = softmax(x)): y * (grad - sum(grad * y, dim)).
+// Off the host, the device's own kernel: ATen's CUDA one allocates grad * y beside the plan.
 Results softmaxBackwardKernel(const KernelArgs& a) {
   const at::Tensor& y = a.operands[1];
   at::Tensor out = resultBuffer(a);
+  if (!y.is_cpu()) {
+    const Device& device = a.ctx.device ? *a.ctx.device : cpuDevice();
+    if (Status s = device.softmaxBackward(a.operands[0].contiguous(), y.contiguous(), axisAttr(a.node, "dim", y.dim()), out);
+        !s)
+      TORCH_CHECK(false, s.message());
+    return {out};
+  }
   return {at::_softmax_backward_data_out(out, a.operands[0], y, axisAttr(a.node, "dim", y.dim()),
                                          y.scalar_type())};
 }

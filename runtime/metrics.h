@@ -27,11 +27,21 @@ struct StepMetrics {
   std::optional<double> gradNorm;  // when gradient clipping is on
 };
 
+// A step whose kernel allocated more outside the arena than the plan gave it as workspace: the
+// bytes a measured peak above the planned one comes from.
+struct BeyondPlan {
+  std::int64_t step = 0;
+  std::string op, name;          // the node's op and spec name
+  std::int64_t bytes = 0;        // the most the kernel allocated outside the arena at once
+  std::int64_t workspace = 0;    // what the plan gave it
+};
+
 struct RankMetrics {
   int rank = 0;
   std::int64_t peakBytesMeasured = 0;
   std::optional<std::int64_t> peakBytesPlanned;  // the memory plan's prediction; null when not planned
   std::optional<double> commWaitS;  // data parallelism: seconds blocked waiting on collectives
+  std::vector<BeyondPlan> beyondPlan;  // arena runs, this process's rank: the largest excesses first
 };
 
 struct RunMetrics {

@@ -5,7 +5,7 @@
 #                    unpacked there with dpkg -x into a private prefix (never into /);
 #   OUT/artifacts/   compiled artifacts (--no-fuse: the GPU runs ATen's kernels), so the GPU
 #                    machine builds and links only the runtime:
-#                      gpt-mini, gpt-mini-{120,80}MiB[-ref]        parity; budgets, each with
+#                      gpt-mini, gpt-mini-{160,120}MiB[-ref]       parity; budgets, each with
 #                                                                   its no-remat reference;
 #                      gpt-mini-collectives                         a world of one over NCCL;
 #                      lm-seed                                      the seed's language model;
@@ -32,13 +32,13 @@ log "Debian packages -> $out/debs"
 compile() {  # compile NAME SPEC ARGS...
   local name=$1
   shift
-  "$gradc" compile "$@" --no-fuse -o "$out/artifacts/$name" 2>"$out/artifacts/$name.log"
+  "$gradc" compile "$@" --no-fuse --device-reserve cuda -o "$out/artifacts/$name" 2>"$out/artifacts/$name.log"
 }
 log "artifacts -> $out/artifacts"
 compile gpt-mini "$src/models/gpt-mini.yaml"
 # Each budgeted artifact's reference: no budget (no remat), the same loss (fused in as many chunks,
 # or not), so that remat alone separates the two runs.
-for budget in 120MiB 80MiB; do
+for budget in 160MiB 120MiB; do
   compile "gpt-mini-$budget" "$src/models/gpt-mini.yaml" --budget "$budget"
   chunks=$(sed -n 's/.*fused loss in \([0-9]*\) chunk.*/\1/p' "$out/artifacts/gpt-mini-$budget.log")
   compile "gpt-mini-$budget-ref" "$src/models/gpt-mini.yaml" --loss-chunks "${chunks:-off}"
@@ -47,7 +47,7 @@ compile gpt-mini-collectives "$src/models/gpt-mini.yaml" --one-rank-collectives 
 compile lm-seed "$src/models/lm-seed.yaml"
 
 gpt2=(--set vocab=50304 --set seq=1024)
-fits() { "$gradc" compile "$src/models/gpt2.yaml" "${gpt2[@]}" --set batch="$1" --budget 40GiB --emit plan \
+fits() { "$gradc" compile "$src/models/gpt2.yaml" "${gpt2[@]}" --set batch="$1" --budget 40GiB --device-reserve cuda --emit plan \
   -o "$out/artifacts/fits.json" >/dev/null 2>&1; }
 lo=1
 hi=2

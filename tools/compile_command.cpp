@@ -227,6 +227,13 @@ int emitSummary(ir::Graph& fullForward, const CompileOptions& o) {
     }
     budget = *bytes;
   }
+  const std::optional<std::int64_t> reserve = parseDeviceReserve(o.memory);
+  if (!reserve) return kExitUserError;
+  if (budget && *budget - *reserve <= 0) {
+    std::cerr << "gradc: error: a budget of " << passes::formatBytes(*budget) << " leaves nothing for the step beside the "
+              << passes::formatBytes(*reserve) << " reserved for the device's libraries\n";
+    return kExitUserError;
+  }
   const bool fusable = passes::countFusableLosses(forward) > 0;
   const bool forwardReadAfter = fusable || (partitioned && options.optimizer);
   Expected<ir::Graph> step = forwardReadAfter ? passes::trainingStepAsIs(forward, options)
@@ -237,7 +244,8 @@ int emitSummary(ir::Graph& fullForward, const CompileOptions& o) {
   }
   // The step is verified while the strategies are measured on it (both only read it).
   std::future<Status> verified = std::async(std::launch::async, [&] { return passes::verifyTrainingStep(*step); });
-  Expected<std::vector<passes::StrategySummary>> rows = passes::summarizeStrategies(*step, budget);
+  Expected<std::vector<passes::StrategySummary>> rows =
+      passes::summarizeStrategies(*step, budget ? std::optional<std::int64_t>(*budget - *reserve) : std::nullopt);
   if (Status s = verified.get(); !s) {
     std::cerr << "gradc: error: internal: " << s.message() << "\n";
     return kExitInternal;
@@ -249,7 +257,10 @@ int emitSummary(ir::Graph& fullForward, const CompileOptions& o) {
   text += std::string("\nrecompute strategies for one training step (AdamW, whole step: parameters, gradients, "
                       "optimizer state, activations, workspaces; ") +
           (options.fuseElementwise ? "elementwise regions fused" : "--no-fuse") + ")";
-  text += budget ? " under a budget of " + passes::formatBytes(*budget) + ":\n" : ":\n";
+  text += budget ? " under a budget of " + passes::formatBytes(*budget) +
+                       (*reserve > 0 ? " less " + passes::formatBytes(*reserve) + " for the device's libraries" : "") +
+                       ":\n"
+                 : ":\n";
   text += passes::formatStrategySummaries(*rows);
   if (fusable) {
     std::optional<std::string> table = lossChunkTable(forward, options, passes::scheduledPeakBytes(*step));

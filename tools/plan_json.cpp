@@ -19,6 +19,7 @@ std::string planToJson(const passes::MemoryPlan& plan) {
   j["model"] = plan.model;
   j["strategy"] = plan.strategy;
   j["budget_bytes"] = plan.budgetBytes ? Json(*plan.budgetBytes) : Json(nullptr);
+  j["reserve_bytes"] = plan.reserveBytes;
   j["peak_bytes"] = plan.peakBytes;
   j["peak_step"] = plan.peakStep;
   j["arena_bytes"] = plan.arenaBytes;
@@ -138,6 +139,12 @@ Expected<passes::MemoryPlan> planFromJson(std::string_view text) {
   GRADC_TRY(budget, field(j, root, "budget_bytes"));
   if (budget->is_number_integer()) plan.budgetBytes = budget->get<std::int64_t>();
   else if (!budget->is_null()) return Error{"plan.budget_bytes: expected an integer or null"};
+  // Absent in plans written before devices had reserves: none.
+  if (const auto reserve = j.find("reserve_bytes"); reserve != j.end()) {
+    if (!reserve->is_number_integer() || reserve->get<std::int64_t>() < 0)
+      return Error{"plan.reserve_bytes: expected a non-negative integer"};
+    plan.reserveBytes = reserve->get<std::int64_t>();
+  }
   GRADC_TRY(peak, integer(j, root, "peak_bytes"));
   GRADC_TRY(peakStep, integer(j, root, "peak_step"));
   GRADC_TRY(arena, integer(j, root, "arena_bytes"));

@@ -264,7 +264,9 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     if (flags.is_object() && flags.contains("parallel_summary") && flags["parallel_summary"].is_string())
       std::cerr << flags["parallel_summary"].get<std::string>() << "\n";
     const runtime::BlasInfo blas = runtime::blasInfo();
-    if (!device->isHost()) std::cerr << "device: " << device->name() << " (arena in device memory)\n";
+    if (!device->isHost())
+      std::cerr << "device: " << device->name() << " (arena in device memory; the libraries hold "
+                << device->libraryBytes() << " bytes beside it)\n";
     std::cerr << "kernels: " << manifest->kernelThreads << " intra-op thread" << (manifest->kernelThreads == 1 ? "" : "s")
               << ", BLAS " << blas.library << (blas.core.empty() ? "" : " core " + blas.core) << " ("
               << blas.source << ")\n";
@@ -302,7 +304,17 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   t.device = device;
   t.profile = o.profile;
   t.trace = !o.traceOut.empty();
-  t.plannedPeakBytes = program->plan.peakBytes;
+  // Off the host the device's libraries hold memory beside the arena for the whole run: the
+  // prediction is the plan's peak plus what they hold, which its reserve should cover.
+  const std::int64_t libraryBytes = device ? device->libraryBytes() : 0;
+  t.plannedPeakBytes = program->plan.peakBytes + libraryBytes;
+  if (libraryBytes > program->plan.reserveBytes && program->plan.budgetBytes && !quiet && rank == 0)
+    std::cerr << "note: " << device->name() << "'s libraries hold " << libraryBytes << " bytes beside the plan, "
+              << (program->plan.reserveBytes > 0 ? "more than the " + std::to_string(program->plan.reserveBytes) +
+                                                       " it reserves"
+                                                 : std::string("which reserves none"))
+              << ": the step can exceed its budget by " << libraryBytes - program->plan.reserveBytes
+              << " bytes (compile with --device-reserve cuda, or a size)\n";
   t.arenaPlan = program->plan;
   t.kernels = program->kernels;
   t.config = manifest->configJson;
@@ -328,6 +340,12 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
               << " -> " << m.steps.back().loss << "; peak memory " << m.ranks.front().peakBytesMeasured
               << " bytes measured, " << program->plan.peakBytes << " planned"
               << (result->arena ? " (arena execution)" : " (reference counting: GRADC_NO_ARENA)") << "\n";
+  if (!quiet)
+    for (const runtime::RankMetrics& r : m.ranks)
+      for (const runtime::BeyondPlan& b : r.beyondPlan)
+        std::cerr << "note: " << (world > 1 ? "rank " + std::to_string(r.rank) + ": " : "") << "step " << b.step
+                  << " ('" << b.op << "' of " << (b.name.empty() ? "the graph" : b.name) << ") allocated " << b.bytes
+                  << " bytes beside the arena, its planned workspace " << b.workspace << "\n";
   if (!o.metricsOut.empty())
     if (Status s = runtime::writeMetrics(o.metricsOut, m); !s) {
       std::cerr << "gradc: error: " << s.message() << "\n";

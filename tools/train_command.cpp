@@ -95,7 +95,10 @@ int runTrain(const TrainCommandOptions& o) {
     std::cerr << "gradc: error: " << cuda.error().message << "\n";
     return kExitUserError;
   }
-  if (*cuda) request.memory.noFuse = true;
+  if (*cuda) {
+    request.memory.noFuse = true;
+    if (request.memory.deviceReserve.empty()) request.memory.deviceReserve = "cuda";
+  }
   Expected<TemporaryFolder> folder = TemporaryFolder::create();
   if (!folder) {
     std::cerr << "gradc: error: " << folder.error().message << "\n";

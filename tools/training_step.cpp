@@ -13,6 +13,7 @@
 #include "passes/shard_state.h"
 #include "passes/training_pipeline.h"
 #include "runtime/cpu_cores.h"
+#include "runtime/cuda/library_reserve.h"
 #include "tools/commands.h"
 #include "tools/flag_checks.h"
 
@@ -33,6 +34,10 @@ void MemoryFlags::addTo(CLI::App& cmd) {
                  "Fuse the LM head into cross_entropy and compute it K token chunks at a time, never holding all "
                  "the logits; auto: only when that is the cheapest way to fit --budget; off: never")
       ->capture_default_str();
+  cmd.add_option("--device-reserve", deviceReserve,
+                 "Memory the device's libraries hold beside the plan, kept free of --budget: a size, or cuda "
+                 "(cuBLAS's workspaces as gradc's CUDA device fixes them, 36 MiB; gradc train --device cuda sets "
+                 "it). Default: none, as on the CPU");
   cmd.add_flag("--no-fuse", noFuse,
                "Run every elementwise op as its own kernel (default: regions of elementwise ops are fused into "
                "generated kernels whose intermediates are never stored)");
@@ -134,6 +139,17 @@ Expected<passes::DataParallelOptions> ParallelFlags::forRank(int rank) const {
   return o;
 }
 
+std::optional<std::int64_t> parseDeviceReserve(const MemoryFlags& flags) {
+  if (flags.deviceReserve.empty()) return 0;
+  if (flags.deviceReserve == "cuda") return runtime::cuda::kLibraryReserveBytes;
+  Expected<std::int64_t> bytes = passes::parseBytes(flags.deviceReserve);
+  if (!bytes) {
+    std::cerr << "gradc: error: --device-reserve: " << bytes.error().message << " (or cuda)\n";
+    return std::nullopt;
+  }
+  return *bytes;
+}
+
 std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const MemoryFlags& flags,
                                                                     const passes::OptimizerOptions& optimizer) {
   passes::TrainingPlanOptions options;
@@ -146,6 +162,8 @@ std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const Memory
     }
     options.remat.budgetBytes = *bytes;
   }
+  if (std::optional<std::int64_t> reserve = parseDeviceReserve(flags)) options.remat.reserveBytes = *reserve;
+  else return std::nullopt;
   std::string strategy = !flags.remat.empty() ? flags.remat : options.remat.budgetBytes ? "auto" : "none";
   Expected<passes::RematStrategy> parsed = passes::parseRematStrategy(strategy);
   if (!parsed) {
@@ -209,10 +227,10 @@ std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const pa
   }
   TrainingStep step{std::move(built->graph), built->remat, std::move(built->plan), built->microBatches,
                     built->lossChunks, built->shardStage};
-  if (options.remat.budgetBytes && step.plan.peakBytes > *options.remat.budgetBytes) {
+  if (options.remat.budgetBytes && step.plan.peakBytes > options.remat.planBudget()) {
     // Remat checks its own prediction; the schedule never raises the peak. A failure here is a bug.
     std::cerr << "gradc: error: internal: the scheduled step needs " << step.plan.peakBytes
-              << " bytes, over the budget of " << *options.remat.budgetBytes << "\n";
+              << " bytes, over the budget of " << options.remat.planBudget() << "\n";
     exitCode = kExitInternal;
     return std::nullopt;
   }
@@ -224,6 +242,8 @@ std::string describeStep(const TrainingStep& step) {
   std::string line = fmt::format("memory plan: remat {}, {} micro-batch{}, predicted peak {}",
                                  passes::rematStrategyName(step.remat.chosen), step.microBatches,
                                  step.microBatches == 1 ? "" : "es", passes::formatBytes(step.plan.peakBytes));
+  if (step.plan.reserveBytes > 0)
+    line += fmt::format(" + {} for the device's libraries", passes::formatBytes(step.plan.reserveBytes));
   if (step.plan.budgetBytes) line += fmt::format(" of {} budget", passes::formatBytes(*step.plan.budgetBytes));
   if (step.remat.recomputeFlops > 0)
     line += fmt::format(", recompute {:.1f}% of a forward", step.remat.recomputePercent());

@@ -26,6 +26,7 @@ struct MemoryFlags {
   std::string microBatches = "1";  // a count, or "auto"
   std::string lossChunks = "auto";  // a count, "auto" or "off" (passes/fuse_loss.h)
   bool noFuse = false;              // --no-fuse: no elementwise fusion (passes/fuse.h)
+  std::string deviceReserve;        // --device-reserve: "" (none), "cuda" or a size
 
   void addTo(CLI::App& cmd);
 };
@@ -77,6 +78,8 @@ struct TrainingStep {
 // --budget, --remat, --micro-batches and --loss-chunks parsed once into the options every rank's step is
 // built with: from here the budget is one std::optional of bytes, down to the plan. nullopt
 // after printing the error (exit code 2).
+// --device-reserve in bytes (0 when not given); nullopt after printing the error.
+std::optional<std::int64_t> parseDeviceReserve(const MemoryFlags& flags);
 std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const MemoryFlags& flags,
                                                                     const passes::OptimizerOptions& optimizer);
 

@@ -2,7 +2,11 @@
 
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/bmm.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/ones.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -13,9 +17,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "runtime/counter_rng.h"
 #include "runtime/cuda/dropout_kernel.h"
+#include "runtime/cuda/softmax_backward_kernel.h"
 #include "runtime/dtype_map.h"
 
 namespace gradc::runtime {
@@ -32,6 +38,16 @@ std::string bytesText(std::size_t bytes) {
 // fields did not.
 auto allocatedBytes(int index) {
   return c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index)).allocated_bytes[0];
+}
+
+std::optional<cuda::Element> elementOf(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return cuda::Element::f32;
+    case at::kDouble: return cuda::Element::f64;
+    case at::kHalf: return cuda::Element::f16;
+    case at::kBFloat16: return cuda::Element::bf16;
+    default: return std::nullopt;
+  }
 }
 
 class CudaDevice final : public Device {
@@ -70,6 +86,21 @@ class CudaDevice final : public Device {
     return static_cast<std::int64_t>(free);
   }
 
+  std::int64_t libraryBytes() const override { return libraryBytes_; }
+  // Makes ATen create its cuBLAS and cuBLASLt handles and workspaces (which it otherwise does
+  // at the first matrix product, inside some step) and records what they hold.
+  void warmLibraries() {
+    {
+      const at::TensorOptions f32 = options(ir::DType::f32);
+      const at::Tensor a = at::ones({8, 8}, f32), b = at::ones({8, 8}, f32), bias = at::ones({8}, f32);
+      (void)at::mm(a, b);
+      (void)at::addmm(bias, a, b);
+      (void)at::bmm(a.unsqueeze(0), b.unsqueeze(0));
+    }
+    synchronize();
+    libraryBytes_ = allocatedBytes(index_).current;
+  }
+
   std::int64_t internalBytes() const override { return allocatedBytes(index_).current; }
   std::int64_t internalPeakBytes() const override { return allocatedBytes(index_).peak; }
   void resetInternalPeak() const override {
@@ -84,12 +115,10 @@ class CudaDevice final : public Device {
   Status dropout(const at::Tensor& x, at::Tensor& y, const RngStream& rng, std::int64_t offset, float threshold,
                  double scale) const override {
     cuda::DropoutLaunch l;
-    switch (x.scalar_type()) {
-      case at::kFloat: l.element = cuda::DropoutElement::f32; break;
-      case at::kDouble: l.element = cuda::DropoutElement::f64; break;
-      case at::kHalf: l.element = cuda::DropoutElement::f16; break;
-      case at::kBFloat16: l.element = cuda::DropoutElement::bf16; break;
-      default: return Error{std::string("dropout on ") + name() + ": no kernel for " + c10::toString(x.scalar_type())};
+    if (std::optional<cuda::Element> e = elementOf(x.scalar_type())) {
+      l.element = *e;
+    } else {
+      return Error{std::string("dropout on ") + name() + ": no kernel for " + c10::toString(x.scalar_type())};
     }
     if (!x.is_contiguous() || !y.is_contiguous() || x.numel() != y.numel())
       return Error{"dropout on " + name() + ": operand and result must be contiguous and of one size"};
@@ -109,8 +138,36 @@ class CudaDevice final : public Device {
     return {};
   }
 
+  Status softmaxBackward(const at::Tensor& grad, const at::Tensor& y, std::int64_t dim, at::Tensor& out) const override {
+    cuda::SoftmaxBackwardLaunch l;
+    if (std::optional<cuda::Element> e = elementOf(y.scalar_type())) {
+      l.element = *e;
+    } else {
+      return Error{std::string("softmax backward on ") + name() + ": no kernel for " + c10::toString(y.scalar_type())};
+    }
+    if (!grad.is_contiguous() || !y.is_contiguous() || !out.is_contiguous() || grad.sizes() != y.sizes() ||
+        out.sizes() != y.sizes() || grad.scalar_type() != y.scalar_type() || out.scalar_type() != y.scalar_type())
+      return Error{"softmax backward on " + name() + ": operands and result must be contiguous, of one shape and dtype"};
+    if (dim < 0 || dim >= y.dim())
+      return Error{"softmax backward on " + name() + ": axis " + std::to_string(dim) + " of a rank-" +
+                   std::to_string(y.dim()) + " tensor"};
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(index_));
+    l.grad = grad.data_ptr();
+    l.y = y.data_ptr();
+    l.out = out.data_ptr();
+    l.outer = 1;
+    l.inner = 1;
+    for (std::int64_t d = 0; d < dim; ++d) l.outer *= y.size(d);
+    for (std::int64_t d = dim + 1; d < y.dim(); ++d) l.inner *= y.size(d);
+    l.size = y.size(dim);
+    l.stream = at::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(index_)).stream();
+    if (const char* e = cuda::launchSoftmaxBackward(l)) return Error{"softmax backward on " + name() + ": " + e};
+    return {};
+  }
+
  private:
   int index_;
+  std::int64_t libraryBytes_ = 0;
 };
 
 }  // namespace
@@ -143,6 +200,7 @@ Expected<const Device*> cudaDevice(int index) {
     // bounds the library memory that the arena does not hold. Memory is not filled on allocation:
     // every planned buffer is written before it is read.
     setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+    setenv("CUBLASLT_WORKSPACE_SIZE", "1024", /*overwrite=*/0);  // KiB (runtime/cuda/library_reserve.h)
     at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
     at::globalContext().setDeterministicFillUninitializedMemory(false);
@@ -151,6 +209,7 @@ Expected<const Device*> cudaDevice(int index) {
     // ATen initialises its CUDA state (the caching allocator included) on the first CUDA tensor;
     // the arena's views do not allocate, so one empty tensor does it before anything is read.
     (void)at::empty({0}, slot->options(ir::DType::f32));
+    slot->warmLibraries();
   }
   return slot.get();
 }

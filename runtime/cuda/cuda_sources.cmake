@@ -5,4 +5,5 @@ set(GRADC_RUNTIME_CUDA_SOURCES
 )
 set(GRADC_RUNTIME_CUDA_KERNELS
   ${CMAKE_CURRENT_SOURCE_DIR}/cuda/dropout_kernel.cu
+  ${CMAKE_CURRENT_SOURCE_DIR}/cuda/softmax_backward_kernel.cu
 )

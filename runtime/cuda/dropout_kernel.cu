@@ -58,10 +58,10 @@ void launch(const DropoutLaunch& l) {
 
 const char* launchDropout(const DropoutLaunch& l) {
   switch (l.element) {
-    case DropoutElement::f32: launch<float>(l); break;
-    case DropoutElement::f64: launch<double>(l); break;
-    case DropoutElement::f16: launch<__half>(l); break;
-    case DropoutElement::bf16: launch<__nv_bfloat16>(l); break;
+    case Element::f32: launch<float>(l); break;
+    case Element::f64: launch<double>(l); break;
+    case Element::f16: launch<__half>(l); break;
+    case Element::bf16: launch<__nv_bfloat16>(l); break;
   }
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);

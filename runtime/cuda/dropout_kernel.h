@@ -9,9 +9,9 @@
 
 #include <cstdint>
 
-namespace gradc::runtime::cuda {
+#include "runtime/cuda/element.h"
 
-enum class DropoutElement { f32, f64, f16, bf16 };
+namespace gradc::runtime::cuda {
 
 struct DropoutLaunch {
   const void* x = nullptr;  // n contiguous elements on the device
@@ -22,7 +22,7 @@ struct DropoutLaunch {
   std::uint32_t k0 = 0, k1 = 0;  // the stream's Philox key (runtime/counter_rng.h: philoxKey)
   float threshold = 0;           // p rounded up to the uniforms' 2^-24 grid
   double scale = 1;              // 1 / (1 - p)
-  DropoutElement element = DropoutElement::f32;
+  Element element = Element::f32;
   void* stream = nullptr;  // cudaStream_t to launch on
 };
 

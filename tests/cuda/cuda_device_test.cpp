@@ -107,6 +107,36 @@ TEST_CASE("cuda: dropout draws the CPU's mask, bit for bit, in every element typ
   }
 }
 
+TEST_CASE("cuda: softmax backward along any axis, in every element type, allocates nothing beside its result") {
+  const Device& d = gpu();
+  at::manual_seed(9);
+  const at::Tensor x = at::randn({3, 5, 7, 300}, at::kDouble);
+  for (at::ScalarType type : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
+    for (std::int64_t dim : {3, 1, 0, -1}) {
+      CAPTURE(type);
+      CAPTURE(dim);
+      const at::Tensor y = at::softmax(x, dim).to(type), g = at::randn(x.sizes(), at::kDouble).to(type);
+      const at::Tensor yd = y.to(at::kDouble), gd = g.to(at::kDouble);
+      const at::Tensor expected = yd * (gd - (gd * yd).sum(dim, /*keepdim=*/true));
+      const std::vector<at::Tensor> got = run("softmax_backward", {g, y}, {{"dim", dim}}, &d);
+      REQUIRE((got[0].scalar_type() == type));
+      const double tolerance = type == at::kHalf ? 2e-3 : type == at::kBFloat16 ? 1.6e-2 : type == at::kFloat ? 1e-6 : 1e-12;
+      CHECK(relativeError({expected}, {got[0]}) < tolerance);
+    }
+  }
+  // The device kernel itself, on operands already there: not one byte from ATen's allocator
+  // (ATen's CUDA softmax backward allocates grad * y, the operand's size).
+  const at::Tensor y = onGpu(at::softmax(at::randn({64, 1024}), 1)), g = onGpu(at::randn({64, 1024}));
+  at::Tensor out = at::empty_like(y);
+  d.synchronize();
+  d.resetInternalPeak();
+  const std::int64_t before = d.internalBytes();
+  REQUIRE(d.softmaxBackward(g, y, 1, out).ok());
+  d.synchronize();
+  CHECK(d.internalPeakBytes() == before);
+  CHECK(relativeError({(y * (g - (g * y).sum(1, true))).cpu()}, {out.cpu()}) < 1e-6);
+}
+
 TEST_CASE("cuda: the kernels that loop on the host take ATen's device path, with the CPU's results") {
   const Device& d = gpu();
   at::manual_seed(5);
