@@ -338,7 +338,8 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   if (!m.steps.empty() && !quiet && code == kExitOk)
     std::cerr << "trained " << m.model << " to step " << m.steps.back().step << ": loss " << m.steps.front().loss
               << " -> " << m.steps.back().loss << "; peak memory " << m.ranks.front().peakBytesMeasured
-              << " bytes measured, " << program->plan.peakBytes << " planned"
+              << " bytes measured, " << program->plan.peakBytes + libraryBytes << " planned"
+              << (libraryBytes > 0 ? " (the plan's " + std::to_string(program->plan.peakBytes) + " + the libraries')" : "")
               << (result->arena ? " (arena execution)" : " (reference counting: GRADC_NO_ARENA)") << "\n";
   if (!quiet)
     for (const runtime::RankMetrics& r : m.ranks)

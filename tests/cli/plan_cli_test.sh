@@ -207,5 +207,39 @@ expect_error "nothing to fuse" "the loss cannot be fused: the graph has no cross
 expect_error "gather placement" "use --loss-placement local" compile "$src/models/gpt-mini.yaml" "${wide[@]}" \
   --devices 2 --loss-placement gather --loss-chunks 4 --emit plan -o "$work/x.json"
 
+# --device-reserve: the plan is sized for the budget less the reserve, records it, and a refusal's
+# smallest feasible budget counts it; on the CPU the reserve is unused (measured == planned).
+timeout 120 "$gradc" compile "$src/models/gpt-mini.yaml" --budget 120MiB --device-reserve cuda --emit plan \
+  -o "$work/reserve.json" 2>"$work/err" && $py - "$work/reserve.json" <<'PY' && ok || bad "plan with a reserve: $(tail -2 "$work/err")"
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["reserve_bytes"] == 36 << 20 and p["budget_bytes"] == 120 << 20, p["reserve_bytes"]
+assert p["peak_bytes"] + p["reserve_bytes"] <= p["budget_bytes"], p["peak_bytes"]
+PY
+refusal() { timeout 120 "$gradc" compile "$src/models/gpt-mini.yaml" --budget 40MiB "$@" --emit plan -o "$work/x.json" 2>&1; }
+without=$(refusal) || true
+with=$(refusal --device-reserve 5MiB) || true
+if $py - "$without" "$with" <<'PY'; then ok; else bad "a refusal counts the reserve: $with"; fi
+import re, sys
+smallest = [int(re.search(r"smallest feasible budget is [^(]*\(([\d,]+) bytes\)", m).group(1).replace(",", "")) for m in sys.argv[1:]]
+assert smallest[1] - smallest[0] == 5 << 20, smallest
+assert "of it reserved for the device's libraries" in sys.argv[2]
+PY
+expect_error "reserve not a size" "device-reserve: invalid byte" compile "$src/models/mlp.yaml" --budget 1GiB \
+  --device-reserve 5x --emit plan -o "$work/x.json"
+expect_error "reserve takes the whole budget" "leaves nothing for the step" compile "$src/models/mlp.yaml" \
+  --budget 30MiB --device-reserve 30MiB --emit plan -o "$work/x.json"
+if timeout 300 "$gradc" train "$src/models/gpt-mini.yaml" --budget 120MiB --device-reserve cuda --synthetic --steps 2 \
+    --metrics-out "$work/reserve-m.json" >"$work/train.txt" 2>&1; then ok; else bad "train with a reserve: $(tail -3 "$work/train.txt")"; fi
+grep -q "+ 36.0 MiB for the device's libraries of 120.0 MiB budget" "$work/train.txt" && ok \
+  || bad "train log names the reserve: $(head -2 "$work/train.txt")"
+if $py - "$work/reserve-m.json" "$work/reserve.json" <<'PY'; then ok; else bad "reserve on the CPU: measured == planned"; fi
+import json, sys
+r = json.load(open(sys.argv[1]))["ranks"][0]
+plan = json.load(open(sys.argv[2]))
+assert r["peak_bytes_measured"] == r["peak_bytes_planned"] == plan["peak_bytes"], (r, plan["peak_bytes"])
+assert "beyond_plan" not in r, r
+PY
+
 echo "plan cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "frontend/spec.h"
 #include "passes/autodiff.h"
@@ -83,6 +84,16 @@ TEST_CASE("training lowers the loss and reports the measured peak") {
   std::string json = runtime::metricsToJson(r->metrics);
   CHECK(json.find("\"peak_bytes_planned\": null") != std::string::npos);
   CHECK(json.find("\"tokens_per_s\"") != std::string::npos);
+  CHECK(json.find("beyond_plan") == std::string::npos);  // written only when a step went beyond
+  runtime::RunMetrics beyond = r->metrics;
+  beyond.ranks[0].beyondPlan.push_back({121, "sum_to", "blocks.3.fc1", 16777728, 512});
+  const nlohmann::json parsed = nlohmann::json::parse(runtime::metricsToJson(beyond));
+  const nlohmann::json& entry = parsed["ranks"][0]["beyond_plan"][0];
+  CHECK(entry["step"] == 121);
+  CHECK(entry["op"] == "sum_to");
+  CHECK(entry["name"] == "blocks.3.fc1");
+  CHECK(entry["bytes"] == 16777728);
+  CHECK(entry["workspace"] == 512);
 }
 
 TEST_CASE("an interrupted run resumed from its checkpoint repeats the straight run bit for bit") {
