@@ -142,6 +142,8 @@ std::vector<OpInfo> shardOps() {
   const AttrSpec parts{"parts", AttrKind::Int, true, "number of parameters in the bucket (the first operands)"};
   const AttrSpec offset{"offset", AttrKind::Int, true, "the shard's first element in the bucket"};
   const AttrSpec shard{"shard", AttrKind::Int, true, "elements of every rank's shard"};
+  const AttrSpec noDecayParts{"no_decay_parts", AttrKind::IntList, false,
+                              "parts updated without weight decay (a decay group that leaves them off)"};
   const AttrSpec gradShard{"grad_shard", AttrKind::Bool, false,
                            "the gradient operand is the reduced shard (stage 2), not every full gradient"};
   return {
@@ -151,6 +153,7 @@ std::vector<OpInfo> shardOps() {
                  {"beta2", AttrKind::Float, true, "second-moment decay"},
                  {"eps", AttrKind::Float, true, "added to the root of the second moment"},
                  {"weight_decay", AttrKind::Float, true, "decoupled decay, scaled by lr"},
+                 noDecayParts,
                  {"fused", AttrKind::Bool, false, "one pass per segment (set by the fuse pass)"}},
        .infer = inferAdamwShardStep, .flops = flopsAdamwShardStep, .workspaceBytes = workspaceAdamwShardStep,
        .sideEffects = true, .stridedReads = StridedReads::InPlace,
@@ -159,7 +162,8 @@ std::vector<OpInfo> shardOps() {
       {.name = "sgd_shard_step", .minInputs = 4, .maxInputs = kVariadic,
        .attrs = {parts, offset, shard, gradShard,
                  {"momentum", AttrKind::Float, true, "0 for plain SGD"},
-                 {"weight_decay", AttrKind::Float, true, "L2 penalty added to the gradient"}},
+                 {"weight_decay", AttrKind::Float, true, "L2 penalty added to the gradient"},
+                 noDecayParts},
        .infer = inferSgdShardStep, .flops = flopsSgdShardStep, .workspaceBytes = workspaceSgdShardStep,
        .sideEffects = true, .stridedReads = StridedReads::InPlace,
        .summary = "(params..., grad..., lr, grad_scale[, momentum_buf]): SGD on this rank's shard; result: the "

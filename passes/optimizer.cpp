@@ -124,13 +124,17 @@ Expected<bool> OptimizerPass::run(ir::Graph& graph) {
   // One update per parameter. The attributes every update and every state tensor share are
   // built once and copied.
   const double weightDecay = o.resolvedWeightDecay();
-  const ir::AttrMap updateAttrs =
-      sgd ? ir::AttrMap{{"momentum", o.momentum}, {"weight_decay", weightDecay}}
-          : ir::AttrMap{{"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", weightDecay}};
+  auto attrsWithDecay = [&](double decay) {
+    return sgd ? ir::AttrMap{{"momentum", o.momentum}, {"weight_decay", decay}}
+               : ir::AttrMap{{"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", decay}};
+  };
+  const ir::AttrMap updateAttrs = attrsWithDecay(weightDecay), noDecayAttrs = attrsWithDecay(0.0);
   const ir::AttrMap stateAttrs{{"init", std::string("zeros")}, {"role", std::string("opt_state")}};
   std::vector<ir::Value*> state;
   for (size_t i = 0; i < params.size(); ++i) {
     ir::Value* p = params[i];
+    const bool decays = o.decay == OptimizerOptions::DecayGroups::All || p->type().rank() >= 2;
+    const ir::AttrMap& attrs = decays ? updateAttrs : noDecayAttrs;
     state.clear();
     for (const std::string& prefix : statePrefixes) {
       ir::AttrMap attrs = stateAttrs;
@@ -141,8 +145,8 @@ Expected<bool> OptimizerPass::run(ir::Graph& graph) {
         sgd ? emit(graph, "sgd_step",
                    state.empty() ? std::vector<ir::Value*>{p, grads[i], lrValue, scale}
                                  : std::vector<ir::Value*>{p, grads[i], lrValue, scale, state[0]},
-                   updateAttrs)
-            : emit(graph, "adamw_step", {p, grads[i], state[0], state[1], lrValue, step, scale}, updateAttrs);
+                   attrs)
+            : emit(graph, "adamw_step", {p, grads[i], state[0], state[1], lrValue, step, scale}, attrs);
     if (!update) return update.error();
   }
 

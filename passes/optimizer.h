@@ -15,6 +15,9 @@
 //               sgd_step(p, grad, lr, scale[, momentum]){momentum, weight_decay}
 //        AdamW: opt.adam_m.<p>, opt.adam_v.<p>
 //               adamw_step(p, grad, m, v, lr, step, scale){beta1, beta2, eps, weight_decay}
+//      Decay groups: with DecayGroups::Matrices, weight_decay is 0 on parameters of rank < 2
+//      (biases, norm weights), as nanoGPT's configure_optimizers and Hugging Face's Trainer
+//      group them; the update attributes carry each parameter's group.
 //   5. The grad.<p> outputs are removed: the gradients stay alive as operands of the update
 //      ops, which have side effects, so dead-code elimination keeps the whole backward graph.
 //
@@ -49,6 +52,11 @@ struct OptimizerOptions {
   // (decoupled, as torch.optim.AdamW).
   double weightDecay = -1.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW only
+  // Which parameters weight decay applies to. All (the default): every one, as
+  // torch.optim.AdamW(model.parameters()) does. Matrices: those of rank >= 2 only (linear, conv
+  // and embedding weights), never biases or norm weights.
+  enum class DecayGroups { All, Matrices };
+  DecayGroups decay = DecayGroups::All;
   double clipNorm = 0.0;  // max global gradient norm; 0 = no clipping
   std::int64_t warmupSteps = 0;
   std::int64_t totalSteps = 1;  // warmup + cosine decay

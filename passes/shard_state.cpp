@@ -108,13 +108,26 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
   }
   if (buckets.empty()) return {};
   // One sharded update per bucket takes its hyperparameters and per-step scalars from the first
-  // update: every update of the bucket must agree on them.
+  // update: every update of the bucket must agree on them, except weight decay, which a decay
+  // group may leave off (0) for some parameters: those the sharded update lists in
+  // no_decay_parts, and the bucket's decay is that of the others.
   const std::string kind(buckets[0].updates[0]->opName());
   const size_t scalarsFrom = kind == "adamw_step" ? 4 : 2, scalars = kind == "adamw_step" ? 3 : 2;
-  for (const Bucket& b : buckets)
-    for (const ir::Node* u : b.updates) {
+  auto withoutDecay = [](const ir::AttrMap& attrs) {
+    ir::AttrMap rest = attrs;
+    rest.erase("weight_decay");
+    return rest;
+  };
+  std::vector<double> bucketDecay(buckets.size(), 0.0);
+  for (size_t k = 0; k < buckets.size(); ++k)
+    for (const ir::Node* u : buckets[k].updates) {
+      const Bucket& b = buckets[k];
       const ir::Node& first = *b.updates[0];
-      bool same = u->opName() == kind && u->attrs() == first.attrs() && u->numOperands() == first.numOperands();
+      const double decay = ir::getFloat(u->attrs(), "weight_decay").value_or(0.0);
+      bool same = u->opName() == kind && withoutDecay(u->attrs()) == withoutDecay(first.attrs()) &&
+                  u->numOperands() == first.numOperands() &&
+                  (decay == 0.0 || bucketDecay[k] == 0.0 || decay == bucketDecay[k]);
+      if (decay != 0.0) bucketDecay[k] = decay;
       for (size_t i = scalarsFrom; same && i < scalarsFrom + scalars; ++i) same = u->operand(i) == first.operand(i);
       if (!same)
         return Error{"optimizer-state sharding: the updates of bucket " + std::to_string(b.number) +
@@ -192,8 +205,14 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
                       {"offset", rank * s},
                       {"shard", s},
                       {"grad_shard", o.shard == 2}};
-    for (const char* a : {"beta1", "beta2", "eps", "weight_decay", "momentum"})
+    for (const char* a : {"beta1", "beta2", "eps", "momentum"})
       if (auto v = ir::getFloat(first.attrs(), a)) attrs[a] = *v;
+    attrs["weight_decay"] = bucketDecay[k];
+    std::vector<std::int64_t> noDecay;
+    for (size_t i = 0; i < b.updates.size(); ++i)
+      if (bucketDecay[k] != 0.0 && ir::getFloat(b.updates[i]->attrs(), "weight_decay").value_or(0.0) == 0.0)
+        noDecay.push_back(static_cast<std::int64_t>(i));
+    if (!noDecay.empty()) attrs["no_decay_parts"] = std::move(noDecay);
     Expected<ir::Node*> update = nullptr;
     if (kind == "adamw_step") {
       // (p, grad, m, v, lr, step, scale)

@@ -212,6 +212,7 @@ struct ShardView {
   std::vector<ir::ShardSegment> segments;
   size_t parts = 0;
   bool gradShard = false;
+  std::vector<bool> noDecay;  // per part: updated without weight decay (no_decay_parts)
 };
 
 ShardView shardView(const KernelArgs& a) {
@@ -221,6 +222,11 @@ ShardView shardView(const KernelArgs& a) {
   std::vector<std::int64_t> numels;
   for (size_t i = 0; i < v.parts; ++i) numels.push_back(a.operands[i].numel());
   v.segments = ir::shardSegments(numels, intAttr(a.node, "offset"), intAttr(a.node, "shard"));
+  v.noDecay.assign(v.parts, false);
+  for (std::int64_t part : ir::getIntList(a.node.attrs(), "no_decay_parts").value_or(std::vector<std::int64_t>{})) {
+    TORCH_CHECK(part >= 0 && static_cast<size_t>(part) < v.parts, "no_decay_parts: part ", part, " of ", v.parts);
+    v.noDecay[static_cast<size_t>(part)] = true;
+  }
   return v;
 }
 
@@ -229,6 +235,7 @@ ShardView shardView(const KernelArgs& a) {
 struct SegmentTensors {
   at::Tensor param, grad;
   std::vector<at::Tensor> state;
+  bool noDecay = false;  // the segment's parameter is in no decay group
 };
 
 std::vector<SegmentTensors> segmentTensors(const KernelArgs& a, const ShardView& v, const at::Tensor& out,
@@ -242,6 +249,7 @@ std::vector<SegmentTensors> segmentTensors(const KernelArgs& a, const ShardView&
     t.grad = v.gradShard ? a.operands[v.parts].narrow(0, s.shardOffset, s.length)
                          : a.operands[v.parts + s.part].view({-1}).narrow(0, s.begin, s.length);
     for (const at::Tensor& st : state) t.state.push_back(st.narrow(0, s.shardOffset, s.length));
+    t.noDecay = v.noDecay[s.part];
     out_segments.push_back(std::move(t));
   }
   return out_segments;
@@ -255,9 +263,12 @@ Results adamwShardStepKernel(const KernelArgs& a) {
   const at::Tensor state[2] = {a.operands[at], a.operands[at + 1]};
   const double lr = a.operands[at + 2].item<double>();
   const std::int64_t step = a.operands[at + 3].item<std::int64_t>();
-  const AdamwHyper h(a.node);
+  const AdamwHyper decaying(a.node);
+  AdamwHyper notDecaying = decaying;
+  notDecaying.weightDecay = 0.0;
   for (const SegmentTensors& t : segmentTensors(a, v, out, state))
-    adamwUpdate(t.param, t.grad, t.state[0], t.state[1], lr, step, a.operands[at + 4], h, nullptr);
+    adamwUpdate(t.param, t.grad, t.state[0], t.state[1], lr, step, a.operands[at + 4],
+                t.noDecay ? notDecaying : decaying, nullptr);
   return {out};
 }
 
@@ -269,9 +280,12 @@ Results sgdShardStepKernel(const KernelArgs& a) {
   std::vector<at::Tensor> state;
   if (a.operands.size() == at + 3) state.push_back(a.operands[at + 2]);
   const double lr = a.operands[at].item<double>();
-  const SgdHyper h(a.node);
+  const SgdHyper decaying(a.node);
+  SgdHyper notDecaying = decaying;
+  notDecaying.weightDecay = 0.0;
   for (const SegmentTensors& t : segmentTensors(a, v, out, state))
-    sgdUpdate(t.param, t.grad, lr, a.operands[at + 1], t.state.empty() ? at::Tensor() : t.state[0], h);
+    sgdUpdate(t.param, t.grad, lr, a.operands[at + 1], t.state.empty() ? at::Tensor() : t.state[0],
+              t.noDecay ? notDecaying : decaying);
   return {out};
 }
 

@@ -58,6 +58,19 @@ void OptimizerFlags::addTo(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--weight-decay", weightDecay, "Weight decay (default: 0 for SGD, 0.01 for AdamW)")
       ->check(nonNegativeNumber());
+  cmd.add_option("--betas", betas, "AdamW's moment decays B1,B2 (torch.optim.AdamW's betas)")
+      ->delimiter(',')
+      ->expected(2)
+      ->check(numberIn(0, 1, /*closedHigh=*/false));
+  cmd.add_option("--eps", eps, "AdamW's epsilon, added to the root of the second moment")
+      ->check(nonNegativeNumber())
+      ->capture_default_str();
+  cmd.add_option("--decay", decay,
+                 "Which parameters weight decay applies to: all (as torch.optim.AdamW(model.parameters())), or "
+                 "matrices (rank >= 2: linear, conv and embedding weights; never biases or norm weights, as "
+                 "nanoGPT and Hugging Face's Trainer group them)")
+      ->check(CLI::IsMember({"all", "matrices"}))
+      ->capture_default_str();
   cmd.add_option("--clip-norm", clipNorm, "Clip the global gradient norm to this value (0: off)")
       ->check(nonNegativeNumber())
       ->capture_default_str();
@@ -76,6 +89,13 @@ passes::OptimizerOptions OptimizerFlags::options() const {
   opt.momentum = momentum;
   opt.weightDecay = weightDecay;
   opt.clipNorm = clipNorm;
+  if (betas.size() == 2) {
+    opt.beta1 = betas[0];
+    opt.beta2 = betas[1];
+  }
+  opt.eps = eps;
+  opt.decay = decay == "matrices" ? passes::OptimizerOptions::DecayGroups::Matrices
+                                  : passes::OptimizerOptions::DecayGroups::All;
   opt.warmupSteps = warmupSteps;
   // Without --decay-steps the learning rate stays at --lr after warmup (as in plain PyTorch);
   // with it, it follows a cosine down to --min-lr over that many steps.

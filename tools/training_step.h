@@ -54,6 +54,9 @@ struct OptimizerFlags {
   double momentum = 0.9;
   double weightDecay = -1;
   double clipNorm = 0;
+  std::vector<double> betas;    // --betas B1,B2 (AdamW); empty: 0.9, 0.999
+  double eps = 1e-8;            // --eps (AdamW)
+  std::string decay = "all";    // --decay all|matrices
   std::int64_t warmupSteps = 0;
   std::int64_t decaySteps = 0;
 

@@ -151,6 +151,28 @@ TEST_CASE("optimizer: AdamW with gradient clipping") {
   CHECK(runOptimizer(kDifferentiated, o) == expected);
 }
 
+TEST_CASE("optimizer: decay groups leave weight decay off biases and norm weights; betas and eps as given") {
+  OptimizerOptions o;
+  o.weightDecay = 0.1;
+  o.beta1 = 0.9;
+  o.beta2 = 0.99;
+  o.eps = 1e-6;
+  o.decay = OptimizerOptions::DecayGroups::Matrices;
+  const std::string printed = runOptimizer(kDifferentiated, o);
+  CHECK(contains(printed, "adamw_step(%fc.weight, %4, %opt.adam_m.fc.weight, %opt.adam_v.fc.weight, %6, %step, %7) "
+                          "{beta1 = 0.9, beta2 = 0.99, eps = 1e-06, weight_decay = 0.1}"));
+  CHECK(contains(printed, "adamw_step(%fc.bias, %5, %opt.adam_m.fc.bias, %opt.adam_v.fc.bias, %6, %step, %7) "
+                          "{beta1 = 0.9, beta2 = 0.99, eps = 1e-06, weight_decay = 0.0}"));
+  o.decay = OptimizerOptions::DecayGroups::All;  // torch.optim.AdamW(model.parameters()): every parameter
+  const std::string all = runOptimizer(kDifferentiated, o);
+  CHECK(contains(all, "%opt.adam_v.fc.bias, %6, %step, %7) {beta1 = 0.9, beta2 = 0.99, eps = 1e-06, weight_decay = 0.1}"));
+  o.kind = OptimizerOptions::Kind::Sgd;  // SGD's coupled decay follows the same groups
+  o.decay = OptimizerOptions::DecayGroups::Matrices;
+  const std::string sgd = runOptimizer(kDifferentiated, o);
+  CHECK(contains(sgd, "sgd_step(%fc.weight, %4, %6, %7, %opt.momentum.fc.weight) {momentum = 0.9, weight_decay = 0.1}"));
+  CHECK(contains(sgd, "sgd_step(%fc.bias, %5, %6, %7, %opt.momentum.fc.bias) {momentum = 0.9, weight_decay = 0.0}"));
+}
+
 namespace {
 
 std::vector<std::filesystem::path> bundledModels() {

@@ -111,6 +111,58 @@ TEST_CASE("adamw_step matches torch::optim::AdamW over 3 steps") {
   }
 }
 
+// Decay groups (gradc train --decay matrices --betas 0.9,0.99 --eps 1e-6): a matrix with weight
+// decay and a bias without, against torch::optim::AdamW with two parameter groups; the
+// replicated updates and ZeRO's one sharded update of the same bucket (no_decay_parts), bit for
+// bit (lr a power of two, as above).
+TEST_CASE("adamw with two decay groups matches torch::optim::AdamW's parameter groups, replicated and sharded") {
+  const double lr = 0.0078125;
+  torch::manual_seed(24);
+  const at::Tensor w0 = torch::randn({6, 4}), b0 = torch::randn({4});
+  std::vector<std::pair<at::Tensor, at::Tensor>> grads;
+  for (int i = 0; i < 3; ++i) grads.emplace_back(torch::randn({6, 4}), torch::randn({4}));
+  at::Tensor w = w0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+  const auto options = torch::optim::AdamWOptions(lr).betas(std::make_tuple(0.9, 0.99)).eps(1e-6);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<at::Tensor>{w}, std::make_unique<torch::optim::AdamWOptions>(
+                                                      torch::optim::AdamWOptions(options).weight_decay(0.1)));
+  groups.emplace_back(std::vector<at::Tensor>{b}, std::make_unique<torch::optim::AdamWOptions>(
+                                                      torch::optim::AdamWOptions(options).weight_decay(0.0)));
+  torch::optim::AdamW adamw(std::move(groups), options);
+
+  at::Tensor W = w0.clone(), mW = torch::zeros({6, 4}), vW = torch::zeros({6, 4});
+  at::Tensor B = b0.clone(), mB = torch::zeros({4}), vB = torch::zeros({4});
+  at::Tensor sW = w0.clone(), sB = b0.clone(), m = torch::zeros({28}), v = torch::zeros({28});
+  const ir::AttrMap hyper{{"beta1", 0.9}, {"beta2", 0.99}, {"eps", 1e-6}};
+  ir::AttrMap decaying = hyper, notDecaying = hyper, sharded = hyper;
+  decaying["weight_decay"] = 0.1;
+  notDecaying["weight_decay"] = 0.0;
+  sharded["weight_decay"] = 0.1;
+  sharded["no_decay_parts"] = std::vector<std::int64_t>{1};
+  sharded["parts"] = std::int64_t{2};
+  sharded["offset"] = std::int64_t{0};
+  sharded["shard"] = std::int64_t{28};
+  for (int step = 1; step <= 3; ++step) {
+    const auto& [gw, gb] = grads[static_cast<size_t>(step - 1)];
+    w.mutable_grad() = gw.clone();
+    b.mutable_grad() = gb.clone();
+    adamw.step();
+    call("adamw_step", {W, gw, mW, vW, f32(lr), i64(step), f32(1.0)}, decaying);
+    call("adamw_step", {B, gb, mB, vB, f32(lr), i64(step), f32(1.0)}, notDecaying);
+    const std::string what = "step " + std::to_string(step);
+    expectStep("matrix, decayed, " + what, W, w.detach(), true);
+    expectStep("bias, not decayed, " + what, B, b.detach(), true);
+    // One rank's shard of the bucket [W, B] (a world of one: the whole bucket).
+    const std::vector<at::Tensor> operands{sW, sB, gw, gb, m, v, f32(lr), i64(step), f32(1.0)};
+    Expected<std::vector<at::Tensor>> shard = callOp("adamw_shard_step", operands, sharded);
+    REQUIRE_MESSAGE(shard.ok(), (shard.ok() ? "" : shard.error().message));
+    sW.copy_((*shard)[0].narrow(0, 0, 24).view({6, 4}));  // what the all-gather brings back
+    sB.copy_((*shard)[0].narrow(0, 24, 4));
+    expectStep("sharded matrix, " + what, sW, w.detach(), true);
+    expectStep("sharded bias, " + what, sB, b.detach(), true);
+  }
+}
+
 TEST_CASE("adamw_step applies the gradient scale") {
   torch::manual_seed(22);
   at::Tensor p0 = torch::randn({8}), g = torch::randn({8});
