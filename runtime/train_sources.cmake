@@ -1,5 +1,6 @@
 set(GRADC_RUNTIME_TRAIN_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/init.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/init_from.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/metrics.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/op_profile.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/progress.cpp

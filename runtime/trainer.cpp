@@ -25,6 +25,7 @@
 #include "runtime/executor.h"
 #include "runtime/image_data.h"
 #include "runtime/init.h"
+#include "runtime/init_from.h"
 #include "runtime/memory_tracker.h"
 #include "runtime/op_profile.h"
 #include "runtime/trace.h"
@@ -250,6 +251,17 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     Expected<TensorMap> init = initParameters(g, seed);
     if (!init) return Error{init.error().message};
     result.state = std::move(*init);
+    if (o.initFrom) {
+      Expected<InitialWeights> weights = loadInitialWeights(*o.initFrom);
+      if (!weights) return Error{weights.error().message};
+      if (Status s = applyInitialWeights(g, result.state, *weights); !s) return Error{s.message()};
+      // Token ids mean what they meant when the weights were trained.
+      if (weights->vocabulary && weights->vocabulary->rfind("synthetic:", 0) != 0) {
+        Expected<Vocabulary> vocab = Vocabulary::parse(*weights->vocabulary);
+        if (!vocab) return Error{"--init-from " + weights->source + ": " + vocab.error().message};
+        restoredVocab = *vocab;
+      }
+    }
   }
 
   std::optional<TokenData> tokenData;

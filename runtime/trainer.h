@@ -42,6 +42,9 @@ struct TrainerOptions {
   std::optional<std::filesystem::path> saveDir;
   std::int64_t saveEvery = 0;         // 0: save only after the last step (when saveDir is set)
   std::optional<std::filesystem::path> resumeDir;
+  // Fine-tuning: the parameters at step 0 from a weights file or checkpoint folder, with a
+  // fresh optimizer (runtime/init_from.h); not with resumeDir.
+  std::optional<std::filesystem::path> initFrom;
   std::string config = "{}";          // JSON object stored in checkpoints (optimizer settings, ...)
   bool progress = true;               // progress bar / log lines on stderr
   bool profile = false;               // time per op kind over the steps after the first, printed at the end

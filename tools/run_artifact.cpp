@@ -44,6 +44,11 @@ void RunFlags::addTo(CLI::App& cmd) {
       ->check(nonNegativeInteger())
       ->capture_default_str();
   cmd.add_option("--resume", resume, "Continue from this checkpoint folder, bit for bit");
+  cmd.add_option("--init-from", initFrom,
+                 "Fine-tune: start from the parameters of this weights file (safetensors, gradc's names) or "
+                 "checkpoint folder, with a fresh optimizer and schedule; every parameter must be there with its "
+                 "shape, and nothing else")
+      ->excludes("--resume");
   cmd.add_option("--metrics-out", metricsOut, "Write per-step metrics and peak memory as JSON");
   cmd.add_option("--trace-out", traceOut,
                  "Write a Chrome trace-event file (Perfetto, chrome://tracing): every node of every step of every "
@@ -76,6 +81,7 @@ std::vector<std::string> RunFlags::toArgs() const {
   if (!save.empty()) a.insert(a.end(), {"--save", save});
   a.insert(a.end(), {"--save-every", std::to_string(saveEvery)});
   if (!resume.empty()) a.insert(a.end(), {"--resume", resume});
+  if (!initFrom.empty()) a.insert(a.end(), {"--init-from", initFrom});
   if (!metricsOut.empty()) a.insert(a.end(), {"--metrics-out", metricsOut});
   if (!traceOut.empty()) a.insert(a.end(), {"--trace-out", traceOut});
   if (quiet) a.push_back("--quiet");
@@ -299,6 +305,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   if (!o.save.empty()) t.saveDir = o.save;
   t.saveEvery = o.saveEvery;
   if (!o.resume.empty()) t.resumeDir = o.resume;
+  if (!o.initFrom.empty()) t.initFrom = o.initFrom;
   t.progress = !quiet;
   t.comm = comm.get();
   t.device = device;

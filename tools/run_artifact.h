@@ -30,6 +30,7 @@ struct RunFlags {
   std::string save;
   std::int64_t saveEvery = 0;
   std::string resume;
+  std::string initFrom;  // --init-from: a weights file or checkpoint folder (fine-tuning)
   std::string metricsOut;
   std::string traceOut;  // Chrome trace-event file of the run (runtime/trace.h)
   bool quiet = false;
