@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "runtime/atomic_file.h"
+#include "runtime/token_file.h"
 
 namespace gradc::runtime {
 
@@ -25,6 +26,7 @@ std::uint64_t combine(std::uint64_t a, std::uint64_t b) { return finalize(a ^ fi
 // Distinct tags keep the shuffle and synthetic streams independent for the same seed.
 constexpr std::uint64_t kShuffleTag = 0x53485546464c45ull;  // "SHUFFLE"
 constexpr std::uint64_t kSyntheticTag = 0x53594e5448ull;     // "SYNTH"
+constexpr std::uint64_t kRandomTag = 0x52414e444f4dull;      // "RANDOM"
 
 Error tooSmall(const TextDataset& data, std::int64_t batch, std::int64_t seq, std::int64_t stride, std::int64_t needed) {
   std::string message = "data file '" + data.source() + "' has " + std::to_string(data.size()) +
@@ -53,20 +55,25 @@ std::int64_t countWindows(std::int64_t n, std::int64_t seq, std::int64_t stride)
 }
 
 // Copies the windows starting at `starts` into a batch.
-Batch makeBatch(std::span<const std::uint8_t> tokens, std::span<const std::int64_t> starts, std::int64_t seq) {
+template <class Id>
+Batch makeBatch(std::span<const Id> tokens, std::span<const std::int64_t> starts, std::int64_t seq) {
   const auto rows = static_cast<std::int64_t>(starts.size());
   Batch batch{at::empty({rows, seq}, at::TensorOptions().dtype(at::kLong)),
               at::empty({rows, seq}, at::TensorOptions().dtype(at::kLong))};
   std::int64_t* x = batch.tokens.data_ptr<std::int64_t>();
   std::int64_t* y = batch.targets.data_ptr<std::int64_t>();
   for (std::int64_t r = 0; r < rows; ++r) {
-    const std::uint8_t* window = tokens.data() + starts[r];
+    const Id* window = tokens.data() + starts[r];
     for (std::int64_t c = 0; c < seq; ++c) {
       x[r * seq + c] = window[c];
       y[r * seq + c] = window[c + 1];
     }
   }
   return batch;
+}
+
+Batch makeBatch(const TextDataset& data, std::span<const std::int64_t> starts, std::int64_t seq) {
+  return data.isTokenFile() ? makeBatch(data.wideTokens(), starts, seq) : makeBatch(data.tokens(), starts, seq);
 }
 
 }  // namespace
@@ -104,6 +111,14 @@ Vocabulary Vocabulary::bytes() {
   return Vocabulary(std::move(all), true);
 }
 
+Expected<Vocabulary> Vocabulary::tokenIds(std::int64_t n) {
+  if (n < 2 || n > 65536)
+    return Error{"a token file's vocabulary must have 2 to 65536 tokens (uint16 ids), got " + std::to_string(n)};
+  Vocabulary v({}, false);
+  v.token_ids_ = n;
+  return v;
+}
+
 Vocabulary Vocabulary::characters(std::string_view text) {
   std::array<bool, 256> seen{};
   for (char c : text) seen[static_cast<unsigned char>(c)] = true;
@@ -115,6 +130,7 @@ Vocabulary Vocabulary::characters(std::string_view text) {
 
 std::string Vocabulary::serialize() const {
   if (is_bytes_) return "bytes";
+  if (token_ids_ > 0) return "tokens:" + std::to_string(token_ids_);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string s = "chars:";
   for (unsigned char b : symbols_) {
@@ -126,9 +142,18 @@ std::string Vocabulary::serialize() const {
 
 Expected<Vocabulary> Vocabulary::parse(std::string_view text) {
   if (text == "bytes") return bytes();
+  if (text.substr(0, 7) == "tokens:") {
+    std::int64_t n = 0;
+    const std::string_view digits = text.substr(7);
+    if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+      return Error{"invalid vocabulary \"" + std::string(text.substr(0, 80)) + "\": expected tokens:<count>"};
+    for (char d : digits) n = n * 10 + (d - '0');
+    return tokenIds(n);
+  }
   constexpr std::string_view kPrefix = "chars:";
   const std::string bad = "invalid vocabulary \"" + std::string(text.substr(0, 80)) + "\": ";
-  if (text.substr(0, kPrefix.size()) != kPrefix) return Error{bad + "expected \"bytes\" or \"chars:<hex>\""};
+  if (text.substr(0, kPrefix.size()) != kPrefix)
+    return Error{bad + "expected \"bytes\", \"chars:<hex>\" or \"tokens:<count>\""};
   text.remove_prefix(kPrefix.size());
   if (text.size() % 2 != 0) return Error{bad + "odd number of hex digits"};
   auto digit = [](char c) -> int {
@@ -155,7 +180,7 @@ std::optional<std::uint8_t> Vocabulary::encode(unsigned char byte) const {
 }
 
 unsigned char Vocabulary::decode(std::int64_t token) const {
-  assert(token >= 0 && token < size());
+  assert(token >= 0 && token < size() && token_ids_ == 0);
   return symbols_[static_cast<std::size_t>(token)];
 }
 
@@ -183,7 +208,10 @@ Expected<TextDataset> TextDataset::build(std::string ids, const Vocabulary& voca
       ids[i] = static_cast<char>(*token);
     }
   }
-  return TextDataset(std::make_shared<const std::string>(std::move(ids)), vocabulary, std::move(source));
+  auto owner = std::make_shared<const std::string>(std::move(ids));
+  const auto size = static_cast<std::int64_t>(owner->size());
+  const void* data = owner->data();
+  return TextDataset(std::move(owner), data, size, false, vocabulary, std::move(source));
 }
 
 Expected<TextDataset> TextDataset::fromText(std::string_view text, const Vocabulary& vocabulary, std::string source) {
@@ -191,6 +219,11 @@ Expected<TextDataset> TextDataset::fromText(std::string_view text, const Vocabul
 }
 
 Expected<TextDataset> TextDataset::fromFile(const std::filesystem::path& path, const Vocabulary& vocabulary) {
+  if (vocabulary.isTokenIds()) {
+    Expected<TokenFile> file = mapTokenFile(path);
+    if (!file) return file.error();
+    return TextDataset(file->mapping, file->ids, file->count, true, vocabulary, path.string());
+  }
   Expected<std::string> text = readFile(path);
   if (!text) return Error{"cannot read data file: " + text.error().message};
   return build(std::move(*text), vocabulary, path.string());
@@ -207,8 +240,8 @@ Expected<at::Tensor> loadTokens(const std::filesystem::path& path, const Vocabul
   Expected<TextDataset> data = TextDataset::fromFile(path, vocabulary);
   if (!data) return data.error();
   at::Tensor t = at::empty({data->size()}, at::TensorOptions().dtype(at::kLong));
-  std::span<const std::uint8_t> tokens = data->tokens();
-  std::copy(tokens.begin(), tokens.end(), t.data_ptr<std::int64_t>());
+  if (data->isTokenFile()) std::copy(data->wideTokens().begin(), data->wideTokens().end(), t.data_ptr<std::int64_t>());
+  else std::copy(data->tokens().begin(), data->tokens().end(), t.data_ptr<std::int64_t>());
   return t;
 }
 
@@ -218,8 +251,11 @@ Expected<at::Tensor> loadTokens(const std::filesystem::path& path, const Vocabul
 Expected<Batcher> Batcher::create(TextDataset data, const BatcherOptions& options) {
   BatcherOptions o = options;
   if (Status s = checkShape(o.batch, o.seq, o.stride); !s) return Error{s.message()};
-  std::int64_t windows = countWindows(data.size(), o.seq, o.stride);
-  if (windows < o.batch) return tooSmall(data, o.batch, o.seq, o.stride, (o.batch - 1) * o.stride + o.seq + 1);
+  // Random windows may start at any offset (stride 1) and repeat: one window is enough.
+  std::int64_t windows = countWindows(data.size(), o.seq, o.randomWindows ? 1 : o.stride);
+  if (o.randomWindows ? windows < 1 : windows < o.batch)
+    return tooSmall(data, o.randomWindows ? 1 : o.batch, o.seq, o.stride,
+                    o.randomWindows ? o.seq + 1 : (o.batch - 1) * o.stride + o.seq + 1);
   std::int64_t vocab = data.vocabulary().size();
   return Batcher(std::move(data), vocab, o, windows);
 }
@@ -255,6 +291,12 @@ const std::vector<std::int64_t>& Batcher::permutation(std::int64_t epoch) const 
 
 std::vector<std::int64_t> Batcher::windowStarts(DataPosition position) const {
   if (isSynthetic()) return {};
+  if (options_.randomWindows) {  // nanoGPT's torch.randint(len(data) - seq, (batch,))
+    SplitMix64 rng(combine(combine(options_.seed, kRandomTag), static_cast<std::uint64_t>(position.index)));
+    std::vector<std::int64_t> starts(static_cast<std::size_t>(options_.batch));
+    for (std::int64_t& s : starts) s = static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(windows_)));
+    return starts;
+  }
   assert(position.index >= 0 && position.index < batchesPerEpoch());
   const std::vector<std::int64_t>& order = permutation(position.epoch);
   std::vector<std::int64_t> starts(static_cast<std::size_t>(options_.batch));
@@ -285,7 +327,7 @@ Batch Batcher::next() {
     return batch;
   }
   std::vector<std::int64_t> starts = windowStarts(position_);
-  batch = makeBatch(data_->tokens(), starts, options_.seq);
+  batch = makeBatch(*data_, starts, options_.seq);
   if (++position_.index == batchesPerEpoch()) {
     ++position_.epoch;
     position_.index = 0;
@@ -294,9 +336,10 @@ Batch Batcher::next() {
 }
 
 Status Batcher::setPosition(DataPosition position) {
-  if (isSynthetic()) {
+  if (isSynthetic() || options_.randomWindows) {
     if (position.epoch != 0 || position.index < 0)
-      return Error{"synthetic data position must be {epoch 0, index >= 0}, got {" + std::to_string(position.epoch) +
+      return Error{std::string(isSynthetic() ? "synthetic data" : "random windows'") +
+                   " position must be {epoch 0, index >= 0}, got {" + std::to_string(position.epoch) +
                    ", " + std::to_string(position.index) + "}"};
   } else if (position.epoch < 0 || position.index < 0 || position.index >= batchesPerEpoch()) {
     return Error{"data position {epoch " + std::to_string(position.epoch) + ", index " + std::to_string(position.index) +
@@ -323,7 +366,7 @@ std::optional<Batch> EvalBatches::next() {
   std::vector<std::int64_t> starts(static_cast<std::size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r) starts[r] = (next_window_ + r) * stride_;
   next_window_ += rows;
-  return makeBatch(data_.tokens(), starts, seq_);
+  return makeBatch(data_, starts, seq_);
 }
 
 }  // namespace gradc::runtime

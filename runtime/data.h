@@ -5,13 +5,21 @@
 //   characters  the distinct bytes of a file, sorted by value, numbered 0..V-1 (a compact
 //               vocabulary for small corpora; "characters" are bytes, so UTF-8 text is split
 //               into its code units).
-// The vocabulary serialises to a short string ("bytes" or "chars:<hex of the bytes>") that a
-// run stores in its configuration, so evaluation and resumed runs use the same mapping.
+//   token ids   a token file's ids in [0, N), from a tokenizer gradc does not run (GPT-2's BPE
+//               for nanoGPT's and llm.c's .bin files, runtime/token_file.h); nothing to decode.
+// The vocabulary serialises to a short string ("bytes", "chars:<hex of the bytes>" or
+// "tokens:<N>") that a run stores in its configuration, so evaluation and resumed runs use the
+// same mapping.
 //
 // Windows. Training samples are windows of seq+1 consecutive tokens starting every `stride`
 // tokens (default stride = seq, so consecutive windows share one token and every token of the
 // stream is a target exactly once; stride 1 uses every offset). tokens = window[0, seq),
 // targets = window[1, seq+1): the next token at every position.
+//
+// Random windows (BatcherOptions::randomWindows, --sampling random): every batch draws its
+// windows' starts uniformly from [0, tokens - seq), with replacement, as nanoGPT's get_batch
+// does, from SplitMix64 seeded by (seed, batch index): the position {0, index} is again all the
+// state there is.
 //
 // Order. Epoch e visits the windows in a permutation drawn by Fisher-Yates from a SplitMix64
 // generator seeded by (seed, e); the generator and the bounded draw are implemented here, so the
@@ -48,21 +56,26 @@ class Vocabulary {
   static Vocabulary bytes();
   // The distinct bytes of `text`, sorted by value.
   static Vocabulary characters(std::string_view text);
+  // Token ids in [0, n) of a token file (2 <= n <= 65536: the files hold uint16 ids).
+  static Expected<Vocabulary> tokenIds(std::int64_t n);
   // Inverse of serialize().
   static Expected<Vocabulary> parse(std::string_view serialized);
 
   // "bytes", or "chars:" followed by two lowercase hex digits per byte, in token order.
   std::string serialize() const;
 
-  std::int64_t size() const { return static_cast<std::int64_t>(symbols_.size()); }
+  std::int64_t size() const { return token_ids_ > 0 ? token_ids_ : static_cast<std::int64_t>(symbols_.size()); }
   bool isBytes() const { return is_bytes_; }
+  bool isTokenIds() const { return token_ids_ > 0; }
   // The token of a byte, or nullopt when the byte is not in the vocabulary.
   std::optional<std::uint8_t> encode(unsigned char byte) const;
-  // The byte of a token; `token` must be in [0, size()).
+  // The byte of a token; `token` must be in [0, size()) of a byte or character vocabulary.
   unsigned char decode(std::int64_t token) const;
   std::string decode(std::span<const std::int64_t> tokens) const;
 
-  bool operator==(const Vocabulary& other) const { return symbols_ == other.symbols_ && is_bytes_ == other.is_bytes_; }
+  bool operator==(const Vocabulary& other) const {
+    return symbols_ == other.symbols_ && is_bytes_ == other.is_bytes_ && token_ids_ == other.token_ids_;
+  }
 
  private:
   Vocabulary(std::vector<unsigned char> symbols, bool is_bytes);
@@ -70,17 +83,19 @@ class Vocabulary {
   std::vector<unsigned char> symbols_;  // token -> byte
   std::array<std::int16_t, 256> index_{};  // byte -> token, -1 when absent
   bool is_bytes_ = false;
+  std::int64_t token_ids_ = 0;  // > 0: a token-id vocabulary of this size (no symbols)
 };
 
 enum class VocabularyKind { bytes, characters };
 
-// A file's tokens (one byte each: every vocabulary has at most 256 tokens). Copies share the
-// token storage.
+// A file's tokens: one byte each for text (every byte or character vocabulary has at most 256
+// tokens), two for a token file (memory-mapped). Copies share the token storage.
 class TextDataset {
  public:
   // Reads `path` and builds the vocabulary of `kind` from it.
   static Expected<TextDataset> fromFile(const std::filesystem::path& path, VocabularyKind kind = VocabularyKind::bytes);
   // Reads `path` with a given vocabulary (evaluation, resume); a byte outside it is an error.
+  // A token-id vocabulary maps `path` as a token file (runtime/token_file.h).
   static Expected<TextDataset> fromFile(const std::filesystem::path& path, const Vocabulary& vocabulary);
   // The same for text in memory; `source` names it in errors.
   static Expected<TextDataset> fromText(std::string_view text, const Vocabulary& vocabulary,
@@ -88,19 +103,29 @@ class TextDataset {
 
   const Vocabulary& vocabulary() const { return vocabulary_; }
   const std::string& source() const { return source_; }
-  std::int64_t size() const { return static_cast<std::int64_t>(tokens_->size()); }
-  // Token ids in stream order.
+  std::int64_t size() const { return size_; }
+  // Token ids in stream order, of a text dataset (one byte each; empty for a token file).
   std::span<const std::uint8_t> tokens() const {
-    return {reinterpret_cast<const std::uint8_t*>(tokens_->data()), tokens_->size()};
+    return wide_ ? std::span<const std::uint8_t>{} : std::span<const std::uint8_t>{static_cast<const std::uint8_t*>(ids_), static_cast<std::size_t>(size_)};
   }
+  // Token ids of a token file (empty for text).
+  std::span<const std::uint16_t> wideTokens() const {
+    return wide_ ? std::span<const std::uint16_t>{static_cast<const std::uint16_t*>(ids_), static_cast<std::size_t>(size_)} : std::span<const std::uint16_t>{};
+  }
+  bool isTokenFile() const { return wide_; }
 
  private:
-  TextDataset(std::shared_ptr<const std::string> tokens, Vocabulary vocabulary, std::string source)
-      : tokens_(std::move(tokens)), vocabulary_(std::move(vocabulary)), source_(std::move(source)) {}
+  TextDataset(std::shared_ptr<const void> owner, const void* ids, std::int64_t size, bool wide, Vocabulary vocabulary,
+              std::string source)
+      : owner_(std::move(owner)), ids_(ids), size_(size), wide_(wide), vocabulary_(std::move(vocabulary)),
+        source_(std::move(source)) {}
   // Maps `bytes` to token ids in place (no second copy of a large file).
   static Expected<TextDataset> build(std::string bytes, const Vocabulary& vocabulary, std::string source);
 
-  std::shared_ptr<const std::string> tokens_;  // token ids stored as bytes
+  std::shared_ptr<const void> owner_;  // the storage of ids_: a string of byte ids, or a file mapping
+  const void* ids_ = nullptr;
+  std::int64_t size_ = 0;
+  bool wide_ = false;  // uint16 ids (a token file) rather than bytes
   Vocabulary vocabulary_;
   std::string source_;
 };
@@ -123,6 +148,7 @@ struct BatcherOptions {
   std::uint64_t seed = 0;
   std::int64_t stride = 0;  // distance between window starts; 0 means seq
   bool shuffle = true;      // false: windows in stream order every epoch (debugging)
+  bool randomWindows = false;  // windows at random offsets with replacement (--sampling random)
 };
 
 // The order in which epoch `epoch` visits `n` samples: a Fisher-Yates permutation drawn from
@@ -150,7 +176,10 @@ class Batcher {
   std::int64_t vocabSize() const { return vocab_; }
   // Number of windows in the stream and batches per epoch (0 for synthetic data).
   std::int64_t windowCount() const { return windows_; }
-  std::int64_t batchesPerEpoch() const { return isSynthetic() ? 0 : windows_ / options_.batch; }
+  // Random windows have no epochs: 0, as for synthetic data.
+  std::int64_t batchesPerEpoch() const {
+    return isSynthetic() || options_.randomWindows ? 0 : windows_ / options_.batch;
+  }
   const BatcherOptions& options() const { return options_; }
 
   // The stream offset of each window of the batch at `position` (empty for synthetic data).

@@ -5,6 +5,7 @@
 #include <ATen/ops/all.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/isfinite.h>
+#include <ATen/ops/max.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <nlohmann/json.hpp>
@@ -34,6 +35,7 @@
 #include "runtime/shard_checkpoint.h"
 #include "runtime/synthetic_inputs.h"
 #include "runtime/json_text.h"
+#include "runtime/token_file.h"
 
 namespace gradc::runtime {
 
@@ -76,6 +78,7 @@ struct TokenData {
   Batcher batcher;
   std::int64_t tokensPerStep;
   at::ScalarType tokenType, targetType;  // of the graph's inputs (i64 or i32)
+  bool checkIds = false;                 // a token file: ids are checked batch by batch
 };
 
 Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, std::uint64_t seed,
@@ -87,13 +90,22 @@ Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, s
   bo.batch = tokens->type().shape[0] * world;  // the global batch; each rank keeps its rows
   bo.seq = tokens->type().shape[1];
   bo.seed = seed;
+  bo.randomWindows = o.randomWindows;
+  config["sampling"] = o.randomWindows ? "random" : "epoch";
   std::optional<ir::IndexBound> tokenBound = ir::indexBound(*tokens);
   std::optional<ir::IndexBound> targetBound = ir::indexBound(*targets);
   std::int64_t limit = std::min(tokenBound ? tokenBound->bound : 256, targetBound ? targetBound->bound : 256);
   std::optional<Batcher> batcher;
+  bool checkIds = false;
   if (o.data) {
-    Expected<TextDataset> data = restoredVocab ? TextDataset::fromFile(*o.data, *restoredVocab)
-                                               : TextDataset::fromFile(*o.data, o.vocabulary);
+    std::optional<Vocabulary> vocabulary = restoredVocab;
+    if (!vocabulary && (o.tokenVocabulary || hasLlmcTokenHeader(*o.data))) {
+      Expected<Vocabulary> ids = Vocabulary::tokenIds(o.tokenVocabulary.value_or(limit));
+      if (!ids) return Error{"--vocab-size: " + ids.error().message};
+      vocabulary = *ids;
+    }
+    Expected<TextDataset> data = vocabulary ? TextDataset::fromFile(*o.data, *vocabulary)
+                                            : TextDataset::fromFile(*o.data, o.vocabulary);
     if (!data) return Error{data.error().message};
     std::int64_t vocab = data->vocabulary().size();
     for (const auto& [bound, what] : {std::pair{tokenBound, "tokens"}, std::pair{targetBound, "targets"}})
@@ -103,6 +115,7 @@ Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, s
                      (vocab == 256 ? " (use --vocab chars for a compact character vocabulary, or raise the model's vocab)"
                                    : " (raise the model's vocab)")};
     config["vocabulary"] = data->vocabulary().serialize();
+    checkIds = data->isTokenFile();
     Expected<Batcher> b = Batcher::create(*data, bo);
     if (!b) return Error{b.error().message};
     batcher = std::move(*b);
@@ -114,7 +127,7 @@ Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, s
   }
   if (Status s = batcher->setPosition(position); !s) return Error{s.message()};
   return TokenData{std::move(*batcher), bo.batch * bo.seq, toScalarType(tokens->type().dtype),
-                   toScalarType(targets->type().dtype)};
+                   toScalarType(targets->type().dtype), checkIds};
 }
 
 // Data for image classifiers (inputs `images` [batch, C, H, W] and `labels` [batch]) from --data
@@ -236,6 +249,11 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     firstStep = ck->step + 1;
     position = ck->data;
     nlohmann::json saved = parseJsonBounded(ck->config);
+    // A position means something else under the other sampling (runtime/data.h).
+    if (saved.is_object() && saved.contains("sampling") && saved["sampling"].is_string() &&
+        saved["sampling"] != (o.randomWindows ? "random" : "epoch"))
+      return Error{"the checkpoint in " + ck->loaded_from.string() + " was trained with --sampling " +
+                   saved["sampling"].get<std::string>() + "; resume it with the same"};
     if (saved.is_object() && saved.contains("vocabulary") && saved["vocabulary"].is_string()) {
       std::string v = saved["vocabulary"];
       if (v.rfind("synthetic:", 0) != 0) {
@@ -320,6 +338,15 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     TensorMap inputs;
     if (tokenData) {
       Batch b = tokenData->batcher.next();
+      // A token file's ids are checked as they are read (a whole-file pass would read it all
+      // before step 1): one outside the vocabulary stops the run, naming it.
+      if (tokenData->checkIds) {
+        const std::int64_t largest = std::max(b.tokens.max().item<std::int64_t>(), b.targets.max().item<std::int64_t>());
+        if (largest >= tokenData->batcher.vocabSize())
+          return Error{"token file '" + o.data->string() + "' holds token " + std::to_string(largest) +
+                       " (in the batch of step " + std::to_string(step) + "), outside its vocabulary of " +
+                       std::to_string(tokenData->batcher.vocabSize()) + " (--vocab-size)"};
+      }
       // The batcher's i64 indices in the inputs' own integer type.
       inputs.emplace("tokens", shardOf(b.tokens, world, rank).to(tokenData->tokenType));
       inputs.emplace("targets", shardOf(b.targets, world, rank).to(tokenData->targetType));

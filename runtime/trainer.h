@@ -39,6 +39,10 @@ struct TrainerOptions {
   std::uint64_t seed = 0;             // ignored when resuming (the checkpoint's seed is used)
   std::optional<std::filesystem::path> data;  // text file; nullopt: synthetic data
   VocabularyKind vocabulary = VocabularyKind::bytes;
+  // --data is a token file (runtime/token_file.h) of ids in [0, N); without it, a file with
+  // llm.c's header is one too, of the model's vocabulary.
+  std::optional<std::int64_t> tokenVocabulary;
+  bool randomWindows = false;  // --sampling random (runtime/data.h)
   std::optional<std::filesystem::path> saveDir;
   std::int64_t saveEvery = 0;         // 0: save only after the last step (when saveDir is set)
   std::optional<std::filesystem::path> resumeDir;

@@ -31,10 +31,20 @@
 namespace gradc::tools {
 
 void RunFlags::addTo(CLI::App& cmd) {
-  cmd.add_option("--data", data, "Text file to train on (byte-level tokens)");
+  cmd.add_option("--data", data, "File to train on: text (--vocab bytes or chars) or tokens (--vocab-size)");
   cmd.add_flag("--synthetic", synthetic, "Train on deterministic synthetic data instead of a file");
   cmd.add_option("--vocab", vocab, "Token vocabulary for --data: bytes (256) or chars (the file's distinct bytes)")
       ->check(CLI::IsMember({"bytes", "chars"}))
+      ->capture_default_str();
+  cmd.add_option("--vocab-size", vocabSize,
+                 "--data is a token file of ids in [0, N): nanoGPT's .bin (uint16, no header) or llm.c's (recognised "
+                 "by its header even without this flag, which then defaults to the model's vocabulary); memory-mapped")
+      ->check(integerIn(2, 65536))
+      ->excludes("--vocab");
+  cmd.add_option("--sampling", sampling,
+                 "epoch: every window once per epoch, shuffled; random: windows at random offsets with replacement, "
+                 "as nanoGPT draws them (both resume exactly)")
+      ->check(CLI::IsMember({"epoch", "random"}))
       ->capture_default_str();
   cmd.add_option("--steps", steps, "Train until this step")->check(positiveInteger())->capture_default_str();
   cmd.add_option("--seed", seed, "Seed of initialisation, data order and dropout (default: the spec's seed)")
@@ -76,7 +86,8 @@ std::vector<std::string> RunFlags::toArgs() const {
   std::vector<std::string> a;
   if (!data.empty()) a.insert(a.end(), {"--data", data});
   if (synthetic) a.push_back("--synthetic");
-  a.insert(a.end(), {"--vocab", vocab, "--steps", std::to_string(steps)});
+  a.insert(a.end(), {vocabSize > 0 ? "--vocab-size" : "--vocab", vocabSize > 0 ? std::to_string(vocabSize) : vocab,
+                     "--sampling", sampling, "--steps", std::to_string(steps)});
   if (seed) a.insert(a.end(), {"--seed", std::to_string(*seed)});
   if (!save.empty()) a.insert(a.end(), {"--save", save});
   a.insert(a.end(), {"--save-every", std::to_string(saveEvery)});
@@ -302,6 +313,8 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   t.seed = o.seed ? *o.seed : manifest->seed;
   if (!o.data.empty()) t.data = o.data;
   t.vocabulary = o.vocab == "chars" ? runtime::VocabularyKind::characters : runtime::VocabularyKind::bytes;
+  if (o.vocabSize > 0) t.tokenVocabulary = o.vocabSize;
+  t.randomWindows = o.sampling == "random";
   if (!o.save.empty()) t.saveDir = o.save;
   t.saveEvery = o.saveEvery;
   if (!o.resume.empty()) t.resumeDir = o.resume;

@@ -25,6 +25,8 @@ struct RunFlags {
   std::string data;
   bool synthetic = false;
   std::string vocab = "bytes";
+  std::int64_t vocabSize = 0;        // --vocab-size: --data is a token file of ids in [0, N); 0: not given
+  std::string sampling = "epoch";    // --sampling epoch|random
   std::int64_t steps = 100;
   std::optional<std::uint64_t> seed;
   std::string save;

@@ -313,3 +313,56 @@ TEST_CASE("data: evaluation visits every window once, in order") {
   CHECK(at::equal(eval->next()->tokens, b0->tokens));
   CHECK(!EvalBatches::create(*data, 1, 26).ok());
 }
+
+TEST_CASE("data: a token file's ids, its vocabulary's round trip, and random windows") {
+  TempDir dir("token-file");
+  const std::vector<std::uint16_t> ids{7, 300, 65535, 0, 12, 9, 40000, 3, 3, 1};
+  const fs::path raw = dir.path / "train.bin";
+  {
+    std::ofstream out(raw, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * 2));
+  }
+  Expected<Vocabulary> vocab = Vocabulary::tokenIds(65536);
+  REQUIRE(vocab.ok());
+  CHECK(vocab->serialize() == "tokens:65536");
+  Expected<Vocabulary> parsed = Vocabulary::parse("tokens:65536");
+  REQUIRE(parsed.ok());
+  CHECK(*parsed == *vocab);
+  CHECK_FALSE(Vocabulary::parse("tokens:1").ok());
+  CHECK_FALSE(Vocabulary::parse("tokens:65537").ok());
+  CHECK_FALSE(Vocabulary::parse("tokens:").ok());
+
+  Expected<TextDataset> data = TextDataset::fromFile(raw, *vocab);
+  REQUIRE_MESSAGE(data.ok(), (data.ok() ? "" : data.error().message));
+  CHECK(data->isTokenFile());
+  CHECK(data->size() == 10);
+  CHECK(std::vector<std::uint16_t>(data->wideTokens().begin(), data->wideTokens().end()) == ids);
+
+  BatcherOptions o;
+  o.batch = 3;
+  o.seq = 4;
+  o.seed = 5;
+  o.randomWindows = true;
+  Expected<Batcher> b = Batcher::create(*data, o);
+  REQUIRE(b.ok());
+  CHECK(b->batchesPerEpoch() == 0);
+  Expected<Batcher> again = Batcher::create(*data, o);
+  REQUIRE(again.ok());
+  REQUIRE(again->setPosition({0, 2}).ok());
+  b->next();
+  b->next();
+  std::set<std::int64_t> starts;
+  for (int i = 0; i < 20; ++i) {
+    for (std::int64_t s : b->windowStarts(b->position())) {
+      CHECK(s >= 0);
+      CHECK(s < 10 - 4);  // nanoGPT's randint(len(data) - seq)
+      starts.insert(s);
+    }
+    const Batch x = b->next(), y = again->next();
+    CHECK(sameBatch(x, y));  // a restored position draws the same windows
+    CHECK(row(x.targets, 0)[0] == row(x.tokens, 0)[1]);
+  }
+  CHECK(starts.size() > 1);
+  CHECK(b->position() == DataPosition{0, 22});
+  CHECK_FALSE(b->setPosition({1, 0}).ok());
+}
