@@ -7,35 +7,17 @@
 #include <algorithm>
 
 #include "runtime/cuda/dropout_kernel.h"
+#include "runtime/cuda/element_arithmetic.cuh"
 #include "runtime/cuda/philox_element.h"
 
 namespace gradc::runtime::cuda {
 namespace {
 
 template <class T>
-struct Arithmetic {  // f32, f64: the product in the element type, as the CPU kernel
-  using Compute = T;
-  __device__ static Compute load(T v) { return v; }
-  __device__ static T store(Compute v) { return v; }
-};
-template <>
-struct Arithmetic<__half> {
-  using Compute = float;
-  __device__ static float load(__half v) { return __half2float(v); }
-  __device__ static __half store(float v) { return __float2half_rn(v); }
-};
-template <>
-struct Arithmetic<__nv_bfloat16> {
-  using Compute = float;
-  __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-  __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
-};
-
-template <class T>
 __global__ void dropoutKernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t n, std::uint64_t offset,
                               std::uint64_t step, std::uint32_t k0, std::uint32_t k1, float threshold,
-                              typename Arithmetic<T>::Compute scale) {
-  using A = Arithmetic<T>;
+                              typename ElementArithmetic<T>::Compute scale) {
+  using A = ElementArithmetic<T>;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float u = philox::uniform(offset + static_cast<std::uint64_t>(i), step, k0, k1);
@@ -48,7 +30,7 @@ void launch(const DropoutLaunch& l) {
   constexpr int kThreads = 256;
   const std::int64_t blocks = std::min<std::int64_t>((l.n + kThreads - 1) / kThreads, 65535 * 8);
   if (blocks == 0) return;
-  using C = typename Arithmetic<T>::Compute;
+  using C = typename ElementArithmetic<T>::Compute;
   dropoutKernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(l.stream)>>>(
       static_cast<const T*>(l.x), static_cast<T*>(l.y), l.n, l.offset, l.step, l.k0, l.k1, l.threshold,
       static_cast<C>(l.scale));
@@ -57,14 +39,7 @@ void launch(const DropoutLaunch& l) {
 }  // namespace
 
 const char* launchDropout(const DropoutLaunch& l) {
-  switch (l.element) {
-    case Element::f32: launch<float>(l); break;
-    case Element::f64: launch<double>(l); break;
-    case Element::f16: launch<__half>(l); break;
-    case Element::bf16: launch<__nv_bfloat16>(l); break;
-  }
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+  return launchFor(l.element, [&](auto tag) { launch<typename decltype(tag)::type>(l); });
 }
 
 }  // namespace gradc::runtime::cuda

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "runtime/cuda/element_arithmetic.cuh"
 #include "runtime/cuda/softmax_backward_kernel.h"
 
 namespace gradc::runtime::cuda {
@@ -15,25 +16,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-
-template <class T>
-struct Accumulate {  // f32, f64: the element type
-  using Type = T;
-  __device__ static Type load(T v) { return v; }
-  __device__ static T store(Type v) { return v; }
-};
-template <>
-struct Accumulate<__half> {
-  using Type = float;
-  __device__ static float load(__half v) { return __half2float(v); }
-  __device__ static __half store(float v) { return __float2half_rn(v); }
-};
-template <>
-struct Accumulate<__nv_bfloat16> {
-  using Type = float;
-  __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-  __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
-};
 
 // The sum of `v` over the block, returned to every thread.
 template <class A>
@@ -56,8 +38,8 @@ __device__ A blockSum(A v) {
 template <class T>
 __global__ void softmaxBackwardKernel(const T* __restrict__ g, const T* __restrict__ y, T* __restrict__ out,
                                       std::int64_t size, std::int64_t inner) {
-  using A = Accumulate<T>;
-  using Acc = typename A::Type;
+  using A = ElementArithmetic<T>;  // f16/bf16 accumulate in f32
+  using Acc = typename A::Compute;
   const std::int64_t line = blockIdx.x;
   const std::int64_t base = (line / inner) * size * inner + line % inner;
   Acc partial = 0;
@@ -84,14 +66,7 @@ void launch(const SoftmaxBackwardLaunch& l) {
 
 const char* launchSoftmaxBackward(const SoftmaxBackwardLaunch& l) {
   if (l.outer * l.inner > 0x7fffffffLL) return "more than 2^31 - 1 lines";
-  switch (l.element) {
-    case Element::f32: launch<float>(l); break;
-    case Element::f64: launch<double>(l); break;
-    case Element::f16: launch<__half>(l); break;
-    case Element::bf16: launch<__nv_bfloat16>(l); break;
-  }
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+  return launchFor(l.element, [&](auto tag) { launch<typename decltype(tag)::type>(l); });
 }
 
 }  // namespace gradc::runtime::cuda

@@ -8,17 +8,10 @@ source "$(dirname "$0")/lib.sh" "$@"
 py=/usr/bin/python3
 spec=$src/models/gpt-mini.yaml
 small=(--set layers=1 --set d_model=64 --set heads=2 --set seq=32 --set batch=4)
-head -c 200000 "$src/../shared/data/tinyshakespeare.txt" >"$work/corpus.txt" 2>/dev/null ||
-  head -c 200000 /usr/share/common-licenses/GPL-3 >"$work/corpus.txt"
+corpus "$work/corpus.txt" 200000
 
 train() { timeout 300 "$gradc" train "$spec" "${small[@]}" --data "$work/corpus.txt" --vocab chars "$@"; }
-expect_error() {
-  local name=$1 pattern=$2
-  shift 2
-  train "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ $rc -eq 2 ] && grep -Eq "$pattern" "$work/err"; then ok; else bad "$name: exit $rc, $(head -3 "$work/err")"; fi
-}
+expect_error() { expect_exit2 "$1" "$2" train "${@:3}"; }
 
 train --steps 4 --save "$work/base" >"$work/log" 2>&1 && ok || bad "base run: $(tail -2 "$work/log")"
 # Folder and file: the parameters are the base's, bit for bit, and the optimizer starts afresh.

@@ -8,8 +8,7 @@ source "$(dirname "$0")/lib.sh" "$@"
 py=/usr/bin/python3
 spec=$src/models/gpt-mini.yaml
 small=(--set layers=1 --set d_model=64 --set heads=2 --set seq=32 --set batch=4)
-head -c 100000 "$src/../shared/data/tinyshakespeare.txt" >"$work/corpus.txt" 2>/dev/null ||
-  head -c 100000 /usr/share/common-licenses/GPL-3 >"$work/corpus.txt"
+corpus "$work/corpus.txt" 100000
 # The corpus's characters as ids, written as nanoGPT's prepare.py and llm.c write them.
 $py - "$work/corpus.txt" "$work" <<'PY'
 import struct, sys
@@ -48,13 +47,7 @@ train "${random[@]}" --steps 6 --resume "$work/r3" --save "$work/r3b" >"$work/lo
 timeout 120 "$gradc" eval "$spec" "${small[@]}" --weights "$work/r6" --data "$work/raw.bin" >"$work/eval.txt" 2>&1 &&
   grep -q "^loss " "$work/eval.txt" && ok || bad "eval on a token file: $(tail -2 "$work/eval.txt")"
 
-expect_error() {
-  local name=$1 pattern=$2
-  shift 2
-  train "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ $rc -eq 2 ] && grep -Eq "$pattern" "$work/err"; then ok; else bad "$name: exit $rc, $(head -3 "$work/err")"; fi
-}
+expect_error() { expect_exit2 "$1" "$2" train "${@:3}"; }
 expect_error "other sampling on resume" "trained with --sampling random; resume it with the same" \
   --data "$work/raw.bin" --vocab-size "$vocab" --steps 6 --resume "$work/r3"
 expect_error "odd length" "odd length \(1001 bytes\)" --data "$work/odd.bin" --vocab-size "$vocab" --steps 1
