@@ -21,5 +21,6 @@ Runner addTrainCommand(CLI::App& app);
 Runner addGradCommand(CLI::App& app);
 Runner addEvalCommand(CLI::App& app);
 Runner addInspectCommand(CLI::App& app);
+Runner addPlotCommand(CLI::App& app);
 
 }  // namespace gradc::tools

@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   commands.emplace_back(eval, addEvalCommand(*eval));
   CLI::App* inspect = app.add_subcommand("inspect", "Where the bytes of a memory plan go: peak, contributors, timeline");
   commands.emplace_back(inspect, addInspectCommand(*inspect));
+  CLI::App* plot = app.add_subcommand("plot", "Loss curves of runs' metrics files as one SVG chart");
+  commands.emplace_back(plot, addPlotCommand(*plot));
   // A word where the command belongs that names none: say so (CLI11 would only ask for one).
   if (argc > 1 && argv[1][0] != '-') {
     std::vector<std::string> names;

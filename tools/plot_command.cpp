@@ -1,0 +1,229 @@
+// gradc plot METRICS.json... -o curve.svg [--title T]
+//
+// Loss curves from the metrics files that gradc train and gradc-run write (--metrics-out): the
+// training loss of every run against its step, the validation loss where a run recorded one
+// (steps[].val_loss), and the learning rate on a second axis, several runs overlaid in one
+// colour each, with a legend. The SVG is self-contained (no scripts, no external fonts or
+// styles) and written atomically.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/atomic_file.h"
+#include "runtime/json_text.h"
+#include "tools/commands.h"
+#include "tools/flag_checks.h"
+
+namespace gradc::tools {
+namespace {
+
+struct Series {
+  std::vector<std::pair<double, double>> points;  // (step, value)
+};
+
+struct Run {
+  std::string label;
+  Series loss, valLoss, lr;
+};
+
+struct Range {
+  double lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
+  void add(double v) {
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  bool empty() const { return !(lo <= hi); }
+};
+
+// A run's curves from one metrics file; an Error names the file and what is missing.
+Expected<Run> readRun(const std::filesystem::path& path) {
+  Expected<std::string> text = runtime::readFile(path);
+  if (!text) return Error{"cannot read metrics file: " + text.error().message};
+  const nlohmann::json j = runtime::parseJsonBounded(*text);
+  if (!j.is_object() || !j.contains("steps") || !j["steps"].is_array())
+    return Error{"'" + path.string() + "' is not a gradc metrics file (no \"steps\" array; write one with --metrics-out)"};
+  Run run;
+  run.label = path.stem().string();
+  if (j.contains("model") && j["model"].is_string()) run.label += " (" + j["model"].get<std::string>() + ")";
+  auto number = [](const nlohmann::json& e, const char* key) -> std::optional<double> {
+    if (!e.contains(key) || !e[key].is_number()) return std::nullopt;
+    const double v = e[key].get<double>();
+    return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+  };
+  for (const nlohmann::json& e : j["steps"]) {
+    if (!e.is_object()) continue;
+    const std::optional<double> step = number(e, "step");
+    if (!step) continue;
+    if (auto v = number(e, "loss")) run.loss.points.emplace_back(*step, *v);
+    if (auto v = number(e, "val_loss")) run.valLoss.points.emplace_back(*step, *v);
+    if (auto v = number(e, "lr")) run.lr.points.emplace_back(*step, *v);
+  }
+  if (run.loss.points.empty()) return Error{"'" + path.string() + "' has no steps with a finite loss"};
+  return run;
+}
+
+// About `count` round tick values covering [lo, hi] (1, 2 or 5 times a power of ten apart).
+std::vector<double> ticks(double lo, double hi, int count) {
+  if (!(hi > lo)) return {lo};
+  const double raw = (hi - lo) / count;
+  const double power = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = power;
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * power >= raw) {
+      step = m * power;
+      break;
+    }
+  std::vector<double> out;
+  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
+  return out;
+}
+
+std::string number(double v) { return fmt::format("{:.6g}", v); }
+
+std::string escapeXml(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += static_cast<unsigned char>(c) < 0x20 ? ' ' : c;
+    }
+  }
+  return out;
+}
+
+std::string renderSvg(const std::vector<Run>& runs, const std::string& title) {
+  constexpr double kWidth = 860, kHeight = 500, kLeft = 70, kRight = 70, kTop = 50, kBottom = 60;
+  const double plotW = kWidth - kLeft - kRight, plotH = kHeight - kTop - kBottom;
+  Range steps, losses, rates;
+  for (const Run& r : runs) {
+    for (const auto* s : {&r.loss, &r.valLoss})
+      for (auto [x, y] : s->points) {
+        steps.add(x);
+        losses.add(y);
+      }
+    for (auto [x, y] : r.lr.points) rates.add(y);
+  }
+  if (steps.hi == steps.lo) steps.hi = steps.lo + 1;
+  if (losses.hi == losses.lo) losses.hi = losses.lo + 1;
+  const bool withLr = !rates.empty();
+  if (withLr && rates.hi == rates.lo) {
+    rates.lo = 0;
+    if (rates.hi == 0) rates.hi = 1;
+  }
+  auto px = [&](double step) { return kLeft + (step - steps.lo) / (steps.hi - steps.lo) * plotW; };
+  auto py = [&](double v, const Range& r) { return kTop + (1 - (v - r.lo) / (r.hi - r.lo)) * plotH; };
+  static constexpr const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+                                             "#e377c2", "#17becf"};
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n",
+      kWidth, kHeight);
+  svg += fmt::format("<text x=\"{}\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">{}</text>\n", kWidth / 2,
+                     escapeXml(title));
+  // Axes, grid and ticks.
+  svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>\n", kLeft,
+                     kTop, plotW, plotH);
+  for (double t : ticks(steps.lo, steps.hi, 8)) {
+    svg += fmt::format("<line x1=\"{0:.2f}\" y1=\"{1}\" x2=\"{0:.2f}\" y2=\"{2}\" stroke=\"#ddd\"/>\n", px(t), kTop,
+                       kTop + plotH);
+    svg += fmt::format("<text x=\"{:.2f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", px(t), kTop + plotH + 18,
+                       number(t));
+  }
+  for (double t : ticks(losses.lo, losses.hi, 6)) {
+    svg += fmt::format("<line x1=\"{0}\" y1=\"{1:.2f}\" x2=\"{2}\" y2=\"{1:.2f}\" stroke=\"#ddd\"/>\n", kLeft, py(t, losses),
+                       kLeft + plotW);
+    svg += fmt::format("<text x=\"{}\" y=\"{:.2f}\" text-anchor=\"end\">{}</text>\n", kLeft - 6, py(t, losses) + 4, number(t));
+  }
+  if (withLr)
+    for (double t : ticks(rates.lo, rates.hi, 6))
+      svg += fmt::format("<text x=\"{}\" y=\"{:.2f}\" fill=\"#777\">{}</text>\n", kLeft + plotW + 6, py(t, rates) + 4,
+                         number(t));
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">step</text>\n", kLeft + plotW / 2, kHeight - 18);
+  svg += fmt::format("<text x=\"18\" y=\"{0}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {0})\">loss</text>\n",
+                     kTop + plotH / 2);
+  if (withLr)
+    svg += fmt::format(
+        "<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" fill=\"#777\" transform=\"rotate(90 {0} {1})\">learning "
+        "rate (dotted)</text>\n",
+        kWidth - 14, kTop + plotH / 2);
+  // Curves: training loss solid, validation loss dashed with markers, learning rate dotted.
+  auto polyline = [&](const Series& s, const Range& range, const char* colour, const char* style) {
+    if (s.points.empty()) return std::string();
+    std::string points;
+    for (auto [x, y] : s.points) points += fmt::format("{:.2f},{:.2f} ", px(x), py(y, range));
+    points.pop_back();
+    return fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\" {} points=\"{}\"/>\n", colour, style,
+                       points);
+  };
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const char* colour = kColours[i % std::size(kColours)];
+    svg += polyline(runs[i].loss, losses, colour, "class=\"loss\"");
+    svg += polyline(runs[i].valLoss, losses, colour, "class=\"val-loss\" stroke-dasharray=\"6 3\"");
+    for (auto [x, y] : runs[i].valLoss.points)
+      svg += fmt::format("<circle cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"2.5\" fill=\"{}\"/>\n", px(x), py(y, losses), colour);
+    if (withLr) svg += polyline(runs[i].lr, rates, colour, "class=\"lr\" stroke-dasharray=\"1 3\" opacity=\"0.7\"");
+  }
+  // Legend, top right inside the plot.
+  double y = kTop + 16;
+  for (size_t i = 0; i < runs.size(); ++i, y += 18) {
+    const char* colour = kColours[i % std::size(kColours)];
+    const double x = kLeft + plotW - 250;
+    svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" stroke-width=\"2\"/>\n", x, y - 4,
+                       x + 22, colour);
+    std::string label = runs[i].label + (runs[i].valLoss.points.empty() ? "" : " (dashed: validation)");
+    svg += fmt::format("<text class=\"legend\" x=\"{}\" y=\"{}\">{}</text>\n", x + 28, y, escapeXml(label));
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+struct PlotOptions {
+  std::vector<std::string> metrics;
+  std::string output;
+  std::string title = "training loss";
+};
+
+int runPlot(const PlotOptions& o) {
+  if (std::string why = checkOutputPath("-o", o.output); !why.empty()) {
+    std::cerr << "gradc: error: " << why << "\n";
+    return kExitUserError;
+  }
+  std::vector<Run> runs;
+  for (const std::string& path : o.metrics) {
+    Expected<Run> run = readRun(path);
+    if (!run) {
+      std::cerr << "gradc: error: " << run.error().message << "\n";
+      return kExitUserError;
+    }
+    runs.push_back(std::move(*run));
+  }
+  if (Status s = runtime::writeFileAtomic(o.output, renderSvg(runs, o.title)); !s) {
+    std::cerr << "gradc: error: " << s.message() << "\n";
+    return kExitInternal;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner addPlotCommand(CLI::App& cmd) {
+  auto o = std::make_shared<PlotOptions>();
+  cmd.add_option("metrics", o->metrics, "Metrics files of runs (--metrics-out), overlaid in one colour each")
+      ->required();
+  cmd.add_option("-o,--output", o->output, "The SVG file to write")->required();
+  cmd.add_option("--title", o->title, "The chart's title")->capture_default_str();
+  return [o] { return runPlot(*o); };
+}
+
+}  // namespace gradc::tools
