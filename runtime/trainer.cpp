@@ -92,6 +92,7 @@ Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, s
   bo.seed = seed;
   bo.randomWindows = o.randomWindows;
   config["sampling"] = o.randomWindows ? "random" : "epoch";
+  config["batch_shape"] = std::to_string(bo.batch) + "x" + std::to_string(bo.seq);
   std::optional<ir::IndexBound> tokenBound = ir::indexBound(*tokens);
   std::optional<ir::IndexBound> targetBound = ir::indexBound(*targets);
   std::int64_t limit = std::min(tokenBound ? tokenBound->bound : 256, targetBound ? targetBound->bound : 256);
@@ -224,6 +225,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   std::int64_t firstStep = 1;
   DataPosition position;
   std::optional<Vocabulary> restoredVocab;
+  std::string resumedShape, resumedFrom;  // the checkpoint's global batch x seq, when it says
   TrainResult result;
   result.metrics.model = o.model;
   result.metrics.intraOpThreads = at::get_num_threads();
@@ -249,6 +251,9 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     firstStep = ck->step + 1;
     position = ck->data;
     nlohmann::json saved = parseJsonBounded(ck->config);
+    if (saved.is_object() && saved.contains("batch_shape") && saved["batch_shape"].is_string())
+      resumedShape = saved["batch_shape"].get<std::string>();
+    resumedFrom = ck->loaded_from.string();
     // A position means something else under the other sampling (runtime/data.h).
     if (saved.is_object() && saved.contains("sampling") && saved["sampling"].is_string() &&
         saved["sampling"] != (o.randomWindows ? "random" : "epoch"))
@@ -286,6 +291,11 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   if (isTokenInput(findInput(g, "tokens")) && isTokenInput(findInput(g, "targets"))) {
     Expected<TokenData> td = makeTokenData(g, o, seed, restoredVocab, position, config, world);
     if (!td) return Error{td.error().message};
+    // A data position counts batches of one shape: under another it names other windows.
+    if (!resumedShape.empty() && config["batch_shape"] != resumedShape)
+      return Error{"the checkpoint in " + resumedFrom + " was trained on batches of " + resumedShape +
+                   " tokens (sequences x length, over all ranks); this run's are " +
+                   config["batch_shape"].get<std::string>() + ": resume with the same batch, seq and --devices"};
     tokenData = std::move(*td);
   }
   std::optional<ImageData> imageData;

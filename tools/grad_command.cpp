@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <set>
+#include <string>
+#include <tuple>
 
 #include "passes/autodiff.h"
 #include "passes/dce.h"
@@ -50,6 +53,18 @@ int runGrad(const GradOptions& o) {
     std::cerr << "gradc: error: " << inputs.error().message << "\n";
     return kExitUserError;
   }
+  // As load_state_dict(strict=True): a tensor the model does not have is a mistake (a renamed
+  // layer, another model's file), not something to ignore.
+  std::set<std::string> params, inputNames;
+  for (const auto& p : graph->params()) params.insert(p->name());
+  for (const auto& in : graph->inputs()) inputNames.insert(in->name());
+  for (const auto& [what, file, names] : {std::tuple{"--weights", &*weights, &params}, std::tuple{"--inputs", &*inputs, &inputNames}})
+    for (const auto& [name, t] : file->tensors)
+      if (!names->count(name)) {
+        std::cerr << "gradc: error: " << what << ": '" << name << "' is not " << (names == &params ? "a parameter" : "an input")
+                  << " of this model (it has " << names->size() << ")\n";
+        return kExitUserError;
+      }
   Expected<runtime::Executor> exec = runtime::Executor::create(*graph);
   if (!exec) {
     std::cerr << "gradc: error: " << exec.error().message << "\n";

@@ -30,6 +30,23 @@
 
 namespace gradc::tools {
 
+namespace {
+
+// An artifact's text for the terminal: control characters (escape sequences that would move the
+// cursor, recolour or retitle the terminal) shown as '?', and at most 4 KiB of it.
+std::string terminalText(std::string_view text) {
+  constexpr std::size_t kLimit = 4096;
+  std::string out;
+  for (char c : text.substr(0, kLimit)) {
+    const auto u = static_cast<unsigned char>(c);
+    out += (u < 0x20 && c != '\n' && c != '\t') || u == 0x7f ? '?' : c;
+  }
+  if (text.size() > kLimit) out += "... (" + std::to_string(text.size() - kLimit) + " more bytes)";
+  return out;
+}
+
+}  // namespace
+
 void RunFlags::addTo(CLI::App& cmd) {
   cmd.add_option("--data", data, "File to train on: text (--vocab bytes or chars) or tokens (--vocab-size)");
   cmd.add_flag("--synthetic", synthetic, "Train on deterministic synthetic data instead of a file");
@@ -277,9 +294,9 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   nlohmann::json flags = runtime::parseJsonBounded(manifest->flagsJson);
   if (!quiet) {
     if (flags.is_object() && flags.contains("summary") && flags["summary"].is_string())
-      std::cerr << flags["summary"].get<std::string>() << "\n";
+      std::cerr << terminalText(flags["summary"].get<std::string>()) << "\n";
     if (flags.is_object() && flags.contains("parallel_summary") && flags["parallel_summary"].is_string())
-      std::cerr << flags["parallel_summary"].get<std::string>() << "\n";
+      std::cerr << terminalText(flags["parallel_summary"].get<std::string>()) << "\n";
     const runtime::BlasInfo blas = runtime::blasInfo();
     if (!device->isHost())
       std::cerr << "device: " << device->name() << " (arena in device memory; the libraries hold "

@@ -132,6 +132,23 @@ timeout 60 "$run_bin" "$work/K-other" --synthetic --steps 1 --trust-kernels -q 2
   || bad "another user's artifact with --trust-kernels: $(tail -1 "$work/err")"
 [ "$(stat -c %a "$work/other-user-key")" = 600 ] && ok || bad "the key file is not private: $(stat -c %a "$work/other-user-key")"
 
+# A resealed manifest whose summary carries terminal escape sequences and 10 KB of text: shown
+# with the control characters as '?' and clipped, never raw.
+rm -rf "$work/K-esc" && cp -r "$work/K" "$work/K-esc"
+python3 - "$work/K-esc/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+flags = m["flags"] if isinstance(m["flags"], dict) else json.loads(m["flags"])
+flags["summary"] = "\x1b]0;retitled\x07\x1b[2Jmemory plan" + "A" * 10000
+m["flags"] = flags if isinstance(m["flags"], dict) else json.dumps(flags)
+json.dump(m, open(sys.argv[1], "w"), indent=2)
+PY
+python3 "$src/tests/cli/reseal_artifact.py" "$work/K-esc"
+timeout 60 "$run_bin" "$work/K-esc" --synthetic --steps 1 --trust-kernels >/dev/null 2>"$work/err"
+rc=$?
+[ $rc -eq 0 ] && ! grep -q $'\x1b' "$work/err" && grep -q "?]0;retitled??\[2Jmemory plan" "$work/err" \
+  && grep -q "more bytes)" "$work/err" && ok || bad "an artifact's summary reached the terminal raw: exit $rc, $(head -c 200 "$work/err")"
+
 # -o onto a folder that is not an artifact leaves it alone; onto an artifact, replaces it.
 mkdir -p "$work/mine" && echo keep >"$work/mine/notes.txt"
 "$gradc" compile "$src/models/mlp.yaml" -o "$work/mine" >/dev/null 2>"$work/mine.err"

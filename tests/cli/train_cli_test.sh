@@ -140,7 +140,7 @@ expect_error() {
   shift 2
   timeout 120 "$gradc" "$@" >"$work/out" 2>"$work/err"
   local rc=$?
-  if [ $rc -eq 2 ] && grep -Eq "$pattern" "$work/err"; then ok; else bad "$name: exit $rc, $(head -3 "$work/err")"; fi
+  if [ $rc -eq 2 ] && grep -Eq -- "$pattern" "$work/err"; then ok; else bad "$name: exit $rc, $(head -3 "$work/err")"; fi
 }
 expect_error "no data" "exactly one of --data" train "$src/models/gpt-mini.yaml"
 printf 'tiny' >"$work/tiny.txt"
@@ -148,6 +148,31 @@ expect_error "data too small" "needs" train "$src/models/gpt-mini.yaml" "${small
 expect_error "text data for mlp" "synthetic" train "$src/models/mlp.yaml" --data "$src/data/corpus.txt" --steps 2
 expect_error "resume mismatch" "checkpoint" train "$src/models/gpt-mini.yaml" --data "$src/data/corpus.txt" \
   --steps 9 --resume "$work/ck"
+# Another batch shape: the saved data position would name other windows.
+expect_error "resume with another batch" "trained on batches of [0-9]+x[0-9]+ tokens .* this run's are" train \
+  "$src/models/gpt-mini.yaml" "${small[@]}" --set batch=3 --data "$src/data/corpus.txt" --steps 9 --resume "$work/ck"
+# grad is strict about its files: a tensor the model does not have is named.
+/usr/bin/python3 - "$work/ck/weights.safetensors" "$work/extra.safetensors" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+meta = header.pop("__metadata__", None)
+name, entry = next(iter(header.items()))
+body = raw[8 + n:]
+extra = dict(entry)
+extra["data_offsets"] = [len(body), len(body) + entry["data_offsets"][1] - entry["data_offsets"][0]]
+header["renamed.layer.weight"] = extra
+body += body[entry["data_offsets"][0]:entry["data_offsets"][1]]
+if meta is not None:
+    header["__metadata__"] = meta
+head = json.dumps(header).encode()
+head += b" " * (-len(head) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(head)) + head + body)
+PY
+expect_error "grad: extra weight" "--weights: 'renamed.layer.weight' is not a parameter of this model" grad \
+  "$src/models/gpt-mini.yaml" "${small[@]}" --weights "$work/extra.safetensors" --inputs "$work/inputs.safetensors" \
+  -o "$work/g3.safetensors"
 expect_error "infeasible budget" "smallest feasible budget" train "$src/models/gpt-mini.yaml" --data "$src/data/corpus.txt" \
   --steps 2 --budget 20MB
 expect_error "bad budget" "budget" train "$src/models/gpt-mini.yaml" --data "$src/data/corpus.txt" --budget lots
