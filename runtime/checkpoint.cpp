@@ -91,11 +91,21 @@ Expected<std::string> fileChecksum(const fs::path& path) {
   return sha256Hex(*bytes);
 }
 
-// `bytes` of `file` against the sha256 state.json records for it; ok for a checkpoint from
-// before checksums (no "files").
+// The seal of a state: the sha256 of its compact JSON (keys sorted) without "state_sha256".
+std::string stateSeal(json state) {
+  state.erase("state_sha256");
+  return sha256Hex(state.dump());
+}
+
+// `bytes` of `file` against the sha256 state.json records for it; ok for a version 1 checkpoint
+// from before checksums (no "files").
 Status checkChecksum(const json& state, const std::string& file, std::string_view bytes, const std::string& where) {
   auto files = state.find("files");
-  if (files == state.end()) return Status::success();
+  if (files == state.end()) {
+    if (state.value("version", 0) >= 2)
+      return Error{where + ": " + kStateFile + " has no \"files\" checksums (removed after it was saved)"};
+    return Status::success();
+  }
   const std::string stateWhere = where + ": " + kStateFile;
   if (!files->is_object()) return Error{stateWhere + ": \"files\" must be an object"};
   auto entry = files->find(file);
@@ -151,6 +161,7 @@ Status writeContents(const fs::path& tmp, const CheckpointData& data, const json
       {"config", config},
       {"files", files},
   };
+  state["state_sha256"] = stateSeal(state);
   if (Status s = writeFileAtomic(tmp / kStateFile, state.dump(2) + "\n"); !s) return s;
   return syncDirectory(tmp);
 }
@@ -245,9 +256,17 @@ Expected<CheckpointData> loadFrom(const fs::path& source) {
   auto version = state.find("version");
   if (version == state.end() || !version->is_number_integer())
     return Error{state_where + ": missing integer \"version\""};
-  if (version->get<std::int64_t>() != kCheckpointVersion)
+  if (version->get<std::int64_t>() != kCheckpointVersion && version->get<std::int64_t>() != 1)
     return Error{where + " has format version " + std::to_string(version->get<std::int64_t>()) +
-                 "; this build reads version " + std::to_string(kCheckpointVersion)};
+                 "; this build reads versions 1 and " + std::to_string(kCheckpointVersion)};
+  if (version->get<std::int64_t>() >= 2) {
+    auto seal = state.find("state_sha256");
+    if (seal == state.end() || !seal->is_string())
+      return Error{state_where + ": no \"state_sha256\" (removed after it was saved)"};
+    if (seal->get<std::string>() != stateSeal(state))
+      return Error{state_where + " was changed after it was saved (its state_sha256 does not match: an edited step, "
+                   "seed, data position or configuration would resume a different run)"};
+  }
 
   CheckpointData data;
   data.loaded_from = source;

@@ -4,11 +4,15 @@
 //   weights.safetensors    the parameters, named as in the spec (layer names joined by '.'),
 //                          PyTorch layouts: loadable with safetensors.torch.load_file
 //   optimizer.safetensors  optimizer state, e.g. "opt.adam_m.fc1.weight"
-//   state.json             {"format": "gradc-checkpoint", "version": 1, "step": ..., "seed": ...,
-//                           "data": {"epoch": ..., "index": ...}, "config": {...}}
+//   state.json             {"format": "gradc-checkpoint", "version": 2, "step": ..., "seed": ...,
+//                           "data": {"epoch": ..., "index": ...}, "config": {...}, "files": ...,
+//                           "state_sha256": ...}
 //
 //   .gradc-checkpoint      an empty marker: this folder was written by gradc
-// and state.json also carries the sha256 of both tensor files ("files"), verified on load.
+// and state.json also carries the sha256 of both tensor files ("files") and of itself
+// ("state_sha256": of its compact JSON without that field), both required and verified on load
+// from version 2 on, so an edited step or a deleted checksum list is an error, not a damaged
+// resume. Version 1 checkpoints (before the seal) are still read.
 //
 // Saving never leaves the directory half-written. For a checkpoint at D (folder name N in its
 // parent P), with the working names T = P/.N.gradc-save and O = P/.N.gradc-previous, which no
@@ -40,7 +44,7 @@
 
 namespace gradc::runtime {
 
-inline constexpr std::int64_t kCheckpointVersion = 1;
+inline constexpr std::int64_t kCheckpointVersion = 2;
 
 // Keys of weights.safetensors' __metadata__ that make it self-describing: the model's name and
 // the vocabulary its tokens came from (Vocabulary::serialize), from the checkpoint's config.

@@ -1,5 +1,6 @@
 // Checkpoints: round trip, replacement, recovery from interrupted saves, corrupt contents.
 #include "runtime/checkpoint.h"
+#include "runtime/sha256.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/arange.h>
@@ -114,7 +115,7 @@ TEST_CASE("checkpoint: save and load round trip") {
 
   nlohmann::json state = nlohmann::json::parse(readText(dir / "state.json"));
   CHECK(state["format"] == "gradc-checkpoint");
-  CHECK(state["version"] == 1);
+  CHECK(state["version"] == 2);
   CHECK(state["step"] == 120);
   CHECK(state["seed"].get<std::uint64_t>() == 0x8000000000000005ull);
   CHECK(state["data"] == nlohmann::json{{"epoch", 2}, {"index", 17}});
@@ -226,11 +227,41 @@ TEST_CASE("checkpoint: corrupt or foreign contents are errors") {
     INFO("message: " << loaded.error().message);
     CHECK(loaded.error().message.find(fragment) != std::string::npos);
   };
+  // An edit resealed (as a careful forger would), so the checks behind the seal are reached.
   auto editState = [&](const std::function<void(nlohmann::json&)>& edit) {
     nlohmann::json j = nlohmann::json::parse(state);
     edit(j);
+    if (j.contains("state_sha256")) {
+      nlohmann::json unsealed = j;
+      unsealed.erase("state_sha256");
+      j["state_sha256"] = sha256Hex(unsealed.dump());
+    }
     std::ofstream(dir / "state.json", std::ios::trunc) << j.dump();
   };
+
+  SUBCASE("an edited step, not resealed") {
+    nlohmann::json j = nlohmann::json::parse(state);
+    j["step"] = 1000;
+    std::ofstream(dir / "state.json", std::ios::trunc) << j.dump(2);
+    expectError("was changed after it was saved");
+  }
+  SUBCASE("the checksum list removed") {
+    editState([](nlohmann::json& j) { j.erase("files"); });
+    expectError("has no \"files\" checksums");
+  }
+  SUBCASE("the seal removed") {
+    editState([](nlohmann::json& j) { j.erase("state_sha256"); });
+    expectError("no \"state_sha256\"");
+  }
+  SUBCASE("a version 1 checkpoint, from before checksums, still loads") {
+    editState([](nlohmann::json& j) {
+      j["version"] = 1;
+      j.erase("files");
+      j.erase("state_sha256");
+    });
+    Expected<CheckpointData> loaded = loadCheckpoint(dir);
+    CHECK_MESSAGE(loaded.ok(), (loaded.ok() ? "" : loaded.error().message));
+  }
 
   SUBCASE("state.json is not JSON") {
     std::ofstream(dir / "state.json", std::ios::trunc) << state.substr(0, state.size() / 2);
@@ -241,8 +272,8 @@ TEST_CASE("checkpoint: corrupt or foreign contents are errors") {
     expectError("is missing state.json");
   }
   SUBCASE("version mismatch") {
-    editState([](nlohmann::json& j) { j["version"] = 2; });
-    expectError("has format version 2; this build reads version 1");
+    editState([](nlohmann::json& j) { j["version"] = 3; });
+    expectError("has format version 3; this build reads versions 1 and 2");
   }
   SUBCASE("not a gradc state") {
     editState([](nlohmann::json& j) { j.erase("format"); });
@@ -365,8 +396,10 @@ TEST_CASE("checkpoint: a tensor file changed after saving does not resume") {
   Expected<CheckpointData> loaded = loadCheckpoint(dir);
   REQUIRE(!loaded.ok());
   CHECK(loaded.error().message.find("weights.safetensors does not match its sha256") != std::string::npos);
-  // A checkpoint from before checksums (no "files") still loads.
+  // A version 1 checkpoint from before checksums (no "files", no seal) still loads.
   state.erase("files");
+  state.erase("state_sha256");
+  state["version"] = 1;
   std::ofstream(dir / "state.json", std::ios::trunc) << state.dump();
   CHECK(loadCheckpoint(dir).ok());
 }
