@@ -22,5 +22,6 @@ Runner addGradCommand(CLI::App& app);
 Runner addEvalCommand(CLI::App& app);
 Runner addInspectCommand(CLI::App& app);
 Runner addPlotCommand(CLI::App& app);
+Runner addSampleCommand(CLI::App& app);
 
 }  // namespace gradc::tools

@@ -23,6 +23,7 @@
 #include "runtime/safetensors.h"
 #include "tools/commands.h"
 #include "tools/spec_loading.h"
+#include "tools/trained_weights.h"
 #include "runtime/json_text.h"
 
 namespace gradc::tools {
@@ -82,34 +83,11 @@ int runEval(const EvalOptions& o) {
   pm.add<passes::StripDropout>().add<passes::BatchNormInference>().add<passes::DeadCodeElimination>();
   if (Expected<bool> r = pm.run(*graph); !r) return fail(r.error().message);
 
-  // The vocabulary comes with the weights: weights.safetensors records it (and the model) in
-  // its metadata; a checkpoint folder's state.json too (checkpoints from before the metadata).
-  // A file without either (written by another tool) is read with the byte vocabulary.
-  std::filesystem::path weightsPath = o.weights;
-  std::optional<std::string> vocabText;
-  const bool folder = std::filesystem::is_directory(weightsPath);
-  Expected<runtime::SafetensorsFile> weights =
-      folder ? runtime::loadCheckpointFile(weightsPath, "weights.safetensors") : runtime::loadSafetensors(weightsPath);
-  if (folder) {
-    Expected<std::string> stateText = runtime::readFile(weightsPath / "state.json");
-    nlohmann::json j = runtime::parseJsonBounded(stateText ? *stateText : std::string());
-    if (j.is_object() && j["config"].is_object() && j["config"]["vocabulary"].is_string())
-      vocabText = j["config"]["vocabulary"].get<std::string>();
-    weightsPath /= "weights.safetensors";
-  }
-  if (!weights) return fail(weights.error().message);
-  const std::string model = ir::getString(graph->attrs(), "model").value_or(graph->name());
-  if (auto it = weights->metadata.find(runtime::kWeightsModelKey); it != weights->metadata.end() && it->second != model)
-    return fail("'" + weightsPath.string() + "' holds weights of model '" + it->second + "', but the spec is model '" +
-                model + "'");
-  if (auto it = weights->metadata.find(runtime::kWeightsVocabularyKey); it != weights->metadata.end())
-    vocabText = it->second;
-  runtime::Vocabulary vocab = runtime::Vocabulary::bytes();
-  if (vocabText && vocabText->rfind("synthetic:", 0) != 0) {
-    Expected<runtime::Vocabulary> v = runtime::Vocabulary::parse(*vocabText);
-    if (!v) return fail("'" + weightsPath.string() + "': its vocabulary cannot be read: " + v.error().message);
-    vocab = *v;
-  }
+  // The weights and the vocabulary they were trained with (tools/trained_weights.h).
+  Expected<TrainedWeights> trained = loadTrainedWeights(o.weights, *graph);
+  if (!trained) return fail(trained.error().message);
+  runtime::SafetensorsFile* weights = &trained->file;
+  const runtime::Vocabulary& vocab = trained->vocabulary;
 
   const ir::Value* tokens = graph->findNamed("tokens");
   if (!tokens || tokens->type().rank() != 2)

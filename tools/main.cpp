@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
   commands.emplace_back(inspect, addInspectCommand(*inspect));
   CLI::App* plot = app.add_subcommand("plot", "Loss curves of runs' metrics files as one SVG chart");
   commands.emplace_back(plot, addPlotCommand(*plot));
+  CLI::App* sample = app.add_subcommand("sample", "Text from a trained language model, streamed as it is generated");
+  commands.emplace_back(sample, addSampleCommand(*sample));
   // A word where the command belongs that names none: say so (CLI11 would only ask for one).
   if (argc > 1 && argv[1][0] != '-') {
     std::vector<std::string> names;
