@@ -27,7 +27,7 @@ train --steps 1 --init-from "$work/base" --metrics-out "$work/tuned.json" >/dev/
 if $py - "$work/fresh.json" "$work/tuned.json" <<'PY'; then ok; else bad "fine-tuned first loss"; fi
 import json, sys
 fresh, tuned = (json.load(open(p))["steps"][0]["loss"] for p in sys.argv[1:])
-assert tuned < fresh - 0.3, (fresh, tuned)
+assert tuned < fresh - 0.1, (fresh, tuned)  # 4 steps of training: 0.27 (a licence text) to 1.0 (Shakespeare)
 PY
 
 # Strict loading: files edited from the base's weights.
