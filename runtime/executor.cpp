@@ -475,7 +475,11 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
       const std::int64_t internalPeak = device_->internalPeakBytes();
       outside_[index] = std::max(outside_[index], internalPeak - outsideBefore);
       heap_[index] = outside_[index];
-      devicePeak_ = std::max(devicePeak_, MemoryTracker::arenaBytes() + internalPeak);
+      if (MemoryTracker::arenaBytes() + internalPeak > devicePeak_) {
+        devicePeak_ = MemoryTracker::arenaBytes() + internalPeak;
+        devicePeakStep_ = static_cast<std::int64_t>(index);
+        devicePeakOutside_ = internalPeak - outsideBefore;
+      }
     }
     if (region) {
       if (std::int64_t kept = MemoryTracker::clearWorkspaceRegion(); kept > 0)
@@ -514,6 +518,13 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
   TensorMap outputs;
   for (const OutputBinding& out : outputs_) outputs.emplace(out.name, slots[static_cast<size_t>(out.slot)]);
   return outputs;
+}
+
+std::optional<BeyondPlan> Executor::devicePeakStep() const {
+  if (devicePeakStep_ < 0 || static_cast<size_t>(devicePeakStep_) >= steps_.size()) return std::nullopt;
+  const Step& s = steps_[static_cast<size_t>(devicePeakStep_)];
+  return BeyondPlan{devicePeakStep_, std::string(s.node->opName()), s.node->specName(), devicePeakOutside_,
+                    s.workspaceBytes};
 }
 
 std::vector<BeyondPlan> Executor::stepsBeyondPlan(std::size_t limit) const {

@@ -108,6 +108,10 @@ class Executor {
   // Arena execution: the steps whose kernels allocated more outside the arena than their
   // planned workspace, the largest excess first, at most `limit` of them.
   std::vector<BeyondPlan> stepsBeyondPlan(std::size_t limit) const;
+  // Arena execution on a non-host device: the step at which the last run's device peak was
+  // reached, with what its kernel allocated beside the arena and its planned workspace;
+  // nullopt on the host or before a run.
+  std::optional<BeyondPlan> devicePeakStep() const;
   // Arena execution on a non-host device: the last run's peak on the device, the most of (arena
   // bytes in use + the device's internal bytes at their high-water mark) over its steps. On the
   // host the MemoryTracker's peak is the measurement (0 here).
@@ -197,6 +201,7 @@ class Executor {
   bool checkArena_ = false;
   mutable std::vector<bool> staged_;  // per inputs_ entry: copied in by stageInputs
   mutable std::vector<std::int64_t> outside_;
+  mutable std::int64_t devicePeakStep_ = -1, devicePeakOutside_ = 0;
   mutable std::vector<std::int64_t> heap_;
   mutable std::int64_t devicePeak_ = 0;
 };

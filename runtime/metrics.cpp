@@ -31,6 +31,10 @@ std::string metricsToJson(const RunMetrics& m) {
     e["peak_bytes_measured"] = r.peakBytesMeasured;
     e["peak_bytes_planned"] = r.peakBytesPlanned ? nlohmann::ordered_json(*r.peakBytesPlanned) : nullptr;
     if (r.commWaitS) e["comm_wait_s"] = *r.commWaitS;
+    if (r.peakStep)
+      e["peak_step"] = {{"step", r.peakStep->step},   {"op", r.peakStep->op},
+                        {"name", r.peakStep->name},   {"bytes", r.peakStep->bytes},
+                        {"workspace", r.peakStep->workspace}};
     for (const BeyondPlan& b : r.beyondPlan)
       e["beyond_plan"].push_back(
           {{"step", b.step}, {"op", b.op}, {"name", b.name}, {"bytes", b.bytes}, {"workspace", b.workspace}});

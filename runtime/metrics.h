@@ -42,6 +42,8 @@ struct RankMetrics {
   std::optional<std::int64_t> peakBytesPlanned;  // the memory plan's prediction; null when not planned
   std::optional<double> commWaitS;  // data parallelism: seconds blocked waiting on collectives
   std::vector<BeyondPlan> beyondPlan;  // arena runs, this process's rank: the largest excesses first
+  // Off the host: the step where the measured peak was reached (this process's rank).
+  std::optional<BeyondPlan> peakStep;
 };
 
 struct RunMetrics {

@@ -471,7 +471,8 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     for (auto& [name, t] : result.state) t = onHost ? t.clone() : t.cpu();
   if (o.profile && rank == 0) std::fputs(profile.format(20, peaks ? &*peaks : nullptr).c_str(), stderr);
   if (!o.comm) {
-    result.metrics.ranks.push_back(RankMetrics{0, peak, o.plannedPeakBytes, std::nullopt, exec->stepsBeyondPlan(5)});
+    result.metrics.ranks.push_back(
+        RankMetrics{0, peak, o.plannedPeakBytes, std::nullopt, exec->stepsBeyondPlan(5), exec->devicePeakStep()});
     if (trace) result.trace = traceDocument({trace->events()});
     return result;
   }
@@ -495,6 +496,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
                                                static_cast<double>(all[3 * r + 2].item<std::int64_t>()) / 1e6});
   }
   result.metrics.ranks[static_cast<size_t>(rank)].beyondPlan = exec->stepsBeyondPlan(5);
+  result.metrics.ranks[static_cast<size_t>(rank)].peakStep = exec->devicePeakStep();
   return result;
 }
 

@@ -380,6 +380,14 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
               << (result->arena ? " (arena execution)" : " (reference counting: GRADC_NO_ARENA)") << "\n";
   if (!quiet)
     for (const runtime::RankMetrics& r : m.ranks)
+      if (r.peakStep && r.peakBytesPlanned && r.peakBytesMeasured > *r.peakBytesPlanned)
+        std::cerr << "note: " << (world > 1 ? "rank " + std::to_string(r.rank) + ": " : "")
+                  << "the measured peak is at step " << r.peakStep->step << " ('" << r.peakStep->op << "' of "
+                  << (r.peakStep->name.empty() ? "the graph" : r.peakStep->name) << "), whose kernel allocated "
+                  << r.peakStep->bytes << " bytes beside the arena; its planned workspace " << r.peakStep->workspace
+                  << "\n";
+  if (!quiet)
+    for (const runtime::RankMetrics& r : m.ranks)
       for (const runtime::BeyondPlan& b : r.beyondPlan)
         std::cerr << "note: " << (world > 1 ? "rank " + std::to_string(r.rank) + ": " : "") << "step " << b.step
                   << " ('" << b.op << "' of " << (b.name.empty() ? "the graph" : b.name) << ") allocated " << b.bytes

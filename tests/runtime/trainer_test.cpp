@@ -85,6 +85,7 @@ TEST_CASE("training lowers the loss and reports the measured peak") {
   CHECK(json.find("\"peak_bytes_planned\": null") != std::string::npos);
   CHECK(json.find("\"tokens_per_s\"") != std::string::npos);
   CHECK(json.find("beyond_plan") == std::string::npos);  // written only when a step went beyond
+  CHECK(json.find("peak_step") == std::string::npos);    // a device's only: the host measures no step
   runtime::RunMetrics beyond = r->metrics;
   beyond.ranks[0].beyondPlan.push_back({121, "sum_to", "blocks.3.fc1", 16777728, 512});
   const nlohmann::json parsed = nlohmann::json::parse(runtime::metricsToJson(beyond));
@@ -94,6 +95,10 @@ TEST_CASE("training lowers the loss and reports the measured peak") {
   CHECK(entry["name"] == "blocks.3.fc1");
   CHECK(entry["bytes"] == 16777728);
   CHECK(entry["workspace"] == 512);
+  beyond.ranks[0].peakStep = runtime::BeyondPlan{5424, "softmax_backward", "blocks.1.attn", 11324620800, 0};
+  const nlohmann::json withPeak = nlohmann::json::parse(runtime::metricsToJson(beyond));
+  CHECK(withPeak["ranks"][0]["peak_step"]["step"] == 5424);
+  CHECK(withPeak["ranks"][0]["peak_step"]["bytes"] == 11324620800);
 }
 
 TEST_CASE("an interrupted run resumed from its checkpoint repeats the straight run bit for bit") {
