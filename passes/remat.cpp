@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <limits>
 #include <future>
 #include <map>
@@ -488,25 +487,6 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   return out;
 }
 
-std::optional<std::int64_t> smallestFeasibleBudget(std::string_view error) {
-  const size_t at = error.find(kSmallestFeasiblePhrase);
-  if (at == std::string_view::npos) return std::nullopt;
-  // "12.0 MiB (12,582,912 bytes)", or "512 B" below a KiB (formatBytesExact).
-  std::string_view rest = error.substr(at + kSmallestFeasiblePhrase.size());
-  rest = rest.substr(0, rest.find(", reached"));
-  if (const size_t open = rest.find('('); open != std::string_view::npos) rest = rest.substr(open + 1);
-  std::int64_t bytes = 0;
-  bool any = false;
-  for (char c : rest) {
-    if (c == ',') continue;
-    if (c < '0' || c > '9') break;
-    bytes = bytes * 10 + (c - '0');
-    any = true;
-  }
-  if (!any) return std::nullopt;
-  return bytes;
-}
-
 Expected<bool> RematPass::run(ir::Graph& graph) {
   RematGraph g{&graph, 1};
   Expected<RematSelection> s = selectRematPlan(std::span<const RematGraph>(&g, 1), options_);
@@ -587,19 +567,6 @@ Expected<std::vector<StrategySummary>> summarizeStrategies(ir::Graph& joint, std
   const std::int64_t nonePeak = none != rows.end() ? none->predictedPeakBytes : scheduledPeakBytes(joint);
   for (StrategySummary& row : rows) row.savedBytes = nonePeak - row.predictedPeakBytes;
   return rows;
-}
-
-std::string formatStrategySummaries(std::span<const StrategySummary> rows) {
-  std::string out = "strategy       predicted peak   recompute (% of forward)   saved        plan\n";
-  for (const StrategySummary& r : rows) {
-    char line[512];
-    std::string peak = formatBytes(r.predictedPeakBytes) + (r.fits ? "" : " (min)");
-    std::snprintf(line, sizeof line, "%-14s %-16s %8.1f%%                  %-12s %s%s\n",
-                  std::string(rematStrategyName(r.strategy)).c_str(), peak.c_str(), r.recomputePercent,
-                  formatBytes(r.savedBytes).c_str(), r.fits ? "" : "does not fit; ", r.plan.c_str());
-    out += line;
-  }
-  return out;
 }
 
 }  // namespace gradc::passes
