@@ -119,12 +119,13 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
     return rest;
   };
   std::vector<double> bucketDecay(buckets.size(), 0.0);
-  for (size_t k = 0; k < buckets.size(); ++k)
-    for (const ir::Node* u : buckets[k].updates) {
-      const Bucket& b = buckets[k];
-      const ir::Node& first = *b.updates[0];
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    const Bucket& b = buckets[k];
+    const ir::Node& first = *b.updates[0];
+    const ir::AttrMap firstRest = withoutDecay(first.attrs());
+    for (const ir::Node* u : b.updates) {
       const double decay = ir::getFloat(u->attrs(), "weight_decay").value_or(0.0);
-      bool same = u->opName() == kind && withoutDecay(u->attrs()) == withoutDecay(first.attrs()) &&
+      bool same = u->opName() == kind && withoutDecay(u->attrs()) == firstRest &&
                   u->numOperands() == first.numOperands() &&
                   (decay == 0.0 || bucketDecay[k] == 0.0 || decay == bucketDecay[k]);
       if (decay != 0.0) bucketDecay[k] = decay;
@@ -133,6 +134,7 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
         return Error{"optimizer-state sharding: the updates of bucket " + std::to_string(b.number) +
                      " differ in op, hyperparameters or step scalars; one sharded update cannot apply them"};
     }
+  }
 
   // Gradient-norm clipping: the global_norm over the reduced gradients, when there is one.
   ir::Node* norm = nullptr;
