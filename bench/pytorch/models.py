@@ -27,6 +27,11 @@ distributions and op order:
                                   pooling (CIFAR), BatchNorm2d in training mode, global average
                                   pooling, mean cross entropy over class labels
   resnet-deep     models/resnet-deep.yaml  the bottleneck ResNet of depth 9n + 2 (He et al. 2016)
+  nanogpt-char    models/nanogpt-char.yaml  nanoGPT's GPT (model.py) at its shakespeare_char sizes:
+                                  no biases anywhere (weight-only layer norms), exact GELU, the
+                                  head tied to wte, nanoGPT's initialisation (N(0, 0.02), c_proj
+                                  N(0, 0.02 / sqrt(2 * layers))), dropout dropout_pct / 100 on the
+                                  embeddings, the attention probabilities and both residual branches
 
 Every model's forward takes a `mode`:
 
@@ -62,17 +67,21 @@ DEFAULT_DIMS = {
     "gpt2": {"batch": 8, "context": 1024, "seq": 1024, "vocab": 50257, "d_model": 768, "heads": 12, "layers": 12},
     "resnet18-cifar": {"batch": 32, "channels": 3, "image": 32, "classes": 10, "width": 64},
     "resnet-deep": {"batch": 16, "channels": 3, "image": 32, "classes": 10, "depth": 164, "width": 16},
+    "nanogpt-char": {"batch": 12, "seq": 64, "vocab": 65, "d_model": 128, "heads": 4, "layers": 4, "dropout_pct": 0},
 }
+
+# Models with d_ff = 4 * d_model unless it is given.
+_WITH_D_FF = ("gpt-mini", "gpt2", "bert-mlm", "nanogpt-char")
 
 
 def resolve_dims(model, overrides=None):
     dims = dict(DEFAULT_DIMS[model])
     overrides = overrides or {}
     for k, v in overrides.items():
-        if k not in dims and not (model in ("gpt-mini", "gpt2", "bert-mlm") and k == "d_ff"):
+        if k not in dims and not (model in _WITH_D_FF and k == "d_ff"):
             raise ValueError(f"{model} has no dim {k!r}")
         dims[k] = int(v)
-    if model in ("gpt-mini", "gpt2", "bert-mlm") and "d_ff" not in dims:
+    if model in _WITH_D_FF and "d_ff" not in dims:
         dims["d_ff"] = 4 * dims["d_model"]
     if model == "gpt2" and "seq" not in overrides:
         dims["seq"] = dims["context"]  # the spec's `seq: context`
@@ -149,11 +158,11 @@ class _Attention(nn.Module):
     """Fused-qkv multi-head attention (causal unless told otherwise), dropout on the
     probabilities (none by default)."""
 
-    def __init__(self, d_model, heads, dropout=0.0, causal=True):
+    def __init__(self, d_model, heads, dropout=0.0, causal=True, bias=True):
         super().__init__()
         self.heads, self.causal = heads, causal
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.proj = nn.Linear(d_model, d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.proj = nn.Linear(d_model, d_model, bias=bias)
         self.attn_drop = nn.Dropout(dropout)
 
     def forward(self, x):
@@ -271,6 +280,72 @@ class GPT2(GPTMini):
         self.blocks = nn.ModuleList(_Gpt2Block(d_model, heads, d_ff, dropout, layers) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d_model)
         self.lm_head = _TiedHead(self.wte)
+
+
+# ---- nanogpt-char --------------------------------------------------------------------------
+
+
+class _LayerNormWeightOnly(nn.Module):
+    """nn.LayerNorm(D, bias=False) (PyTorch >= 2.1; this is 1.13): a learned weight, no bias,
+    as nanoGPT's LayerNorm with bias=False and the spec's `layer_norm` with `bias: false`."""
+
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return F.layer_norm(x, x.shape[-1:], self.weight, None, self.eps)
+
+
+class _NanoGptBlock(nn.Module):
+    """nanoGPT's Block with bias=False: x + drop(c_proj(attn(ln_1(x)))), then
+    x + drop(c_proj(gelu(c_fc(ln_2(x))))), under the spec's names (qkv = c_attn, proj = attn's
+    c_proj, fc1 = c_fc, fc2 = mlp's c_proj)."""
+
+    def __init__(self, d_model, heads, d_ff, dropout, layers):
+        super().__init__()
+        proj_std = 0.02 / math.sqrt(2 * layers)
+        self.ln1 = _LayerNormWeightOnly(d_model)
+        self.attn = _Attention(d_model, heads, dropout, causal=True, bias=False)
+        self.ln2 = _LayerNormWeightOnly(d_model)
+        self.fc1 = nn.Linear(d_model, d_ff, bias=False)
+        self.fc2 = nn.Linear(d_ff, d_model, bias=False)
+        self.drop = nn.Dropout(dropout)
+        nn.init.normal_(self.attn.qkv.weight, 0.0, 0.02)
+        nn.init.normal_(self.attn.proj.weight, 0.0, proj_std)
+        nn.init.normal_(self.fc1.weight, 0.0, 0.02)
+        nn.init.normal_(self.fc2.weight, 0.0, proj_std)
+
+    def forward(self, x):
+        x = x + self.drop(self.attn(self.ln1(x)))
+        return x + self.drop(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
+
+
+class NanoGPTChar(GPTMini):
+    """nanoGPT's character-level Shakespeare model (models/nanogpt-char.yaml): GPTMini's forward
+    (embeddings + dropout, blocks, ln_f, head; every mode) over bias-free blocks, weight-only
+    layer norms, a `seq`-row position table and the head tied to wte. The dropout probability
+    is dropout_pct / 100, as in the spec (dims are integers)."""
+
+    def __init__(self, seq, vocab, d_model, heads, layers, d_ff, dropout_pct=0, **_):
+        nn.Module.__init__(self)
+        p = dropout_pct / 100
+        self.wte = nn.Embedding(vocab, d_model)
+        self.wpe = _PosTable(seq, d_model)
+        nn.init.normal_(self.wte.weight, 0.0, 0.02)
+        nn.init.normal_(self.wpe.weight, 0.0, 0.02)
+        self.drop = nn.Dropout(p)
+        self.blocks = nn.ModuleList(_NanoGptBlock(d_model, heads, d_ff, p, layers) for _ in range(layers))
+        self.ln_f = _LayerNormWeightOnly(d_model)
+        self.lm_head = _TiedHead(self.wte)
+
+    def optimizer_groups(self, weight_decay):
+        """nanoGPT's configure_optimizers: weight decay on parameters of rank >= 2 (every matrix,
+        the tied wte included), none on the layer-norm weights (gradc's --decay matrices)."""
+        params = list(self.parameters())
+        return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+                {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
 
 
 # ---- bert-mlm ------------------------------------------------------------------------------
@@ -616,6 +691,8 @@ def build(model, dims):
         return ResNet18Cifar(**dims)
     if model == "resnet-deep":
         return ResNetDeep(**dims)
+    if model == "nanogpt-char":
+        return NanoGPTChar(**dims)
     raise ValueError(model)
 
 

@@ -16,6 +16,13 @@ Also checked: gradc's own initial parameters (`gradc train --steps 1 --save`) ha
 the names and shapes of the PyTorch model's state_dict.
 
     /usr/bin/python3 bench/pytorch/parity.py --gradc build-bench/gradc [--json out.json]
+    /usr/bin/python3 bench/pytorch/parity.py --gradc build/gradc --model nanogpt-char [--set layers=6 ...]
+
+For nanogpt-char also the initial distributions: gradc's initial parameters (a step at lr 1e-30,
+which moves no f32 weight) against the PyTorch twin's, tensor by tensor: the same constants
+(layer-norm ones) and standard deviations within 10% (the sampling error of the smallest matrix,
+65 x 128, is about 1%), so the twin starts where gradc does (nanoGPT's N(0, 0.02) and
+N(0, 0.02 / sqrt(2 * layers)) for the residual projections).
 
 For the ResNets also evaluation mode with state: the weights `gradc train --steps 1 --save`
 wrote (running statistics updated once) load into the PyTorch model, whose eval() loss on a
@@ -60,6 +67,10 @@ GRADS_IN_F64 = ("resnet18-cifar", "resnet-deep")
 GRAD_TOL_F64 = 1e-10
 # Models with dropout: compared with every dropout at p 0.
 WITH_DROPOUT = ("gpt-mini", "gpt2", "bert-mlm")
+# Models whose initial distributions are compared with gradc's (init_statistics), and the
+# largest relative difference of a tensor's standard deviation allowed.
+INIT_STATS = ("nanogpt-char",)
+INIT_STD_TOL = 0.1
 
 
 def spec_without_dropout(src, dst):
@@ -222,8 +233,56 @@ def check_model(gradc, model, tmp, sets=None, seed=0, env=None):
     else:
         result["init_names_shapes_match"] = None
         result["init_error"] = r.stderr.strip()[-300:]
+    if model in INIT_STATS:
+        stats = init_statistics(gradc, model, init_sets, tmp, env)
+        result["init_statistics"] = stats
+        ok = ok and stats.get("ok", False)
     result["ok"] = ok
     return result
+
+
+def init_statistics(gradc, model, sets, tmp, env):
+    """gradc's initial parameters against the PyTorch model's freshly built ones, per tensor: a
+    constant tensor (layer-norm ones) must be the same constant on both sides; a random one must
+    have a mean within 5 standard errors of 0 on both sides and standard deviations within
+    INIT_STD_TOL of each other. gradc's initial weights are saved after one step at lr 1e-30
+    without weight decay: the AdamW update (about 1e-30) rounds away in f32, so they are the
+    initial values exactly."""
+    import torch
+
+    import models
+    import st_io
+
+    ck = os.path.join(tmp, model + "-init")
+    cmd = [gradc, "train", os.path.join(ROOT, "models", model + ".yaml"), "--synthetic", "--steps", "1", "-q",
+           "--lr", "1e-30", "--weight-decay", "0", "--save", ck]
+    for k, v in sets.items():
+        cmd += ["--set", f"{k}={v}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return {"ok": False, "error": r.stderr.strip()[-300:]}
+    gw, _ = st_io.load(os.path.join(ck, "weights.safetensors"))
+    ref = models.build(model, models.resolve_dims(model, sets)).state_dict()
+    worst, worst_name, bad = 0.0, None, []
+    for name, t in ref.items():
+        g = gw.get(name)
+        if g is None or g.shape != t.shape:
+            bad.append(f"{name}: missing or mis-shaped")
+            continue
+        g, t = g.double(), t.double()
+        if t.std().item() == 0 or g.std().item() == 0:
+            if not torch.equal(g, t):
+                bad.append(f"{name}: constant on one side, and not equal")
+            continue
+        rel = abs(g.std().item() - t.std().item()) / t.std().item()
+        if rel > worst:
+            worst, worst_name = rel, name
+        for side, x in (("gradc", g), ("torch", t)):
+            if abs(x.mean().item()) > 5 * x.std().item() / math.sqrt(x.numel()):
+                bad.append(f"{name}: {side} mean {x.mean().item():.3g} is not about 0")
+        if rel > INIT_STD_TOL:
+            bad.append(f"{name}: std {g.std().item():.5g} (gradc) vs {t.std().item():.5g} (torch)")
+    return {"ok": not bad, "worst_std_rel_diff": worst, "worst_std_tensor": worst_name, "problems": bad}
 
 
 def eval_mode_parity(gradc, model, ck, sets, tmp, env):
@@ -259,7 +318,8 @@ def eval_mode_parity(gradc, model, ck, sets, tmp, env):
     return abs(gradc_loss - torch_loss) / abs(torch_loss)
 
 
-ALL_MODELS = ("mlp", "gpt-mini", "lstm-lm", "gpt2", "llama", "bert-mlm", "resnet18-cifar", "resnet-deep")
+ALL_MODELS = ("mlp", "gpt-mini", "lstm-lm", "gpt2", "llama", "bert-mlm", "resnet18-cifar", "resnet-deep",
+              "nanogpt-char")
 
 
 def run(gradc, models_list=ALL_MODELS, env=None):
@@ -279,6 +339,10 @@ def format_table(results):
         others = "; ".join(f"{m}: {v['loss_rel_error']:.1e} / {v['worst_grad_rel_error']:.1e}"
                            for m, v in r["modes"].items() if m != "eager")
         init = {True: "equal", False: "DIFFER", None: "not checked"}[r.get("init_names_shapes_match")]
+        st = r.get("init_statistics")
+        if st:
+            init += (f"; initial std within {st['worst_std_rel_diff']:.1%} (`{st['worst_std_tensor']}`)" if st["ok"]
+                     else "; initial distributions DIFFER: " + "; ".join(st.get("problems") or [st.get("error", "?")]))
         lines.append(f"| {r['model']} | {r['gradc_loss']:.7f} | {e['torch_loss']:.7f} | {e['loss_rel_error']:.1e} | "
                      f"{e['worst_grad_rel_error']:.1e}{' (`%s`)' % e['worst_grad'] if e['worst_grad'] else ''} | {others} | {init} |")
     return "\n".join(lines)
@@ -288,13 +352,21 @@ def main():
     ap = argparse.ArgumentParser(description="First-loss parity of the PyTorch benchmark models with gradc")
     ap.add_argument("--gradc", default=os.path.join(ROOT, "build-bench", "gradc"))
     ap.add_argument("--model", action="append", choices=list(ALL_MODELS))
+    ap.add_argument("--set", action="append", metavar="NAME=EXPR",
+                    help="dims for the --model(s) named, as gradc --set (instead of the models' parity sizes)")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
+    if a.set and not a.model:
+        ap.error("--set needs --model")
     import torch
 
     torch.set_num_threads(1)
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    results = run(a.gradc, a.model or ALL_MODELS, env=env)
+    if a.set:
+        with tempfile.TemporaryDirectory(prefix="gradc-parity-") as tmp:
+            results = [check_model(a.gradc, m, tmp, sets=tuple(a.set), env=env) for m in a.model]
+    else:
+        results = run(a.gradc, a.model or ALL_MODELS, env=env)
     print(format_table(results))
     if a.json:
         with open(a.json, "w") as f:
