@@ -54,6 +54,8 @@ Json manifestJson(const ArtifactManifest& m, const std::vector<ArtifactFile>& fi
     if (!r.kernelsFile.empty()) rank["kernels"] = r.kernelsFile;
     if (!r.ptxFile.empty()) rank["ptx"] = r.ptxFile;
     if (!r.kernelsTag.empty()) rank["kernels_tag"] = r.kernelsTag;
+    if (!r.evalGraphFile.empty())
+      rank["eval"] = {{"graph", r.evalGraphFile}, {"plan", r.evalPlanFile}, {"splits", r.evalSplits}};
     ranks.push_back(rank);
   }
   j["ranks"] = ranks;
@@ -94,7 +96,8 @@ Status writeArtifact(const fs::path& dir, const ArtifactManifest& manifest, cons
   for (const ArtifactFile& f : files)
     if (!plainName(f.name)) return Error{"artifact file name '" + f.name + "' is not a plain file name"};
   for (const ArtifactRank& r : manifest.ranks)
-    for (const std::string* name : {&r.graphFile, &r.planFile, &r.kernelsFile, &r.ptxFile}) {
+    for (const std::string* name : {&r.graphFile, &r.planFile, &r.kernelsFile, &r.ptxFile, &r.evalGraphFile,
+                                    &r.evalPlanFile}) {
       if (name->empty() && name != &r.graphFile && name != &r.planFile) continue;
       bool listed = false;
       for (const ArtifactFile& f : files) listed |= f.name == *name;
@@ -175,10 +178,20 @@ Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
     m.configJson = j.at("config").dump();
     m.seed = j.at("seed").get<std::uint64_t>();
     m.kernelThreads = j.at("kernel_threads").get<int>();
-    for (const Json& r : j.at("ranks"))
-      m.ranks.push_back({r.at("rank").get<int>(), r.at("graph").get<std::string>(), r.at("plan").get<std::string>(),
-                         r.value("kernels", std::string()), r.value("ptx", std::string()),
-                         r.value("kernels_tag", std::string())});
+    for (const Json& r : j.at("ranks")) {
+      ArtifactRank rank{r.at("rank").get<int>(), r.at("graph").get<std::string>(), r.at("plan").get<std::string>(),
+                        r.value("kernels", std::string()), r.value("ptx", std::string()),
+                        r.value("kernels_tag", std::string())};
+      if (r.contains("eval")) {
+        const Json& e = r.at("eval");
+        rank.evalGraphFile = e.at("graph").get<std::string>();
+        rank.evalPlanFile = e.at("plan").get<std::string>();
+        rank.evalSplits = e.at("splits").get<int>();
+        if (rank.evalGraphFile.empty() || rank.evalPlanFile.empty() || rank.evalSplits < 1)
+          return corrupted(file, "rank " + std::to_string(rank.rank) + "'s \"eval\" is malformed");
+      }
+      m.ranks.push_back(std::move(rank));
+    }
   } catch (const std::exception& e) {
     return corrupted(file, std::string("malformed: ") + e.what());
   }
@@ -195,7 +208,8 @@ Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
       return corrupted(dir / name, "checksum mismatch: the file was changed after gradc wrote it");
   }
   for (const ArtifactRank& r : m.ranks)
-    for (const std::string* name : {&r.graphFile, &r.planFile, &r.kernelsFile, &r.ptxFile})
+    for (const std::string* name : {&r.graphFile, &r.planFile, &r.kernelsFile, &r.ptxFile, &r.evalGraphFile,
+                                    &r.evalPlanFile})
       if (!(name->empty() && name != &r.graphFile && name != &r.planFile) && !files->contains(*name)) return corrupted(file, "rank " + std::to_string(r.rank) + "'s file '" + *name +
                                                                "' has no checksum");
   return m;
@@ -208,11 +222,8 @@ Status checkRank(const ArtifactManifest& manifest, int rank) {
                  " ranks"};
   return Status::success();
 }
-}  // namespace
 
-Expected<ArenaPlan> loadRankPlan(const fs::path& dir, const ArtifactManifest& manifest, int rank) {
-  if (Status s = checkRank(manifest, rank); !s) return Error{s.message()};
-  const fs::path planFile = dir / manifest.ranks[static_cast<size_t>(rank)].planFile;
+Expected<ArenaPlan> loadPlanFile(const fs::path& planFile) {
   Expected<std::string> planText = readFile(planFile);
   if (!planText) return corrupted(planFile, planText.error().message);
   Expected<ArenaPlan> plan = arenaPlanFromJson(*planText);
@@ -220,24 +231,50 @@ Expected<ArenaPlan> loadRankPlan(const fs::path& dir, const ArtifactManifest& ma
   return plan;
 }
 
-Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifest& manifest, int rank,
-                                      bool trustKernels) {
-  if (Status s = checkRank(manifest, rank); !s) return Error{s.message()};
-  const fs::path graphFile = dir / manifest.ranks[static_cast<size_t>(rank)].graphFile;
+// A graph file parsed and verified; its text in `text` (the kernels' tag covers it).
+Expected<ir::Graph> loadGraphFile(const fs::path& graphFile, std::string& text) {
   Expected<std::string> graphText = readFile(graphFile);
   if (!graphText) return corrupted(graphFile, graphText.error().message);
   Expected<ir::Graph> graph = ir::parseGraph(*graphText, graphFile.string());
   if (!graph) return Error{graph.error().message};
   if (Status s = ir::verify(*graph); !s) return corrupted(graphFile, s.message());
+  text = std::move(*graphText);
+  return graph;
+}
+}  // namespace
+
+Expected<ArenaPlan> loadRankPlan(const fs::path& dir, const ArtifactManifest& manifest, int rank) {
+  if (Status s = checkRank(manifest, rank); !s) return Error{s.message()};
+  return loadPlanFile(dir / manifest.ranks[static_cast<size_t>(rank)].planFile);
+}
+
+Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifest& manifest, int rank,
+                                      bool trustKernels) {
+  if (Status s = checkRank(manifest, rank); !s) return Error{s.message()};
+  const ArtifactRank& entry = manifest.ranks[static_cast<size_t>(rank)];
+  const fs::path graphFile = dir / entry.graphFile;
+  std::string graphText;
+  Expected<ir::Graph> graph = loadGraphFile(graphFile, graphText);
+  if (!graph) return graph.error();
   Expected<ArenaPlan> plan = loadRankPlan(dir, manifest, rank);
   if (!plan) return plan.error();
-  RankProgram program{std::move(*graph), std::move(*plan), nullptr};
+  RankProgram program{std::move(*graph), std::move(*plan), nullptr, std::nullopt};
+  if (!entry.evalGraphFile.empty()) {
+    std::string evalText;
+    Expected<ir::Graph> evalGraph = loadGraphFile(dir / entry.evalGraphFile, evalText);
+    if (!evalGraph) return evalGraph.error();
+    if (needsGeneratedKernels(*evalGraph))
+      return corrupted(dir / entry.evalGraphFile, "the evaluation step runs generated kernels, which it never has");
+    Expected<ArenaPlan> evalPlan = loadPlanFile(dir / entry.evalPlanFile);
+    if (!evalPlan) return evalPlan.error();
+    program.evaluation = EvaluationProgram{std::move(*evalGraph), std::move(*evalPlan), entry.evalSplits};
+  }
   if (needsGeneratedKernels(program.graph)) {
     const std::string& kernels = manifest.ranks[static_cast<size_t>(rank)].kernelsFile;
     if (kernels.empty()) return corrupted(graphFile, "the graph runs generated kernels but the artifact has no kernels file for it");
     Expected<std::string> bytes = readFile(dir / kernels);
     if (!bytes) return corrupted(dir / kernels, bytes.error().message);
-    if (Status s = checkKernelsTrusted(manifest.ranks[static_cast<size_t>(rank)].kernelsTag, *bytes, *graphText,
+    if (Status s = checkKernelsTrusted(manifest.ranks[static_cast<size_t>(rank)].kernelsTag, *bytes, graphText,
                                        dir / kernels, trustKernels);
         !s)
       return Error{s.message()};

@@ -11,6 +11,8 @@
 //   DIR/<graph>.plan.json  its memory plan (the `--emit plan` dump), every buffer's offset
 //   DIR/<graph>.kernels.so   its fused regions' generated CPU kernels (codegen/), when it has any
 //   DIR/<graph>.kernels.ptx  the same kernels as PTX for sm_90 (written by gradc compile -o)
+//   DIR/<graph>.eval.gir, .eval.plan.json  the evaluation step (validation while training) and its
+//                       plan inside the training step's arena, when the model has one
 //
 // Integrity. The manifest's "checksum" is the sha256 of manifest.json with the checksum's own
 // 64 digits written as zeros; every other file's sha256 is in "files". loadArtifact checks all
@@ -51,6 +53,11 @@ struct ArtifactRank {
   // HMAC of the kernels and the graph under the compiling user's key (runtime/kernel_trust.h);
   // "" when there are no kernels or no key could be had.
   std::string kernelsTag;
+  // The evaluation step (tools/evaluation_step.h): its graph and its plan inside this rank's
+  // arena, run `evalSplits` times per rank batch; "" when the artifact has none.
+  std::string evalGraphFile;
+  std::string evalPlanFile;
+  int evalSplits = 1;
 };
 
 struct ArtifactManifest {
@@ -84,10 +91,17 @@ Expected<ArtifactManifest> loadArtifact(const std::filesystem::path& dir);
 // to tell an artifact folder from a spec, and what may be replaced by writeArtifact.
 bool looksLikeArtifact(const std::filesystem::path& dir);
 
+struct EvaluationProgram {
+  ir::Graph graph;  // scheduled; output "loss"
+  ArenaPlan plan;   // inside the training step's arena (passes/evaluation_plan.h)
+  int splits = 1;   // runs per rank batch
+};
+
 struct RankProgram {
   ir::Graph graph;  // scheduled
   ArenaPlan plan;
   std::shared_ptr<const GeneratedKernels> kernels;  // loaded when the graph has fused nodes
+  std::optional<EvaluationProgram> evaluation;      // when the artifact has an evaluation step
 };
 
 // The graph and plan of one rank of a loaded artifact, parsed and verified; Errors name the file.

@@ -210,6 +210,10 @@ class EvalBatches {
   std::optional<Batch> next();
   void reset() { next_window_ = 0; }
   std::int64_t windowCount() const { return windows_; }
+  // Batches of all `batch` rows (a short last batch is not one).
+  std::int64_t fullBatches() const { return windows_ / batch_; }
+  // The next batch is full batch `index` (0-based).
+  void seekBatch(std::int64_t index) { next_window_ = index * batch_; }
 
  private:
   EvalBatches(TextDataset data, std::int64_t batch, std::int64_t seq, std::int64_t stride, std::int64_t windows)

@@ -97,10 +97,21 @@ Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options
   for (size_t i = 0; i < plan.buffers.size(); ++i)
     if (!plan.buffers[i].workspace() && !byName.emplace(plan.buffers[i].name, i).second)
       return Error{"buffer '" + plan.buffers[i].name + "' is planned twice"};
-  Expected<DeviceMemory> memory = device_->allocate(plan.arenaBytes);
-  if (!memory) return memory.error();
-  arena_ = std::move(*memory);
-  arenaSize_ = plan.arenaBytes;
+  const Executor* host = options.arenaOf;
+  if (host) {
+    if (!host->arena_) return Error{"the executor whose arena it shares has none"};
+    if (&host->device() != device_) return Error{"it shares the arena of an executor on another device"};
+    if (plan.arenaBytes > host->arenaSize_)
+      return Error{"its plan needs an arena of " + std::to_string(plan.arenaBytes) + " bytes, the arena it shares has " +
+                   std::to_string(host->arenaSize_)};
+    arena_ = DeviceMemory(host->arena_.get(), DeviceMemoryDeleter{});  // not owned: never released here
+    arenaSize_ = host->arenaSize_;
+  } else {
+    Expected<DeviceMemory> memory = device_->allocate(plan.arenaBytes);
+    if (!memory) return memory.error();
+    arena_ = std::move(*memory);
+    arenaSize_ = plan.arenaBytes;
+  }
   if (!arena_) arena_.reset(reinterpret_cast<std::byte*>(&arenaSize_));  // an empty arena: never written or freed
   std::byte* base = arena_.get();
 
@@ -179,7 +190,11 @@ Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options
     if (!used[i] && !b.persistent())
       return Error{"buffer '" + b.name + "' belongs to no value of the graph (a plan of another graph?)"};
     if (b.persistent()) {
-      persistent += b.size;
+      persistent_.push_back({b.name, b.offset, b.size, false});
+      const bool shared = host && std::any_of(host->persistent_.begin(), host->persistent_.end(), [&](const Placed& h) {
+                            return h.name == b.name && h.offset == b.offset && h.size == b.size;
+                          });
+      if (!shared) persistent += b.size;
       continue;
     }
     const int index = static_cast<int>(placed_.size());
@@ -190,6 +205,13 @@ Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options
     steps_[static_cast<size_t>(b.lastStep)].endBytes += b.size;
   }
   if (Status s = checkPlanAgainstGraph(plan, byName, names); !s) return s;
+  if (host)  // what is not shared must leave the host's weights, optimizer state and inputs alone
+    for (const ArenaBuffer& b : plan.buffers)
+      for (const Placed& h : host->persistent_)
+        if (b.offset < h.offset + h.size && h.offset < b.offset + b.size &&
+            !(b.persistent() && b.name == h.name && b.offset == h.offset && b.size == h.size))
+          return Error{"buffer '" + b.name + "' (bytes " + std::to_string(b.offset) + ".." +
+                       std::to_string(b.offset + b.size) + ") overlaps '" + h.name + "' of the arena it shares"};
   account_ = std::make_unique<ArenaAccount>();
   account_->bytes = persistent;
   MemoryTracker::addArenaBytes(persistent);

@@ -66,6 +66,12 @@ namespace gradc::runtime {
 struct ExecutorOptions {
   const Device* device = nullptr;  // nullptr: the CPU
   bool checkArena = false;         // poison free arena ranges and check them (slow; for tests)
+  // Run inside this executor's arena instead of allocating one (the evaluation step inside the
+  // training step's arena, passes/evaluation_plan.h). A persistent buffer planned under the same
+  // name, offset and size as one of the host's is shared: read in place, accounted by the host.
+  // No other buffer may overlap a host persistent buffer, and the plan's arena must fit the
+  // host's. The host must outlive this executor, and the two never run at the same time.
+  const class Executor* arenaOf = nullptr;
 };
 
 // True when the environment asks for the reference-counted path (GRADC_NO_ARENA=1).
@@ -197,6 +203,7 @@ class Executor {
   std::vector<at::Tensor> inputArena_;  // per inputs_ entry: its planned buffer, or undefined
   std::vector<at::Tensor> paramArena_;  // per params_ entry
   std::vector<Placed> placed_;
+  std::vector<Placed> persistent_;  // parameters, optimizer state, inputs (owned or shared)
   std::int64_t freeFrom_ = 0;  // the arena beyond the persistent buffers
   bool checkArena_ = false;
   mutable std::vector<bool> staged_;  // per inputs_ entry: copied in by stageInputs

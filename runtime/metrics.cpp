@@ -22,6 +22,7 @@ std::string metricsToJson(const RunMetrics& m) {
     e["minor_faults"] = s.minorFaults;
     e["lr"] = s.lr;
     if (s.gradNorm) e["grad_norm"] = *s.gradNorm;
+    if (s.valLoss) e["val_loss"] = *s.valLoss;
     j["steps"].push_back(std::move(e));
   }
   j["ranks"] = nlohmann::ordered_json::array();
@@ -31,6 +32,8 @@ std::string metricsToJson(const RunMetrics& m) {
     e["peak_bytes_measured"] = r.peakBytesMeasured;
     e["peak_bytes_planned"] = r.peakBytesPlanned ? nlohmann::ordered_json(*r.peakBytesPlanned) : nullptr;
     if (r.commWaitS) e["comm_wait_s"] = *r.commWaitS;
+    if (r.evalPeakBytesMeasured) e["eval_peak_bytes_measured"] = *r.evalPeakBytesMeasured;
+    if (r.evalPeakBytesPlanned) e["eval_peak_bytes_planned"] = *r.evalPeakBytesPlanned;
     if (r.peakStep)
       e["peak_step"] = {{"step", r.peakStep->step},   {"op", r.peakStep->op},
                         {"name", r.peakStep->name},   {"bytes", r.peakStep->bytes},

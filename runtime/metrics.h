@@ -5,6 +5,8 @@
 //    "steps": [{"step": 1, "loss": 5.61, "step_time_s": 0.41, "tokens_per_s": 4987.1, "lr": 0.001}, ...],
 //    "ranks": [{"rank": 0, "peak_bytes_measured": 123456789, "peak_bytes_planned": 123456789,
 //               "comm_wait_s": 0.8}]}            (comm_wait_s: data-parallel runs only)
+//   With --val-data, the steps evaluated also have "val_loss", and every rank
+//   "eval_peak_bytes_measured" / "eval_peak_bytes_planned" (the evaluation step's peak over the run).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,7 @@ struct StepMetrics {
   std::int64_t minorFaults = 0;  // minor page faults of the process during the step
   double lr = 0;
   std::optional<double> gradNorm;  // when gradient clipping is on
+  std::optional<double> valLoss;   // the validation loss after this step, when evaluated
 };
 
 // A step whose kernel allocated more outside the arena than the plan gave it as workspace: the
@@ -44,6 +47,8 @@ struct RankMetrics {
   std::vector<BeyondPlan> beyondPlan;  // arena runs, this process's rank: the largest excesses first
   // Off the host: the step where the measured peak was reached (this process's rank).
   std::optional<BeyondPlan> peakStep;
+  // Validation while training: the evaluation step's highest measured peak and its plan's.
+  std::optional<std::int64_t> evalPeakBytesMeasured, evalPeakBytesPlanned;
 };
 
 struct RunMetrics {

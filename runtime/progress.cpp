@@ -16,6 +16,12 @@ std::string formatDuration(double seconds) {
   else std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
   return buf;
 }
+
+std::string fixed(double value, int digits) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, value);
+  return buf;
+}
 }  // namespace
 
 Progress::Progress(std::int64_t firstStep, std::int64_t totalSteps, std::FILE* out)
@@ -34,19 +40,21 @@ void Progress::update(const StepMetrics& m) {
     int filled = std::clamp(static_cast<int>(frac * width), 0, width);
     std::string bar(static_cast<size_t>(filled), '#');
     bar.append(static_cast<size_t>(width - filled), '.');
-    std::fprintf(out_, "\r[%s] step %lld/%lld  loss %.4f  %.0f %s  ETA %s   ", bar.c_str(),
-                 static_cast<long long>(m.step), static_cast<long long>(totalSteps_), m.loss, m.tokensPerS,
-                 rateUnit_.c_str(), formatDuration(eta).c_str());
+    if (m.valLoss) lastVal_ = "  val " + fixed(*m.valLoss, 4);
+    std::fprintf(out_, "\r[%s] step %lld/%lld  loss %.4f%s  %.0f %s  ETA %s   ", bar.c_str(),
+                 static_cast<long long>(m.step), static_cast<long long>(totalSteps_), m.loss, lastVal_.c_str(),
+                 m.tokensPerS, rateUnit_.c_str(), formatDuration(eta).c_str());
     std::fflush(out_);
     barShown_ = true;
     return;
   }
   // Plain lines: about 20 per run, plus the first and the last step.
   std::int64_t every = std::max<std::int64_t>(1, (totalSteps_ - firstStep_ + 1) / 20);
-  if (m.step == firstStep_ || m.step == totalSteps_ || m.step - lastLogged_ >= every) {
-    std::fprintf(out_, "step %lld/%lld  loss %.4f  lr %.3g  %.3f s/step  %.0f %s  ETA %s\n",
-                 static_cast<long long>(m.step), static_cast<long long>(totalSteps_), m.loss, m.lr, m.stepTimeS,
-                 m.tokensPerS, rateUnit_.c_str(), formatDuration(eta).c_str());
+  if (m.step == firstStep_ || m.step == totalSteps_ || m.step - lastLogged_ >= every || m.valLoss) {
+    const std::string val = m.valLoss ? "  val " + fixed(*m.valLoss, 4) : std::string();
+    std::fprintf(out_, "step %lld/%lld  loss %.4f%s  lr %.3g  %.3f s/step  %.0f %s  ETA %s\n",
+                 static_cast<long long>(m.step), static_cast<long long>(totalSteps_), m.loss, val.c_str(), m.lr,
+                 m.stepTimeS, m.tokensPerS, rateUnit_.c_str(), formatDuration(eta).c_str());
     std::fflush(out_);
     lastLogged_ = m.step;
   }

@@ -31,6 +31,7 @@ class Progress {
   bool barShown_ = false;
   double elapsedS_ = 0;
   std::int64_t lastLogged_ = 0;
+  std::string lastVal_;  // the live bar's latest validation loss
 };
 
 }  // namespace gradc::runtime

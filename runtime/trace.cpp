@@ -67,6 +67,15 @@ void TraceRecorder::endStep() {
       std::to_string(step_) + "}}");
 }
 
+void TraceRecorder::beginEvaluation() { evalStartUs_ = nowUs(); }
+
+void TraceRecorder::endEvaluation(double loss) {
+  const double end = nowUs();
+  add(R"({"name":"validation after step )" + std::to_string(step_) + R"(","cat":"eval","ph":"X","pid":)" +
+      std::to_string(rank_) + R"(,"tid":0,"ts":)" + us(evalStartUs_) + R"(,"dur":)" + us(end - evalStartUs_) +
+      R"(,"args":{"step":)" + std::to_string(step_) + R"(,"val_loss":)" + json(loss).dump() + "}}");
+}
+
 void TraceRecorder::node(const ir::Node& node, std::chrono::nanoseconds elapsed) {
   const double end = nowUs();
   const double dur = static_cast<double>(elapsed.count()) / 1000.0;

@@ -2,7 +2,7 @@
 // format: {"traceEvents": [...]}; it opens in Perfetto and chrome://tracing).
 //
 // Per rank (pid = rank, named "rank R"): on thread 0 ("steps and kernels") one complete event
-// ("ph": "X") per training step, and inside it one per executed node, named by its op, with
+// ("ph": "X") per training step (and one per validation, "validation after step N"), and inside it one per executed node, named by its op, with
 // its phase as category and args {"node": IR name, "spec": layer, "step", "result_bytes"}; on
 // thread 1 ("communication") the nodes that start, wait for or move data between ranks
 // (all_reduce_start / all_reduce_wait, gather, scatter), so waits stand out; and a counter
@@ -30,6 +30,10 @@ class TraceRecorder {
 
   void beginStep(std::int64_t step);
   void endStep();
+  // An evaluation after the current step (category "eval", args: the step and the loss); its
+  // nodes are recorded by node() in between, like a step's.
+  void beginEvaluation();
+  void endEvaluation(double loss);
   // Called right after a node's kernel returned, `elapsed` after it started.
   void node(const ir::Node& node, std::chrono::nanoseconds elapsed);
 
@@ -44,6 +48,7 @@ class TraceRecorder {
   std::vector<std::string> events_;
   std::int64_t step_ = 0;
   double stepStartUs_ = 0;
+  double evalStartUs_ = 0;
   bool truncated_ = false;
 };
 

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "ir/index_bounds.h"
 #include "runtime/checkpoint.h"
@@ -79,6 +80,7 @@ struct TokenData {
   std::int64_t tokensPerStep;
   at::ScalarType tokenType, targetType;  // of the graph's inputs (i64 or i32)
   bool checkIds = false;                 // a token file: ids are checked batch by batch
+  std::optional<Vocabulary> vocabulary;  // of a file (validation reads with it); nullopt: synthetic
 };
 
 Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, std::uint64_t seed,
@@ -98,6 +100,7 @@ Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, s
   std::int64_t limit = std::min(tokenBound ? tokenBound->bound : 256, targetBound ? targetBound->bound : 256);
   std::optional<Batcher> batcher;
   bool checkIds = false;
+  std::optional<Vocabulary> fileVocabulary;
   if (o.data) {
     std::optional<Vocabulary> vocabulary = restoredVocab;
     if (!vocabulary && (o.tokenVocabulary || hasLlmcTokenHeader(*o.data))) {
@@ -117,6 +120,7 @@ Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, s
                                    : " (raise the model's vocab)")};
     config["vocabulary"] = data->vocabulary().serialize();
     checkIds = data->isTokenFile();
+    fileVocabulary = data->vocabulary();
     Expected<Batcher> b = Batcher::create(*data, bo);
     if (!b) return Error{b.error().message};
     batcher = std::move(*b);
@@ -128,7 +132,7 @@ Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, s
   }
   if (Status s = batcher->setPosition(position); !s) return Error{s.message()};
   return TokenData{std::move(*batcher), bo.batch * bo.seq, toScalarType(tokens->type().dtype),
-                   toScalarType(targets->type().dtype), checkIds};
+                   toScalarType(targets->type().dtype), checkIds, std::move(fileVocabulary)};
 }
 
 // Data for image classifiers (inputs `images` [batch, C, H, W] and `labels` [batch]) from --data
@@ -239,6 +243,13 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     if (!lock) return Error{lock.error().message};
     saveLock.emplace(std::move(*lock));
   }
+  std::optional<CheckpointLock> bestLock;
+  const std::optional<std::filesystem::path> bestDir = o.validation ? o.validation->saveBest : std::nullopt;
+  if (bestDir && rank == 0) {
+    Expected<CheckpointLock> lock = CheckpointLock::acquire(*bestDir);
+    if (!lock) return Error{"--save-best: " + lock.error().message};
+    bestLock.emplace(std::move(*lock));
+  }
   if (o.resumeDir) {
     Expected<CheckpointData> ck = loadCheckpoint(*o.resumeDir);
     if (!ck) return Error{ck.error().message};
@@ -312,6 +323,29 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   const ir::Value* stepInput = findInput(g, "step");
   // Parameters and optimizer state move into their planned buffers once (arena runs).
   if (Status s = exec->adoptState(result.state); !s) return Error{s.message()};
+  std::optional<Evaluator> evaluator;
+  double bestVal = std::numeric_limits<double>::infinity();
+  if (o.validation) {
+    if (!o.evaluation || !exec->usesArena())
+      return Error{"--val-data: validation runs the artifact's evaluation step inside the training step's arena, and "
+                   "this run has " + std::string(o.evaluation ? "no arena (GRADC_NO_ARENA)" : "no evaluation step")};
+    if (!tokenData || !tokenData->vocabulary)
+      return Error{"--val-data: validation reads text or token files for language models (`tokens`/`targets` "
+                   "inputs) trained on --data; this run has " +
+                   std::string(tokenData ? "synthetic data" : "no token inputs")};
+    const ir::Value* tokens = findInput(g, "tokens");
+    Expected<Evaluator> e = Evaluator::create(*o.evaluation, *exec, eo, *o.validation, *tokenData->vocabulary,
+                                              tokens->type().shape[0] * world, tokens->type().shape[1], world, rank);
+    if (!e) return Error{e.error().message};
+    evaluator.emplace(std::move(*e));
+    // A resumed run keeps the best so far (the checkpoint of --save-best records its loss).
+    if (bestDir && o.resumeDir)
+      if (Expected<CheckpointData> best = loadCheckpoint(*bestDir); best) {
+        nlohmann::json c = parseJsonBounded(best->config);
+        if (c.is_object() && c.contains("val_loss") && c["val_loss"].is_number()) bestVal = c["val_loss"].get<double>();
+      }
+  }
+  std::int64_t evalPeak = -1;
 #if defined(__GLIBC__)
   // The initial (or resumed) tensors just moved into the arena: give their pages back.
   if (exec->usesArena()) malloc_trim(0);
@@ -342,6 +376,8 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
       if (profiling) profile.add(node, elapsed);
       if (trace) trace->node(node, elapsed);
     });
+  if (evaluator && trace)
+    evaluator->setNodeHook([&](const ir::Node& node, std::chrono::nanoseconds elapsed) { trace->node(node, elapsed); });
   const bool sharded = hasShardedState(g);
   std::int64_t peak = 0;
   for (std::int64_t step = firstStep; step <= o.steps; ++step) {
@@ -413,6 +449,19 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     m.tokensPerS = m.stepTimeS > 0 ? static_cast<double>(tokens) / m.stepTimeS : 0;
     if (auto it = out->find("lr"); it != out->end()) m.lr = it->second.item<double>();
     if (auto it = out->find("grad_norm"); it != out->end()) m.gradNorm = it->second.item<double>();
+    out->clear();  // views of the arena, which the evaluation step reuses
+    if (evaluator && std::isfinite(m.loss) &&
+        ((o.validation->every > 0 && step % o.validation->every == 0) || step == o.steps)) {
+      if (trace) trace->beginEvaluation();
+      Expected<Evaluation> ev = evaluator->evaluate(result.state, RunContext{seed, step, nullptr}, o.comm);
+      if (!ev) {
+        if (trace) trace->endEvaluation(std::nan(""));
+        return Error{"after step " + std::to_string(step) + ": " + ev.error().message};
+      }
+      if (trace) trace->endEvaluation(ev->loss);
+      m.valLoss = ev->loss;
+      evalPeak = std::max(evalPeak, ev->peakBytes);
+    }
     result.metrics.steps.push_back(m);
     if (show) progress.update(m);
     if (!std::isfinite(m.loss)) {
@@ -424,7 +473,10 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     }
 
     bool stop = o.onStep && !o.onStep(m);
-    const bool due = o.saveDir && ((o.saveEvery > 0 && step % o.saveEvery == 0) || step == o.steps || stop);
+    const bool regular = o.saveDir && ((o.saveEvery > 0 && step % o.saveEvery == 0) || step == o.steps || stop);
+    // Every rank has the same (all-gathered) validation loss, so all decide alike.
+    const bool best = bestDir && m.valLoss && *m.valLoss < bestVal;
+    const bool due = regular || best;
     // Sharded state is gathered by every rank into the replicated layout; rank 0 writes.
     std::optional<TensorMap> replicated;
     if (due && o.comm && sharded) {
@@ -455,10 +507,21 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
       DataPosition pos = tokenData   ? tokenData->batcher.position()
                          : imageData ? imageData->batcher.position()
                                      : DataPosition{0, step};
-      if (Status s = save(*o.saveDir, g, replicated ? *replicated : result.state, step, seed, pos, config); !s)
-        return Error{s.message()};
-      if (show) progress.note("saved checkpoint " + o.saveDir->string() + " at step " + std::to_string(step));
+      const TensorMap& state = replicated ? *replicated : result.state;
+      if (regular) {
+        if (Status s = save(*o.saveDir, g, state, step, seed, pos, config); !s) return Error{s.message()};
+        if (show) progress.note("saved checkpoint " + o.saveDir->string() + " at step " + std::to_string(step));
+      }
+      if (best) {
+        nlohmann::json withLoss = config;
+        withLoss["val_loss"] = *m.valLoss;
+        if (Status s = save(*bestDir, g, state, step, seed, pos, withLoss); !s) return Error{"--save-best: " + s.message()};
+        if (show)
+          progress.note("saved the best checkpoint so far (validation loss " + std::to_string(*m.valLoss) + ") " +
+                        bestDir->string() + " at step " + std::to_string(step));
+      }
     }
+    if (best) bestVal = *m.valLoss;
     if (stop) break;
   }
   if (show) progress.finish();
@@ -473,6 +536,10 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   if (!o.comm) {
     result.metrics.ranks.push_back(
         RankMetrics{0, peak, o.plannedPeakBytes, std::nullopt, exec->stepsBeyondPlan(5), exec->devicePeakStep()});
+    if (evalPeak >= 0) {
+      result.metrics.ranks.back().evalPeakBytesMeasured = evalPeak;
+      result.metrics.ranks.back().evalPeakBytesPlanned = evaluator->plannedPeakBytes();
+    }
     if (trace) result.trace = traceDocument({trace->events()});
     return result;
   }
@@ -482,18 +549,25 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     if (rank == 0) result.trace = traceDocument(*all);
   }
   // Every rank's peak (measured, planned) and communication wait, for rank 0's metrics.
-  at::Tensor mine = at::empty({3}, at::kLong);
+  constexpr int kFields = 5;
+  at::Tensor mine = at::empty({kFields}, at::kLong);
   mine[0] = peak;
   mine[1] = o.plannedPeakBytes.value_or(-1);
   mine[2] = static_cast<std::int64_t>(collectives->waitSeconds() * 1e6);
-  at::Tensor all = at::empty({3 * world}, at::kLong);
+  mine[3] = evalPeak;
+  mine[4] = evalPeak >= 0 ? evaluator->plannedPeakBytes() : -1;
+  at::Tensor all = at::empty({kFields * world}, at::kLong);
   if (Status s = o.comm->allGather(mine, all, "all_gather of the ranks' metrics at the end"); !s)
     return Error{s.message()};
   for (int r = 0; r < world; ++r) {
-    const std::int64_t planned = all[3 * r + 1].item<std::int64_t>();
-    result.metrics.ranks.push_back(RankMetrics{r, all[3 * r].item<std::int64_t>(),
+    const std::int64_t planned = all[kFields * r + 1].item<std::int64_t>();
+    result.metrics.ranks.push_back(RankMetrics{r, all[kFields * r].item<std::int64_t>(),
                                                planned < 0 ? std::nullopt : std::optional<std::int64_t>(planned),
-                                               static_cast<double>(all[3 * r + 2].item<std::int64_t>()) / 1e6});
+                                               static_cast<double>(all[kFields * r + 2].item<std::int64_t>()) / 1e6});
+    if (const std::int64_t measured = all[kFields * r + 3].item<std::int64_t>(); measured >= 0) {
+      result.metrics.ranks.back().evalPeakBytesMeasured = measured;
+      result.metrics.ranks.back().evalPeakBytesPlanned = all[kFields * r + 4].item<std::int64_t>();
+    }
   }
   result.metrics.ranks[static_cast<size_t>(rank)].beyondPlan = exec->stepsBeyondPlan(5);
   result.metrics.ranks[static_cast<size_t>(rank)].peakStep = exec->devicePeakStep();

@@ -27,6 +27,7 @@
 #include "runtime/communicator.h"
 #include "runtime/data.h"
 #include "runtime/device.h"
+#include "runtime/evaluation.h"
 #include "runtime/metrics.h"
 #include "runtime/generated_kernels.h"
 #include "runtime/tensor_map.h"
@@ -72,6 +73,11 @@ struct TrainerOptions {
   // Where the step runs (runtime/device_select.h); nullptr: the CPU. A device other than the
   // host needs arena execution (a memory plan).
   const Device* device = nullptr;
+  // Validation while training (runtime/evaluation.h): the artifact's evaluation step, run inside
+  // the training step's arena (needs arenaPlan) on a validation file read with the training
+  // data's vocabulary (needs token data from `data`). Both set, or neither.
+  const EvaluationProgram* evaluation = nullptr;
+  std::optional<ValidationOptions> validation;
   // Called after every step (tests, custom logging). Returning false stops the run after
   // that step, as an interruption would (a checkpoint is written if saveDir is set).
   std::function<bool(const StepMetrics&)> onStep;

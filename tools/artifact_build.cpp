@@ -1,5 +1,6 @@
 #include "tools/artifact_build.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "runtime/kernel_trust.h"
 #include "runtime/sha256.h"
 #include "tools/commands.h"
+#include "tools/evaluation_step.h"
 #include "tools/plan_json.h"
 #include "tools/spec_loading.h"
 
@@ -59,6 +61,23 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
   }
   if (!r.quiet) std::cerr << describeStep(steps.front()) << "\n";
 
+  // Every rank's evaluation step, planned inside its training step's arena (which grows to
+  // hold it when it must). A model without one still trains; --val-data then says why.
+  std::vector<EvaluationStep> evals;
+  std::string evalUnavailable;
+  for (int rank = 0; rank < world; ++rank) {
+    Expected<EvaluationStep> e = buildEvaluationStep(*forward, steps[static_cast<size_t>(rank)], world);
+    if (!e) {
+      evalUnavailable = e.error().message;
+      evals.clear();
+      break;
+    }
+    passes::MemoryPlan& host = steps[static_cast<size_t>(rank)].plan;
+    host.arenaBytes = e->plan.arenaBytes;
+    for (passes::RankPlan& rp : host.ranks) rp.arenaBytes = host.arenaBytes;
+    evals.push_back(std::move(*e));
+  }
+
   runtime::ArtifactManifest m;
   m.model = ir::getString(forward->attrs(), "model").value_or(forward->name());
   m.specPath = r.spec;
@@ -69,7 +88,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
   std::vector<runtime::ArtifactFile> files;
   std::vector<std::string> texts;  // of the distinct graphs, in file order
   struct GraphFiles {
-    std::string graph, plan, kernels, ptx, tag;
+    std::string graph, plan, kernels, ptx, tag, evalGraph, evalPlan;
   };
   std::vector<GraphFiles> graphFiles;  // per distinct graph
   for (int rank = 0; rank < world; ++rank) {
@@ -83,6 +102,13 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
       const size_t graphFile = files.size();
       files.push_back({g.graph, std::move(text)});
       files.push_back({g.plan, planToJson(step.plan)});
+      if (!evals.empty()) {
+        const EvaluationStep& e = evals[static_cast<size_t>(rank)];
+        g.evalGraph = stem + ".eval.gir";
+        g.evalPlan = stem + ".eval.plan.json";
+        files.push_back({g.evalGraph, ir::printGraph(e.graph)});
+        files.push_back({g.evalPlan, planToJson(e.plan.plan)});
+      }
       if (runtime::needsGeneratedKernels(step.graph)) {
         Expected<std::string> so = codegen::buildCpuSharedObject(step.graph);
         if (!so) {
@@ -111,7 +137,8 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
       graphFiles.push_back(std::move(g));
     }
     const GraphFiles& g = graphFiles[index];
-    m.ranks.push_back({rank, g.graph, g.plan, g.kernels, g.ptx, g.tag});
+    m.ranks.push_back({rank, g.graph, g.plan, g.kernels, g.ptx, g.tag, g.evalGraph, g.evalPlan,
+                       evals.empty() ? 1 : evals[static_cast<size_t>(rank)].splits});
   }
   const TrainingStep& first = steps.front();
   const std::string remat(passes::rematStrategyName(first.remat.chosen));
@@ -138,6 +165,21 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
                                       {"loss_chunks", first.lossChunks},
                                       {"shard", first.shardStage}}},
                           {"summary", describeStep(first)}};
+  if (evals.empty()) {
+    flags["evaluation"] = {{"unavailable", evalUnavailable}};
+  } else {
+    const EvaluationStep& e = evals.front();
+    const std::int64_t rows = e.graph.inputs().empty() ? 0 : e.graph.inputs().front()->type().shape.at(0);
+    std::string line = fmt::format("evaluation: the forward in evaluation mode, {} row{} per run{}, peak {} "
+                                   "(the training state and {} of its own, inside the step's arena)",
+                                   rows, rows == 1 ? "" : "s",
+                                   e.splits > 1 ? fmt::format(" ({} runs per batch)", e.splits) : std::string(),
+                                   passes::formatBytes(e.plan.plan.peakBytes),
+                                   passes::formatBytes(e.plan.plan.peakBytes - first.plan.persistentBytes));
+    if (first.plan.budgetBytes) line += " of " + passes::formatBytes(*first.plan.budgetBytes) + " budget";
+    flags["evaluation"] = {{"splits", e.splits}, {"rows_per_run", rows}, {"peak_bytes", e.plan.plan.peakBytes},
+                           {"summary", line}};
+  }
   if (world > 1) {
     std::vector<passes::GradientBucket> buckets = passes::gradientBuckets(first.graph);
     std::string line = "data parallel: " + std::to_string(world) + " ranks (gloo), loss placement " +

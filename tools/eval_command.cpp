@@ -10,10 +10,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "passes/batch_norm_inference.h"
-#include "passes/dce.h"
-#include "passes/pass_manager.h"
-#include "passes/strip_dropout.h"
 #include "runtime/atomic_file.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data.h"
@@ -22,6 +18,7 @@
 #include "runtime/image_data.h"
 #include "runtime/safetensors.h"
 #include "tools/commands.h"
+#include "tools/evaluation_step.h"
 #include "tools/spec_loading.h"
 #include "tools/trained_weights.h"
 #include "runtime/json_text.h"
@@ -79,9 +76,7 @@ int runEval(const EvalOptions& o) {
   int exitCode = kExitOk;
   std::optional<ir::Graph> graph = loadSpec(o.spec, o.sets, exitCode);
   if (!graph) return exitCode;
-  passes::PassManager pm;
-  pm.add<passes::StripDropout>().add<passes::BatchNormInference>().add<passes::DeadCodeElimination>();
-  if (Expected<bool> r = pm.run(*graph); !r) return fail(r.error().message);
+  if (Status s = prepareInference(*graph); !s) return fail(s.message());
 
   // The weights and the vocabulary they were trained with (tools/trained_weights.h).
   Expected<TrainedWeights> trained = loadTrainedWeights(o.weights, *graph);

@@ -191,7 +191,7 @@ std::string renderSvg(const std::vector<Run>& runs, const std::string& title) {
 struct PlotOptions {
   std::vector<std::string> metrics;
   std::string output;
-  std::string title = "training loss";
+  std::string title;  // default: "training loss", or "training and validation loss"
 };
 
 int runPlot(const PlotOptions& o) {
@@ -208,7 +208,12 @@ int runPlot(const PlotOptions& o) {
     }
     runs.push_back(std::move(*run));
   }
-  if (Status s = runtime::writeFileAtomic(o.output, renderSvg(runs, o.title)); !s) {
+  if (Status s = runtime::writeFileAtomic(o.output, renderSvg(runs, !o.title.empty() ? o.title
+                                                            : std::any_of(runs.begin(), runs.end(), [](const Run& r) {
+                                                                return !r.valLoss.points.empty();
+                                                              })
+                                                                ? "training and validation loss"
+                                                                : "training loss")); !s) {
     std::cerr << "gradc: error: " << s.message() << "\n";
     return kExitInternal;
   }
@@ -222,7 +227,8 @@ Runner addPlotCommand(CLI::App& cmd) {
   cmd.add_option("metrics", o->metrics, "Metrics files of runs (--metrics-out), overlaid in one colour each")
       ->required();
   cmd.add_option("-o,--output", o->output, "The SVG file to write")->required();
-  cmd.add_option("--title", o->title, "The chart's title")->capture_default_str();
+  cmd.add_option("--title", o->title,
+                 "The chart's title (default: training loss, or training and validation loss when a run has one)");
   return [o] { return runPlot(*o); };
 }
 

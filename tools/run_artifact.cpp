@@ -76,6 +76,17 @@ void RunFlags::addTo(CLI::App& cmd) {
                  "checkpoint folder, with a fresh optimizer and schedule; every parameter must be there with its "
                  "shape, and nothing else")
       ->excludes("--resume");
+  cmd.add_option("--val-data", valData,
+                 "Validation file, read like --data with the training data's vocabulary: its loss (evaluation mode, "
+                 "planned inside the step's arena and budget) in the progress line, the metrics and the trace");
+  cmd.add_option("--eval-every", evalEvery, "Evaluate --val-data after every N steps, and after the last (0: the last only)")
+      ->check(nonNegativeInteger())
+      ->capture_default_str();
+  cmd.add_option("--eval-batches", evalBatches,
+                 "Evaluate K batches spread evenly over --val-data, the same K every time (0: every full batch)")
+      ->check(nonNegativeInteger())
+      ->capture_default_str();
+  cmd.add_option("--save-best", saveBest, "Checkpoint folder that keeps the step with the lowest validation loss");
   cmd.add_option("--metrics-out", metricsOut, "Write per-step metrics and peak memory as JSON");
   cmd.add_option("--trace-out", traceOut,
                  "Write a Chrome trace-event file (Perfetto, chrome://tracing): every node of every step of every "
@@ -112,6 +123,10 @@ std::vector<std::string> RunFlags::toArgs() const {
   if (!initFrom.empty()) a.insert(a.end(), {"--init-from", initFrom});
   if (!metricsOut.empty()) a.insert(a.end(), {"--metrics-out", metricsOut});
   if (!traceOut.empty()) a.insert(a.end(), {"--trace-out", traceOut});
+  if (!valData.empty())
+    a.insert(a.end(), {"--val-data", valData, "--eval-every", std::to_string(evalEvery), "--eval-batches",
+                       std::to_string(evalBatches)});
+  if (!saveBest.empty()) a.insert(a.end(), {"--save-best", saveBest});
   if (quiet) a.push_back("--quiet");
   if (profile) a.push_back("--profile");
   if (verbose) a.push_back("--verbose");
@@ -187,6 +202,15 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   runtime::setLibraryLogging(o.verbose);
   if (o.data.empty() == !o.synthetic) {
     std::cerr << "gradc: error: give exactly one of --data FILE and --synthetic\n";
+    return kExitUserError;
+  }
+  if (o.valData.empty() && (!o.saveBest.empty() || o.evalEvery > 0 || o.evalBatches > 0)) {
+    std::cerr << "gradc: error: --save-best, --eval-every and --eval-batches evaluate --val-data: give it too\n";
+    return kExitUserError;
+  }
+  if (!o.saveBest.empty() && !o.save.empty() &&
+      std::filesystem::weakly_canonical(o.saveBest) == std::filesystem::weakly_canonical(o.save)) {
+    std::cerr << "gradc: error: --save-best and --save name the same folder; give each its own\n";
     return kExitUserError;
   }
   // Output paths are checked before any work, not discovered unwritable after training.
@@ -353,6 +377,24 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
               << ": the step can exceed its budget by " << libraryBytes - program->plan.reserveBytes
               << " bytes (compile with --device-reserve cuda, or a size)\n";
   t.arenaPlan = program->plan;
+  if (!o.valData.empty()) {
+    if (!program->evaluation) {
+      std::string why = "it was compiled before gradc had one";
+      if (flags.is_object() && flags.contains("evaluation") && flags["evaluation"].is_object() &&
+          flags["evaluation"].contains("unavailable") && flags["evaluation"]["unavailable"].is_string())
+        why = terminalText(flags["evaluation"]["unavailable"].get<std::string>());
+      std::cerr << "gradc: error: --val-data: the artifact " << dir.string() << " has no evaluation step (" << why
+                << ")\n";
+      return kExitUserError;
+    }
+    t.evaluation = &*program->evaluation;
+    t.validation = runtime::ValidationOptions{o.valData, o.evalEvery, o.evalBatches,
+                                              o.saveBest.empty() ? std::nullopt
+                                                                 : std::optional<std::filesystem::path>(o.saveBest)};
+    if (!quiet && flags.is_object() && flags.contains("evaluation") && flags["evaluation"].is_object() &&
+        flags["evaluation"].contains("summary") && flags["evaluation"]["summary"].is_string())
+      std::cerr << terminalText(flags["evaluation"]["summary"].get<std::string>()) << "\n";
+  }
   t.kernels = program->kernels;
   t.config = manifest->configJson;
 
@@ -378,6 +420,9 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
               << " bytes measured, " << program->plan.peakBytes + libraryBytes << " planned"
               << (libraryBytes > 0 ? " (the plan's " + std::to_string(program->plan.peakBytes) + " + the libraries')" : "")
               << (result->arena ? " (arena execution)" : " (reference counting: GRADC_NO_ARENA)") << "\n";
+  if (!quiet && code == kExitOk && !m.ranks.empty() && m.ranks.front().evalPeakBytesMeasured)
+    std::cerr << "validation: peak memory " << *m.ranks.front().evalPeakBytesMeasured << " bytes measured, "
+              << *m.ranks.front().evalPeakBytesPlanned << " planned (the evaluation step inside the step's arena)\n";
   if (!quiet)
     for (const runtime::RankMetrics& r : m.ranks)
       if (r.peakStep && r.peakBytesPlanned && r.peakBytesMeasured > *r.peakBytesPlanned)

@@ -35,6 +35,11 @@ struct RunFlags {
   std::string initFrom;  // --init-from: a weights file or checkpoint folder (fine-tuning)
   std::string metricsOut;
   std::string traceOut;  // Chrome trace-event file of the run (runtime/trace.h)
+  // Validation while training (runtime/evaluation.h).
+  std::string valData;
+  std::int64_t evalEvery = 0;
+  std::int64_t evalBatches = 0;
+  std::string saveBest;
   bool quiet = false;
   bool profile = false;
   bool verbose = false;       // the libraries' own log lines too (runtime/library_logging.h)

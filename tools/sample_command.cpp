@@ -22,14 +22,11 @@
 #include <memory>
 #include <numeric>
 
-#include "passes/batch_norm_inference.h"
-#include "passes/dce.h"
-#include "passes/pass_manager.h"
-#include "passes/strip_dropout.h"
 #include "runtime/data.h"
 #include "runtime/dtype_map.h"
 #include "runtime/executor.h"
 #include "tools/commands.h"
+#include "tools/evaluation_step.h"
 #include "tools/flag_checks.h"
 #include "tools/spec_loading.h"
 #include "tools/trained_weights.h"
@@ -95,9 +92,7 @@ int runSample(const SampleOptions& o) {
     return fail("gradc sample needs a language model: `tokens` and `targets` inputs [batch, seq] and a cross_entropy "
                 "loss over logits [batch, seq, vocab]; '" + o.spec + "' is not one");
   graph->setOutput("logits", head->operand(0));
-  passes::PassManager pm;
-  pm.add<passes::StripDropout>().add<passes::BatchNormInference>().add<passes::DeadCodeElimination>();
-  if (Expected<bool> r = pm.run(*graph); !r) return fail(r.error().message);
+  if (Status s = prepareInference(*graph); !s) return fail(s.message());
 
   Expected<TrainedWeights> trained = loadTrainedWeights(o.weights, *graph);
   if (!trained) return fail(trained.error().message);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # First-loss parity of the PyTorch benchmark models (bench/pytorch/models.py) with gradc:
-# for mlp, gpt-mini (dropout 0) and lstm-lm at their bundled sizes, the same initial weights
+# for every model of parity.py (mlp, gpt-mini with dropout 0, lstm-lm, nanogpt-char, ...) at its
+# bundled sizes, the same initial weights
 # and the same batch give the same loss (1e-5 relative) and the same gradients (1e-4 relative)
 # through `gradc grad`, in every PyTorch mode (eager, checkpoint_sequential, per-block
 # checkpoint, unrolled LSTM); gradc's own initial parameters have the PyTorch model's names and

@@ -6,4 +6,5 @@ gradc_add_test(runtime_train_tests
   runtime/remat_equivalence_test.cpp
   runtime/arena_execution_test.cpp
   runtime/fused_loss_test.cpp
+  runtime/shared_arena_test.cpp
   LIBS gradc_runtime gradc_frontend gradc_passes)

@@ -1,0 +1,85 @@
+// Validation while training (`gradc train --val-data FILE --eval-every N --eval-batches K`):
+// the artifact's evaluation step (tools/evaluation_step.h) run over a validation file between
+// two training steps, inside the training step's arena (passes/evaluation_plan.h).
+//
+// Batches. The file is read with the training data's vocabulary and cut into non-overlapping
+// windows of the model's sequence length, in file order, as `gradc eval` cuts it; K > 0 takes
+// the full batches at K evenly spaced positions (batch i * n / K of n), the same K at every
+// evaluation, so that curves are comparable; K = 0 takes every full batch (a short last batch is
+// left out, as by `gradc eval`). The validation loss is the mean of the batches' mean losses.
+//
+// Ranks. Each rank evaluates its rows of every batch (rows [r b, (r+1) b) of the global batch,
+// as in training), in `splits` runs of b / splits rows; the ranks' sums are all-gathered, so
+// every rank reports the same loss. The evaluation step has no collectives of its own.
+//
+// Memory. The executor shares the training executor's arena; the parameters are read where
+// the training step keeps them. The measured peak of an evaluation is the most the tracked
+// allocator (or the device) held during it, to be compared with the evaluation plan's peak.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+
+#include "ir/status.h"
+#include "runtime/artifact.h"
+#include "runtime/communicator.h"
+#include "runtime/data.h"
+#include "runtime/executor.h"
+#include "runtime/tensor_map.h"
+
+namespace gradc::runtime {
+
+struct ValidationOptions {
+  std::filesystem::path data;
+  std::int64_t every = 0;    // after every N steps and after the last; 0: after the last only
+  std::int64_t batches = 0;  // K evenly spaced full batches; 0: all of them
+  std::optional<std::filesystem::path> saveBest;  // the checkpoint of the lowest validation loss
+};
+
+struct Evaluation {
+  double loss = 0;
+  std::int64_t batches = 0;  // full global batches evaluated
+  std::int64_t peakBytes = 0;  // measured on this rank
+  double seconds = 0;
+};
+
+class Evaluator {
+ public:
+  // `host` is the training executor whose arena the evaluation step shares; `vocabulary` the
+  // training data's; `globalBatch` x `seq` the training step's global batch shape.
+  static Expected<Evaluator> create(const EvaluationProgram& program, const Executor& host,
+                                    const ExecutorOptions& options, const ValidationOptions& validation,
+                                    const Vocabulary& vocabulary, std::int64_t globalBatch, std::int64_t seq,
+                                    int world, int rank);
+
+  // One evaluation of the parameters in `state` (the training executor's arena tensors).
+  // With `comm`, every rank must call it at the same step.
+  Expected<Evaluation> evaluate(TensorMap& state, const RunContext& context, Communicator* comm);
+
+  std::int64_t batches() const { return static_cast<std::int64_t>(chosen_.size()); }
+  std::int64_t windowsPerBatch() const { return globalBatch_; }
+  std::int64_t plannedPeakBytes() const { return plannedPeak_; }
+  void setNodeHook(Executor::NodeHook hook) { exec_.setNodeHook(std::move(hook)); }
+
+ private:
+  Evaluator(Executor exec, EvalBatches batches, std::vector<std::int64_t> chosen, std::int64_t globalBatch,
+            int splits, int world, int rank, at::ScalarType tokenType, at::ScalarType targetType,
+            bool checkIds, std::int64_t plannedPeak)
+      : exec_(std::move(exec)), batches_(std::move(batches)), chosen_(std::move(chosen)), globalBatch_(globalBatch),
+        splits_(splits), world_(world), rank_(rank), tokenType_(tokenType), targetType_(targetType),
+        checkIds_(checkIds), plannedPeak_(plannedPeak) {}
+
+  Executor exec_;
+  EvalBatches batches_;
+  std::vector<std::int64_t> chosen_;  // full batch indices, ascending
+  std::int64_t globalBatch_;
+  int splits_, world_, rank_;
+  at::ScalarType tokenType_, targetType_;
+  bool checkIds_;
+  std::int64_t vocabSize_ = 0;
+  std::int64_t plannedPeak_;
+  std::filesystem::path path_;
+};
+
+}  // namespace gradc::runtime
