@@ -163,25 +163,34 @@ std::string renderSvg(const std::vector<Run>& runs, const std::string& title) {
     std::string points;
     for (auto [x, y] : s.points) points += fmt::format("{:.2f},{:.2f} ", px(x), py(y, range));
     points.pop_back();
-    return fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\" {} points=\"{}\"/>\n", colour, style,
-                       points);
+    // A style's own stroke-width replaces the default one.
+    const bool width = std::string_view(style).find("stroke-width") != std::string_view::npos;
+    return fmt::format("<polyline fill=\"none\" stroke=\"{}\"{} {} points=\"{}\"/>\n", colour,
+                       width ? "" : " stroke-width=\"1.6\"", style, points);
   };
+  // With validation, the noisy per-batch training curves are lightened and the validation
+  // curves drawn over all of them, wider, so that they stay visible.
+  const bool withVal = std::any_of(runs.begin(), runs.end(), [](const Run& r) { return !r.valLoss.points.empty(); });
   for (size_t i = 0; i < runs.size(); ++i) {
     const char* colour = kColours[i % std::size(kColours)];
-    svg += polyline(runs[i].loss, losses, colour, "class=\"loss\"");
-    svg += polyline(runs[i].valLoss, losses, colour, "class=\"val-loss\" stroke-dasharray=\"6 3\"");
-    for (auto [x, y] : runs[i].valLoss.points)
-      svg += fmt::format("<circle cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"2.5\" fill=\"{}\"/>\n", px(x), py(y, losses), colour);
+    svg += polyline(runs[i].loss, losses, colour, withVal ? "class=\"loss\" opacity=\"0.45\"" : "class=\"loss\"");
     if (withLr) svg += polyline(runs[i].lr, rates, colour, "class=\"lr\" stroke-dasharray=\"1 3\" opacity=\"0.7\"");
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const char* colour = kColours[i % std::size(kColours)];
+    svg += polyline(runs[i].valLoss, losses, colour, "class=\"val-loss\" stroke-width=\"2.6\" stroke-dasharray=\"7 3\"");
+    for (auto [x, y] : runs[i].valLoss.points)
+      svg += fmt::format("<circle cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"3.5\" fill=\"{}\" stroke=\"white\"/>\n", px(x),
+                         py(y, losses), colour);
   }
   // Legend, top right inside the plot.
   double y = kTop + 16;
   for (size_t i = 0; i < runs.size(); ++i, y += 18) {
     const char* colour = kColours[i % std::size(kColours)];
-    const double x = kLeft + plotW - 250;
+    const double x = kLeft + plotW - 330;
     svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" stroke-width=\"2\"/>\n", x, y - 4,
                        x + 22, colour);
-    std::string label = runs[i].label + (runs[i].valLoss.points.empty() ? "" : " (dashed: validation)");
+    std::string label = runs[i].label + (runs[i].valLoss.points.empty() ? "" : ", dashed: validation");
     svg += fmt::format("<text class=\"legend\" x=\"{}\" y=\"{}\">{}</text>\n", x + 28, y, escapeXml(label));
   }
   svg += "</svg>\n";

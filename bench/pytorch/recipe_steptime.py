@@ -33,6 +33,10 @@ of the frameworks and not of the BLAS kernels. The core each side ran with is re
 from its metrics file, and for both from OpenBLAS itself (OPENBLAS_VERBOSE=2, set for both, prints
 "Core: X" when the library loads).
 
+--cpus pins both systems to the same cores: on a shared virtual machine one core can be slower
+than the other for the whole run (here core 0 by about 15% while this was written), which makes
+unpinned runs bimodal.
+
 Prints a markdown table; --json writes every run. Dims may be overridden as gradc --set does
 (the GPU configuration is far too slow for 2 cores: a smoke test only).
 """
@@ -166,6 +170,11 @@ class Runner:
     def __init__(self, a, env, tmp):
         self.a, self.env, self.tmp, self.count = a, env, tmp, 0
 
+    def pin(self):
+        # --cpus: both systems on the same cores (cores of a shared machine differ in speed).
+        if self.a.cpus:
+            os.sched_setaffinity(0, {int(c) for c in self.a.cpus.split(",")})
+
     def sets(self):
         return [x for kv in self.a.set for x in ("--set", kv)]
 
@@ -175,7 +184,7 @@ class Runner:
         cmd = [self.a.gradc, "train", SPEC, "--data", self.a.data, "--steps", str(self.a.steps), "-q",
                "--metrics-out", m] + gradc_recipe_flags() + self.sets()
         t0 = time.monotonic()
-        p = subprocess.run(cmd, capture_output=True, text=True, env=self.env, cwd=ROOT)
+        p = subprocess.run(cmd, capture_output=True, text=True, env=self.env, cwd=ROOT, preexec_fn=self.pin)
         run = {"system": "gradc", "cmd": cmd, "rc": p.returncode, "wall_s": time.monotonic() - t0,
                "openblas_core": openblas_core(p.stdout + p.stderr)}
         if p.returncode != 0:
@@ -192,7 +201,7 @@ class Runner:
         cmd = [PY, os.path.abspath(__file__), "--worker", "--data", self.a.data, "--steps", str(self.a.steps),
                "--threads", str(self.a.threads), "--out", out] + self.sets()
         t0 = time.monotonic()
-        p = subprocess.run(cmd, capture_output=True, text=True, env=self.env, cwd=ROOT)
+        p = subprocess.run(cmd, capture_output=True, text=True, env=self.env, cwd=ROOT, preexec_fn=self.pin)
         run = {"system": "torch", "cmd": cmd, "rc": p.returncode, "wall_s": time.monotonic() - t0,
                "openblas_core": openblas_core(p.stdout + p.stderr)}
         if p.returncode != 0:
@@ -213,6 +222,7 @@ def main():
     ap.add_argument("--steps", type=int, default=60, help="steps per run (default 60)")
     ap.add_argument("--warmup", type=int, default=10, help="steps of each run left out of its median (default 10)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=EXPR", help="a dim, as gradc --set")
+    ap.add_argument("--cpus", help="pin both systems to these cores (e.g. 1, or 0,1); default: unpinned")
     ap.add_argument("--json", help="write the machine, the settings and every run here")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

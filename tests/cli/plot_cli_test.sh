@@ -38,7 +38,7 @@ assert ys[-1] > ys[0], ys[:3]
 texts = [t.text or "" for t in root.iter(ns + "text")]
 assert "loss <&> lr" in texts, texts[:3]
 legend = [t.text for t in root.iter(ns + "text") if t.get("class") == "legend"]
-assert legend == ["a (gpt-mini)", "b (gpt-mini) (dashed: validation)"], legend
+assert legend == ["a (gpt-mini)", "b (gpt-mini), dashed: validation"], legend
 PY
 expect_exit2 "missing file" "cannot read metrics file" timeout 60 "$gradc" plot "$work/none.json" -o "$work/x.svg"
 expect_exit2 "not metrics" "is not a gradc metrics file" timeout 60 "$gradc" plot "$work/nosteps.json" -o "$work/x.svg"
