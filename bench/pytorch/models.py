@@ -266,16 +266,21 @@ class _TiedHead(nn.Module):
         return F.linear(x, self._wte[0].weight)
 
 
+def _gpt2_embeddings(model, vocab, rows, d_model):
+    """GPT-2's (and nanoGPT's) token and position tables, both drawn from N(0, 0.02)."""
+    model.wte = nn.Embedding(vocab, d_model)
+    model.wpe = _PosTable(rows, d_model)
+    nn.init.normal_(model.wte.weight, 0.0, 0.02)
+    nn.init.normal_(model.wpe.weight, 0.0, 0.02)
+
+
 class GPT2(GPTMini):
     """GPTMini's forward (embeddings, dropout, blocks, ln_f, head; every mode) over GPT-2's
     modules: its blocks, a `context`-row position table and the head tied to wte."""
 
     def __init__(self, context, vocab, d_model, heads, layers, d_ff, dropout=0.1, **_):
         nn.Module.__init__(self)
-        self.wte = nn.Embedding(vocab, d_model)
-        self.wpe = _PosTable(context, d_model)
-        nn.init.normal_(self.wte.weight, 0.0, 0.02)
-        nn.init.normal_(self.wpe.weight, 0.0, 0.02)
+        _gpt2_embeddings(self, vocab, context, d_model)
         self.drop = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(_Gpt2Block(d_model, heads, d_ff, dropout, layers) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d_model)
@@ -331,10 +336,7 @@ class NanoGPTChar(GPTMini):
     def __init__(self, seq, vocab, d_model, heads, layers, d_ff, dropout_pct=0, **_):
         nn.Module.__init__(self)
         p = dropout_pct / 100
-        self.wte = nn.Embedding(vocab, d_model)
-        self.wpe = _PosTable(seq, d_model)
-        nn.init.normal_(self.wte.weight, 0.0, 0.02)
-        nn.init.normal_(self.wpe.weight, 0.0, 0.02)
+        _gpt2_embeddings(self, vocab, seq, d_model)
         self.drop = nn.Dropout(p)
         self.blocks = nn.ModuleList(_NanoGptBlock(d_model, heads, d_ff, p, layers) for _ in range(layers))
         self.ln_f = _LayerNormWeightOnly(d_model)

@@ -178,21 +178,26 @@ class Runner:
     def sets(self):
         return [x for kv in self.a.set for x in ("--set", kv)]
 
+    def _run(self, system, cmd, out):
+        """One run of `cmd`, which writes its steps to `out`; the run's record (steps or stderr)."""
+        t0 = time.monotonic()
+        p = subprocess.run(cmd, capture_output=True, text=True, env=self.env, cwd=ROOT, preexec_fn=self.pin)
+        run = {"system": system, "cmd": cmd, "rc": p.returncode, "wall_s": time.monotonic() - t0,
+               "openblas_core": openblas_core(p.stdout + p.stderr)}
+        if p.returncode != 0:
+            run["stderr"] = p.stderr[-2000:]
+            return run, None
+        with open(out) as f:
+            return run, json.load(f)
+
     def gradc(self):
         self.count += 1
         m = os.path.join(self.tmp, f"g{self.count}.json")
         cmd = [self.a.gradc, "train", SPEC, "--data", self.a.data, "--steps", str(self.a.steps), "-q",
                "--metrics-out", m] + gradc_recipe_flags() + self.sets()
-        t0 = time.monotonic()
-        p = subprocess.run(cmd, capture_output=True, text=True, env=self.env, cwd=ROOT, preexec_fn=self.pin)
-        run = {"system": "gradc", "cmd": cmd, "rc": p.returncode, "wall_s": time.monotonic() - t0,
-               "openblas_core": openblas_core(p.stdout + p.stderr)}
-        if p.returncode != 0:
-            run["stderr"] = p.stderr[-2000:]
-            return run
-        with open(m) as f:
-            metrics = json.load(f)
-        run.update(steps=metrics["steps"], threads=metrics.get("intra_op_threads"), blas=metrics.get("blas"))
+        run, metrics = self._run("gradc", cmd, m)
+        if metrics:
+            run.update(steps=metrics["steps"], threads=metrics.get("intra_op_threads"), blas=metrics.get("blas"))
         return run
 
     def torch(self):
@@ -200,18 +205,10 @@ class Runner:
         out = os.path.join(self.tmp, f"t{self.count}.json")
         cmd = [PY, os.path.abspath(__file__), "--worker", "--data", self.a.data, "--steps", str(self.a.steps),
                "--threads", str(self.a.threads), "--out", out] + self.sets()
-        t0 = time.monotonic()
-        p = subprocess.run(cmd, capture_output=True, text=True, env=self.env, cwd=ROOT, preexec_fn=self.pin)
-        run = {"system": "torch", "cmd": cmd, "rc": p.returncode, "wall_s": time.monotonic() - t0,
-               "openblas_core": openblas_core(p.stdout + p.stderr)}
-        if p.returncode != 0:
-            run["stderr"] = p.stderr[-2000:]
-            return run
-        with open(out) as f:
-            r = json.load(f)
-        run.update(steps=r["steps"], threads=r["threads"], torch_version=r["torch"])
+        run, r = self._run("torch", cmd, out)
+        if r:
+            run.update(steps=r["steps"], threads=r["threads"], torch_version=r["torch"])
         return run
-
 
 def main():
     ap = argparse.ArgumentParser(description="Step time of the shakespeare_char recipe: gradc vs its PyTorch twin")
