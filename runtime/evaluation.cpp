@@ -4,6 +4,7 @@
 #include <ATen/ops/zeros.h>
 
 #include <chrono>
+#include <memory>
 
 #include "runtime/dtype_map.h"
 #include "runtime/memory_tracker.h"
@@ -20,25 +21,9 @@ const ir::Value* inputNamed(const ir::Graph& g, std::string_view name) {
 
 }  // namespace
 
-Expected<Evaluator> Evaluator::create(const EvaluationProgram& program, const Executor& host,
-                                      const ExecutorOptions& options, const ValidationOptions& validation,
-                                      const Vocabulary& vocabulary, std::int64_t globalBatch, std::int64_t seq,
-                                      int world, int rank) {
-  const ir::Value* tokens = inputNamed(program.graph, "tokens");
-  const ir::Value* targets = inputNamed(program.graph, "targets");
-  const std::int64_t rows = globalBatch / world;
-  if (!tokens || !targets || tokens->type().rank() != 2 || tokens->type().shape[1] != seq ||
-      tokens->type().shape[0] * program.splits != rows || program.graph.inputs().size() != 2 ||
-      !program.graph.findOutput("loss"))
-    return Error{"the artifact's evaluation step does not evaluate rows of this training step's batches (tokens "
-                 "and targets of " + std::to_string(rows / std::max(program.splits, 1)) + " x " + std::to_string(seq) +
-                 ", output loss): was it edited?"};
-  ExecutorOptions eo = options;
-  eo.arenaOf = &host;
-  Expected<Executor> exec = Executor::create(program.graph, program.plan, eo);
-  if (!exec) return Error{"the evaluation step: " + exec.error().message};
-
-  Expected<TextDataset> data = TextDataset::fromFile(validation.data, vocabulary);
+Expected<ValidationBatches> textValidationBatches(const std::filesystem::path& path, const Vocabulary& vocabulary,
+                                                  std::int64_t globalBatch, std::int64_t seq) {
+  Expected<TextDataset> data = TextDataset::fromFile(path, vocabulary);
   if (!data) {
     const bool symbol = data.error().message.find("not in the vocabulary") != std::string::npos;
     return Error{"--val-data: " + data.error().message +
@@ -47,22 +32,67 @@ Expected<Evaluator> Evaluator::create(const EvaluationProgram& program, const Ex
                          : "")};
   }
   const bool checkIds = data->isTokenFile();
-  Expected<EvalBatches> batches = EvalBatches::create(std::move(*data), globalBatch, seq);
-  if (!batches) return Error{"--val-data: " + batches.error().message};
-  const std::int64_t full = batches->fullBatches();
-  if (full == 0)
-    return Error{"--val-data '" + validation.data.string() + "' has " + std::to_string(batches->windowCount()) +
-                 " windows of " + std::to_string(seq) + " tokens, fewer than one batch of " +
-                 std::to_string(globalBatch)};
+  Expected<EvalBatches> windows = EvalBatches::create(std::move(*data), globalBatch, seq);
+  if (!windows) return Error{"--val-data: " + windows.error().message};
+  if (windows->fullBatches() == 0)
+    return Error{"--val-data '" + path.string() + "' has " + std::to_string(windows->windowCount()) + " windows of " +
+                 std::to_string(seq) + " tokens, fewer than one batch of " + std::to_string(globalBatch)};
+  auto shared = std::make_shared<EvalBatches>(std::move(*windows));
+  ValidationBatches out{"tokens", "targets", shared->fullBatches(), nullptr};
+  out.batch = [shared, checkIds, vocab = vocabulary.size(),
+               path](std::int64_t index) -> Expected<std::pair<at::Tensor, at::Tensor>> {
+    shared->seekBatch(index);
+    std::optional<Batch> b = shared->next();
+    if (!b) return Error{"--val-data: batch " + std::to_string(index) + " is missing"};
+    if (checkIds) {  // a token file's ids are checked as they are read, as in training
+      const std::int64_t largest = std::max(b->tokens.max().item<std::int64_t>(), b->targets.max().item<std::int64_t>());
+      if (largest >= vocab)
+        return Error{"--val-data '" + path.string() + "' holds token " + std::to_string(largest) +
+                     ", outside the vocabulary of " + std::to_string(vocab)};
+    }
+    return std::pair{b->tokens, b->targets};
+  };
+  return out;
+}
+
+Expected<ValidationBatches> imageValidationBatches(const std::filesystem::path& path, const ImageInputs& inputs,
+                                                   std::int64_t globalBatch) {
+  Expected<ImageDataset> data = loadImagesFor(path, inputs);
+  if (!data) return Error{"--val-data: " + data.error().message};
+  if (data->size() < globalBatch)
+    return Error{"--val-data '" + path.string() + "' has " + std::to_string(data->size()) +
+                 " images, fewer than one batch of " + std::to_string(globalBatch)};
+  auto shared = std::make_shared<ImageDataset>(std::move(*data));
+  ValidationBatches out{"images", "labels", shared->size() / globalBatch, nullptr};
+  out.batch = [shared, globalBatch](std::int64_t index) -> Expected<std::pair<at::Tensor, at::Tensor>> {
+    ImageBatch b = imageRange(*shared, index * globalBatch, globalBatch);
+    return std::pair{b.images, b.labels};
+  };
+  return out;
+}
+
+Expected<Evaluator> Evaluator::create(const EvaluationProgram& program, const Executor& host,
+                                      const ExecutorOptions& options, const ValidationOptions& validation,
+                                      ValidationBatches data, std::int64_t globalBatch, int world, int rank) {
+  const ir::Value* first = inputNamed(program.graph, data.first);
+  const ir::Value* second = inputNamed(program.graph, data.second);
+  const std::int64_t rows = globalBatch / world;
+  if (!first || !second || first->type().rank() == 0 || second->type().rank() == 0 ||
+      first->type().shape[0] * program.splits != rows || second->type().shape[0] * program.splits != rows ||
+      program.graph.inputs().size() != 2 || !program.graph.findOutput("loss"))
+    return Error{"the artifact's evaluation step does not evaluate " + std::to_string(rows / std::max(program.splits, 1)) +
+                 " rows of `" + data.first + "` and `" + data.second + "` to a loss, as this training step's batches "
+                 "need: was it edited?"};
+  ExecutorOptions eo = options;
+  eo.arenaOf = &host;
+  Expected<Executor> exec = Executor::create(program.graph, program.plan, eo);
+  if (!exec) return Error{"the evaluation step: " + exec.error().message};
+  const std::int64_t full = data.count;
   const std::int64_t k = validation.batches > 0 ? std::min(validation.batches, full) : full;
   std::vector<std::int64_t> chosen;
   for (std::int64_t i = 0; i < k; ++i) chosen.push_back(i * full / k);
-  Evaluator e(std::move(*exec), std::move(*batches), std::move(chosen), globalBatch, program.splits, world, rank,
-              toScalarType(tokens->type().dtype), toScalarType(targets->type().dtype), checkIds,
-              program.plan.peakBytes);
-  e.vocabSize_ = vocabulary.size();
-  e.path_ = validation.data;
-  return e;
+  return Evaluator(std::move(*exec), std::move(data), std::move(chosen), globalBatch, program.splits, world, rank,
+                   toScalarType(first->type().dtype), toScalarType(second->type().dtype), program.plan.peakBytes);
 }
 
 Expected<Evaluation> Evaluator::evaluate(TensorMap& state, const RunContext& context, Communicator* comm) {
@@ -74,19 +104,11 @@ Expected<Evaluation> Evaluator::evaluate(TensorMap& state, const RunContext& con
   for (std::int64_t index : chosen_)
     for (int s = 0; s < splits_; ++s) {
       {  // the batch is staged into its planned buffers and let go before the run, as in training
-        batches_.seekBatch(index);
-        std::optional<Batch> b = batches_.next();
-        if (!b) return Error{"--val-data: batch " + std::to_string(index) + " is missing"};
-        if (checkIds_ && s == 0) {
-          const std::int64_t largest =
-              std::max(b->tokens.max().item<std::int64_t>(), b->targets.max().item<std::int64_t>());
-          if (largest >= vocabSize_)
-            return Error{"--val-data '" + path_.string() + "' holds token " + std::to_string(largest) +
-                         ", outside the vocabulary of " + std::to_string(vocabSize_)};
-        }
-        const std::int64_t first = rank_ * rows + s * part;
-        TensorMap inputs{{"tokens", b->tokens.narrow(0, first, part).to(tokenType_)},
-                         {"targets", b->targets.narrow(0, first, part).to(targetType_)}};
+        Expected<std::pair<at::Tensor, at::Tensor>> b = data_.batch(index);
+        if (!b) return b.error();
+        const std::int64_t from = rank_ * rows + s * part;
+        TensorMap inputs{{data_.first, b->first.narrow(0, from, part).to(firstType_)},
+                         {data_.second, b->second.narrow(0, from, part).to(secondType_)}};
         if (Status st = exec_.stageInputs(inputs); !st) return Error{"validation: " + st.message()};
       }
       if (onHost && index == chosen_.front() && s == 0) MemoryTracker::resetPeak();

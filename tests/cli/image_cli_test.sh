@@ -2,7 +2,8 @@
 # End-to-end checks of the image path: gradc train --data FILE.safetensors (images and labels)
 # on resnet18-cifar at test size, measured == planned peak, a checkpoint resumed to the same
 # losses as a straight run (data position included), gradc eval in evaluation mode (batch norm
-# with its running statistics) with loss and accuracy, and the errors of bad image files.
+# with its running statistics) with loss and accuracy, validation while training (--val-data),
+# and the errors of bad image files.
 # usage: image_cli_test.sh PATH/TO/gradc SOURCE_DIR
 source "$(dirname "$0")/lib.sh" "$@"
 small=(--set batch=16 --set image=8 --set width=8)
@@ -33,6 +34,23 @@ if timeout 120 "$gradc" eval "$src/models/resnet18-cifar.yaml" "${small[@]}" --w
 else bad "gradc eval images: $(tail -2 "$work/err")"; fi
 grep -Eq '^loss [0-9.e-]+, accuracy (0\.[5-9]|1)[0-9]* over 96 images$' "$work/out" && ok \
   || bad "eval output (accuracy above 0.5 expected): $(cat "$work/out")"
+
+# Validation while training on the held-out images: the loss gradc eval prints for the same
+# weights (the straight run's at step 40), its peak the plan's, the trajectory unchanged.
+timeout 300 "$gradc" train "$src/models/resnet18-cifar.yaml" "${small[@]}" --data "$work/train.safetensors" --steps 40 \
+  --val-data "$work/test.safetensors" --eval-every 20 --metrics-out "$work/val.json" -q 2>"$work/err" && ok \
+  || bad "train with --val-data images: $(tail -2 "$work/err")"
+python3 - "$work/val.json" "$work/m.json" "$(cut -d' ' -f2 "$work/out" | tr -d ,)" <<'PY' && ok || bad "image validation"
+import json, sys
+val, straight = (json.load(open(p)) for p in sys.argv[1:3])
+assert [s["loss"] for s in val["steps"]] == [s["loss"] for s in straight["steps"]], "training changed"
+evaluated = {s["step"]: s["val_loss"] for s in val["steps"] if "val_loss" in s}
+assert sorted(evaluated) == [20, 40], evaluated
+want = float(sys.argv[3])
+assert abs(evaluated[40] - want) <= 1e-5 * abs(want), (evaluated[40], want)
+r = val["ranks"][0]
+assert r["eval_peak_bytes_measured"] == r["eval_peak_bytes_planned"], r
+PY
 
 # Two data-parallel ranks on the same file: each normalises its shard with its own batch
 # statistics (as DDP without SyncBatchNorm); measured == planned on every rank.
