@@ -230,6 +230,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   DataPosition position;
   std::optional<Vocabulary> restoredVocab;
   std::string resumedShape, resumedFrom;  // the checkpoint's global batch x seq, when it says
+  std::vector<std::string> resumeNotes;    // optimizer settings that differ from the checkpoint's
   TrainResult result;
   result.metrics.model = o.model;
   result.metrics.intraOpThreads = at::get_num_threads();
@@ -265,6 +266,14 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     if (saved.is_object() && saved.contains("batch_shape") && saved["batch_shape"].is_string())
       resumedShape = saved["batch_shape"].get<std::string>();
     resumedFrom = ck->loaded_from.string();
+    // The optimizer settings are the run's to choose (a lower --lr to continue is common), but
+    // one that differs from the checkpoint's is said, as PyTorch's restored param_groups would
+    // have kept it.
+    if (saved.is_object())
+      for (const char* key : {"optimizer", "lr", "min_lr", "weight_decay", "momentum", "betas", "eps", "decay",
+                              "clip_norm", "warmup_steps", "decay_steps"})
+        if (saved.contains(key) && config.contains(key) && saved[key] != config[key])
+          resumeNotes.push_back(std::string(key) + " " + saved[key].dump() + " -> " + config[key].dump());
     // A position means something else under the other sampling (runtime/data.h).
     if (saved.is_object() && saved.contains("sampling") && saved["sampling"].is_string() &&
         saved["sampling"] != (o.randomWindows ? "random" : "epoch"))
@@ -373,6 +382,12 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
 
   const bool show = o.progress && rank == 0;
   Progress progress(firstStep, o.steps);
+  if (show && !resumeNotes.empty()) {
+    std::string line = "note: resuming " + resumedFrom + " with other optimizer settings than it was trained with:";
+    for (const std::string& n : resumeNotes) line += " " + n + ";";
+    line.pop_back();
+    progress.note(line);
+  }
   if (!tokenData) progress.setRateUnit("examples/s");  // the first batched input's rows
   OpProfile profile;
   // The roofline's ceilings, measured before the first step (outside every step's peak).

@@ -3,7 +3,7 @@
 # loss equal to gradc eval's on the same batches, leaves the training trajectory untouched (the
 # evaluation step shares the step's arena), measures its peak equal to its plan, keeps the best
 # checkpoint with --save-best (also across a resume), agrees over two ranks, and refuses what
-# it cannot do with exit 2.
+# it cannot do with exit 2; a resume with other optimizer settings is noted.
 # usage: validation_cli_test.sh PATH/TO/gradc SOURCE_DIR
 source "$(dirname "$0")/lib.sh" "$@"
 py=/usr/bin/python3
@@ -56,6 +56,12 @@ assert vals(k)[30] != vals(whole)[30], "two batches gave the whole file's loss"
 best = min(vals(k), key=vals(k).get)
 assert json.load(open(sys.argv[5]))["step"] == best
 PY
+
+# A resume with other optimizer settings than the checkpoint's says which.
+timeout 300 "$gradc" train "$spec" "${small[@]}" "${d[@]}" --steps 21 --resume "$work/half" --lr 5e-3 \
+  --betas 0.9,0.99 >"$work/log" 2>&1 || bad "resume, other lr: $(tail -2 "$work/log")"
+grep -q 'note: resuming .* lr 0.003 -> 0.005; min_lr 0.003 -> 0.005; betas \[0.9,0.999\] -> \[0.9,0.99\]' "$work/log" && ok \
+  || bad "no note of the changed settings: $(grep -i note "$work/log")"
 
 # Two ranks evaluate a share each; the loss is the one-device loss.
 train "${d[@]}" --steps 10 --val-data "$work/val.txt" --eval-every 10 --devices 2 --metrics-out "$work/two.json" \
