@@ -3,6 +3,7 @@
 # file starts from exactly those parameters (a run at a learning rate too small to move them
 # saves the same bytes) with the checkpoint's vocabulary, and a missing, extra, mis-shaped or
 # integer tensor is exit 2 naming it; --init-from with --resume is refused.
+# GPT-2 weights go to Hugging Face layout and back (scripts/gpt2_to_hf.py) and fine-tune from there.
 # usage: init_from_cli_test.sh PATH/TO/gradc SOURCE_DIR
 source "$(dirname "$0")/lib.sh" "$@"
 py=/usr/bin/python3
@@ -80,6 +81,30 @@ edit "$work/integer.safetensors" integer blocks.0.ln1.bias
 expect_error "integer tensor" "'blocks.0.ln1.bias' holds Int values" --steps 1 --init-from "$work/integer.safetensors"
 expect_error "not there" "init-from" --steps 1 --init-from "$work/none.safetensors"
 expect_error "with --resume" "excludes" --steps 5 --init-from "$work/base" --resume "$work/base"
+
+# GPT-2's weights through Hugging Face's names and layouts and back (scripts/gpt2_to_hf.py): the
+# round trip is exact, and the converted-back file fine-tunes models/gpt2.yaml strictly, from the
+# loss the original weights give.
+tiny=(--set layers=2 --set d_model=64 --set heads=2 --set context=32 --set vocab=256 --set batch=2)
+gpt2() { timeout 300 "$gradc" train "$src/models/gpt2.yaml" "${tiny[@]}" --synthetic --steps 1 -q "$@"; }
+gpt2 --save "$work/g2" --metrics-out "$work/g2.json" 2>"$work/err" || bad "gpt2: $(tail -2 "$work/err")"
+/usr/bin/python3 "$src/scripts/gpt2_to_hf.py" "$work/g2/weights.safetensors" "$work/hf.safetensors" &&
+  /usr/bin/python3 "$src/scripts/gpt2_to_hf.py" --reverse "$work/hf.safetensors" "$work/back.safetensors" && ok ||
+  bad "gpt2_to_hf.py there and back"
+gpt2 --init-from "$work/back.safetensors" --metrics-out "$work/back.json" 2>"$work/err" && ok ||
+  bad "--init-from the converted weights: $(tail -2 "$work/err")"
+gpt2 --init-from "$work/g2" --metrics-out "$work/orig.json" 2>"$work/err" || bad "--init-from g2: $(tail -2 "$work/err")"
+/usr/bin/python3 - "$work/back.json" "$work/orig.json" "$work/hf.safetensors" <<'PY' && ok || bad "the round trip"
+import json, sys
+a, b = (json.load(open(p))["steps"][0]["loss"] for p in sys.argv[1:3])
+assert a == b, (a, b)
+import struct
+head = open(sys.argv[3], "rb")
+n = struct.unpack("<Q", head.read(8))[0]
+names = json.loads(head.read(n))
+assert "lm_head.weight" in names and "transformer.h.1.attn.c_attn.weight" in names, sorted(names)[:5]
+assert names["transformer.h.0.attn.c_attn.weight"]["shape"] == [64, 192], names["transformer.h.0.attn.c_attn.weight"]
+PY
 
 echo "init-from cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
