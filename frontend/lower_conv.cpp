@@ -132,25 +132,25 @@ ir::Value* lowerAvgPool2d(Layer& layer) {
                       {"count_include_pad", layer.flag("count_include_pad")}});
 }
 
-// adaptive_avg_pool2d to size x size: windows of (H / size) x (W / size) with that stride, which
-// is what PyTorch's adaptive pooling computes when the size divides the input (global average
-// pooling, size 1, always does).
+// adaptive_avg_pool2d to [oh, ow] (`size`: one side or [height, width]): when the sizes divide
+// the input, windows of (H / oh) x (W / ow) with that stride, which is what PyTorch's adaptive
+// pooling computes then (global average pooling, size 1, always does); otherwise the
+// adaptive_avg_pool2d op, PyTorch's windows of unequal sizes.
 ir::Value* lowerAdaptiveAvgPool2d(Layer& layer) {
   ir::Value* x = imageInput(layer);
   if (!x) return nullptr;
-  const std::int64_t size = layer.integer("size"), h = x->type().shape[2], w = x->type().shape[3];
-  if (h % size != 0 || w % size != 0 || h / size != w / size)
-    return layer.error(layer.attrPos("size"),
-                       layer.describe() + ": size " + std::to_string(size) + " must divide the input's height (" +
-                           std::to_string(h) + ") and width (" + std::to_string(w) + ") into equal square windows",
-                       "gradc's adaptive pooling takes sizes that divide the input; size 1 is global average pooling");
-  const std::int64_t k = h / size;
-  return layer.emit1("avg_pool2d", {x},
-                     {{"kernel", square(k)},
-                      {"stride", square(k)},
-                      {"padding", square(0)},
-                      {"ceil_mode", false},
-                      {"count_include_pad", true}});
+  const std::vector<std::int64_t> size = layer.pair("size");
+  const std::int64_t h = x->type().shape[2], w = x->type().shape[3];
+  if (h % size[0] == 0 && w % size[1] == 0) {
+    const std::vector<std::int64_t> window{h / size[0], w / size[1]};
+    return layer.emit1("avg_pool2d", {x},
+                       {{"kernel", window},
+                        {"stride", window},
+                        {"padding", square(0)},
+                        {"ceil_mode", false},
+                        {"count_include_pad", true}});
+  }
+  return layer.emit1("adaptive_avg_pool2d", {x}, {{"output_size", size}});
 }
 
 // flatten: axes start_dim .. last merged into one (a reshape view), torch.flatten's rule.

@@ -14,6 +14,9 @@
 //   max_pool2d_backward(grad, indices){..., input_shape} scatters grad to them.
 // avg_pool2d(x){kernel, stride, padding, ceil_mode, count_include_pad} and
 //   avg_pool2d_backward(grad){..., input_shape}.
+// adaptive_avg_pool2d(x){output_size} -> [N, C, oh, ow] over PyTorch's adaptive windows (the
+//   frontend uses avg_pool2d when the sizes divide the input evenly) and
+//   adaptive_avg_pool2d_backward(grad){input_shape}.
 // The backward ops take the input's shape as an attribute, so they keep neither x nor w alive
 // beyond what their own arithmetic reads.
 #include <string>
@@ -199,6 +202,30 @@ Results inferPoolBackward(const OpContext& c, bool withIndices) {
 Results inferMaxPool2dBackward(const OpContext& c) { return inferPoolBackward(c, true); }
 Results inferAvgPool2dBackward(const OpContext& c) { return inferPoolBackward(c, false); }
 
+// adaptive_avg_pool2d{output_size = [oh, ow]}: x[N, C, H, W] -> [N, C, oh, ow]; output cell
+// (i, j) averages rows [floor(i H / oh), ceil((i + 1) H / oh)) and the columns likewise
+// (PyTorch's rule), so windows may differ in size and overlap when oh does not divide H.
+Results inferAdaptiveAvgPool2d(const OpContext& c) {
+  const TensorType& x = c.inputs[0];
+  if (Status s = requireImage(x, "the input"); !s) return Error{s.message()};
+  std::optional<std::vector<std::int64_t>> size = getIntList(c.attrs, "output_size");
+  if (!size || size->size() != 2 || (*size)[0] < 1 || (*size)[1] < 1)
+    return fail("output_size must be [height, width] of positive sizes");
+  return single(TensorType{x.dtype, {x.shape[0], x.shape[1], (*size)[0], (*size)[1]}});
+}
+Results inferAdaptiveAvgPool2dBackward(const OpContext& c) {
+  Expected<Shape> xs = shapeAttr(c, "input_shape");
+  if (!xs) return xs.error();
+  const TensorType x{c.inputs[0].dtype, *xs};
+  if (Status s = requireImage(x, "input_shape"); !s) return Error{s.message()};
+  const Shape& g = c.inputs[0].shape;
+  if (g.size() != 4 || g[0] != x.shape[0] || g[1] != x.shape[1])
+    return fail("the gradient must be [N, C, oh, ow] of the input's N and C, got " + typeStr(c.inputs[0]));
+  return single(x);
+}
+// Each input element is summed into at most a few windows; each output divides once.
+std::int64_t flopsAdaptivePool(const OpContext& c, Types r) { return c.inputs[0].numel() + r[0].numel(); }
+
 std::int64_t flopsPooling(const OpContext& c, Types r) {
   WindowGeometry g;
   readWindow(c.attrs, g);
@@ -244,6 +271,13 @@ std::vector<OpInfo> convOps() {
       {.name = "avg_pool2d_backward", .minInputs = 1, .maxInputs = 1,
        .attrs = {kernel, stride, padding, ceil, countPad, inputShape}, .infer = inferAvgPool2dBackward,
        .flops = flopsPoolingBackward, .summary = "grad -> grad spread evenly over each window"},
+      {.name = "adaptive_avg_pool2d", .minInputs = 1, .maxInputs = 1,
+       .attrs = {{"output_size", AttrKind::IntList, true, "[oh, ow]: the output's height and width"}},
+       .infer = inferAdaptiveAvgPool2d, .flops = flopsAdaptivePool,
+       .summary = "mean over PyTorch's adaptive windows of x[N, C, H, W] -> [N, C, oh, ow]"},
+      {.name = "adaptive_avg_pool2d_backward", .minInputs = 1, .maxInputs = 1, .attrs = {inputShape},
+       .infer = inferAdaptiveAvgPool2dBackward, .flops = flopsAdaptivePool,
+       .summary = "grad[N, C, oh, ow] -> grad spread evenly over each adaptive window of the input"},
   };
 }
 

@@ -385,6 +385,7 @@ struct RuleEntry {
 
 // The table: one entry per differentiable op, sorted by name (a test checks the order).
 constexpr RuleEntry kRules[] = {
+    {"adaptive_avg_pool2d", conv_rules::gradAdaptiveAvgPool2d},
     {"add", gradAdd},
     {"avg_pool2d", conv_rules::gradAvgPool2d},
     {"batch_norm", conv_rules::gradBatchNorm},

@@ -72,6 +72,7 @@ OperandGrads gradConv2d(GradBuilder& b);
 OperandGrads gradBatchNorm(GradBuilder& b);
 OperandGrads gradMaxPool2d(GradBuilder& b);
 OperandGrads gradAvgPool2d(GradBuilder& b);
+OperandGrads gradAdaptiveAvgPool2d(GradBuilder& b);
 }  // namespace conv_rules
 
 // The rule of an op; nullptr when the op has none.

@@ -71,4 +71,8 @@ OperandGrads gradAvgPool2d(GradBuilder& b) {
   return {b.emit1("avg_pool2d_backward", {b.grad()}, std::move(attrs))};
 }
 
+OperandGrads gradAdaptiveAvgPool2d(GradBuilder& b) {
+  return {b.emit1("adaptive_avg_pool2d_backward", {b.grad()}, {{"input_shape", b.operandType(0).shape}})};
+}
+
 }  // namespace gradc::passes::conv_rules

@@ -15,6 +15,9 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/OpMathType.h>
+#include <ATen/ops/_adaptive_avg_pool2d_backward.h>
+#include <ATen/ops/adaptive_avg_pool2d.h>
 #include <ATen/ops/avg_pool2d.h>
 #include <ATen/ops/avg_pool2d_backward.h>
 #include <ATen/ops/col2im.h>
@@ -314,6 +317,77 @@ Results avgPool2dBackwardKernel(const KernelArgs& a) {
   return {gx};
 }
 
+// Adaptive average pooling (PyTorch's windows: rows [floor(i H / oh), ceil((i + 1) H / oh))),
+// written straight into the planned buffers on the CPU: the sums accumulate in at::opmath_type
+// (float for f16 and bf16), one plane of the N x C planes per task, and the backward adds
+// each output cell's share to its window (windows may overlap), so neither allocates.
+struct AdaptiveWindows {
+  std::int64_t in, out;
+  std::int64_t begin(std::int64_t i) const { return i * in / out; }
+  std::int64_t end(std::int64_t i) const { return ((i + 1) * in + out - 1) / out; }
+};
+
+Results adaptiveAvgPool2dKernel(const KernelArgs& a) {
+  at::Tensor y = resultBuffer(a);
+  const at::Tensor x = a.operands[0].contiguous();
+  if (!x.is_cpu()) {  // other devices: ATen's kernel (its own out= variant)
+    at::adaptive_avg_pool2d_out(y, x, {y.size(2), y.size(3)});
+    return {y};
+  }
+  const std::int64_t planes = x.size(0) * x.size(1);
+  const AdaptiveWindows rows{x.size(2), y.size(2)}, cols{x.size(3), y.size(3)};
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "adaptive_avg_pool2d", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* in = x.data_ptr<scalar_t>();
+    scalar_t* out = y.data_ptr<scalar_t>();
+    at::parallel_for(0, planes, 1, [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t p = first; p < last; ++p) {
+        const scalar_t* plane = in + p * rows.in * cols.in;
+        for (std::int64_t i = 0; i < rows.out; ++i)
+          for (std::int64_t j = 0; j < cols.out; ++j) {
+            acc_t sum = 0;
+            for (std::int64_t r = rows.begin(i); r < rows.end(i); ++r)
+              for (std::int64_t c = cols.begin(j); c < cols.end(j); ++c) sum += static_cast<acc_t>(plane[r * cols.in + c]);
+            const auto count = static_cast<acc_t>((rows.end(i) - rows.begin(i)) * (cols.end(j) - cols.begin(j)));
+            out[(p * rows.out + i) * cols.out + j] = static_cast<scalar_t>(sum / count);
+          }
+      }
+    });
+  });
+  return {y};
+}
+
+Results adaptiveAvgPool2dBackwardKernel(const KernelArgs& a) {
+  at::Tensor gx = resultBuffer(a);
+  const at::Tensor g = a.operands[0].contiguous();
+  if (!g.is_cpu()) {  // other devices: ATen's kernel, copied into the planned buffer
+    gx.copy_(at::_adaptive_avg_pool2d_backward(g, gx));
+    return {gx};
+  }
+  const std::int64_t planes = gx.size(0) * gx.size(1);
+  const AdaptiveWindows rows{gx.size(2), g.size(2)}, cols{gx.size(3), g.size(3)};
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, g.scalar_type(), "adaptive_avg_pool2d_backward", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* grad = g.data_ptr<scalar_t>();
+    scalar_t* out = gx.data_ptr<scalar_t>();
+    at::parallel_for(0, planes, 1, [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t p = first; p < last; ++p) {
+        scalar_t* plane = out + p * rows.in * cols.in;
+        std::fill(plane, plane + rows.in * cols.in, scalar_t(0));
+        for (std::int64_t i = 0; i < rows.out; ++i)
+          for (std::int64_t j = 0; j < cols.out; ++j) {
+            const auto count = static_cast<acc_t>((rows.end(i) - rows.begin(i)) * (cols.end(j) - cols.begin(j)));
+            const acc_t share = static_cast<acc_t>(grad[(p * rows.out + i) * cols.out + j]) / count;
+            for (std::int64_t r = rows.begin(i); r < rows.end(i); ++r)
+              for (std::int64_t c = cols.begin(j); c < cols.end(j); ++c)
+                plane[r * cols.in + c] = static_cast<scalar_t>(static_cast<acc_t>(plane[r * cols.in + c]) + share);
+          }
+      }
+    });
+  });
+  return {gx};
+}
+
 // ---- batch normalisation ----------------------------------------------------------------------
 
 // x[N, C, S] contiguous: channel c's values are N planes of S elements, plane n at
@@ -482,6 +556,8 @@ const KernelEntry kConv[] = {
     {"max_pool2d_backward", maxPool2dBackwardKernel},
     {"avg_pool2d", avgPool2dKernel},
     {"avg_pool2d_backward", avgPool2dBackwardKernel},
+    {"adaptive_avg_pool2d", adaptiveAvgPool2dKernel},
+    {"adaptive_avg_pool2d_backward", adaptiveAvgPool2dBackwardKernel},
     {"batch_norm", batchNormKernel},
     {"batch_norm_backward", batchNormBackwardKernel},
     {"running_stats_update", runningStatsUpdateKernel},

@@ -28,9 +28,9 @@ plain, val = (json.load(open(p)) for p in sys.argv[1:3])
 assert [s["loss"] for s in plain["steps"]] == [s["loss"] for s in val["steps"]], "training changed"
 evaluated = {s["step"]: s["val_loss"] for s in val["steps"] if "val_loss" in s}
 assert sorted(evaluated) == [10, 20, 30], evaluated
-# The whole file's full batches, as gradc eval reads them.
+# The whole file's full batches, as gradc eval reads them (it prints 6 significant digits).
 eval_loss = float(open(sys.argv[3]).read().split()[1])
-assert abs(evaluated[30] - eval_loss) <= 1e-6 * abs(eval_loss), (evaluated[30], eval_loss)
+assert abs(evaluated[30] - eval_loss) <= 1e-5 * abs(eval_loss), (evaluated[30], eval_loss)
 rank = val["ranks"][0]
 assert rank["eval_peak_bytes_measured"] == rank["eval_peak_bytes_planned"], rank
 assert rank["eval_peak_bytes_planned"] <= rank["peak_bytes_planned"] * 2, rank

@@ -493,6 +493,21 @@ TEST_CASE("image windows: kernel, stride, padding and dilation are one value or 
   CHECK(failing("  - {op: conv2d, input: images, out: 4, kernel: [3, 0]}\n").find("kernel") != std::string::npos);
 }
 
+TEST_CASE("adaptive_avg_pool2d: any size; sizes that divide the input become avg_pool2d, on any map") {
+  auto pooled = [](const std::string& size, const std::string& map, int outputs) {
+    ir::Graph g = compileClean("model: img\ndims: {batch: 2}\ninputs:\n  images: {shape: [batch, 3, " + map +
+                               "]}\n  y: {shape: [batch, " + std::to_string(outputs) +
+                               "]}\nlayers:\n  - {op: adaptive_avg_pool2d, input: images, size: " + size +
+                               "}\n  - {op: flatten}\nloss: {op: mse, target: y}\n");
+    REQUIRE(!g.nodes().empty());
+    return std::pair{std::string(g.nodes().front()->opName()), g.nodes().front()->result(0)->type().shape};
+  };
+  CHECK(pooled("1", "12, 10", 3) == std::pair{std::string("avg_pool2d"), ir::Shape{2, 3, 1, 1}});  // global, not square
+  CHECK(pooled("[3, 5]", "12, 10", 45) == std::pair{std::string("avg_pool2d"), ir::Shape{2, 3, 3, 5}});
+  CHECK(pooled("[5, 3]", "12, 10", 45) == std::pair{std::string("adaptive_avg_pool2d"), ir::Shape{2, 3, 5, 3}});
+  CHECK(pooled("7", "12, 10", 147) == std::pair{std::string("adaptive_avg_pool2d"), ir::Shape{2, 3, 7, 7}});
+}
+
 TEST_CASE("layer_norm bias: false learns a weight only, as nn.LayerNorm(bias=False)") {
   ir::Graph g = compileClean(
       "model: ln\n"
