@@ -161,24 +161,47 @@ std::pair<ir::Value*, ir::Value*> normAffine(Layer& layer, std::int64_t d) {
   return {w, w ? constantVector(layer, d, 0.0) : nullptr};
 }
 
+// layer_norm over the last `axes` axes (nn.LayerNorm(x.shape[-axes:])): parameters of that
+// trailing shape, as PyTorch names and lays them out. Over several axes the input is viewed as
+// [..., D] (D their product) and the parameters as [D], the op normalises the last axis, and the
+// result is viewed back: the same arithmetic as normalized_shape, with one kernel.
 ir::Value* lowerLayerNorm(Layer& layer) {
   const LayerInput& x = layer.inputs[0];
-  if (x.value->type().rank() < 1)
-    return layer.error(x.pos, layer.describe() + " needs an input with a feature dimension, but " + typeOf(x));
+  const ir::Shape& shape = x.value->type().shape;
+  const std::int64_t axes = layer.integer("axes");
+  if (axes < 1 || axes > static_cast<std::int64_t>(shape.size()))
+    return layer.error(axes < 1 ? layer.attrPos("axes") : x.pos,
+                       layer.describe() + " normalises the last " + std::to_string(axes) +
+                           " axes, but its input is " + typeOf(x));
   double eps = layer.real("eps");
   if (!(eps > 0)) return layer.error(layer.attrPos("eps"), "eps of " + layer.describe() + " must be positive");
-  std::int64_t d = x.value->type().shape.back();
+  const ir::Shape trailing(shape.end() - axes, shape.end());
+  std::int64_t d = 1;
+  for (std::int64_t e : trailing) d *= e;
   ir::Value *w = nullptr, *b = nullptr;
   if (layer.flag("affine") && !layer.flag("bias")) {
     // nn.LayerNorm(D, bias=False): a learned weight only; the kernel's bias is constant zeros.
-    w = layer.param("weight", {d}, onesInit());
+    w = layer.param("weight", trailing, onesInit());
     b = w ? constantVector(layer, d, 0.0) : nullptr;
+  } else if (layer.flag("affine")) {
+    w = layer.param("weight", trailing, onesInit());
+    b = w ? layer.param("bias", trailing, zerosInit()) : nullptr;
   } else {
     std::tie(w, b) = normAffine(layer, d);
   }
   if (!b) return nullptr;
-  ir::Node* node = layer.emit("layer_norm", {x.value, w, b}, {{"eps", eps}});
-  return node ? node->result(0) : nullptr;  // results 1 and 2 (mean, rstd) are for backward
+  ir::Value* in = x.value;
+  if (axes > 1) {
+    ir::Shape rows(shape.begin(), shape.end() - axes);
+    rows.push_back(d);
+    in = layer.emit1("reshape", {in}, {{"shape", rows}});
+    if (w->type().rank() > 1) w = layer.emit1("reshape", {w}, {{"shape", ir::Shape{d}}});
+    if (b->type().rank() > 1) b = layer.emit1("reshape", {b}, {{"shape", ir::Shape{d}}});
+    if (!in || !w || !b) return nullptr;
+  }
+  ir::Node* node = layer.emit("layer_norm", {in, w, b}, {{"eps", eps}});
+  if (!node) return nullptr;  // results 1 and 2 (mean, rstd) are for backward
+  return axes > 1 ? layer.emit1("reshape", {node->result(0)}, {{"shape", shape}}) : node->result(0);
 }
 
 ir::Value* lowerRmsNorm(Layer& layer) {

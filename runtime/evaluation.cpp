@@ -71,6 +71,25 @@ Expected<ValidationBatches> imageValidationBatches(const std::filesystem::path& 
   return out;
 }
 
+Expected<ValidationBatches> validationBatchesFor(const ir::Graph& g, const std::filesystem::path& path,
+                                                 const std::optional<Vocabulary>& vocabulary, int world,
+                                                 std::int64_t& globalBatch) {
+  const ir::Value* tokens = inputNamed(g, "tokens");
+  if (tokens && inputNamed(g, "targets") && tokens->type().rank() == 2) {
+    if (!vocabulary)
+      return Error{"--val-data: validation reads a file like --data (text or tokens for `tokens`/`targets`); this run "
+                   "trains on synthetic data"};
+    globalBatch = tokens->type().shape[0] * world;
+    return textValidationBatches(path, *vocabulary, globalBatch, tokens->type().shape[1]);
+  }
+  if (const std::optional<ImageInputs> images = imageInputs(g)) {
+    globalBatch = images->images->type().shape[0] * world;
+    return imageValidationBatches(path, *images, globalBatch);
+  }
+  return Error{"--val-data: validation reads text or tokens into `tokens`/`targets` inputs, or images and labels into "
+               "`images`/`labels`; this model has neither"};
+}
+
 Expected<Evaluator> Evaluator::create(const EvaluationProgram& program, const Executor& host,
                                       const ExecutorOptions& options, const ValidationOptions& validation,
                                       ValidationBatches data, std::int64_t globalBatch, int world, int rank) {

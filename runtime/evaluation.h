@@ -66,6 +66,14 @@ Expected<ValidationBatches> textValidationBatches(const std::filesystem::path& p
 Expected<ValidationBatches> imageValidationBatches(const std::filesystem::path& path, const ImageInputs& inputs,
                                                    std::int64_t globalBatch);
 
+// The validation batches for the training step `g` of one of `world` ranks: a text or token file
+// read with `vocabulary` for `tokens`/`targets` inputs (nullopt: the run trains on synthetic
+// data, refused), a file of images and labels for `images`/`labels`; `globalBatch` is set to the
+// rows of a batch over all ranks.
+Expected<ValidationBatches> validationBatchesFor(const ir::Graph& g, const std::filesystem::path& path,
+                                                 const std::optional<Vocabulary>& vocabulary, int world,
+                                                 std::int64_t& globalBatch);
+
 class Evaluator {
  public:
   // `host` is the training executor whose arena the evaluation step shares; `globalBatch` the

@@ -338,20 +338,9 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     if (!o.evaluation || !exec->usesArena())
       return Error{"--val-data: validation runs the artifact's evaluation step inside the training step's arena, and "
                    "this run has " + std::string(o.evaluation ? "no arena (GRADC_NO_ARENA)" : "no evaluation step")};
-    Expected<ValidationBatches> batches = Error{""};
     std::int64_t globalBatch = 0;
-    if (tokenData && tokenData->vocabulary) {
-      const ir::Value* tokens = findInput(g, "tokens");
-      globalBatch = tokens->type().shape[0] * world;
-      batches = textValidationBatches(o.validation->data, *tokenData->vocabulary, globalBatch, tokens->type().shape[1]);
-    } else if (imageData) {
-      const std::optional<ImageInputs> images = imageInputs(g);
-      globalBatch = images->images->type().shape[0] * world;
-      batches = imageValidationBatches(o.validation->data, *images, globalBatch);
-    } else {
-      return Error{"--val-data: validation reads a file like --data (text or tokens for `tokens`/`targets`, images "
-                   "and labels for `images`/`labels`); this run trains on synthetic data"};
-    }
+    Expected<ValidationBatches> batches = validationBatchesFor(
+        g, o.validation->data, tokenData ? tokenData->vocabulary : std::nullopt, world, globalBatch);
     if (!batches) return batches.error();
     Expected<Evaluator> e =
         Evaluator::create(*o.evaluation, *exec, eo, *o.validation, std::move(*batches), globalBatch, world, rank);

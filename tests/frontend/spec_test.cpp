@@ -508,6 +508,28 @@ TEST_CASE("adaptive_avg_pool2d: any size; sizes that divide the input become avg
   CHECK(pooled("7", "12, 10", 147) == std::pair{std::string("adaptive_avg_pool2d"), ir::Shape{2, 3, 7, 7}});
 }
 
+TEST_CASE("layer_norm axes: N normalises the last N axes with parameters of their shape; N out of range is refused") {
+  const std::string head = "model: ln\ndims: {batch: 2}\ninputs:\n  x: {shape: [batch, 3, 4]}\n  y: {shape: [batch, 3, 4]}\n"
+                           "layers:\n";
+  ir::Graph g = compileClean(head + "  - {op: layer_norm, name: ln, input: x, axes: 2}\nloss: {op: mse, target: y}\n");
+  CHECK(g.findNamed("ln.weight")->type().shape == ir::Shape{3, 4});
+  CHECK(g.findNamed("ln.bias")->type().shape == ir::Shape{3, 4});
+  const ir::Node* norm = nullptr;
+  for (const auto& n : g.nodes())
+    if (n->opName() == "layer_norm") norm = n.get();
+  REQUIRE(norm);
+  CHECK(norm->operand(0)->type().shape == ir::Shape{2, 12});  // viewed as [..., D]
+  CHECK(norm->result(0)->uses().front().user->opName() == "reshape");
+  for (std::string bad : {"0", "4"}) {
+    CAPTURE(bad);
+    SpecResult r = compileSpec(head + "  - {op: layer_norm, input: x, axes: " + bad + "}\nloss: {op: mse, target: y}\n",
+                               "ln.yaml");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.diagnostics.back().message.find(bad == "0" ? "must be a positive integer" : "normalises the last 4 axes") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("layer_norm bias: false learns a weight only, as nn.LayerNorm(bias=False)") {
   ir::Graph g = compileClean(
       "model: ln\n"

@@ -511,6 +511,47 @@ TEST_CASE("model parity: cross-attention (kv_input, grouped keys and values, ano
   }
 }
 
+TEST_CASE("model parity: layer_norm over the last two axes (nn.LayerNorm([H, W]))") {
+  frontend::SpecResult r = frontend::compileSpec(
+      "model: ln2\ndims: {batch: 3}\n"
+      "inputs:\n  x: {shape: [batch, 2, 4, 5]}\n  y: {shape: [batch, 2, 4, 5]}\n"
+      "layers:\n  - {op: layer_norm, name: ln, input: x, axes: 2}\n"
+      "  - {op: layer_norm, name: ln3, axes: 3, bias: false}\n"
+      "loss: {op: mse, target: y}\n",
+      "ln2.yaml");
+  REQUIRE_MESSAGE(r.ok(), (r.diagnostics.empty() ? "" : r.diagnostics.back().message));
+  ir::Graph g = std::move(*r.graph);
+  CHECK(g.findNamed("ln.weight")->type().shape == ir::Shape{4, 5});  // PyTorch's names and layouts
+  CHECK(g.findNamed("ln3.weight")->type().shape == ir::Shape{2, 4, 5});
+  CHECK(g.findNamed("ln3.bias") == nullptr);
+  passes::PassManager pm;
+  pm.add<passes::Autodiff>().add<passes::DeadCodeElimination>();
+  REQUIRE(pm.run(g).ok());
+  Expected<runtime::TensorMap> init = runtime::initParameters(g, kSeed);
+  REQUIRE(init.ok());
+  runtime::TensorMap inputs;
+  for (const auto& v : g.inputs()) inputs.emplace(v->name(), runtime::syntheticInput(*v, kSeed, kStep));
+  // Parameters away from their ones and zeros, so that their gradients matter.
+  for (auto& [name, t] : *init) t.add_(torch::rand_like(t) * 0.5);
+  Expected<runtime::Executor> exec = runtime::Executor::create(g);
+  REQUIRE(exec.ok());
+  Expected<runtime::TensorMap> out = exec->run(inputs, *init, {kSeed, kStep});
+  REQUIRE(out.ok());
+  torch::Tensor w = init->at("ln.weight").clone().requires_grad_(), b = init->at("ln.bias").clone().requires_grad_();
+  torch::Tensor w3 = init->at("ln3.weight").clone().requires_grad_();
+  torch::Tensor x = inputs.at("x").clone().requires_grad_();
+  torch::Tensor h = torch::layer_norm(x, {4, 5}, w, b, 1e-5);
+  torch::Tensor loss = torch::mse_loss(torch::layer_norm(h, {2, 4, 5}, w3, {}, 1e-5), inputs.at("y"));
+  loss.backward();
+  CHECK(std::abs(out->at("loss").item<double>() - loss.item<double>()) <= 1e-5 * std::abs(loss.item<double>()));
+  for (auto [name, theirs] : {std::pair{"ln.weight", w.grad()}, std::pair{"ln.bias", b.grad()},
+                              std::pair{"ln3.weight", w3.grad()}}) {
+    CAPTURE(name);
+    const double scale = theirs.abs().max().item<double>();
+    CHECK((out->at(std::string("grad.") + name) - theirs).abs().max().item<double>() <= 1e-5 * scale + 1e-7);
+  }
+}
+
 TEST_CASE("model parity: lstm-lm") {
   ir::Graph g = compileModel("lstm-lm", {{"batch", "2"}, {"seq", "12"}, {"vocab", "32"}, {"embed", "8"}, {"hidden", "16"}});
   checkParity("lstm-lm", g, LstmLm(32, 8, 16), "tokens", "targets");
