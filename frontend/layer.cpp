@@ -2,6 +2,7 @@
 #include "frontend/layer.h"
 
 #include <algorithm>
+#include <limits>
 #include <cassert>
 #include <cctype>
 
@@ -69,6 +70,10 @@ bool Layer::parseOne(const SpecAttr& spec, const YamlNode& value) {
   DiagSink& diags = state_.diags;
   std::string what = "attribute '" + std::string(spec.name) + "' of " + std::string(op_.name);
   Parsed v;
+  if (spec.nullable && value.kind == YamlNode::Kind::Null) {  // PyTorch's None
+    attrs_.emplace(std::string(spec.name), AttrValue{Parsed{std::numeric_limits<double>::quiet_NaN()}, value.pos});
+    return true;
+  }
   if (spec.pair && value.isSequence()) {  // [height, width]
     if (value.items.size() != 2) {
       error(value.pos, what + " takes one value or a list of two, [height, width]; got a list of " +

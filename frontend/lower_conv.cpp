@@ -76,15 +76,17 @@ ir::Value* lowerConv2d(Layer& layer) {
 
 // batch_norm: weight [C] (ones), bias [C] (zeros), and the running statistics running_mean
 // (zeros), running_var (ones) and num_batches_tracked (i64, 0), PyTorch's buffers, updated in
-// place right after the normalisation (ir/ops_batch_norm.cpp).
+// place right after the normalisation (ir/ops_batch_norm.cpp); `momentum: null` averages every
+// batch so far (PyTorch's momentum=None: the weight of batch n is 1 / n, from num_batches_tracked).
 ir::Value* lowerBatchNorm(Layer& layer) {
   const LayerInput& x = layer.inputs[0];
   if (x.value->type().rank() < 2)
     return layer.error(x.pos, layer.describe() + " needs an input [batch, channels, ...], but " + typeOf(x));
   const double eps = layer.real("eps"), momentum = layer.real("momentum");
+  const bool cumulative = std::isnan(momentum);  // momentum: null
   if (!(eps > 0)) return layer.error(layer.attrPos("eps"), "eps of " + layer.describe() + " must be positive");
-  if (!(momentum >= 0 && momentum <= 1))
-    return layer.error(layer.attrPos("momentum"), "momentum of " + layer.describe() + " must be in [0, 1]");
+  if (!cumulative && !(momentum >= 0 && momentum <= 1))
+    return layer.error(layer.attrPos("momentum"), "momentum of " + layer.describe() + " must be in [0, 1] or null");
   const std::int64_t c = x.value->type().shape[1];
   auto [w, b] = normAffine(layer, c);
   if (!b) return nullptr;
@@ -98,8 +100,9 @@ ir::Value* lowerBatchNorm(Layer& layer) {
     ir::Value* var = mean ? layer.param("running_var", {c}, stat("ones")) : nullptr;
     ir::Value* tracked = var ? layer.param("num_batches_tracked", {}, stat("zeros"), ir::DType::i64) : nullptr;
     if (!tracked) return nullptr;
-    if (!layer.emit("running_stats_update", {mean, var, tracked, norm->result(1), norm->result(3)},
-                    {{"momentum", momentum}}))
+    ir::AttrMap update{{"momentum", cumulative ? 0.0 : momentum}};
+    if (cumulative) update["cumulative"] = true;
+    if (!layer.emit("running_stats_update", {mean, var, tracked, norm->result(1), norm->result(3)}, std::move(update)))
       return nullptr;
   }
   return norm->result(0);

@@ -36,6 +36,8 @@ struct SpecAttr {
   // Size or Int: also a list [h, w] of two, for the two axes of an image (conv and pooling
   // windows, as PyTorch's int-or-tuple); one value means both (Layer::pair reads either).
   bool pair = false;
+  // Float: `null` is accepted too, read as NaN (batch_norm's momentum: null, PyTorch's None).
+  bool nullable = false;
 };
 
 // Lowers one layer; returns its output, or nullptr after reporting an error.

@@ -110,7 +110,9 @@ std::vector<OpInfo> batchNormOps() {
        .flops = flopsBatchNormBackward,
        .summary = "(grad, x, mean, invstd, weight) -> (grad_x, grad_weight, grad_bias)"},
       {.name = "running_stats_update", .minInputs = 5, .maxInputs = 5,
-       .attrs = {{"momentum", AttrKind::Float, true, "weight of the batch statistics"}},
+       .attrs = {{"momentum", AttrKind::Float, true, "weight of the batch statistics"},
+                 {"cumulative", AttrKind::Bool, false,
+                  "true: the weight is 1 / (num_batches_tracked + 1), a cumulative average (momentum ignored)"}},
        .infer = inferRunningStatsUpdate, .flops = flopsRunningStatsUpdate, .sideEffects = true,
        .summary = "(running_mean, running_var, num_batches_tracked, mean, var): PyTorch's running statistics "
                   "update, in place"},

@@ -504,11 +504,15 @@ Results batchNormBackwardKernel(const KernelArgs& a) {
 }
 
 // running = (1 - momentum) * running + momentum * batch, in place; num_batches_tracked + 1.
+// Cumulative (momentum: null): momentum = 1 / (num_batches_tracked + 1).
 Results runningStatsUpdateKernel(const KernelArgs& a) {
   if (!a.operands[0].is_cpu()) return conv_device::runningStatsUpdate(a);
   at::Tensor rm = a.operands[0], rv = a.operands[1], tracked = a.operands[2];
   const at::Tensor mean = a.operands[3].contiguous(), var = a.operands[4].contiguous();
-  const double m = floatAttr(a.node, "momentum");
+  // PyTorch's momentum=None: batch n (1-based) weighs 1 / n.
+  const bool cumulative = ir::getBool(a.node.attrs(), "cumulative").value_or(false);
+  const double m = cumulative ? 1.0 / static_cast<double>(tracked.data_ptr<std::int64_t>()[0] + 1)
+                              : floatAttr(a.node, "momentum");
   AT_DISPATCH_FLOATING_TYPES(rm.scalar_type(), "running_stats_update", [&] {
     using A = Acc<scalar_t>;
     scalar_t* rmp = rm.data_ptr<scalar_t>();

@@ -108,9 +108,16 @@ Results batchNormBackward(const KernelArgs& a) {
 // running = (1 - momentum) * running + momentum * batch, in place; num_batches_tracked + 1.
 Results runningStatsUpdate(const KernelArgs& a) {
   at::Tensor rm = a.operands[0], rv = a.operands[1], tracked = a.operands[2];
-  const double m = floatAttr(a.node, "momentum");
-  rm.mul_(1 - m).add_(a.operands[3], m);
-  rv.mul_(1 - m).add_(a.operands[4], m);
+  if (ir::getBool(a.node.attrs(), "cumulative").value_or(false)) {
+    // 1 / (tracked + 1) on the device, without reading the count back.
+    const at::Tensor m = tracked.add(1).to(rm.scalar_type()).reciprocal_();
+    rm.add_(a.operands[3].sub(rm).mul_(m));
+    rv.add_(a.operands[4].sub(rv).mul_(m));
+  } else {
+    const double m = floatAttr(a.node, "momentum");
+    rm.mul_(1 - m).add_(a.operands[3], m);
+    rv.mul_(1 - m).add_(a.operands[4], m);
+  }
   tracked.add_(1);
   return {};
 }

@@ -530,6 +530,20 @@ TEST_CASE("layer_norm axes: N normalises the last N axes with parameters of thei
   }
 }
 
+TEST_CASE("batch_norm momentum: null is the cumulative average (PyTorch's None); other values stay in [0, 1]") {
+  const std::string head = "model: bn\ndims: {batch: 2}\ninputs:\n  x: {shape: [batch, 3, 4, 4]}\n"
+                           "  y: {shape: [batch, 3, 4, 4]}\nlayers:\n";
+  ir::Graph g = compileClean(head + "  - {op: batch_norm, name: bn, input: x, momentum: null}\nloss: {op: mse, target: y}\n");
+  const ir::Node* update = nullptr;
+  for (const auto& n : g.nodes())
+    if (n->opName() == "running_stats_update") update = n.get();
+  REQUIRE(update);
+  CHECK(ir::getBool(update->attrs(), "cumulative") == true);
+  SpecResult r = compileSpec(head + "  - {op: batch_norm, input: x, momentum: 2}\nloss: {op: mse, target: y}\n", "bn.yaml");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.diagnostics.back().message.find("must be in [0, 1] or null") != std::string::npos);
+}
+
 TEST_CASE("layer_norm bias: false learns a weight only, as nn.LayerNorm(bias=False)") {
   ir::Graph g = compileClean(
       "model: ln\n"

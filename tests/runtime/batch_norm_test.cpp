@@ -53,6 +53,32 @@ TEST_CASE("batch_norm + running_stats_update track torch's running statistics; b
   CHECK(relErr((*eval)[0], ref) < 1e-5);
 }
 
+TEST_CASE("momentum: null keeps the cumulative average of the batch statistics, as nn.BatchNorm2d(momentum=None)") {
+  torch::manual_seed(5);
+  const std::int64_t C = 4;
+  torch::Tensor w = torch::ones({C}), b = torch::zeros({C});
+  torch::Tensor mean = torch::zeros({C}), var = torch::ones({C}), tracked = torch::zeros({}, torch::kLong);
+  torch::nn::BatchNorm2d ref(torch::nn::BatchNorm2dOptions(C).momentum(c10::nullopt));
+  ref->train();
+  for (int step = 0; step < 5; ++step) {
+    CAPTURE(step);
+    torch::Tensor x = torch::randn({3, C, 2, 5}) * (2 + step) - step;
+    Expected<std::vector<at::Tensor>> norm = runtime::callOp("batch_norm", std::vector<at::Tensor>{x, w, b}, {{"eps", 1e-5}});
+    REQUIRE(norm.ok());
+    Expected<std::vector<at::Tensor>> update =
+        runtime::callOp("running_stats_update", std::vector<at::Tensor>{mean, var, tracked, (*norm)[1], (*norm)[3]},
+                        {{"momentum", 0.0}, {"cumulative", true}});
+    REQUIRE_MESSAGE(update.ok(), update.error().message);
+    {
+      torch::NoGradGuard noGrad;
+      ref->forward(x);
+    }
+    CHECK(relErr(mean, ref->running_mean) < 1e-6);
+    CHECK(relErr(var, ref->running_var) < 1e-6);
+    CHECK(tracked.item<std::int64_t>() == ref->num_batches_tracked.item<std::int64_t>());
+  }
+}
+
 TEST_CASE("batch_norm in f64 matches torch to 1e-12") {
   torch::manual_seed(4);
   auto opts = torch::TensorOptions().dtype(torch::kDouble);

@@ -84,25 +84,27 @@ TEST_CASE("device paths: batch normalisation, its gradient, running statistics a
 }
 
 TEST_CASE("device paths: the running-statistics update matches the CPU kernel in place") {
-  at::manual_seed(13);
-  const at::Tensor mean = at::randn({5}), var = at::rand({5});
-  at::Tensor rmCpu = at::randn({5}), rvCpu = at::rand({5}), trackedCpu = at::zeros({}, at::kLong);
-  at::Tensor rmDev = rmCpu.clone(), rvDev = rvCpu.clone(), trackedDev = trackedCpu.clone();
-  const ir::AttrMap attrs{{"momentum", 0.1}};
-  REQUIRE(callOp("running_stats_update", std::vector<at::Tensor>{rmCpu, rvCpu, trackedCpu, mean, var}, attrs).ok());
-  ir::Graph graph("device_path");
-  std::vector<ir::Value*> values;
-  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&rmDev, &rvDev, &trackedDev, &mean, &var})
-    values.push_back(graph.addInput("x" + std::to_string(values.size()), typeOf(*t)));
-  Expected<ir::Node*> node = graph.create("running_stats_update", values, attrs);
-  REQUIRE(node.ok());
-  const std::vector<at::Tensor> operands{rmDev, rvDev, trackedDev, mean, var};
-  const RunContext ctx;
-  conv_device::runningStatsUpdate(KernelArgs{**node, operands, ctx});
-  CHECK(at::allclose(rmCpu, rmDev, 1e-6, 1e-7));
-  CHECK(at::allclose(rvCpu, rvDev, 1e-6, 1e-7));
-  CHECK(trackedDev.item<std::int64_t>() == 1);
-  CHECK(trackedCpu.item<std::int64_t>() == 1);
+  for (const ir::AttrMap& attrs : {ir::AttrMap{{"momentum", 0.1}}, ir::AttrMap{{"momentum", 0.0}, {"cumulative", true}}}) {
+    CAPTURE(attrs.count("cumulative"));
+    at::manual_seed(13);
+    const at::Tensor mean = at::randn({5}), var = at::rand({5});
+    at::Tensor rmCpu = at::randn({5}), rvCpu = at::rand({5}), trackedCpu = at::full({}, 3, at::kLong);
+    at::Tensor rmDev = rmCpu.clone(), rvDev = rvCpu.clone(), trackedDev = trackedCpu.clone();
+    REQUIRE(callOp("running_stats_update", std::vector<at::Tensor>{rmCpu, rvCpu, trackedCpu, mean, var}, attrs).ok());
+    ir::Graph graph("device_path");
+    std::vector<ir::Value*> values;
+    for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&rmDev, &rvDev, &trackedDev, &mean, &var})
+      values.push_back(graph.addInput("x" + std::to_string(values.size()), typeOf(*t)));
+    Expected<ir::Node*> node = graph.create("running_stats_update", values, attrs);
+    REQUIRE(node.ok());
+    const std::vector<at::Tensor> operands{rmDev, rvDev, trackedDev, mean, var};
+    const RunContext ctx;
+    conv_device::runningStatsUpdate(KernelArgs{**node, operands, ctx});
+    CHECK(at::allclose(rmCpu, rmDev, 1e-6, 1e-7));
+    CHECK(at::allclose(rvCpu, rvDev, 1e-6, 1e-7));
+    CHECK(trackedDev.item<std::int64_t>() == 4);
+    CHECK(trackedCpu.item<std::int64_t>() == 4);
+  }
 }
 
 }  // namespace gradc::runtime
