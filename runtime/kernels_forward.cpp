@@ -220,9 +220,10 @@ constexpr std::int64_t kDropoutChunk = 1024;
 
 // y[i] = u_i >= p ? x[i] * scale : 0 with u_i from the counter-based RNG. `threshold` is p
 // rounded up to the 2^-24 grid of the uniforms, so u >= threshold <=> u >= p exactly.
-template <class T>
+// The product is computed in C (float for f16 and bf16) and rounded once into T.
+template <class T, class C = T>
 void dropoutLoop(const T* x, T* y, std::int64_t n, const RngStream& rng, std::int64_t offset, float threshold,
-                 T scale) {
+                 C scale) {
   at::parallel_for(0, n, kDropoutGrain, [&](std::int64_t begin, std::int64_t end) {
     float u[kDropoutChunk];
     for (std::int64_t i = begin; i < end; i += kDropoutChunk) {
@@ -230,7 +231,7 @@ void dropoutLoop(const T* x, T* y, std::int64_t n, const RngStream& rng, std::in
       uniformFloats(rng, offset + i, m, u);
       const T* xi = x + i;
       T* yi = y + i;
-      for (std::int64_t j = 0; j < m; ++j) yi[j] = u[j] >= threshold ? xi[j] * scale : T(0);
+      for (std::int64_t j = 0; j < m; ++j) yi[j] = u[j] >= threshold ? T(static_cast<C>(xi[j]) * scale) : T(0);
     }
   });
 }
@@ -267,12 +268,16 @@ Results dropoutKernel(const KernelArgs& a) {
                        static_cast<float>(scale));
     return {y};
   }
-  // f16/bf16 computed in f32 (the mask is the same; only the product is rounded).
-  at::Tensor xf = x.to(at::kFloat).contiguous();
-  at::Tensor yf = at::empty(x.sizes(), xf.options());
-  dropoutLoop<float>(xf.data_ptr<float>(), yf.data_ptr<float>(), n, rng, offset, threshold,
-                     static_cast<float>(scale));
-  return {y.copy_(yf)};
+  // f16/bf16: each product computed in f32 and rounded into the result (the mask is the same),
+  // with no f32 copy of the tensor.
+  at::Tensor xc = x.contiguous();
+  TORCH_CHECK(x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16, "dropout: unsupported dtype ",
+              x.scalar_type());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "dropout", [&] {
+    dropoutLoop<scalar_t, float>(xc.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), n, rng, offset, threshold,
+                                 static_cast<float>(scale));
+  });
+  return {y};
 }
 
 // ---- masking and data movement -----------------------------------------------------------------
