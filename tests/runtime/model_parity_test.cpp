@@ -455,8 +455,19 @@ TEST_CASE("model parity: llama reduced (RMSNorm, rope, grouped-query attention, 
   checkParity("llama", g, Llama(40, 32, 4, 2, 2, 48), "tokens", "targets");
 }
 
+// A spec written here, compiled, with its gradients (autodiff, dead code removed).
+static ir::Graph specWithGradients(const std::string& text, const std::string& file) {
+  frontend::SpecResult r = frontend::compileSpec(text, file);
+  REQUIRE_MESSAGE(r.ok(), (r.diagnostics.empty() ? "" : r.diagnostics.back().message));
+  ir::Graph g = std::move(*r.graph);
+  passes::PassManager pm;
+  pm.add<passes::Autodiff>().add<passes::DeadCodeElimination>();
+  REQUIRE(pm.run(g).ok());
+  return g;
+}
+
 TEST_CASE("model parity: a 2-layer bidirectional LSTM (torch.nn.LSTM bidirectional=True)") {
-  frontend::SpecResult r = frontend::compileSpec(
+  ir::Graph g = specWithGradients(
       "model: bilstm\ndims: {batch: 2, seq: 7, vocab: 20, embed: 6, hidden: 5}\n"
       "inputs:\n  tokens: {shape: [batch, seq], dtype: i64}\n  targets: {shape: [batch, seq], dtype: i64}\n"
       "layers:\n  - {op: embedding, name: embed, input: tokens, num: vocab, dim: embed}\n"
@@ -464,27 +475,17 @@ TEST_CASE("model parity: a 2-layer bidirectional LSTM (torch.nn.LSTM bidirection
       "  - {op: linear, name: head, out: vocab}\n"
       "loss: {op: cross_entropy, target: targets}\n",
       "bilstm.yaml");
-  REQUIRE(r.ok());
-  ir::Graph g = std::move(*r.graph);
-  passes::PassManager pm;
-  pm.add<passes::Autodiff>().add<passes::DeadCodeElimination>();
-  REQUIRE(pm.run(g).ok());
   CHECK(g.findNamed("lstm.weight_hh_l1_reverse") != nullptr);
   checkParity("bidirectional lstm", g, BiLstm(20, 6, 5), "tokens", "targets");
 }
 
 TEST_CASE("model parity: cross-attention (kv_input, grouped keys and values, another sequence length)") {
-  frontend::SpecResult r = frontend::compileSpec(
+  ir::Graph g = specWithGradients(
       "model: cross\ndims: {batch: 2, seq: 5, seq_kv: 7, d: 16, e: 12}\n"
       "inputs:\n  x: {shape: [batch, seq, d]}\n  enc: {shape: [batch, seq_kv, e]}\n  y: {shape: [batch, seq, d]}\n"
       "layers:\n  - {op: attention, name: cross, input: x, kv_input: enc, heads: 4, kv_heads: 2}\n"
       "loss: {op: mse, target: y}\n",
       "cross.yaml");
-  REQUIRE_MESSAGE(r.ok(), (r.diagnostics.empty() ? "" : r.diagnostics.back().message));
-  ir::Graph g = std::move(*r.graph);
-  passes::PassManager pm;
-  pm.add<passes::Autodiff>().add<passes::DeadCodeElimination>();
-  REQUIRE(pm.run(g).ok());
   CHECK(g.findNamed("cross.k_proj.weight")->type().shape == ir::Shape{8, 12});
 
   Expected<runtime::TensorMap> init = runtime::initParameters(g, kSeed);
@@ -512,21 +513,16 @@ TEST_CASE("model parity: cross-attention (kv_input, grouped keys and values, ano
 }
 
 TEST_CASE("model parity: layer_norm over the last two axes (nn.LayerNorm([H, W]))") {
-  frontend::SpecResult r = frontend::compileSpec(
+  ir::Graph g = specWithGradients(
       "model: ln2\ndims: {batch: 3}\n"
       "inputs:\n  x: {shape: [batch, 2, 4, 5]}\n  y: {shape: [batch, 2, 4, 5]}\n"
       "layers:\n  - {op: layer_norm, name: ln, input: x, axes: 2}\n"
       "  - {op: layer_norm, name: ln3, axes: 3, bias: false}\n"
       "loss: {op: mse, target: y}\n",
       "ln2.yaml");
-  REQUIRE_MESSAGE(r.ok(), (r.diagnostics.empty() ? "" : r.diagnostics.back().message));
-  ir::Graph g = std::move(*r.graph);
   CHECK(g.findNamed("ln.weight")->type().shape == ir::Shape{4, 5});  // PyTorch's names and layouts
   CHECK(g.findNamed("ln3.weight")->type().shape == ir::Shape{2, 4, 5});
   CHECK(g.findNamed("ln3.bias") == nullptr);
-  passes::PassManager pm;
-  pm.add<passes::Autodiff>().add<passes::DeadCodeElimination>();
-  REQUIRE(pm.run(g).ok());
   Expected<runtime::TensorMap> init = runtime::initParameters(g, kSeed);
   REQUIRE(init.ok());
   runtime::TensorMap inputs;
