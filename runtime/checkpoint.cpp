@@ -237,7 +237,8 @@ Status saveCheckpoint(const fs::path& requested, const CheckpointData& data) {
 namespace {
 
 // Reads the checkpoint directory `source` itself (no recovery logic).
-Expected<CheckpointData> loadFrom(const fs::path& source) {
+// `tensors` false: state.json alone (verified as always), weights and optimizer left empty.
+Expected<CheckpointData> loadFrom(const fs::path& source, bool tensors) {
   std::error_code ec;
   const std::string where = "checkpoint '" + source.string() + "'";
   if (!fs::is_directory(source, ec)) return Error{where + " is not a directory"};
@@ -286,6 +287,7 @@ Expected<CheckpointData> loadFrom(const fs::path& source) {
   auto config = state.find("config");
   if (config == state.end() || !config->is_object()) return Error{state_where + ": missing object \"config\""};
   data.config = config->dump();
+  if (!tensors) return data;
 
   for (auto [file, target] : {std::pair{kWeightsFile, &data.weights}, std::pair{kOptimizerFile, &data.optimizer}}) {
     if (!fs::exists(source / file, ec)) return Error{where + " is missing " + file};
@@ -299,27 +301,30 @@ Expected<CheckpointData> loadFrom(const fs::path& source) {
   return data;
 }
 
-}  // namespace
-
-Expected<CheckpointData> loadCheckpoint(const fs::path& requested) {
+Expected<CheckpointData> loadCheckpointFrom(const fs::path& requested, bool tensors) {
   Expected<CheckpointPaths> paths = checkpointPaths(requested);
   if (!paths) return paths.error();
   const auto& [dir, parent, tmp, old, lock] = *paths;
 
   std::error_code ec;
   if (fs::exists(dir, ec)) {
-    Expected<CheckpointData> loaded = loadFrom(dir);
+    Expected<CheckpointData> loaded = loadFrom(dir, tensors);
     // D only ever appears complete (renamed from a finished D.tmp), so a broken D is damage from
     // outside; the previous checkpoint may still be beside it.
     if (!loaded && fs::exists(old, ec))
       return Error{loaded.error().message + " (a previous checkpoint is in '" + old.string() + "')"};
     return loaded;
   }
-  if (fs::exists(old, ec)) return loadFrom(old);  // a save stopped after moving D aside
+  if (fs::exists(old, ec)) return loadFrom(old, tensors);  // a save stopped after moving D aside
   std::string message = "no checkpoint at '" + dir.string() + "'";
   if (fs::exists(tmp, ec)) message += " (only the incomplete '" + tmp.string() + "' of an interrupted save)";
   return Error{message};
 }
+}  // namespace
+
+Expected<CheckpointData> loadCheckpoint(const fs::path& requested) { return loadCheckpointFrom(requested, true); }
+
+Expected<CheckpointData> loadCheckpointState(const fs::path& requested) { return loadCheckpointFrom(requested, false); }
 
 Expected<SafetensorsFile> loadCheckpointFile(const fs::path& dir, const std::string& file) {
   const std::string where = "checkpoint '" + dir.string() + "'";

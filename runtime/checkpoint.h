@@ -73,6 +73,9 @@ Status saveCheckpoint(const std::filesystem::path& dir, const CheckpointData& da
 // state.json or safetensors file, a tensor file that does not match its checksum are Errors
 // naming the file.
 Expected<CheckpointData> loadCheckpoint(const std::filesystem::path& dir);
+// The same checks of state.json, without reading the tensor files: step, seed, data position
+// and configuration (weights and optimizer left empty).
+Expected<CheckpointData> loadCheckpointState(const std::filesystem::path& dir);
 
 // One tensor file of a checkpoint folder, checked against the sha256 in its state.json (none
 // to check for a checkpoint from before checksums), then parsed.

@@ -3,7 +3,6 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 
-#include <chrono>
 #include <memory>
 
 #include "runtime/dtype_map.h"
@@ -115,7 +114,6 @@ Expected<Evaluator> Evaluator::create(const EvaluationProgram& program, const Ex
 }
 
 Expected<Evaluation> Evaluator::evaluate(TensorMap& state, const RunContext& context, Communicator* comm) {
-  const auto t0 = std::chrono::steady_clock::now();
   const bool onHost = exec_.device().isHost();
   std::int64_t peak = 0;
   const std::int64_t rows = globalBatch_ / world_, part = rows / splits_;
@@ -138,7 +136,6 @@ Expected<Evaluation> Evaluator::evaluate(TensorMap& state, const RunContext& con
     }
   if (onHost) peak = MemoryTracker::peakBytes();
   Evaluation result;
-  result.batches = batches();
   result.peakBytes = peak;
   double total = sum;
   if (comm && world_ > 1) {
@@ -151,7 +148,6 @@ Expected<Evaluation> Evaluator::evaluate(TensorMap& state, const RunContext& con
     for (int r = 0; r < world_; ++r) total += all[r].item<double>();  // in rank order: the same sum everywhere
   }
   result.loss = total / static_cast<double>(world_ * splits_ * batches());
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }
 

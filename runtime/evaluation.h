@@ -44,9 +44,7 @@ struct ValidationOptions {
 
 struct Evaluation {
   double loss = 0;
-  std::int64_t batches = 0;  // full global batches evaluated
   std::int64_t peakBytes = 0;  // measured on this rank
-  double seconds = 0;
 };
 
 // A validation file as full global batches of the step's two data inputs: `tokens`/`targets`

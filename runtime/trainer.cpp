@@ -348,7 +348,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     evaluator.emplace(std::move(*e));
     // A resumed run keeps the best so far (the checkpoint of --save-best records its loss).
     if (bestDir && o.resumeDir)
-      if (Expected<CheckpointData> best = loadCheckpoint(*bestDir); best) {
+      if (Expected<CheckpointData> best = loadCheckpointState(*bestDir); best) {
         nlohmann::json c = parseJsonBounded(best->config);
         if (c.is_object() && c.contains("val_loss") && c["val_loss"].is_number()) bestVal = c["val_loss"].get<double>();
       }

@@ -102,6 +102,10 @@ std::string escapeXml(const std::string& s) {
   return out;
 }
 
+bool anyValidation(const std::vector<Run>& runs) {
+  return std::any_of(runs.begin(), runs.end(), [](const Run& r) { return !r.valLoss.points.empty(); });
+}
+
 std::string renderSvg(const std::vector<Run>& runs, const std::string& title) {
   constexpr double kWidth = 860, kHeight = 500, kLeft = 70, kRight = 70, kTop = 50, kBottom = 60;
   const double plotW = kWidth - kLeft - kRight, plotH = kHeight - kTop - kBottom;
@@ -170,7 +174,7 @@ std::string renderSvg(const std::vector<Run>& runs, const std::string& title) {
   };
   // With validation, the noisy per-batch training curves are lightened and the validation
   // curves drawn over all of them, wider, so that they stay visible.
-  const bool withVal = std::any_of(runs.begin(), runs.end(), [](const Run& r) { return !r.valLoss.points.empty(); });
+  const bool withVal = anyValidation(runs);
   for (size_t i = 0; i < runs.size(); ++i) {
     const char* colour = kColours[i % std::size(kColours)];
     svg += polyline(runs[i].loss, losses, colour, withVal ? "class=\"loss\" opacity=\"0.45\"" : "class=\"loss\"");
@@ -217,12 +221,10 @@ int runPlot(const PlotOptions& o) {
     }
     runs.push_back(std::move(*run));
   }
-  if (Status s = runtime::writeFileAtomic(o.output, renderSvg(runs, !o.title.empty() ? o.title
-                                                            : std::any_of(runs.begin(), runs.end(), [](const Run& r) {
-                                                                return !r.valLoss.points.empty();
-                                                              })
-                                                                ? "training and validation loss"
-                                                                : "training loss")); !s) {
+  const std::string title = !o.title.empty()       ? o.title
+                            : anyValidation(runs) ? "training and validation loss"
+                                                  : "training loss";
+  if (Status s = runtime::writeFileAtomic(o.output, renderSvg(runs, title)); !s) {
     std::cerr << "gradc: error: " << s.message() << "\n";
     return kExitInternal;
   }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "runtime/artifact.h"
 #include "runtime/atomic_file.h"
@@ -43,6 +44,18 @@ std::string terminalText(std::string_view text) {
   }
   if (text.size() > kLimit) out += "... (" + std::to_string(text.size() - kLimit) + " more bytes)";
   return out;
+}
+
+// The string at `path` of the manifest's flags (keys of nested objects), terminal-safe; nullopt
+// when any step is missing or of another type.
+std::optional<std::string> flagText(const nlohmann::json& flags, std::initializer_list<const char*> path) {
+  const nlohmann::json* at = &flags;
+  for (const char* key : path) {
+    if (!at->is_object() || !at->contains(key)) return std::nullopt;
+    at = &(*at)[key];
+  }
+  if (!at->is_string()) return std::nullopt;
+  return terminalText(at->get<std::string>());
 }
 
 }  // namespace
@@ -208,8 +221,10 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     std::cerr << "gradc: error: --save-best, --eval-every and --eval-batches evaluate --val-data: give it too\n";
     return kExitUserError;
   }
+  std::error_code bestError, saveError;
   if (!o.saveBest.empty() && !o.save.empty() &&
-      std::filesystem::weakly_canonical(o.saveBest) == std::filesystem::weakly_canonical(o.save)) {
+      std::filesystem::weakly_canonical(o.saveBest, bestError) == std::filesystem::weakly_canonical(o.save, saveError) &&
+      !bestError && !saveError) {
     std::cerr << "gradc: error: --save-best and --save name the same folder; give each its own\n";
     return kExitUserError;
   }
@@ -317,10 +332,8 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   const bool quiet = o.quiet || rank != 0;
   nlohmann::json flags = runtime::parseJsonBounded(manifest->flagsJson);
   if (!quiet) {
-    if (flags.is_object() && flags.contains("summary") && flags["summary"].is_string())
-      std::cerr << terminalText(flags["summary"].get<std::string>()) << "\n";
-    if (flags.is_object() && flags.contains("parallel_summary") && flags["parallel_summary"].is_string())
-      std::cerr << terminalText(flags["parallel_summary"].get<std::string>()) << "\n";
+    for (const char* key : {"summary", "parallel_summary"})
+      if (std::optional<std::string> line = flagText(flags, {key})) std::cerr << *line << "\n";
     const runtime::BlasInfo blas = runtime::blasInfo();
     if (!device->isHost())
       std::cerr << "device: " << device->name() << " (arena in device memory; the libraries hold "
@@ -379,10 +392,8 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   t.arenaPlan = program->plan;
   if (!o.valData.empty()) {
     if (!program->evaluation) {
-      std::string why = "it was compiled before gradc had one";
-      if (flags.is_object() && flags.contains("evaluation") && flags["evaluation"].is_object() &&
-          flags["evaluation"].contains("unavailable") && flags["evaluation"]["unavailable"].is_string())
-        why = terminalText(flags["evaluation"]["unavailable"].get<std::string>());
+      const std::string why =
+          flagText(flags, {"evaluation", "unavailable"}).value_or("it was compiled before gradc had one");
       std::cerr << "gradc: error: --val-data: the artifact " << dir.string() << " has no evaluation step (" << why
                 << ")\n";
       return kExitUserError;
@@ -391,9 +402,8 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     t.validation = runtime::ValidationOptions{o.valData, o.evalEvery, o.evalBatches,
                                               o.saveBest.empty() ? std::nullopt
                                                                  : std::optional<std::filesystem::path>(o.saveBest)};
-    if (!quiet && flags.is_object() && flags.contains("evaluation") && flags["evaluation"].is_object() &&
-        flags["evaluation"].contains("summary") && flags["evaluation"]["summary"].is_string())
-      std::cerr << terminalText(flags["evaluation"]["summary"].get<std::string>()) << "\n";
+    if (std::optional<std::string> line = flagText(flags, {"evaluation", "summary"}); line && !quiet)
+      std::cerr << *line << "\n";
   }
   t.kernels = program->kernels;
   t.config = manifest->configJson;
