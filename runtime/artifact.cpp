@@ -56,6 +56,8 @@ Json manifestJson(const ArtifactManifest& m, const std::vector<ArtifactFile>& fi
     if (!r.kernelsTag.empty()) rank["kernels_tag"] = r.kernelsTag;
     if (!r.evalGraphFile.empty())
       rank["eval"] = {{"graph", r.evalGraphFile}, {"plan", r.evalPlanFile}, {"splits", r.evalSplits}};
+    if (!r.referenceGraphFile.empty())
+      rank["reference"] = {{"graph", r.referenceGraphFile}, {"plan", r.referencePlanFile}};
     ranks.push_back(rank);
   }
   j["ranks"] = ranks;
@@ -97,7 +99,7 @@ Status writeArtifact(const fs::path& dir, const ArtifactManifest& manifest, cons
     if (!plainName(f.name)) return Error{"artifact file name '" + f.name + "' is not a plain file name"};
   for (const ArtifactRank& r : manifest.ranks)
     for (const std::string* name : {&r.graphFile, &r.planFile, &r.kernelsFile, &r.ptxFile, &r.evalGraphFile,
-                                    &r.evalPlanFile}) {
+                                    &r.evalPlanFile, &r.referenceGraphFile, &r.referencePlanFile}) {
       if (name->empty() && name != &r.graphFile && name != &r.planFile) continue;
       bool listed = false;
       for (const ArtifactFile& f : files) listed |= f.name == *name;
@@ -190,6 +192,13 @@ Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
         if (rank.evalGraphFile.empty() || rank.evalPlanFile.empty() || rank.evalSplits < 1)
           return corrupted(file, "rank " + std::to_string(rank.rank) + "'s \"eval\" is malformed");
       }
+      if (r.contains("reference")) {
+        const Json& e = r.at("reference");
+        rank.referenceGraphFile = e.at("graph").get<std::string>();
+        rank.referencePlanFile = e.at("plan").get<std::string>();
+        if (rank.referenceGraphFile.empty() || rank.referencePlanFile.empty())
+          return corrupted(file, "rank " + std::to_string(rank.rank) + "'s \"reference\" is malformed");
+      }
       m.ranks.push_back(std::move(rank));
     }
   } catch (const std::exception& e) {
@@ -209,7 +218,7 @@ Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
   }
   for (const ArtifactRank& r : m.ranks)
     for (const std::string* name : {&r.graphFile, &r.planFile, &r.kernelsFile, &r.ptxFile, &r.evalGraphFile,
-                                    &r.evalPlanFile})
+                                    &r.evalPlanFile, &r.referenceGraphFile, &r.referencePlanFile})
       if (!(name->empty() && name != &r.graphFile && name != &r.planFile) && !files->contains(*name)) return corrupted(file, "rank " + std::to_string(r.rank) + "'s file '" + *name +
                                                                "' has no checksum");
   return m;
@@ -243,20 +252,41 @@ Expected<ir::Graph> loadGraphFile(const fs::path& graphFile, std::string& text) 
 }
 }  // namespace
 
-Expected<ArenaPlan> loadRankPlan(const fs::path& dir, const ArtifactManifest& manifest, int rank) {
+namespace {
+// The graph and plan files of the variant; an Error when the artifact has no reference step for
+// a graph that needs one.
+Expected<std::pair<std::string, std::string>> variantFiles(const fs::path& dir, const ArtifactRank& entry,
+                                                           StepVariant variant) {
+  if (variant == StepVariant::compiled || entry.kernelsFile.empty()) return std::pair{entry.graphFile, entry.planFile};
+  if (entry.referenceGraphFile.empty())
+    return Error{"the artifact " + dir.string() + " has no reference step for rank " + std::to_string(entry.rank) +
+                 " (it was written before gradc kept one): recompile the spec (gradc compile SPEC -o DIR), or compile it "
+                 "with --no-fuse"};
+  return std::pair{entry.referenceGraphFile, entry.referencePlanFile};
+}
+}  // namespace
+
+Expected<ArenaPlan> loadRankPlan(const fs::path& dir, const ArtifactManifest& manifest, int rank, StepVariant variant) {
   if (Status s = checkRank(manifest, rank); !s) return Error{s.message()};
-  return loadPlanFile(dir / manifest.ranks[static_cast<size_t>(rank)].planFile);
+  Expected<std::pair<std::string, std::string>> files =
+      variantFiles(dir, manifest.ranks[static_cast<size_t>(rank)], variant);
+  if (!files) return files.error();
+  return loadPlanFile(dir / files->second);
 }
 
 Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifest& manifest, int rank,
-                                      bool trustKernels) {
+                                      bool trustKernels, StepVariant variant) {
   if (Status s = checkRank(manifest, rank); !s) return Error{s.message()};
   const ArtifactRank& entry = manifest.ranks[static_cast<size_t>(rank)];
-  const fs::path graphFile = dir / entry.graphFile;
+  Expected<std::pair<std::string, std::string>> files = variantFiles(dir, entry, variant);
+  if (!files) return files.error();
+  const fs::path graphFile = dir / files->first;
   std::string graphText;
   Expected<ir::Graph> graph = loadGraphFile(graphFile, graphText);
   if (!graph) return graph.error();
-  Expected<ArenaPlan> plan = loadRankPlan(dir, manifest, rank);
+  if (variant == StepVariant::reference && needsGeneratedKernels(*graph))
+    return corrupted(graphFile, "the reference step runs generated kernels, which it never has");
+  Expected<ArenaPlan> plan = loadPlanFile(dir / files->second);
   if (!plan) return plan.error();
   RankProgram program{std::move(*graph), std::move(*plan), nullptr, std::nullopt};
   if (!entry.evalGraphFile.empty()) {

@@ -13,6 +13,10 @@
 //   DIR/<graph>.kernels.ptx  the same kernels as PTX for sm_90 (written by gradc compile -o)
 //   DIR/<graph>.eval.gir, .eval.plan.json  the evaluation step (validation while training) and its
 //                       plan inside the training step's arena, when the model has one
+//   DIR/<graph>.reference.gir, .reference.plan.json  the reference step, when the graph runs
+//                       generated kernels: the same step with every fused region as its ops'
+//                       ATen kernels (passes/unfuse.h), planned on its own; what runs without
+//                       the native kernels (--no-generated-kernels) and on GPUs
 //
 // Integrity. The manifest's "checksum" is the sha256 of manifest.json with the checksum's own
 // 64 digits written as zeros; every other file's sha256 is in "files". loadArtifact checks all
@@ -58,6 +62,10 @@ struct ArtifactRank {
   std::string evalGraphFile;
   std::string evalPlanFile;
   int evalSplits = 1;
+  // The reference step (passes/unfuse.h) and its plan; "" when the graph runs no generated
+  // kernels (it is its own reference then).
+  std::string referenceGraphFile;
+  std::string referencePlanFile;
 };
 
 struct ArtifactManifest {
@@ -104,12 +112,20 @@ struct RankProgram {
   std::optional<EvaluationProgram> evaluation;      // when the artifact has an evaluation step
 };
 
+// Which step of a rank runs: the compiled one, whose fused regions and one-pass updates run the
+// artifact's generated kernels, or its reference step, which runs ATen kernels only (the
+// compiled step itself when that runs no generated kernels).
+enum class StepVariant { compiled, reference };
+
 // The graph and plan of one rank of a loaded artifact, parsed and verified; Errors name the file.
 // Its native kernels are loaded only when their tag is the running user's (runtime/kernel_trust.h)
-// or `trustKernels`.
+// or `trustKernels`; the reference variant loads none. An artifact without a reference step for
+// a graph that runs generated kernels (one written before reference steps existed) is an Error
+// saying how to get one.
 Expected<RankProgram> loadRankProgram(const std::filesystem::path& dir, const ArtifactManifest& manifest, int rank,
-                                      bool trustKernels = false);
+                                      bool trustKernels = false, StepVariant variant = StepVariant::compiled);
 // The memory plan of one rank alone (no graph parsed), e.g. to size a launch.
-Expected<ArenaPlan> loadRankPlan(const std::filesystem::path& dir, const ArtifactManifest& manifest, int rank);
+Expected<ArenaPlan> loadRankPlan(const std::filesystem::path& dir, const ArtifactManifest& manifest, int rank,
+                                 StepVariant variant = StepVariant::compiled);
 
 }  // namespace gradc::runtime

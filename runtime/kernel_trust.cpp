@@ -118,8 +118,9 @@ Status checkKernelsTrusted(const std::string& tag, std::string_view kernelsBytes
                            const std::filesystem::path& kernelsFile, bool trusted) {
   if (trusted) return {};
   const std::string refuse = "refusing to load the native kernels " + kernelsFile.string() + ": ";
-  const std::string remedy = "; recompile the spec here (gradc compile SPEC -o DIR), compile it with --no-fuse, or "
-                             "pass --trust-kernels if you trust where this artifact came from";
+  const std::string remedy = "; run its reference step without them (--no-generated-kernels), recompile the spec "
+                             "here (gradc compile SPEC -o DIR), or pass --trust-kernels if you trust where this "
+                             "artifact came from";
   if (tag.empty()) return Error{refuse + "the artifact records no tag of them (made by another gradc?)" + remedy};
   Expected<std::string> key = kernelKey(/*create=*/false);
   if (!key) return Error{refuse + "they cannot be checked (" + key.error().message + ")" + remedy};

@@ -13,6 +13,9 @@
 //     another compile's kernels next to this graph) is refused before anything is loaded,
 //     unless the user passes --trust-kernels; then the kernels still must cover every fused
 //     node of the graph (GeneratedKernels::covers).
+//   - Without trusting anything, --no-generated-kernels runs the artifact's reference step
+//     (passes/unfuse.h: the fused regions as ATen kernels, planned on their own), which loads
+//     no native code from the artifact at all.
 #pragma once
 
 #include <filesystem>

@@ -10,6 +10,7 @@
 #include "ir/op_table.h"
 #include "ir/printer.h"
 #include "passes/budget.h"
+#include "passes/unfuse.h"
 #include "runtime/artifact.h"
 #include "runtime/generated_kernels.h"
 #include "runtime/kernel_trust.h"
@@ -88,8 +89,9 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
   std::vector<runtime::ArtifactFile> files;
   std::vector<std::string> texts;  // of the distinct graphs, in file order
   struct GraphFiles {
-    std::string graph, plan, kernels, ptx, tag, evalGraph, evalPlan;
+    std::string graph, plan, kernels, ptx, tag, evalGraph, evalPlan, referenceGraph, referencePlan;
   };
+  std::string referenceSummary;  // of rank 0's reference step, when its graph runs generated kernels
   std::vector<GraphFiles> graphFiles;  // per distinct graph
   for (int rank = 0; rank < world; ++rank) {
     const TrainingStep& step = steps[static_cast<size_t>(rank)];
@@ -124,6 +126,28 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
           std::cerr << "gradc: warning: the artifact's kernels are not tagged (" << key.error().message
                     << "): running it will need --trust-kernels\n";
         files.push_back({g.kernels, std::move(*so)});
+        // The same step without the generated kernels, for runs that do not load them.
+        Expected<passes::ReferenceStep> reference = passes::referenceStep(step.graph, step.plan);
+        if (!reference) {
+          std::cerr << "gradc: error: the reference step: " << reference.error().message << "\n";
+          return kExitInternal;
+        }
+        if (!evals.empty()) {
+          passes::MemoryPlan& plan = reference->plan;
+          plan.arenaBytes = std::max(plan.arenaBytes, evals[static_cast<size_t>(rank)].plan.plan.arenaBytes);
+          for (passes::RankPlan& rp : plan.ranks) rp.arenaBytes = plan.arenaBytes;
+        }
+        if (rank == 0)
+          referenceSummary = fmt::format(
+              "reference step (no generated kernels): {} fused region{} as {} ATen kernels, {} one-pass update{} as "
+              "ATen's, peak {} (the compiled step's {})",
+              reference->stats.regions, reference->stats.regions == 1 ? "" : "s", reference->stats.nodes,
+              reference->stats.onePassUpdates, reference->stats.onePassUpdates == 1 ? "" : "s",
+              passes::formatBytes(reference->plan.peakBytes), passes::formatBytes(step.plan.peakBytes));
+        g.referenceGraph = stem + ".reference.gir";
+        g.referencePlan = stem + ".reference.plan.json";
+        files.push_back({g.referenceGraph, ir::printGraph(reference->graph)});
+        files.push_back({g.referencePlan, planToJson(reference->plan)});
         if (r.withPtx) {
           Expected<std::string> ptx = codegen::emitPtx(step.graph);
           if (ptx) {
@@ -138,7 +162,8 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
     }
     const GraphFiles& g = graphFiles[index];
     m.ranks.push_back({rank, g.graph, g.plan, g.kernels, g.ptx, g.tag, g.evalGraph, g.evalPlan,
-                       evals.empty() ? 1 : evals[static_cast<size_t>(rank)].splits});
+                       evals.empty() ? 1 : evals[static_cast<size_t>(rank)].splits, g.referenceGraph,
+                       g.referencePlan});
   }
   const TrainingStep& first = steps.front();
   const std::string remat(passes::rematStrategyName(first.remat.chosen));
@@ -165,6 +190,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
                                       {"loss_chunks", first.lossChunks},
                                       {"shard", first.shardStage}}},
                           {"summary", describeStep(first)}};
+  if (!referenceSummary.empty()) flags["reference"] = {{"summary", referenceSummary}};
   if (evals.empty()) {
     flags["evaluation"] = {{"unavailable", evalUnavailable}};
   } else {

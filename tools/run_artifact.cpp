@@ -109,6 +109,9 @@ void RunFlags::addTo(CLI::App& cmd) {
   cmd.add_flag("--trust-kernels", trustKernels,
                "Load the artifact's native kernels even when they were not compiled by this user on this machine "
                "(docs/artifact.md: the kernels are machine code run in this process)");
+  cmd.add_flag("--no-generated-kernels", noGeneratedKernels,
+               "Run the artifact's reference step: its fused regions as ATen kernels, planned on their own; no native "
+               "code from the artifact is loaded (docs/artifact.md)");
   cmd.add_flag("--verbose", verbose,
                "Also print the log lines of the libraries underneath (c10d, Gloo, ATen warnings); gradc's own "
                "messages say what happened either way");
@@ -144,6 +147,7 @@ std::vector<std::string> RunFlags::toArgs() const {
   if (profile) a.push_back("--profile");
   if (verbose) a.push_back("--verbose");
   if (trustKernels) a.push_back("--trust-kernels");
+  if (noGeneratedKernels) a.push_back("--no-generated-kernels");
   a.insert(a.end(), {"--timeout", fmt::format("{}", timeoutS)});
   a.insert(a.end(), {"--device", device});
   return a;
@@ -171,14 +175,14 @@ std::string budgetText(std::int64_t bytes) {
 
 // The memory preflight. GRADC_NO_MEMORY_CHECK=1 skips it (a host with swap the user wants used).
 Status checkHostMemory(const std::filesystem::path& dir, const runtime::ArtifactManifest& manifest,
-                       const runtime::RankProgram& own, bool allRanks) {
+                       const runtime::RankProgram& own, bool allRanks, runtime::StepVariant variant) {
   if (const char* skip = std::getenv("GRADC_NO_MEMORY_CHECK"); skip && std::string_view(skip) == "1") return {};
   std::optional<runtime::HostMemory> host = runtime::availableHostMemory();
   if (!host) return {};
   std::int64_t needed = own.plan.arenaBytes, largest = own.plan.arenaBytes;
   if (allRanks)
     for (int r = 1; r < manifest.world(); ++r) {
-      Expected<runtime::ArenaPlan> plan = runtime::loadRankPlan(dir, manifest, r);
+      Expected<runtime::ArenaPlan> plan = runtime::loadRankPlan(dir, manifest, r, variant);
       if (!plan) return Error{plan.error().message};
       needed += plan->arenaBytes;
       largest = std::max(largest, plan->arenaBytes);
@@ -259,7 +263,40 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     return kExitUserError;
   }
   const int rank = *env ? (*env)->rank : 0;
-  Expected<runtime::RankProgram> program = runtime::loadRankProgram(dir, *manifest, rank, o.trustKernels);
+  const int localRank = *env ? (*env)->localRank : 0;
+  // The device, decided before anything is loaded or allocated: a launcher (no rank environment)
+  // decides for all its workers (each then takes GPU LOCAL_RANK), a worker for itself.
+  Expected<bool> cuda = runsOnCuda(o, *env ? localRank + 1 : world);
+  if (!cuda) {
+    std::cerr << "gradc: error: " << cuda.error().message << "\n";
+    return kExitUserError;
+  }
+  bool onCuda = *cuda;
+  // Which step runs: the compiled one, or its reference step, which loads no native code (asked
+  // for, or on a GPU, which does not run the artifact's CPU kernels).
+  const runtime::ArtifactRank& entry = manifest->ranks[static_cast<size_t>(rank)];
+  const bool generated = !entry.kernelsFile.empty();
+  runtime::StepVariant variant = o.noGeneratedKernels ? runtime::StepVariant::reference : runtime::StepVariant::compiled;
+  if (onCuda && generated && !o.noGeneratedKernels) {
+    if (!entry.referenceGraphFile.empty()) {
+      variant = runtime::StepVariant::reference;
+      if (!o.quiet && localRank == 0)
+        std::cerr << "gradc: note: the GPU runs the artifact's reference step (its fused regions as ATen kernels: the "
+                     "generated kernels are for the CPU)\n";
+    } else {
+      // An artifact written before reference steps existed.
+      const std::string why = "the artifact " + dir.string() + " runs fused kernels generated for the CPU and has no "
+                              "reference step";
+      if (o.device == "cuda") {
+        std::cerr << "gradc: error: --device cuda: " << why << "; recompile it (gradc compile SPEC -o DIR), or use "
+                  << "--device cpu\n";
+        return kExitUserError;
+      }
+      if (!o.quiet && localRank == 0) std::cerr << "gradc: note: running on the CPU: " << why << "\n";
+      onCuda = false;
+    }
+  }
+  Expected<runtime::RankProgram> program = runtime::loadRankProgram(dir, *manifest, rank, o.trustKernels, variant);
   if (!program) {
     std::cerr << "gradc: error: " << program.error().message << "\n";
     return kExitUserError;
@@ -269,27 +306,6 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   bool collectives = false;
   for (const auto& n : program->graph.nodes()) collectives |= n->op().issuesCollective;
   const bool launching = !*env && (world > 1 || collectives);
-  const int localRank = *env ? (*env)->localRank : 0;
-  // The device, decided before anything is allocated: a launcher decides for all its workers
-  // (each then takes GPU LOCAL_RANK), a worker or a single process for itself.
-  Expected<bool> cuda = runsOnCuda(o, launching ? world : localRank + 1);
-  if (!cuda) {
-    std::cerr << "gradc: error: " << cuda.error().message << "\n";
-    return kExitUserError;
-  }
-  bool onCuda = *cuda;
-  if (onCuda && runtime::needsGeneratedKernels(program->graph)) {
-    // The artifact's fused kernels are a CPU shared object; the GPU does not run them (yet).
-    const std::string why = "the artifact " + dir.string() + " runs fused kernels generated for the CPU, which the GPU "
-                            "does not run yet";
-    if (o.device == "cuda") {
-      std::cerr << "gradc: error: --device cuda: " << why << "; compile it with --no-fuse (gradc compile SPEC --no-fuse "
-                << "-o DIR), or use --device cpu\n";
-      return kExitUserError;
-    }
-    if (!o.quiet && localRank == 0) std::cerr << "gradc: note: running on the CPU: " << why << " (--no-fuse compiles for both)\n";
-    onCuda = false;
-  }
   const runtime::Device* device = &runtime::cpuDevice();
   if (onCuda && !launching) {
     Expected<const runtime::Device*> d = runtime::selectDevice(runtime::DeviceChoice::cuda, localRank);
@@ -311,7 +327,8 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   // starts (all of them for a local launch; its own under torchrun or Slurm) against what the
   // host can still give.
   // On a GPU, the rank's arena against the GPU's free memory (each worker checks its own).
-  if (Status s = onCuda ? checkDeviceMemory(*device, *program) : checkHostMemory(dir, *manifest, *program, launching);
+  if (Status s = onCuda ? checkDeviceMemory(*device, *program)
+                        : checkHostMemory(dir, *manifest, *program, launching, variant);
       !s) {
     std::cerr << "gradc: error: " << s.message() << "\n";
     return kExitUserError;
@@ -334,6 +351,8 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   if (!quiet) {
     for (const char* key : {"summary", "parallel_summary"})
       if (std::optional<std::string> line = flagText(flags, {key})) std::cerr << *line << "\n";
+    if (variant == runtime::StepVariant::reference)
+      if (std::optional<std::string> line = flagText(flags, {"reference", "summary"})) std::cerr << *line << "\n";
     const runtime::BlasInfo blas = runtime::blasInfo();
     if (!device->isHost())
       std::cerr << "device: " << device->name() << " (arena in device memory; the libraries hold "

@@ -44,6 +44,7 @@ struct RunFlags {
   bool profile = false;
   bool verbose = false;       // the libraries' own log lines too (runtime/library_logging.h)
   bool trustKernels = false;  // load an artifact's native kernels without the user's tag (runtime/kernel_trust.h)
+  bool noGeneratedKernels = false;  // run the artifact's reference step: no native kernels at all
   double timeoutS = 300;
   std::string device = "auto";  // cpu, cuda or auto (runtime/device_select.h)
 

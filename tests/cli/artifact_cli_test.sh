@@ -132,6 +132,44 @@ timeout 60 "$run_bin" "$work/K-other" --synthetic --steps 1 --trust-kernels -q 2
   || bad "another user's artifact with --trust-kernels: $(tail -1 "$work/err")"
 [ "$(stat -c %a "$work/other-user-key")" = 600 ] && ok || bad "the key file is not private: $(stat -c %a "$work/other-user-key")"
 
+# --no-generated-kernels runs the artifact's reference step (passes/unfuse.h): no native code
+# from the artifact is loaded (the planted constructor never runs), the losses are the compiled
+# step's, and the measured peak is the reference plan's.
+losses_close() {  # the per-step losses of two metrics files agree to 1e-5 relative
+  python3 -c "import json,sys; a,b=[[s['loss'] for s in json.load(open(f))['steps']] for f in sys.argv[1:]]; sys.exit(0 if len(a)==len(b)>0 and all(abs(x-y)<=1e-5*max(1,abs(x)) for x,y in zip(a,b)) else 1)" "$1" "$2"
+}
+timeout 60 "$run_bin" "$work/K" --synthetic --steps 3 -q --metrics-out "$work/K-compiled.json" 2>"$work/err" && ok \
+  || bad "compiled step: $(tail -1 "$work/err")"
+rm -f "$work/marker"
+GRADC_TEST_MARKER="$work/marker" timeout 60 "$run_bin" "$work/K-planted" --synthetic --steps 3 --no-generated-kernels \
+  --metrics-out "$work/K-reference.json" >"$work/out" 2>"$work/err"
+rc=$?
+[ $rc -eq 0 ] && [ ! -e "$work/marker" ] && grep -q "reference step (no generated kernels)" "$work/err" && ok \
+  || bad "--no-generated-kernels on a planted object: exit $rc, marker $([ -e "$work/marker" ] && echo made), $(tail -1 "$work/err")"
+losses_close "$work/K-compiled.json" "$work/K-reference.json" && ok || bad "the reference step's losses differ from the compiled step's"
+peaks_equal "$work/K-reference.json" && ok || bad "the reference step's measured peak != its plan"
+timeout 60 "$run_bin" "$work/K-other" --synthetic --steps 1 --no-generated-kernels -q 2>"$work/err" && ok \
+  || bad "another user's artifact with --no-generated-kernels: $(tail -1 "$work/err")"
+grep -q -- "--no-generated-kernels" <(timeout 60 "$run_bin" "$work/K-other" --synthetic --steps 1 2>&1) && ok \
+  || bad "the refusal does not name --no-generated-kernels"
+# An artifact written before reference steps existed says how to get one.
+rm -rf "$work/K-old" && cp -r "$work/K" "$work/K-old"
+python3 - "$work/K-old" <<'PY'
+import json, os, sys
+path = os.path.join(sys.argv[1], "manifest.json")
+m = json.load(open(path))
+for r in m["ranks"]:
+    for name in r.pop("reference").values():
+        del m["files"][name]
+        os.remove(os.path.join(sys.argv[1], name))
+json.dump(m, open(path, "w"), indent=2)
+PY
+python3 "$src/tests/cli/reseal_artifact.py" "$work/K-old"
+timeout 60 "$run_bin" "$work/K-old" --synthetic --steps 1 --no-generated-kernels >/dev/null 2>"$work/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "has no reference step" "$work/err" && ok || bad "no reference step: exit $rc, $(tail -1 "$work/err")"
+timeout 60 "$run_bin" "$work/K-old" --synthetic --steps 1 -q 2>"$work/err" && ok || bad "an artifact without a reference step: $(tail -1 "$work/err")"
+
 # A resealed manifest whose summary carries terminal escape sequences and 10 KB of text: shown
 # with the control characters as '?' and clipped, never raw.
 rm -rf "$work/K-esc" && cp -r "$work/K" "$work/K-esc"

@@ -143,11 +143,13 @@ done
 wait "${pids[0]}" && wait "${pids[1]}" && ok || bad "torchrun-style ranks: $(tail -3 "$work/env0.err" "$work/env1.err")"
 [ -f "$work/env0.json" ] && [ ! -f "$work/env1.json" ] && ok || bad "metrics must come from rank 0 only"
 
-# Ranks started by hand with different flags or data: refused before step 1, naming the flag.
+# Ranks started by hand with different flags or data (or one on the reference step): refused
+# before step 1, naming the flag.
 head -c 20000 "$src/data/corpus.txt" >"$work/corpus-a.txt"
 tail -c 20000 "$src/data/corpus.txt" >"$work/corpus-b.txt"
 for case in "lr:--lr 0.5 --data $work/corpus-a.txt:--data $work/corpus-a.txt" \
-  "data:--data $work/corpus-b.txt:--data $work/corpus-a.txt"; do
+  "data:--data $work/corpus-b.txt:--data $work/corpus-a.txt" \
+  "generated_kernels:--no-generated-kernels --data $work/corpus-a.txt:--data $work/corpus-a.txt"; do
   name=${case%%:*}
   rest=${case#*:}
   one=${rest%%:*}
