@@ -28,6 +28,12 @@ Error ioError(std::string_view what, const std::filesystem::path& path, int err)
   return Error{std::string(what) + " '" + path.string() + "': " + std::strerror(err)};
 }
 
+bool isEnvironmentFailure(std::string_view message) {
+  for (int err : {ENOSPC, EDQUOT, EIO, EROFS, EFBIG, ENOMEM})
+    if (message.find(std::strerror(err)) != std::string_view::npos) return true;
+  return false;
+}
+
 Status syncDirectory(const std::filesystem::path& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ioError("cannot open folder", dir, errno);

@@ -68,4 +68,9 @@ Status syncDirectory(const std::filesystem::path& dir);
 // "<what> '<path>': <strerror(err)>", the shape of every I/O error in the runtime.
 Error ioError(std::string_view what, const std::filesystem::path& path, int err);
 
+// Whether an I/O error (of ioError's shape) is the environment's -- a full or failing disk, a
+// quota, a read-only or too small file system: exit 1 -- rather than a path the user gave that
+// cannot work (a missing folder, no permission, a file where a folder must be: exit 2).
+bool isEnvironmentFailure(std::string_view message);
+
 }  // namespace gradc::runtime

@@ -180,6 +180,23 @@ Expected<T> integerField(const json& state, const char* key, const std::string& 
   return it->get<T>();
 }
 
+// Ok when a checkpoint may be written at `dir`: it does not exist, is empty, or is a checkpoint
+// gradc wrote holding nothing else (saving replaces the whole folder).
+Status replaceableByCheckpoint(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return {};
+  if (!fs::is_directory(dir, ec)) return Error{"it exists and is not a directory"};
+  if (fs::is_empty(dir, ec)) return {};
+  if (!ownedByGradc(dir))
+    return Error{"the directory exists and is not a checkpoint (gradc did not write it); refusing to replace it"};
+  std::vector<std::string> foreign = foreignEntries(dir);
+  if (foreign.empty()) return {};
+  std::string names;
+  for (const std::string& n : foreign) names += (names.empty() ? "'" : ", '") + n + "'";
+  return Error{"it holds " + names + ", which gradc did not write; move " + (foreign.size() == 1 ? "it" : "them") +
+               " elsewhere first (saving replaces the folder)"};
+}
+
 }  // namespace
 
 Status saveCheckpoint(const fs::path& requested, const CheckpointData& data) {
@@ -196,21 +213,7 @@ Status saveCheckpoint(const fs::path& requested, const CheckpointData& data) {
   fs::create_directories(parent, ec);
   if (ec) return ioError("cannot create folder", parent, ec.value());
   const bool replacing = fs::exists(dir, ec);
-  if (replacing) {
-    if (!fs::is_directory(dir, ec)) return Error{where + ": it exists and is not a directory"};
-    if (!fs::is_empty(dir, ec)) {
-      if (!ownedByGradc(dir))
-        return Error{where + ": the directory exists and is not a checkpoint (gradc did not write it); refusing to "
-                             "replace it"};
-      std::vector<std::string> foreign = foreignEntries(dir);
-      if (!foreign.empty()) {
-        std::string names;
-        for (const std::string& n : foreign) names += (names.empty() ? "'" : ", '") + n + "'";
-        return Error{where + ": it holds " + names + ", which gradc did not write; move " +
-                     (foreign.size() == 1 ? "it" : "them") + " elsewhere first (saving replaces the folder)"};
-      }
-    }
-  }
+  if (Status s = replaceableByCheckpoint(dir); !s) return Error{where + ": " + s.message()};
 
   // 1. Write the new checkpoint beside the old one. A T left by an interrupted save is stale.
   if (Status s = removeOwn(tmp, where); !s) return s;
@@ -360,6 +363,11 @@ Expected<CheckpointLock> CheckpointLock::acquire(const fs::path& requested) {
     while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
     return Error{"checkpoint folder '" + paths->dir.string() + "' is in use" + (pid.empty() ? "" : " by pid " + pid) +
                  " (another run saves there); choose another --save folder or wait for it to end"};
+  }
+  // A folder no checkpoint may replace is refused now, before the run's first step.
+  if (Status s = replaceableByCheckpoint(paths->dir); !s) {
+    ::close(fd);
+    return Error{where + ": " + s.message()};
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {

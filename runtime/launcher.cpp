@@ -268,7 +268,9 @@ int launchWorkers(const LaunchOptions& options) {
       if (bad && !failed && interruptedBy == 0) {
         failed = true;
         if (WIFSIGNALED(status)) {
-          exitCode = 128 + WTERMSIG(status);
+          // A failed rank is exit 2, as a rank that reports its peer's failure exits (docs/reliability.md);
+          // 128 + N is kept for the launcher itself stopped by signal N.
+          exitCode = kFailedRankExit;
           std::fprintf(stderr, "gradc: rank %d (pid %d) was killed by signal %s\n", w.rank, static_cast<int>(w.pid),
                        signalName(WTERMSIG(status)).c_str());
         } else {

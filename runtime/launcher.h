@@ -46,8 +46,12 @@ struct LaunchOptions {
   std::function<void(int rank, pid_t pid)> onStart;
 };
 
+// A worker killed by a signal is a failed rank: exit 2, what a rank that reports its peer's
+// failure exits with (docs/reliability.md).
+inline constexpr int kFailedRankExit = 2;
+
 // The exit code for the launcher process: 0 when every worker exited 0; the first failure's
-// exit code (128 + signal number for a worker killed by a signal); 130 / 143 after SIGINT /
+// exit code (kFailedRankExit for a worker killed by a signal); 130 / 143 after SIGINT /
 // SIGTERM; 1 when the workers could not be started (with a message on stderr).
 int launchWorkers(const LaunchOptions& options);
 

@@ -17,6 +17,7 @@
 #include "runtime/sha256.h"
 #include "tools/commands.h"
 #include "tools/evaluation_step.h"
+#include "tools/output.h"
 #include "tools/plan_json.h"
 #include "tools/spec_loading.h"
 
@@ -239,10 +240,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
                            {"loss_placement", r.parallel.lossPlacement},
                            {"shard", first.shardStage}};
   m.configJson = config.dump();
-  if (Status s = runtime::writeArtifact(out, m, files); !s) {
-    std::cerr << "gradc: error: " << s.message() << "\n";
-    return kExitUserError;
-  }
+  if (Status s = runtime::writeArtifact(out, m, files); !s) return reportWriteFailure(s);
   return kExitOk;
 }
 

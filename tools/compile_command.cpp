@@ -91,10 +91,8 @@ int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
     steps.front().plan.ranks = std::move(ranks);
   }
   std::optional<TrainingStep> step = std::move(steps.front());
-  if (Status s = writeOutput(o.pipeline.output, planToJson(step->plan)); !s) {
-    std::cerr << "gradc: error: " << s.message() << "\n";
-    return kExitInternal;
-  }
+  if (Status s = writeOutput(o.pipeline.output, planToJson(step->plan)); !s)
+    return reportWriteFailure(s);
   keepUntilExit(std::move(steps));
   keepUntilExit(std::move(step));
   return kExitOk;
@@ -119,10 +117,8 @@ int emitKernels(const ir::Graph& forward, const CompileOptions& o) {
     std::cerr << "gradc: error: " << text.error().message << "\n";
     return kExitInternal;
   }
-  if (Status s = writeOutput(o.pipeline.output, *text); !s) {
-    std::cerr << "gradc: error: " << s.message() << "\n";
-    return kExitInternal;
-  }
+  if (Status s = writeOutput(o.pipeline.output, *text); !s)
+    return reportWriteFailure(s);
   return kExitOk;
 }
 
@@ -272,10 +268,8 @@ int emitSummary(ir::Graph& fullForward, const CompileOptions& o) {
     if (!table) return kExitUserError;
     text += *table;
   }
-  if (Status s = writeOutput(o.pipeline.output, text); !s) {
-    std::cerr << "gradc: error: " << s.message() << "\n";
-    return kExitInternal;
-  }
+  if (Status s = writeOutput(o.pipeline.output, text); !s)
+    return reportWriteFailure(s);
   keepUntilExit(std::move(*step));
   keepUntilExit(std::move(partitioned));
   return kExitOk;

@@ -224,10 +224,8 @@ int runInspect(const InspectOptions& o) {
     return kExitUserError;
   }
   if (!o.html.empty())
-    if (Status s = writeOutput(o.html, planToHtml(*plan)); !s) {
-      std::cerr << "gradc: error: " << s.message() << "\n";
-      return kExitInternal;
-    }
+    if (Status s = writeOutput(o.html, planToHtml(*plan)); !s)
+      return reportWriteFailure(s);
   std::cout << terminalSafe(report(*plan, o));
   return kExitOk;
 }

@@ -6,17 +6,27 @@
 #include <iterator>
 
 #include "runtime/atomic_file.h"
+#include "tools/commands.h"
 
 namespace gradc::tools {
+namespace {
+constexpr const char* kStdoutFailure = "cannot write to standard output";
+}  // namespace
 
 gradc::Status writeOutput(const std::string& path, std::string_view text) {
   if (path.empty() || path == "-") {
     std::cout << text;
     std::cout.flush();
-    if (!std::cout) return Error{"cannot write to standard output (disk full, or the reader went away?)"};
+    if (!std::cout) return Error{std::string(kStdoutFailure) + " (disk full, or the reader went away?)"};
     return {};
   }
   return runtime::writeFileAtomic(path, text);
+}
+
+int reportWriteFailure(const gradc::Status& failure) {
+  std::cerr << "gradc: error: " << failure.message() << "\n";
+  const bool environment = failure.message().rfind(kStdoutFailure, 0) == 0 || runtime::isEnvironmentFailure(failure.message());
+  return environment ? kExitInternal : kExitUserError;
 }
 
 gradc::Expected<std::string> readInput(const std::string& path, std::size_t maxBytes) {

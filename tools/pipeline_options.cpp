@@ -1,5 +1,6 @@
 #include "tools/pipeline_options.h"
 
+#include <filesystem>
 #include <iostream>
 
 #include "ir/dot_printer.h"
@@ -18,7 +19,16 @@ void PipelineOptions::addTo(CLI::App& cmd, const std::string& defaultEmit) {
       ->capture_default_str();
   cmd.add_option("-o,--output", output, "Write to FILE instead of stdout (atomically)")->capture_default_str();
   cmd.add_flag("--print-after-all", printAfterAll, "Print the IR to stderr after every pass");
-  cmd.add_option("--dump-dir", dumpDir, "Write the IR before and after every pass to DIR/NN-pass.gir");
+  cmd.add_option("--dump-dir", dumpDir, "Write the IR before and after every pass to DIR/NN-pass.gir")
+      ->check(CLI::Validator(
+          [](std::string& dir) -> std::string {
+            std::error_code ec;
+            const auto status = std::filesystem::status(dir, ec);
+            if (std::filesystem::exists(status) && !std::filesystem::is_directory(status))
+              return "'" + dir + "' exists and is not a folder";
+            return "";
+          },
+          "DIR"));
 }
 
 passes::PassManagerOptions PipelineOptions::passManagerOptions() const {
@@ -33,10 +43,8 @@ int emitGraph(const ir::Graph& graph, const PipelineOptions& options) {
   if (options.emit == "ir") text = ir::printGraph(graph);
   else if (options.emit == "dot") text = ir::printDot(graph);
   else text = formatSummary(graph, passes::computeGraphStats(graph));
-  if (Status s = writeOutput(options.output, text); !s) {
-    std::cerr << "gradc: error: " << s.message() << "\n";
-    return kExitInternal;
-  }
+  if (Status s = writeOutput(options.output, text); !s)
+    return reportWriteFailure(s);
   return kExitOk;
 }
 

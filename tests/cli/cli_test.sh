@@ -215,5 +215,31 @@ expect_user_error "f16 on CPU" "cannot train f16 models.*use dtype: f32 or bf16"
   --set seq=16 --set d_model=32 --set layers=1 --synthetic --steps 1
 if grep -q "^step 1" "$work/err"; then bad "f16 refused only after step 1"; else ok; fi
 
+# Exit codes by one rule: 2 for a path the user gave that cannot work, found before any work;
+# 1 for the environment (a full disk).
+mkdir -p "$work/mine-save" && echo keep >"$work/mine-save/notes.txt"
+expect_user_error "--save onto a user's folder" "cannot save checkpoints to .*not a checkpoint" train \
+  "$src/models/mlp.yaml" --synthetic --steps 1 --save "$work/mine-save"
+if grep -q "^step 1" "$work/err"; then bad "--save onto a user's folder refused only after step 1"; else ok; fi
+[ "$(cat "$work/mine-save/notes.txt")" = keep ] && ok || bad "--save touched a user's folder"
+echo x >"$work/a-file"
+expect_user_error "--dump-dir onto a file" "dump-dir: .* exists and is not a folder" compile "$src/models/mlp.yaml" \
+  --dump-dir "$work/a-file"
+expect_user_error "-o into a missing folder" "No such file or directory" compile "$src/models/mlp.yaml" --emit ir \
+  -o "$work/missing/out.gir"
+run_gradc "$work/out" "$work/err" compile "$src/models/mlp.yaml" --emit ir -o /dev/full
+[ $rc -eq 1 ] && grep -q "No space left on device" "$work/err" && ok || bad "-o /dev/full: exit $rc (want 1)"
+# A full file system under compile -o (a 256 KiB tmpfs, where this machine lets us mount one).
+mkdir -p "$work/tiny"
+if mount -t tmpfs -o size=256k tmpfs "$work/tiny" 2>/dev/null; then
+  timeout 120 "$gradc" compile "$src/models/gpt-mini.yaml" -o "$work/tiny/A" >"$work/out" 2>"$work/err"
+  rc=$?
+  [ $rc -eq 1 ] && grep -q "No space left on device" "$work/err" && [ -z "$(ls -A "$work/tiny")" ] && ok \
+    || bad "compile -o onto a full disk: exit $rc (want 1), left $(ls -A "$work/tiny"), $(tail -1 "$work/err")"
+  umount "$work/tiny"
+else
+  echo "note: no tmpfs could be mounted here; the full-disk compile -o check is skipped"
+fi
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

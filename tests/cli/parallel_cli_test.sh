@@ -183,7 +183,7 @@ if [ -n "$victim" ]; then
   wait "$launcher"
   code=$?
   elapsed=$(($(date +%s) - start))
-  [ "$code" -ne 0 ] && ok || bad "a killed rank must fail the run"
+  [ "$code" -eq 2 ] && ok || bad "a killed rank must fail the run with exit 2, got $code"
   [ "$elapsed" -lt 30 ] && ok || bad "the run took ${elapsed}s to end after a rank was killed"
   grep -q "rank 1 (pid $victim) was killed by signal SIGKILL" "$work/kill.err" && ok || bad "no line naming rank 1"
   grep -Eq 'rank 0: .*(all_reduce|all_gather).* at step [0-9]+ failed' "$work/kill.err" && ok \
