@@ -1,13 +1,15 @@
+// Text and token-file datasets, their vocabularies, and the batches cut from them (runtime/data.h).
 #include "runtime/data.h"
 
 #include <ATen/ops/empty.h>
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <limits>
 #include <utility>
 
-#include "runtime/atomic_file.h"
+#include "runtime/file_mapping.h"
 #include "runtime/token_file.h"
 
 namespace gradc::runtime {
@@ -54,26 +56,41 @@ std::int64_t countWindows(std::int64_t n, std::int64_t seq, std::int64_t stride)
   return n < seq + 1 ? 0 : (n - (seq + 1)) / stride + 1;
 }
 
-// Copies the windows starting at `starts` into a batch.
-template <class Id>
-Batch makeBatch(std::span<const Id> tokens, std::span<const std::int64_t> starts, std::int64_t seq) {
+// Reads the windows starting at `starts` into a batch.
+Batch makeBatch(const TextDataset& data, std::span<const std::int64_t> starts, std::int64_t seq) {
   const auto rows = static_cast<std::int64_t>(starts.size());
   Batch batch{at::empty({rows, seq}, at::TensorOptions().dtype(at::kLong)),
               at::empty({rows, seq}, at::TensorOptions().dtype(at::kLong))};
   std::int64_t* x = batch.tokens.data_ptr<std::int64_t>();
   std::int64_t* y = batch.targets.data_ptr<std::int64_t>();
+  std::vector<std::int64_t> window(static_cast<std::size_t>(seq + 1));
   for (std::int64_t r = 0; r < rows; ++r) {
-    const Id* window = tokens.data() + starts[r];
-    for (std::int64_t c = 0; c < seq; ++c) {
-      x[r * seq + c] = window[c];
-      y[r * seq + c] = window[c + 1];
-    }
+    data.readTokens(starts[r], window);
+    std::copy(window.begin(), window.end() - 1, x + r * seq);
+    std::copy(window.begin() + 1, window.end(), y + r * seq);
   }
   return batch;
 }
 
-Batch makeBatch(const TextDataset& data, std::span<const std::int64_t> starts, std::int64_t seq) {
-  return data.isTokenFile() ? makeBatch(data.wideTokens(), starts, seq) : makeBatch(data.tokens(), starts, seq);
+// The offset of the first byte of `text` that `vocabulary` lacks, or -1.
+std::int64_t firstUnknownByte(std::string_view text, const Vocabulary& vocabulary) {
+  for (std::size_t i = 0; i < text.size(); ++i)
+    if (vocabulary.tokenOf(static_cast<unsigned char>(text[i])) < 0) return static_cast<std::int64_t>(i);
+  return -1;
+}
+
+Error unknownByte(const std::string& source, unsigned char byte, std::int64_t offset) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  return Error{"data file '" + source + "': byte 0x" + kHex[byte >> 4] + kHex[byte & 15] + " at offset " +
+               std::to_string(offset) + " is not in the vocabulary"};
+}
+
+// Maps a text file: not empty, and never a FIFO or device (FileMapping::map refuses them).
+Expected<FileMapping> mapText(const std::filesystem::path& path) {
+  Expected<FileMapping> mapping = FileMapping::map(path);
+  if (!mapping) return Error{"cannot read data file: " + mapping.error().message};
+  if (mapping->size() == 0) return Error{"data file '" + path.string() + "' is empty"};
+  return mapping;
 }
 
 }  // namespace
@@ -194,28 +211,20 @@ std::string Vocabulary::decode(std::span<const std::int64_t> tokens) const {
 // ---------------------------------------------------------------------------------------------
 // TextDataset
 
-Expected<TextDataset> TextDataset::build(std::string ids, const Vocabulary& vocabulary, std::string source) {
-  if (ids.empty()) return Error{"data file '" + source + "' is empty"};
-  if (!vocabulary.isBytes()) {
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      std::optional<std::uint8_t> token = vocabulary.encode(static_cast<unsigned char>(ids[i]));
-      if (!token) {
-        static constexpr char kHex[] = "0123456789abcdef";
-        auto b = static_cast<unsigned char>(ids[i]);
-        return Error{"data file '" + source + "': byte 0x" + kHex[b >> 4] + kHex[b & 15] + " at offset " +
-                     std::to_string(i) + " is not in the vocabulary"};
-      }
-      ids[i] = static_cast<char>(*token);
-    }
-  }
-  auto owner = std::make_shared<const std::string>(std::move(ids));
-  const auto size = static_cast<std::int64_t>(owner->size());
+Expected<TextDataset> TextDataset::fromText(std::string_view text, const Vocabulary& vocabulary, std::string source) {
+  if (text.empty()) return Error{"data file '" + source + "' is empty"};
+  if (!vocabulary.isBytes())
+    if (const std::int64_t bad = firstUnknownByte(text, vocabulary); bad >= 0)
+      return unknownByte(source, static_cast<unsigned char>(text[static_cast<std::size_t>(bad)]), bad);
+  auto owner = std::make_shared<const std::string>(text);
   const void* data = owner->data();
-  return TextDataset(std::move(owner), data, size, false, vocabulary, std::move(source));
+  return TextDataset(std::move(owner), data, static_cast<std::int64_t>(text.size()), false, vocabulary, std::move(source));
 }
 
-Expected<TextDataset> TextDataset::fromText(std::string_view text, const Vocabulary& vocabulary, std::string source) {
-  return build(std::string(text), vocabulary, std::move(source));
+TextDataset TextDataset::fromMapping(const FileMapping& mapping, const Vocabulary& vocabulary, std::string source) {
+  // Batches read windows at scattered offsets: no read-ahead of the whole file.
+  mapping.advise(FileMapping::Access::random);
+  return TextDataset(mapping.pages(), mapping.data(), mapping.size(), false, vocabulary, std::move(source));
 }
 
 Expected<TextDataset> TextDataset::fromFile(const std::filesystem::path& path, const Vocabulary& vocabulary) {
@@ -224,24 +233,52 @@ Expected<TextDataset> TextDataset::fromFile(const std::filesystem::path& path, c
     if (!file) return file.error();
     return TextDataset(file->mapping, file->ids, file->count, true, vocabulary, path.string());
   }
-  Expected<std::string> text = readFile(path);
-  if (!text) return Error{"cannot read data file: " + text.error().message};
-  return build(std::move(*text), vocabulary, path.string());
+  Expected<FileMapping> mapping = mapText(path);
+  if (!mapping) return mapping.error();
+  if (!vocabulary.isBytes()) {  // every byte is in the bytes vocabulary: nothing to read
+    std::int64_t bad = -1;
+    mapping->forEachChunk([&](std::string_view chunk, std::int64_t offset) {
+      const std::int64_t at = firstUnknownByte(chunk, vocabulary);
+      if (at >= 0) bad = offset + at;
+      return at < 0;
+    });
+    if (bad >= 0) return unknownByte(path.string(), mapping->data()[bad], bad);
+  }
+  return fromMapping(*mapping, vocabulary, path.string());
 }
 
 Expected<TextDataset> TextDataset::fromFile(const std::filesystem::path& path, VocabularyKind kind) {
-  Expected<std::string> text = readFile(path);
-  if (!text) return Error{"cannot read data file: " + text.error().message};
-  Vocabulary vocabulary = kind == VocabularyKind::bytes ? Vocabulary::bytes() : Vocabulary::characters(*text);
-  return build(std::move(*text), vocabulary, path.string());
+  Expected<FileMapping> mapping = mapText(path);
+  if (!mapping) return mapping.error();
+  if (kind == VocabularyKind::bytes) return fromMapping(*mapping, Vocabulary::bytes(), path.string());
+  // The characters vocabulary: the distinct bytes of one pass over the file.
+  std::array<bool, 256> seen{};
+  mapping->forEachChunk([&seen](std::string_view chunk, std::int64_t) {
+    for (char c : chunk) seen[static_cast<unsigned char>(c)] = true;
+    return true;
+  });
+  std::string present;
+  for (int b = 0; b < 256; ++b)
+    if (seen[b]) present += static_cast<char>(b);
+  return fromMapping(*mapping, Vocabulary::characters(present), path.string());
+}
+
+void TextDataset::readTokens(std::int64_t first, std::span<std::int64_t> out) const {
+  assert(first >= 0 && first + static_cast<std::int64_t>(out.size()) <= size_);
+  if (wide_) {
+    const std::uint16_t* ids = static_cast<const std::uint16_t*>(data_) + first;
+    std::copy(ids, ids + out.size(), out.begin());
+    return;
+  }
+  const unsigned char* bytes = static_cast<const unsigned char*>(data_) + first;
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = vocabulary_.tokenOf(bytes[i]);
 }
 
 Expected<at::Tensor> loadTokens(const std::filesystem::path& path, const Vocabulary& vocabulary) {
   Expected<TextDataset> data = TextDataset::fromFile(path, vocabulary);
   if (!data) return data.error();
   at::Tensor t = at::empty({data->size()}, at::TensorOptions().dtype(at::kLong));
-  if (data->isTokenFile()) std::copy(data->wideTokens().begin(), data->wideTokens().end(), t.data_ptr<std::int64_t>());
-  else std::copy(data->tokens().begin(), data->tokens().end(), t.data_ptr<std::int64_t>());
+  data->readTokens(0, {t.data_ptr<std::int64_t>(), static_cast<std::size_t>(data->size())});
   return t;
 }
 

@@ -50,6 +50,8 @@
 
 namespace gradc::runtime {
 
+class FileMapping;
+
 class Vocabulary {
  public:
   // The 256-token byte vocabulary.
@@ -69,6 +71,9 @@ class Vocabulary {
   bool isTokenIds() const { return token_ids_ > 0; }
   // The token of a byte, or nullopt when the byte is not in the vocabulary.
   std::optional<std::uint8_t> encode(unsigned char byte) const;
+  // The token of a byte, or -1 when the byte is not in the vocabulary: one lookup in a
+  // 256-entry table, for translating text in bulk.
+  std::int64_t tokenOf(unsigned char byte) const { return index_[byte]; }
   // The byte of a token; `token` must be in [0, size()) of a byte or character vocabulary.
   unsigned char decode(std::int64_t token) const;
   std::string decode(std::span<const std::int64_t> tokens) const;
@@ -88,42 +93,41 @@ class Vocabulary {
 
 enum class VocabularyKind { bytes, characters };
 
-// A file's tokens: one byte each for text (every byte or character vocabulary has at most 256
-// tokens), two for a token file (memory-mapped). Copies share the token storage.
+// A file's tokens, read where they lie: a text file or a token file is memory-mapped
+// (runtime/file_mapping.h) and never decoded whole. Text stays bytes; they become token ids
+// through the vocabulary's 256-entry table only when a window is read (readTokens), so a corpus
+// larger than memory trains in the memory of its batches. Opening a text file is one streaming
+// pass at most: to build a characters vocabulary, or to check every byte against a given one
+// (a bytes vocabulary needs neither). Copies share the storage.
 class TextDataset {
  public:
-  // Reads `path` and builds the vocabulary of `kind` from it.
+  // Maps `path` and builds the vocabulary of `kind` from it.
   static Expected<TextDataset> fromFile(const std::filesystem::path& path, VocabularyKind kind = VocabularyKind::bytes);
-  // Reads `path` with a given vocabulary (evaluation, resume); a byte outside it is an error.
+  // Maps `path` with a given vocabulary (evaluation, resume); a byte outside it is an error.
   // A token-id vocabulary maps `path` as a token file (runtime/token_file.h).
   static Expected<TextDataset> fromFile(const std::filesystem::path& path, const Vocabulary& vocabulary);
-  // The same for text in memory; `source` names it in errors.
+  // The same for text in memory (kept in a string of its own); `source` names it in errors.
   static Expected<TextDataset> fromText(std::string_view text, const Vocabulary& vocabulary,
                                         std::string source = "<text>");
 
   const Vocabulary& vocabulary() const { return vocabulary_; }
   const std::string& source() const { return source_; }
   std::int64_t size() const { return size_; }
-  // Token ids in stream order, of a text dataset (one byte each; empty for a token file).
-  std::span<const std::uint8_t> tokens() const {
-    return wide_ ? std::span<const std::uint8_t>{} : std::span<const std::uint8_t>{static_cast<const std::uint8_t*>(ids_), static_cast<std::size_t>(size_)};
-  }
-  // Token ids of a token file (empty for text).
-  std::span<const std::uint16_t> wideTokens() const {
-    return wide_ ? std::span<const std::uint16_t>{static_cast<const std::uint16_t*>(ids_), static_cast<std::size_t>(size_)} : std::span<const std::uint16_t>{};
-  }
   bool isTokenFile() const { return wide_; }
+  // The token ids of stream positions [first, first + out.size()), which must lie in
+  // [0, size()), written to `out`.
+  void readTokens(std::int64_t first, std::span<std::int64_t> out) const;
 
  private:
-  TextDataset(std::shared_ptr<const void> owner, const void* ids, std::int64_t size, bool wide, Vocabulary vocabulary,
+  TextDataset(std::shared_ptr<const void> owner, const void* data, std::int64_t size, bool wide, Vocabulary vocabulary,
               std::string source)
-      : owner_(std::move(owner)), ids_(ids), size_(size), wide_(wide), vocabulary_(std::move(vocabulary)),
+      : owner_(std::move(owner)), data_(data), size_(size), wide_(wide), vocabulary_(std::move(vocabulary)),
         source_(std::move(source)) {}
-  // Maps `bytes` to token ids in place (no second copy of a large file).
-  static Expected<TextDataset> build(std::string bytes, const Vocabulary& vocabulary, std::string source);
+  // A mapped text file whose bytes are known to be in `vocabulary`.
+  static TextDataset fromMapping(const FileMapping& mapping, const Vocabulary& vocabulary, std::string source);
 
-  std::shared_ptr<const void> owner_;  // the storage of ids_: a string of byte ids, or a file mapping
-  const void* ids_ = nullptr;
+  std::shared_ptr<const void> owner_;  // the storage of data_: a file mapping, or a string
+  const void* data_ = nullptr;         // text bytes, or a token file's uint16 ids
   std::int64_t size_ = 0;
   bool wide_ = false;  // uint16 ids (a token file) rather than bytes
   Vocabulary vocabulary_;

@@ -1,11 +1,14 @@
+// Image-classifier data read from a mapped safetensors file, and its batchers (runtime/image_data.h).
 #include "runtime/image_data.h"
 
-#include <ATen/ops/from_blob.h>
-#include <ATen/ops/index_select.h>
+#include <ATen/ops/empty.h>
 
+#include <cassert>
 #include <cstring>
+#include <map>
 
 #include "ir/index_bounds.h"
+#include "runtime/file_mapping.h"
 #include "runtime/safetensors.h"
 
 namespace gradc::runtime {
@@ -17,36 +20,71 @@ std::string shapeText(at::IntArrayRef shape) { return ir::shapeToString(shape.ve
 }  // namespace
 
 Expected<ImageDataset> ImageDataset::fromFile(const std::filesystem::path& path) {
-  Expected<SafetensorsFile> file = loadSafetensors(path);
-  if (!file) return Error{file.error().message};
+  Expected<FileMapping> mapping = FileMapping::map(path);
+  if (!mapping) return Error{"image data: " + mapping.error().message};
+  Expected<std::map<std::string, SafetensorsEntry>> index = indexSafetensors(mapping->bytes(), path.string());
+  if (!index) return Error{index.error().message};
   const std::string where = "image data '" + path.string() + "'";
-  auto images = file->tensors.find("images");
-  auto labels = file->tensors.find("labels");
-  if (images == file->tensors.end() || labels == file->tensors.end())
+  auto images = index->find("images");
+  auto labels = index->find("labels");
+  if (images == index->end() || labels == index->end())
     return Error{where + " needs tensors `images` [N, C, H, W] and `labels` [N]; it has " +
-                 std::to_string(file->tensors.size()) + " tensors" + (images == file->tensors.end() ? ", no `images`" : "") +
-                 (labels == file->tensors.end() ? ", no `labels`" : "")};
-  at::Tensor x = images->second, y = labels->second;
-  if (x.dim() != 4 || x.size(0) < 1)
-    return Error{where + ": `images` must be [N, C, H, W] with N >= 1, got " + shapeText(x.sizes())};
-  if (x.scalar_type() == at::kByte) x = x.to(at::kFloat).div_(255.0);
-  else if (x.scalar_type() != at::kFloat && x.scalar_type() != at::kDouble)
-    return Error{where + ": `images` must be f32, f64 or u8, got " + std::string(c10::toString(x.scalar_type()))};
-  if (y.dim() != 1 || y.size(0) != x.size(0))
-    return Error{where + ": `labels` must be [N] with N = " + std::to_string(x.size(0)) + " (one per image), got " +
-                 shapeText(y.sizes())};
-  if (y.scalar_type() != at::kLong && y.scalar_type() != at::kInt)
-    return Error{where + ": `labels` must be i64 or i32 class indices, got " + std::string(c10::toString(y.scalar_type()))};
-  x = x.contiguous();
-  y = y.to(at::kLong).contiguous();
-  // One untracked buffer: the images, then (8-byte aligned) the labels.
-  const std::size_t imageBytes = (x.nbytes() + 7) / 8 * 8;
-  auto storage = std::make_shared<std::vector<std::byte>>(imageBytes + y.nbytes());
-  std::memcpy(storage->data(), x.data_ptr(), x.nbytes());
-  std::memcpy(storage->data() + imageBytes, y.data_ptr(), y.nbytes());
-  at::Tensor imageView = at::from_blob(storage->data(), x.sizes(), at::TensorOptions().dtype(x.scalar_type()));
-  at::Tensor labelView = at::from_blob(storage->data() + imageBytes, y.sizes(), at::TensorOptions().dtype(at::kLong));
-  return ImageDataset(std::move(storage), imageView, labelView, path.string());
+                 std::to_string(index->size()) + " tensors" + (images == index->end() ? ", no `images`" : "") +
+                 (labels == index->end() ? ", no `labels`" : "")};
+  const SafetensorsEntry& x = images->second;
+  const SafetensorsEntry& y = labels->second;
+  if (x.shape.size() != 4 || x.shape[0] < 1)
+    return Error{where + ": `images` must be [N, C, H, W] with N >= 1, got " + shapeText(x.shape)};
+  if (x.dtype != at::kByte && x.dtype != at::kFloat && x.dtype != at::kDouble)
+    return Error{where + ": `images` must be f32, f64 or u8, got " + std::string(c10::toString(x.dtype))};
+  if (y.shape.size() != 1 || y.shape[0] != x.shape[0])
+    return Error{where + ": `labels` must be [N] with N = " + std::to_string(x.shape[0]) + " (one per image), got " +
+                 shapeText(y.shape)};
+  if (y.dtype != at::kLong && y.dtype != at::kInt)
+    return Error{where + ": `labels` must be i64 or i32 class indices, got " + std::string(c10::toString(y.dtype))};
+  // Batches read images at scattered offsets: no read-ahead of the whole file.
+  mapping->advise(FileMapping::Access::random);
+  return ImageDataset(mapping->pages(), mapping->data() + x.offset, x.dtype, x.shape, mapping->data() + y.offset,
+                      y.dtype, path.string());
+}
+
+std::int64_t ImageDataset::label(std::int64_t index) const {
+  // memcpy: the labels need not be aligned (see gather).
+  if (labelType_ == at::kLong) {
+    std::int64_t value = 0;
+    std::memcpy(&value, labels_ + index * sizeof value, sizeof value);
+    return value;
+  }
+  std::int32_t value = 0;
+  std::memcpy(&value, labels_ + index * sizeof value, sizeof value);
+  return value;
+}
+
+ImageBatch ImageDataset::gather(std::span<const std::int64_t> rows) const {
+  const auto n = static_cast<std::int64_t>(rows.size());
+  std::vector<std::int64_t> batchShape = shape_;
+  batchShape[0] = n;
+  const bool scaled = imageType_ == at::kByte;
+  at::Tensor images = at::empty(batchShape, at::TensorOptions().dtype(scaled ? at::kFloat : imageType_));
+  at::Tensor labels = at::empty({n}, at::TensorOptions().dtype(at::kLong));
+  const std::int64_t perImage = shape_[1] * shape_[2] * shape_[3];
+  const std::size_t imageBytes = c10::elementSize(imageType_) * static_cast<std::size_t>(perImage);
+  std::int64_t* outLabels = labels.data_ptr<std::int64_t>();
+  for (std::int64_t r = 0; r < n; ++r) {
+    assert(rows[r] >= 0 && rows[r] < size());
+    const unsigned char* source = images_ + rows[r] * imageBytes;
+    if (scaled) {
+      // x / 255 in f32, correctly rounded: the values of converting the whole file with ATen,
+      // without an ATen u8 copy of the batch beside the result.
+      float* out = images.data_ptr<float>() + r * perImage;
+      for (std::int64_t i = 0; i < perImage; ++i) out[i] = static_cast<float>(source[i]) / 255.0f;
+    } else {
+      // memcpy: the file aligns tensors only relative to its data buffer, which may start anywhere.
+      std::memcpy(static_cast<unsigned char*>(images.data_ptr()) + r * imageBytes, source, imageBytes);
+    }
+    outLabels[r] = label(rows[r]);
+  }
+  return {std::move(images), std::move(labels)};
 }
 
 std::optional<ImageInputs> imageInputs(const ir::Graph& graph) {
@@ -65,16 +103,18 @@ Expected<ImageDataset> loadImagesFor(const std::filesystem::path& path, const Im
   Expected<ImageDataset> data = ImageDataset::fromFile(path);
   if (!data) return data;
   const at::IntArrayRef imageShape = at::IntArrayRef(inputs.images->type().shape).slice(1);
-  if (data->images().sizes().slice(1) != imageShape)
-    return Error{"image data '" + data->source() + "' holds images of " + shapeText(data->images().sizes().slice(1)) +
+  if (data->imageShape() != imageShape)
+    return Error{"image data '" + data->source() + "' holds images of " + shapeText(data->imageShape()) +
                  ", but the model's `images` input takes " + shapeText(imageShape) + " (--set the model's dims)"};
+  // One pass over the labels (8 bytes an image at most); the images stay unread.
   const std::optional<ir::IndexBound> bound = ir::indexBound(*inputs.labels);
-  const std::int64_t* l = data->labels().data_ptr<std::int64_t>();
-  for (std::int64_t i = 0; i < data->labels().numel(); ++i)
-    if (l[i] < 0 || (bound && l[i] >= bound->bound))
-      return Error{"image data '" + data->source() + "': label " + std::to_string(l[i]) + " of image " +
+  for (std::int64_t i = 0; i < data->size(); ++i) {
+    const std::int64_t l = data->label(i);
+    if (l < 0 || (bound && l >= bound->bound))
+      return Error{"image data '" + data->source() + "': label " + std::to_string(l) + " of image " +
                    std::to_string(i) + " is not a class in [0, " +
                    (bound ? std::to_string(bound->bound) : std::string("...")) + ")"};
+  }
   return data;
 }
 
@@ -91,8 +131,7 @@ ImageBatch ImageBatcher::next() {
     order_ = epochOrder(seed_, position_.epoch, data_.size());
     cachedEpoch_ = position_.epoch;
   }
-  at::Tensor rows = at::from_blob(order_.data() + position_.index * batch_, {batch_}, at::kLong);
-  ImageBatch b{at::index_select(data_.images(), 0, rows), at::index_select(data_.labels(), 0, rows)};
+  ImageBatch b = data_.gather(std::span<const std::int64_t>(order_).subspan(position_.index * batch_, batch_));
   if (++position_.index >= batchesPerEpoch()) position_ = {position_.epoch + 1, 0};
   return b;
 }
@@ -107,7 +146,9 @@ Status ImageBatcher::setPosition(DataPosition position) {
 }
 
 ImageBatch imageRange(const ImageDataset& data, std::int64_t first, std::int64_t count) {
-  return {data.images().narrow(0, first, count), data.labels().narrow(0, first, count)};
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) rows[i] = first + i;
+  return data.gather(rows);
 }
 
 }  // namespace gradc::runtime

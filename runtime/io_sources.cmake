@@ -3,6 +3,7 @@ set(GRADC_RUNTIME_IO_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/atomic_file.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/safetensors.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/data.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/file_mapping.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/token_file.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/image_data.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint.cpp

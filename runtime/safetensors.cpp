@@ -247,7 +247,13 @@ Expected<Header> parseHeader(std::string_view text, std::uint64_t buffer_size) {
 
 using ReadAt = std::function<Status(std::uint64_t offset, void* dst, std::size_t size)>;
 
-Expected<SafetensorsFile> decode(std::string_view source, std::uint64_t file_size, const ReadAt& read) {
+// A validated header and where the data buffer starts in the file.
+struct Layout {
+  Header header;
+  std::uint64_t data_start = 0;
+};
+
+Expected<Layout> readLayout(std::string_view source, std::uint64_t file_size, const ReadAt& read) {
   const std::string prefix = "safetensors file '" + std::string(source) + "': ";
   auto fail = [&prefix](const std::string& message) { return Error{prefix + message}; };
 
@@ -269,10 +275,19 @@ Expected<SafetensorsFile> decode(std::string_view source, std::uint64_t file_siz
   const std::uint64_t data_start = 8 + n;
   Expected<Header> header = parseHeader(text, file_size - data_start);
   if (!header) return fail(header.error().message);
+  return Layout{std::move(*header), data_start};
+}
+
+Expected<SafetensorsFile> decode(std::string_view source, std::uint64_t file_size, const ReadAt& read) {
+  const std::string prefix = "safetensors file '" + std::string(source) + "': ";
+  auto fail = [&prefix](const std::string& message) { return Error{prefix + message}; };
+  Expected<Layout> layout = readLayout(source, file_size, read);
+  if (!layout) return layout.error();
+  const std::uint64_t data_start = layout->data_start;
 
   SafetensorsFile file;
-  file.metadata = std::move(header->metadata);
-  for (Entry& e : header->entries) {
+  file.metadata = std::move(layout->header.metadata);
+  for (Entry& e : layout->header.entries) {
     at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype->type));
     const std::size_t nbytes = e.end - e.begin;
     if (nbytes > 0) {
@@ -397,14 +412,31 @@ Expected<SafetensorsFile> loadSafetensors(const std::filesystem::path& path) {
   return decode(path.string(), static_cast<std::uint64_t>(info.st_size), read);
 }
 
-Expected<SafetensorsFile> parseSafetensors(std::string_view bytes, std::string_view source) {
-  ReadAt read = [&](std::uint64_t offset, void* dst, std::size_t size) -> Status {
-    // decode() only reads ranges it has checked against the size.
+namespace {
+
+// Reads from bytes in memory; decode() and readLayout() only read ranges they have checked
+// against the size.
+ReadAt readFromMemory(std::string_view bytes) {
+  return [bytes](std::uint64_t offset, void* dst, std::size_t size) -> Status {
     assert(offset <= bytes.size() && size <= bytes.size() - offset);
     std::memcpy(dst, bytes.data() + offset, size);
     return Status::success();
   };
-  return decode(source, bytes.size(), read);
+}
+
+}  // namespace
+
+Expected<SafetensorsFile> parseSafetensors(std::string_view bytes, std::string_view source) {
+  return decode(source, bytes.size(), readFromMemory(bytes));
+}
+
+Expected<std::map<std::string, SafetensorsEntry>> indexSafetensors(std::string_view bytes, std::string_view source) {
+  Expected<Layout> layout = readLayout(source, bytes.size(), readFromMemory(bytes));
+  if (!layout) return layout.error();
+  std::map<std::string, SafetensorsEntry> index;
+  for (const Entry& e : layout->header.entries)
+    index.emplace(e.name, SafetensorsEntry{e.dtype->type, e.shape, layout->data_start + e.begin, e.end - e.begin});
+  return index;
 }
 
 }  // namespace gradc::runtime

@@ -29,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ir/status.h"
 #include "runtime/tensor_map.h"
@@ -51,6 +52,21 @@ Expected<SafetensorsFile> loadSafetensors(const std::filesystem::path& path);
 
 // The same from bytes in memory (`source` names them in errors); used by fuzz targets.
 Expected<SafetensorsFile> parseSafetensors(std::string_view bytes, std::string_view source = "<memory>");
+
+// Where a tensor's bytes lie in a file, as its header describes them.
+struct SafetensorsEntry {
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  std::vector<std::int64_t> shape;
+  std::uint64_t offset = 0;  // of its first byte, from the start of the file
+  std::uint64_t nbytes = 0;
+};
+
+// The tensors of a file held in memory (a mapping, runtime/file_mapping.h), by name, with the
+// header validated as loadSafetensors validates it but no tensor data read or copied: for
+// readers that take a few rows at a time from a file larger than they want to hold (image data).
+// Unlike loadSafetensors, BOOL data is not checked for bytes other than 0 and 1.
+Expected<std::map<std::string, SafetensorsEntry>> indexSafetensors(std::string_view bytes,
+                                                                    std::string_view source);
 
 // Format dtype names ("F32", "BF16", "I64", "BOOL", ...) <-> ATen scalar types. nullopt where
 // one side has no counterpart (for example U32, or complex types).

@@ -1,13 +1,12 @@
 #include "runtime/token_file.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
-#include <cerrno>
-#include <cstring>
+
+#include "runtime/file_mapping.h"
 
 namespace gradc::runtime {
 namespace {
@@ -34,29 +33,15 @@ bool hasLlmcTokenHeader(const std::filesystem::path& path) {
 
 Expected<TokenFile> mapTokenFile(const std::filesystem::path& path) {
   const std::string name = "token file '" + path.string() + "'";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return Error{"cannot read " + name + ": " + std::strerror(errno)};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Error{name + " is not a regular file"};
-  }
-  const auto bytes = static_cast<std::int64_t>(st.st_size);
-  if (bytes == 0) {
-    ::close(fd);
-    return Error{name + " is empty"};
-  }
-  void* base = ::mmap(nullptr, static_cast<std::size_t>(bytes), PROT_READ, MAP_PRIVATE, fd, 0);
-  const int mapError = errno;
-  ::close(fd);
-  if (base == MAP_FAILED) return Error{"cannot map " + name + ": " + std::strerror(mapError)};
+  Expected<FileMapping> mapping = FileMapping::map(path);
+  if (!mapping) return Error{"token file: " + mapping.error().message};
+  const std::int64_t bytes = mapping->size();
+  if (bytes == 0) return Error{name + " is empty"};
   // Batches read windows at scattered offsets: no read-ahead of the whole file.
-  (void)::madvise(base, static_cast<std::size_t>(bytes), MADV_RANDOM);
+  mapping->advise(FileMapping::Access::random);
   TokenFile f;
-  f.mapping = std::shared_ptr<const void>(base, [bytes](const void* p) {
-    ::munmap(const_cast<void*>(p), static_cast<std::size_t>(bytes));
-  });
-  const auto* raw = static_cast<const unsigned char*>(base);
+  f.mapping = mapping->pages();
+  const unsigned char* raw = mapping->data();
   if (bytes >= 4 && littleEndian32(raw) == kLlmcTokenMagic) {
     if (bytes < kLlmcHeaderBytes) return Error{name + ": llm.c's header is 1024 bytes, the file has " + std::to_string(bytes)};
     const std::int32_t version = littleEndian32(raw + 4), count = littleEndian32(raw + 8);
