@@ -3,6 +3,8 @@
 // (no doctest macros here: runtime tests must include doctest after LibTorch's headers).
 #pragma once
 
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -20,6 +22,26 @@ inline ir::Graph compileBundledModel(const std::string& model, DimOverrides over
   frontend::SpecResult r = frontend::compileSpecFile(std::string(GRADC_SOURCE_DIR) + "/models/" + model + ".yaml", options);
   if (!r.ok())
     throw std::runtime_error("models/" + model + ".yaml: " +
+                             (r.diagnostics.empty() ? std::string("does not compile") : r.diagnostics.front().message));
+  return std::move(*r.graph);
+}
+
+// The same spec with its element type replaced (the top-level `dtype: f32` line), as
+// `sed 's/^dtype: f32/dtype: bf16/'` would.
+inline ir::Graph compileBundledModelAs(const std::string& model, const std::string& dtype, DimOverrides overrides = {}) {
+  const std::string path = std::string(GRADC_SOURCE_DIR) + "/models/" + model + ".yaml";
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string source = text.str();
+  const size_t at = source.find("\ndtype: f32\n");
+  if (at == std::string::npos) throw std::runtime_error("models/" + model + ".yaml: no top-level `dtype: f32` line");
+  source.replace(at, 11, "\ndtype: " + dtype);
+  frontend::SpecOptions options;
+  options.overrides = std::move(overrides);
+  frontend::SpecResult r = frontend::compileSpec(source, path, options);
+  if (!r.ok())
+    throw std::runtime_error("models/" + model + ".yaml as " + dtype + ": " +
                              (r.diagnostics.empty() ? std::string("does not compile") : r.diagnostics.front().message));
   return std::move(*r.graph);
 }
