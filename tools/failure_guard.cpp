@@ -7,6 +7,7 @@
 #include <iostream>
 #include <new>
 
+#include "runtime/comm_error.h"
 #include "tools/commands.h"
 
 namespace gradc::tools {
@@ -14,6 +15,7 @@ namespace gradc::tools {
 namespace {
 
 std::string gProgram = "gradc";
+std::string gContext;  // set by the main thread before the threads it concerns exist
 
 std::string describeCurrent(bool& outOfMemory) {
   outOfMemory = false;
@@ -33,19 +35,31 @@ std::string describeCurrent(bool& outOfMemory) {
 
 [[noreturn]] void onTerminate() {
   std::string line;
+  int code = kExitInternal;
   if (std::current_exception()) {
     bool oom = false;
     const std::string what = describeCurrent(oom);
-    line = failureLine(gProgram, what.c_str(), oom);
+    if (!gContext.empty() && !oom) {
+      std::string cause = runtime::comm::causeFromMessage(what, std::chrono::milliseconds(0));
+      if (cause == runtime::comm::kPeerClosedCause)
+        cause = "the other side closed or reset the connection (is MASTER_ADDR:MASTER_PORT gradc's rendezvous, "
+                "and is rank 0 or the launcher still running?)";
+      line = gProgram + ": error: " + gContext + ": " + cause + "\n";
+      code = kExitUserError;
+    } else {
+      line = failureLine(gProgram, what.c_str(), oom);
+    }
   } else {
     line = gProgram + ": error: internal: the process was stopped by std::terminate\n";
   }
   // Straight to the descriptor: the streams may be what failed.
   [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
-  ::_exit(kExitInternal);
+  ::_exit(code);
 }
 
 }  // namespace
+
+void setFailureContext(const std::string& context) { gContext = context; }
 
 bool isOutOfMemory(const std::string& what) {
   for (const char* sign : {"not enough memory", "out of memory", "Cannot allocate memory", "bad_alloc"})

@@ -15,6 +15,13 @@ namespace gradc::tools {
 // boundaries) and runs `command`, turning an escaping exception into the one-line error.
 int runGuarded(const std::string& program, const std::function<int()>& command);
 
+// What the process holds that a library thread can fail in: c10d's store client runs a thread of
+// its own, and an exception escaping it (a rendezvous peer that resets the connection) ends the
+// process through std::terminate. While a context is set, that line names it and the cause in
+// plain words, and the exit code is 2, as for any failed rendezvous or rank
+// (docs/reliability.md), instead of an internal error. "" clears it.
+void setFailureContext(const std::string& context);
+
 // The line printed for an exception's what(): its first line only (c10::Error appends a
 // backtrace), and "out of memory" named for std::bad_alloc.
 std::string failureLine(const std::string& program, const char* what, bool outOfMemory);

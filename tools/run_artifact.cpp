@@ -366,6 +366,9 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
 
   std::unique_ptr<runtime::Communicator> comm;
   if (world > 1 || collectives) {
+    // c10d's store client fails on a thread of its own (a peer resetting the connection): named.
+    setFailureContext("rank " + std::to_string(rank) + ": the connection to the rendezvous store at " +
+                      (*env)->masterAddr + ":" + std::to_string((*env)->masterPort));
     Expected<std::unique_ptr<runtime::Communicator>> c =
 #if defined(GRADC_WITH_CUDA_DEVICE)
         onCuda ? runtime::createNcclCommunicator(**env, localRank, timeout) :

@@ -330,6 +330,35 @@ kill "$garbage" 2>/dev/null
 [ $rc -eq 2 ] && [ "$(wc -l <"$work/err")" -eq 1 ] && grep -q "^gradc: error: rank 1: rendezvous of 2 ranks at" "$work/err" \
   && grep -q "not gradc's rendezvous protocol" "$work/err" && ok || bad "garbage from the rendezvous peer: exit $rc, $(head -3 "$work/err")"
 
+# A rendezvous peer that accepts and resets every connection (c10d's store client fails on its
+# own thread there): one line naming the rank and the store, exit 2, never "internal".
+rport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 - "$rport" <<'PY' &
+import socket, struct, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(8)
+s.settimeout(40)
+try:
+    while True:
+        c, _ = s.accept()
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+        c.close()
+except OSError:
+    pass
+PY
+resetter=$!
+sleep 0.5
+for attempt in 1 2 3; do
+  RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$rport timeout 60 "$gradc" train "$work/g2" \
+    --synthetic --steps 1 --timeout 5 >/dev/null 2>"$work/err"
+  rc=$?
+  [ $rc -eq 2 ] && [ "$(wc -l <"$work/err")" -eq 1 ] && grep -q "rank 1: .*rendezvous.* at 127.0.0.1:$rport" "$work/err" \
+    && ! grep -q "internal" "$work/err" && ok || bad "a resetting rendezvous peer (try $attempt): exit $rc, $(head -3 "$work/err")"
+done
+kill "$resetter" 2>/dev/null
+
 # A rank whose rendezvous store never answers: gradc's one line names the rank and the store;
 # c10d's own log lines (and glog's banner) appear only with --verbose.
 qport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
