@@ -11,8 +11,9 @@
 namespace gradc::passes {
 namespace {
 
-// Replaces fused node `n` by its body's steps, created before it; `n` is left without users.
-Status expand(ir::Graph& graph, ir::Node& n, UnfuseStats& stats) {
+// Creates the steps of fused node `n`'s body (appended to the graph; the caller puts them in
+// `n`'s place) into `made`, and gives their results `n`'s users; `n` is left without users.
+Status expand(ir::Graph& graph, ir::Node& n, std::vector<ir::Node*>& made, UnfuseStats& stats) {
   const std::optional<std::string> text = ir::getString(n.attrs(), "body");
   if (!text) return Error{"internal: fused node of " + n.specName() + " has no body"};
   Expected<std::shared_ptr<const ir::FusedBody>> body = ir::cachedFusedBody(*text);
@@ -20,32 +21,32 @@ Status expand(ir::Graph& graph, ir::Node& n, UnfuseStats& stats) {
   if ((*body)->outputs.size() != n.numResults())
     return Error{"fused node of " + n.specName() + ": its body returns " + std::to_string((*body)->outputs.size()) +
                  " values for " + std::to_string(n.numResults()) + " results"};
-  graph.setInsertionPoint(&n);
-  std::vector<ir::Value*> made;
+  const size_t first = made.size();
+  auto stepResult = [&](size_t i) { return made[first + i]->result(); };
   for (const ir::FusedStep& step : (*body)->steps) {
     std::vector<ir::Value*> operands;
     for (const ir::FusedOperand& o : step.operands) {
       const size_t i = static_cast<size_t>(o.index);
-      if (o.isInput ? i >= n.numOperands() : i >= made.size())
+      if (o.isInput ? i >= n.numOperands() : i >= made.size() - first)
         return Error{"fused node of " + n.specName() + ": a step reads " + (o.isInput ? "$" : "%") +
                      std::to_string(o.index) + ", which does not exist"};
-      operands.push_back(o.isInput ? n.operand(i) : made[i]);
+      operands.push_back(o.isInput ? n.operand(i) : stepResult(i));
     }
     Expected<ir::Node*> node = graph.create(*step.op, operands, step.attrs, n.phase(), step.specName);
-    if (!node) return Error{"fused node of " + n.specName() + ": step " + std::to_string(made.size()) + " (" +
+    if (!node) return Error{"fused node of " + n.specName() + ": step " + std::to_string(made.size() - first) + " (" +
                             std::string(step.op->name) + "): " + node.error().message};
-    made.push_back((*node)->result());
+    made.push_back(*node);
   }
   for (size_t k = 0; k < n.numResults(); ++k) {
     ir::Value* from = n.result(k);
-    ir::Value* to = made.at(static_cast<size_t>((*body)->outputs[k]));
+    ir::Value* to = stepResult(static_cast<size_t>((*body)->outputs[k]));
     if (to->type() != from->type())
       return Error{"fused node of " + n.specName() + ": result " + std::to_string(k) + " is " +
                    ir::toString(from->type()) + " but its step computes " + ir::toString(to->type())};
     graph.replaceAllUsesWith(from, to);
   }
   ++stats.regions;
-  stats.nodes += static_cast<int>(made.size());
+  stats.nodes += static_cast<int>(made.size() - first);
   return {};
 }
 
@@ -65,12 +66,25 @@ Expected<UnfuseStats> unfuseElementwise(ir::Graph& graph) {
       ++stats.onePassUpdates;
     }
   }
-  for (ir::Node* n : fused)
-    if (Status s = expand(graph, *n, stats); !s) {
-      graph.setInsertionPoint(nullptr);
-      return Error{s.message()};
-    }
+  // The steps are appended (creating before an insertion point would search the node list once
+  // per step), then every fused node's steps take its place in one reorder.
   graph.setInsertionPoint(nullptr);
+  const size_t original = graph.numNodes();
+  std::vector<std::vector<ir::Node*>> steps(fused.size());
+  for (size_t i = 0; i < fused.size(); ++i)
+    if (Status s = expand(graph, *fused[i], steps[i], stats); !s) return Error{s.message()};
+  std::vector<ir::Node*> order;
+  order.reserve(graph.numNodes());
+  size_t next = 0;  // fused nodes come in program order
+  for (size_t i = 0; i < original; ++i) {
+    ir::Node* n = graph.nodes()[i].get();
+    if (next < fused.size() && n == fused[next]) {
+      order.insert(order.end(), steps[next].begin(), steps[next].end());
+      ++next;
+    }
+    order.push_back(n);
+  }
+  graph.reorder(order);
   graph.eraseIf([](const ir::Node& n) { return n.opName() == "fused"; });
   return stats;
 }
@@ -81,9 +95,17 @@ Expected<ReferenceStep> referenceStep(const ir::Graph& scheduled, const MemoryPl
   if (!stats) return stats.error();
   step.stats = *stats;
   step.plan = planMemory(step.graph);
-  if (step.plan.persistentBytes != compiled.persistentBytes)
-    return Error{"internal: the reference step holds " + std::to_string(step.plan.persistentBytes) +
-                 " persistent bytes, the compiled step " + std::to_string(compiled.persistentBytes)};
+  // The evaluation step shares the persistent buffers at the compiled plan's offsets: the
+  // reference plan must place them identically (both put them first, in declaration order).
+  bool same = step.plan.persistentBytes == compiled.persistentBytes;
+  for (size_t i = 0; same && i < compiled.buffers.size(); ++i) {
+    const PlannedBuffer& b = compiled.buffers[i];
+    if (b.kind != "param" && b.kind != "opt_state" && b.kind != "input") break;
+    same = i < step.plan.buffers.size() && step.plan.buffers[i].name == b.name &&
+           step.plan.buffers[i].offset == b.offset && step.plan.buffers[i].size == b.size;
+  }
+  if (!same) return Error{"internal: the reference step's plan places the persistent buffers differently from the "
+                          "compiled step's"};
   step.plan.budgetBytes = compiled.budgetBytes;
   step.plan.reserveBytes = compiled.reserveBytes;
   step.plan.strategy = compiled.strategy;

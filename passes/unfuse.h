@@ -6,12 +6,15 @@
 // optimizer update (the op table's Bool attribute `fused`, set by passes/fuse.h) takes its
 // ATen-backed form (fused = false). Nothing else changes: the other nodes keep their order and
 // attributes, so a step graph in schedule order stays one, and planMemory() (passes/memory_plan.h)
-// plans the result directly (each intermediate of a region is now a buffer of its own, so the
-// peak can only grow; the persistent buffers, and so their offsets, stay the same).
+// plans the result directly (each intermediate of a region is now a buffer of its own, and a
+// region's inputs can die at their last step rather than at the region's end, so the peak
+// differs, mostly upwards; the persistent buffers, and so their offsets, stay the same).
 //
 // Algorithm: one sweep over the nodes; each fused body is parsed once (ir::cachedFusedBody) and
-// its steps are created through the op table's type rules, so a body the table refuses is an
-// Error (a graph the fuse pass did not make). O(nodes + body steps).
+// its steps are created (appended) through the op table's type rules, so a body the table
+// refuses is an Error (a graph the fuse pass did not make); then one reorder puts each region's
+// steps in its fused node's place. O(nodes + body steps). On an Error the graph is left half
+// rewritten: callers work on a copy (referenceStep does).
 //
 // Invariants of the result: no `fused` node and no one-pass update remains; the graph computes
 // what the fused graph computes with each op's ATen kernel (the generated kernels round as those
@@ -37,7 +40,8 @@ Expected<UnfuseStats> unfuseElementwise(ir::Graph& graph);
 // The reference step of a scheduled step and its plan: a copy of `scheduled`, unfused, planned
 // in its order; the plan keeps the compiled plan's budget, device reserve and strategy (its peak
 // may exceed that budget: the intermediates the generated kernels kept in registers are
-// buffers now). The compiled step's persistent buffers keep their offsets.
+// buffers now). The compiled step's persistent buffers keep their offsets (checked: an Error
+// otherwise).
 struct ReferenceStep {
   ir::Graph graph;
   MemoryPlan plan;

@@ -29,8 +29,9 @@ Error ioError(std::string_view what, const std::filesystem::path& path, int err)
 }
 
 bool isEnvironmentFailure(std::string_view message) {
+  // The reason ioError writes after "': ", not a path that happens to hold the same words.
   for (int err : {ENOSPC, EDQUOT, EIO, EROFS, EFBIG, ENOMEM})
-    if (message.find(std::strerror(err)) != std::string_view::npos) return true;
+    if (message.find("': " + std::string(std::strerror(err))) != std::string_view::npos) return true;
   return false;
 }
 

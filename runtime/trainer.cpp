@@ -363,7 +363,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     settings["config"].erase("spec");  // the spec's path may differ between hosts; its graph may not
     // One rank on the reference step (--no-generated-kernels) and another on the generated kernels
     // would round differently.
-    settings["generated_kernels"] = o.kernels != nullptr;
+    settings["reference_step"] = o.referenceStep;
     if (o.data) {  // an error joins the gather too: the ranks then fail together, naming it
       Expected<std::string> fingerprint = dataFingerprint(*o.data);
       settings["data"] = fingerprint ? *fingerprint : "unreadable: " + fingerprint.error().message;

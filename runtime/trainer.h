@@ -64,6 +64,9 @@ struct TrainerOptions {
   // The generated kernels of the graph's fused nodes (the artifact's shared object); required
   // when the graph has fused nodes.
   std::shared_ptr<const GeneratedKernels> kernels;
+  // The graph is the artifact's reference step (--no-generated-kernels, or on a GPU): every rank
+  // of a run must run the same variant (checked before step 1).
+  bool referenceStep = false;
   // Data parallelism: this process is rank comm->rank() of comm->worldSize(), and the graph is
   // that rank's partitioned step (passes/data_parallel.h). Each rank feeds its rows of every
   // batch, checks at the start that all ranks hold identical parameters and optimizer state

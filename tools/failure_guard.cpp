@@ -1,7 +1,11 @@
 #include "tools/failure_guard.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -15,7 +19,9 @@ namespace gradc::tools {
 namespace {
 
 std::string gProgram = "gradc";
-std::string gContext;  // set by the main thread before the threads it concerns exist
+// Set by setFailureContext, read by the terminate handler on whichever thread fails. The
+// strings are never freed: a handler may still be reading an earlier one.
+std::atomic<const std::string*> gContext{nullptr};
 
 std::string describeCurrent(bool& outOfMemory) {
   outOfMemory = false;
@@ -39,12 +45,16 @@ std::string describeCurrent(bool& outOfMemory) {
   if (std::current_exception()) {
     bool oom = false;
     const std::string what = describeCurrent(oom);
-    if (!gContext.empty() && !oom) {
-      std::string cause = runtime::comm::causeFromMessage(what, std::chrono::milliseconds(0));
-      if (cause == runtime::comm::kPeerClosedCause)
-        cause = "the other side closed or reset the connection (is MASTER_ADDR:MASTER_PORT gradc's rendezvous, "
-                "and is rank 0 or the launcher still running?)";
-      line = gProgram + ": error: " + gContext + ": " + cause + "\n";
+    const std::string* context = gContext.load();
+    // Only a transport failure is the context's (a peer closed, garbage, a timeout): any other
+    // exception on any thread stays internal.
+    const std::string cause = runtime::comm::causeFromMessage(what, std::chrono::milliseconds(0));
+    if (context && !context->empty() && !oom && cause != runtime::comm::stripSourceLocation(what)) {
+      const std::string plain = cause == runtime::comm::kPeerClosedCause
+                                    ? "the other side closed or reset the connection (is MASTER_ADDR:MASTER_PORT "
+                                      "gradc's rendezvous, and is rank 0 or the launcher still running?)"
+                                    : cause;
+      line = gProgram + ": error: " + *context + ": " + plain + "\n";
       code = kExitUserError;
     } else {
       line = failureLine(gProgram, what.c_str(), oom);
@@ -57,9 +67,20 @@ std::string describeCurrent(bool& outOfMemory) {
   ::_exit(code);
 }
 
+// SIGBUS: a page of a memory-mapped file (a --data file, runtime/file_mapping.h) that no longer
+// exists, because the file was truncated while in use. One line, prepared beforehand (a signal
+// handler may not allocate), and exit 1.
+char gBusLine[256] = {};
+size_t gBusLineLength = 0;
+
+void onBusError(int) {
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, gBusLine, gBusLineLength);
+  ::_exit(kExitInternal);
+}
+
 }  // namespace
 
-void setFailureContext(const std::string& context) { gContext = context; }
+void setFailureContext(const std::string& context) { gContext.store(new std::string(context)); }
 
 bool isOutOfMemory(const std::string& what) {
   for (const char* sign : {"not enough memory", "out of memory", "Cannot allocate memory", "bad_alloc"})
@@ -81,6 +102,13 @@ std::string failureLine(const std::string& program, const char* what, bool outOf
 int runGuarded(const std::string& program, const std::function<int()>& command) {
   gProgram = program;
   std::set_terminate(onTerminate);
+  const std::string bus = program + ": error: a memory-mapped file (a --data file) was truncated or became unreadable "
+                                    "while in use; data files must not change during a run\n";
+  gBusLineLength = std::min(bus.size(), sizeof gBusLine);
+  std::memcpy(gBusLine, bus.data(), gBusLineLength);
+  struct sigaction action {};
+  action.sa_handler = onBusError;
+  ::sigaction(SIGBUS, &action, nullptr);
   try {
     return command();
   } catch (...) {

@@ -12,14 +12,15 @@
 namespace gradc::tools {
 
 // Installs the std::terminate handler (exceptions escaping other threads, noexcept
-// boundaries) and runs `command`, turning an escaping exception into the one-line error.
+// boundaries) and a SIGBUS handler (a memory-mapped data file truncated while in use: one line,
+// exit 1), and runs `command`, turning an escaping exception into the one-line error.
 int runGuarded(const std::string& program, const std::function<int()>& command);
 
 // What the process holds that a library thread can fail in: c10d's store client runs a thread of
 // its own, and an exception escaping it (a rendezvous peer that resets the connection) ends the
-// process through std::terminate. While a context is set, that line names it and the cause in
-// plain words, and the exit code is 2, as for any failed rendezvous or rank
-// (docs/reliability.md), instead of an internal error. "" clears it.
+// process through std::terminate. While a context is set, a transport failure's line names it
+// and the cause in plain words, and the exit code is 2, as for any failed rendezvous or rank
+// (docs/reliability.md); any other exception stays internal (exit 1). "" clears it.
 void setFailureContext(const std::string& context);
 
 // The line printed for an exception's what(): its first line only (c10::Error appends a

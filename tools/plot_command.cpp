@@ -20,6 +20,7 @@
 #include "runtime/atomic_file.h"
 #include "runtime/json_text.h"
 #include "tools/commands.h"
+#include "tools/output.h"
 #include "tools/flag_checks.h"
 
 namespace gradc::tools {
@@ -224,10 +225,7 @@ int runPlot(const PlotOptions& o) {
   const std::string title = !o.title.empty()       ? o.title
                             : anyValidation(runs) ? "training and validation loss"
                                                   : "training loss";
-  if (Status s = runtime::writeFileAtomic(o.output, renderSvg(runs, title)); !s) {
-    std::cerr << "gradc: error: " << s.message() << "\n";
-    return kExitInternal;
-  }
+  if (Status s = runtime::writeFileAtomic(o.output, renderSvg(runs, title)); !s) return reportWriteFailure(s);
   return kExitOk;
 }
 

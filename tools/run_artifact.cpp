@@ -428,6 +428,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
       std::cerr << *line << "\n";
   }
   t.kernels = program->kernels;
+  t.referenceStep = variant == runtime::StepVariant::reference;
   t.config = manifest->configJson;
 
   Expected<runtime::TrainResult> result = runtime::train(program->graph, t);
@@ -436,9 +437,9 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     const bool named = message.rfind("rank ", 0) == 0;
     std::cerr << "gradc: error: " << (world > 1 && !named ? "rank " + std::to_string(rank) + ": " : "") << message
               << "\n";
-    // An allocation or a checkpoint write that failed mid-run is the environment's, not the
-    // user's input (a --save location that cannot work is refused before step 1, exit 2).
-    const bool environment = isOutOfMemory(message) || message.rfind("cannot save checkpoint '", 0) == 0;
+    // An allocation or a write (a checkpoint's) that failed mid-run for the environment's reasons
+    // is exit 1; a --save location that cannot work is refused before step 1 (exit 2).
+    const bool environment = isOutOfMemory(message) || runtime::isEnvironmentFailure(message);
     return environment ? kExitInternal : kExitUserError;
   }
   if (!result->failure.empty() && rank == 0)

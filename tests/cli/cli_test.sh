@@ -241,5 +241,18 @@ else
   echo "note: no tmpfs could be mounted here; the full-disk compile -o check is skipped"
 fi
 
+# A data file truncated while a run reads it (the file is mapped): one line and exit 1, never
+# a bus error's core dump.
+head -c 8000000 /dev/urandom | base64 -w 100 >"$work/shrinking.txt"
+timeout 120 "$gradc" train "$src/models/gpt-mini.yaml" --set batch=2 --set seq=16 --set d_model=32 --set layers=1 \
+  --data "$work/shrinking.txt" --sampling random --steps 1000000 >/dev/null 2>"$work/err" &
+trainer=$!
+for _ in $(seq 1 600); do grep -q "^step " "$work/err" && break; sleep 0.1; done
+: >"$work/shrinking.txt"
+wait "$trainer"
+rc=$?
+[ $rc -eq 1 ] && [ "$(grep -c "error" "$work/err")" -eq 1 ] && grep -q "truncated or became unreadable while in use" "$work/err" \
+  && ok || bad "a data file truncated mid-run: exit $rc, $(head -3 "$work/err")"
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

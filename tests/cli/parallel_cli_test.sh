@@ -149,7 +149,7 @@ head -c 20000 "$src/data/corpus.txt" >"$work/corpus-a.txt"
 tail -c 20000 "$src/data/corpus.txt" >"$work/corpus-b.txt"
 for case in "lr:--lr 0.5 --data $work/corpus-a.txt:--data $work/corpus-a.txt" \
   "data:--data $work/corpus-b.txt:--data $work/corpus-a.txt" \
-  "generated_kernels:--no-generated-kernels --data $work/corpus-a.txt:--data $work/corpus-a.txt"; do
+  "reference_step:--no-generated-kernels --data $work/corpus-a.txt:--data $work/corpus-a.txt"; do
   name=${case%%:*}
   rest=${case#*:}
   one=${rest%%:*}

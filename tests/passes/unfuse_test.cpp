@@ -91,7 +91,6 @@ TEST_CASE("the reference step of bundled training steps: no generated kernels, t
       CHECK(countOp(step->graph, "fused") == regions);
       CHECK(passes::verifyNoOverlap(reference->plan));
       CHECK(reference->plan.persistentBytes == step->plan.persistentBytes);
-      CHECK(reference->plan.peakBytes >= step->plan.peakBytes);
       CHECK(reference->plan.strategy == step->plan.strategy);
       // Persistent buffers keep their offsets, so the evaluation step's shared buffers still match.
       for (size_t i = 0; i < step->plan.buffers.size(); ++i) {
