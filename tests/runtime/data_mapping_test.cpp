@@ -19,22 +19,16 @@
 
 #include "runtime/data.h"
 #include "runtime/file_mapping.h"
+#include "tests/resident_memory.h"
 #include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace gradc;
 using namespace gradc::runtime;
+using gradc::testing::residentBytes;
 using gradc::testing::TempDir;
 
 namespace {
-
-// Resident memory of this process, file pages included (the second field of /proc/self/statm).
-std::int64_t residentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  std::int64_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return resident * static_cast<std::int64_t>(::sysconf(_SC_PAGESIZE));
-}
 
 // A sparse file of `size` zero bytes with `text` written at each of `places`.
 fs::path sparseFile(const fs::path& path, std::int64_t size, const std::vector<std::pair<std::int64_t, std::string>>& places) {

@@ -22,21 +22,16 @@
 
 #include "runtime/image_data.h"
 #include "runtime/safetensors.h"
+#include "tests/resident_memory.h"
 #include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace gradc;
 using namespace gradc::runtime;
+using gradc::testing::residentBytes;
 using gradc::testing::TempDir;
 
 namespace {
-
-std::int64_t residentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  std::int64_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return resident * static_cast<std::int64_t>(::sysconf(_SC_PAGESIZE));
-}
 
 // A tensor of a safetensors file written by hand: `bytes` first, then zeros (a hole) up to
 // `length` bytes.
