@@ -304,26 +304,41 @@ Expected<Batcher> Batcher::synthetic(std::int64_t vocab, const BatcherOptions& o
   return Batcher(std::nullopt, vocab, o, 0);
 }
 
-std::vector<std::int64_t> epochOrder(std::uint64_t seed, std::int64_t epoch, std::int64_t n, bool shuffle) {
-  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) order[i] = i;
+namespace {
+// Fisher-Yates over indices of type Index (the same draws, so the same order, for every type
+// that holds n).
+template <class Index>
+std::vector<Index> shuffledOrder(std::uint64_t seed, std::int64_t epoch, std::int64_t n, bool shuffle) {
+  std::vector<Index> order(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = static_cast<Index>(i);
   if (shuffle) {
-    // Fisher-Yates: position i takes a uniform pick among the not yet placed [0, i].
+    // Position i takes a uniform pick among the not yet placed [0, i].
     SplitMix64 rng(combine(combine(seed, kShuffleTag), static_cast<std::uint64_t>(epoch)));
     for (std::int64_t i = n - 1; i > 0; --i) {
-      auto j = static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(i) + 1));
-      std::swap(order[i], order[j]);
+      auto j = static_cast<std::size_t>(rng.below(static_cast<std::uint64_t>(i) + 1));
+      std::swap(order[static_cast<std::size_t>(i)], order[j]);
     }
   }
   return order;
 }
+}  // namespace
 
-const std::vector<std::int64_t>& Batcher::permutation(std::int64_t epoch) const {
+std::vector<std::int64_t> epochOrder(std::uint64_t seed, std::int64_t epoch, std::int64_t n, bool shuffle) {
+  return shuffledOrder<std::int64_t>(seed, epoch, n, shuffle);
+}
+
+std::int64_t Batcher::windowOfEpoch(std::int64_t epoch, std::int64_t i) const {
   if (cached_epoch_ != epoch) {
-    cached_permutation_ = epochOrder(options_.seed, epoch, windows_, options_.shuffle);
+    // 4 bytes a window while the indices fit (a file of fewer than 2^32 windows), else 8.
+    if (windows_ <= std::int64_t{UINT32_MAX}) {
+      cached_order32_ = shuffledOrder<std::uint32_t>(options_.seed, epoch, windows_, options_.shuffle);
+    } else {
+      cached_order64_ = shuffledOrder<std::int64_t>(options_.seed, epoch, windows_, options_.shuffle);
+    }
     cached_epoch_ = epoch;
   }
-  return cached_permutation_;
+  const auto at = static_cast<std::size_t>(i);
+  return windows_ <= std::int64_t{UINT32_MAX} ? static_cast<std::int64_t>(cached_order32_[at]) : cached_order64_[at];
 }
 
 std::vector<std::int64_t> Batcher::windowStarts(DataPosition position) const {
@@ -335,10 +350,9 @@ std::vector<std::int64_t> Batcher::windowStarts(DataPosition position) const {
     return starts;
   }
   assert(position.index >= 0 && position.index < batchesPerEpoch());
-  const std::vector<std::int64_t>& order = permutation(position.epoch);
   std::vector<std::int64_t> starts(static_cast<std::size_t>(options_.batch));
   for (std::int64_t r = 0; r < options_.batch; ++r)
-    starts[r] = order[position.index * options_.batch + r] * options_.stride;
+    starts[r] = windowOfEpoch(position.epoch, position.index * options_.batch + r) * options_.stride;
   return starts;
 }
 

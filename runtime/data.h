@@ -192,16 +192,18 @@ class Batcher {
  private:
   Batcher(std::optional<TextDataset> data, std::int64_t vocab, const BatcherOptions& options, std::int64_t windows)
       : data_(std::move(data)), vocab_(vocab), options_(options), windows_(windows) {}
-  const std::vector<std::int64_t>& permutation(std::int64_t epoch) const;
+  // Window i of epoch `epoch`'s order (the order of the last epoch asked for is kept).
+  std::int64_t windowOfEpoch(std::int64_t epoch, std::int64_t i) const;
 
   std::optional<TextDataset> data_;
   std::int64_t vocab_ = 0;
   BatcherOptions options_;
   std::int64_t windows_ = 0;
   DataPosition position_;
-  // The permutation of the last epoch asked for (8 bytes per window).
+  // The order of the last epoch asked for: 4 bytes a window below 2^32 windows, else 8.
   mutable std::int64_t cached_epoch_ = -1;
-  mutable std::vector<std::int64_t> cached_permutation_;
+  mutable std::vector<std::uint32_t> cached_order32_;
+  mutable std::vector<std::int64_t> cached_order64_;
 };
 
 // Every window of a dataset once, in stream order, `batch` windows at a time; the last batch may

@@ -127,6 +127,9 @@ TEST_CASE("data: the shuffle is seeded, deterministic, and differs across seeds 
   // The order is fixed by this file's generator alone (no standard-library distribution), so it is
   // pinned: a change here changes every run's data order.
   CHECK(std::vector<std::int64_t>(e0.begin(), e0.begin() + 4) == std::vector<std::int64_t>{2656, 2896, 832, 2000});
+  // The batcher keeps its order in 4-byte indices; it is the order of the 8-byte epochOrder.
+  const std::vector<std::int64_t> wide = gradc::runtime::epochOrder(42, 0, 250);
+  for (size_t i = 0; i < e0.size(); ++i) CHECK(e0[i] == wide[i] * 16);
   Batcher small = makeBatcher("abcdefghijklmnopqrstuvwxyz", {.batch = 1, .seq = 4, .seed = 0});
   std::vector<std::int64_t> small_order;
   for (std::int64_t i = 0; i < small.batchesPerEpoch(); ++i) small_order.push_back(small.windowStarts({0, i})[0]);
