@@ -74,12 +74,20 @@ std::vector<std::string> foreignEntries(const fs::path& dir) {
 }
 
 // Removes a working folder (T or O) only when it is gradc's own.
-Status removeOwn(const fs::path& path, const std::string& where) {
+// Ok when `path` (a save's working folder) is absent or gradc's: a folder gradc wrote, or an
+// empty one (what a save stopped right after creating T leaves).
+Status notInTheWay(const fs::path& path, const std::string& where) {
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(path, ec))) return Status::success();
-  // An empty folder is what a save stopped right after creating T leaves.
   if (!fs::is_directory(fs::symlink_status(path, ec)) || (!fs::is_empty(path, ec) && !ownedByGradc(path)))
     return Error{where + ": '" + path.string() + "' is in the way and was not made by gradc; move it elsewhere"};
+  return Status::success();
+}
+
+Status removeOwn(const fs::path& path, const std::string& where) {
+  if (Status s = notInTheWay(path, where); !s) return s;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) return Status::success();
   fs::remove_all(path, ec);
   if (ec) return ioError("cannot remove", path, ec.value());
   return Status::success();
@@ -364,10 +372,15 @@ Expected<CheckpointLock> CheckpointLock::acquire(const fs::path& requested) {
     return Error{"checkpoint folder '" + paths->dir.string() + "' is in use" + (pid.empty() ? "" : " by pid " + pid) +
                  " (another run saves there); choose another --save folder or wait for it to end"};
   }
-  // A folder no checkpoint may replace is refused now, before the run's first step.
-  if (Status s = replaceableByCheckpoint(paths->dir); !s) {
+  // A folder no checkpoint may replace, or a save's working folder someone else put there, is
+  // refused now, before the run's first step.
+  Status usable = replaceableByCheckpoint(paths->dir);
+  if (!usable) usable = Error{where + ": " + usable.message()};
+  for (const fs::path* working : {&paths->tmp, &paths->old})
+    if (usable) usable = notInTheWay(*working, where);
+  if (!usable) {
     ::close(fd);
-    return Error{where + ": " + s.message()};
+    return Error{usable.message()};
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {

@@ -380,6 +380,19 @@ TEST_CASE("checkpoint: only gradc's own folders and files are removed; a second 
   Expected<CheckpointLock> under = CheckpointLock::acquire(tmp.path / "afile" / "ckpt");
   REQUIRE(!under.ok());
   CHECK(under.error().message.find("cannot save checkpoints to") != std::string::npos);
+  // Before the first step, the lock also refuses a folder no checkpoint may replace, and a user's
+  // file where a save keeps its working copy; both are left as they are.
+  fs::create_directories(tmp.path / "mine");
+  std::ofstream(tmp.path / "mine" / "notes.txt") << "keep";
+  Expected<CheckpointLock> mine = CheckpointLock::acquire(tmp.path / "mine");
+  REQUIRE(!mine.ok());
+  CHECK(mine.error().message.find("is not a checkpoint (gradc did not write it)") != std::string::npos);
+  std::ofstream(tmp.path / ".fresh.gradc-save") << "a user's file";
+  Expected<CheckpointLock> inTheWay = CheckpointLock::acquire(tmp.path / "fresh");
+  REQUIRE(!inTheWay.ok());
+  CHECK(inTheWay.error().message.find("is in the way and was not made by gradc") != std::string::npos);
+  CHECK(readText(tmp.path / "mine" / "notes.txt") == "keep");
+  CHECK(readText(tmp.path / ".fresh.gradc-save") == "a user's file");
 }
 
 TEST_CASE("checkpoint: a tensor file changed after saving does not resume") {
