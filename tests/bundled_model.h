@@ -16,14 +16,20 @@ namespace gradc::testing {
 
 using DimOverrides = std::vector<std::pair<std::string, std::string>>;
 
+// The graph of a compiled spec, or a throw naming `what` and the first diagnostic.
+inline ir::Graph graphOrThrow(frontend::SpecResult r, const std::string& what) {
+  if (!r.ok())
+    throw std::runtime_error(what + ": " +
+                             (r.diagnostics.empty() ? std::string("does not compile") : r.diagnostics.front().message));
+  return std::move(*r.graph);
+}
+
 inline ir::Graph compileBundledModel(const std::string& model, DimOverrides overrides = {}) {
   frontend::SpecOptions options;
   options.overrides = std::move(overrides);
-  frontend::SpecResult r = frontend::compileSpecFile(std::string(GRADC_SOURCE_DIR) + "/models/" + model + ".yaml", options);
-  if (!r.ok())
-    throw std::runtime_error("models/" + model + ".yaml: " +
-                             (r.diagnostics.empty() ? std::string("does not compile") : r.diagnostics.front().message));
-  return std::move(*r.graph);
+  return graphOrThrow(
+      frontend::compileSpecFile(std::string(GRADC_SOURCE_DIR) + "/models/" + model + ".yaml", options),
+      "models/" + model + ".yaml");
 }
 
 // The same spec with its element type replaced (the top-level `dtype: f32` line), as
@@ -39,11 +45,7 @@ inline ir::Graph compileBundledModelAs(const std::string& model, const std::stri
   source.replace(at, 11, "\ndtype: " + dtype);
   frontend::SpecOptions options;
   options.overrides = std::move(overrides);
-  frontend::SpecResult r = frontend::compileSpec(source, path, options);
-  if (!r.ok())
-    throw std::runtime_error("models/" + model + ".yaml as " + dtype + ": " +
-                             (r.diagnostics.empty() ? std::string("does not compile") : r.diagnostics.front().message));
-  return std::move(*r.graph);
+  return graphOrThrow(frontend::compileSpec(source, path, options), "models/" + model + ".yaml as " + dtype);
 }
 
 }  // namespace gradc::testing

@@ -12,8 +12,6 @@
 // The measured relative errors are printed.
 #include <torch/torch.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "tests/bundled_model.h"
@@ -137,23 +135,6 @@ TEST_CASE("linear_cross_entropy: loss, lse and gradients vs LibTorch autograd") 
 
 namespace {
 
-// A bundled model compiled with another element type (the spec's `dtype:` line replaced).
-ir::Graph bundledForward(const std::string& model, const testing::DimOverrides& dims, const std::string& dtype) {
-  const std::string path = std::string(GRADC_SOURCE_DIR) + "/models/" + model + ".yaml";
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string source = text.str();
-  const size_t at = source.find("dtype: f32");
-  REQUIRE(at != std::string::npos);
-  source.replace(at, 10, "dtype: " + dtype);
-  frontend::SpecOptions options;
-  options.overrides = dims;
-  frontend::SpecResult r = frontend::compileSpec(source, path, options);
-  REQUIRE_MESSAGE(r.ok(), (r.diagnostics.empty() ? "" : r.diagnostics.front().message));
-  return std::move(*r.graph);
-}
-
 ir::Graph fusedJoint(const ir::Graph& forward, int chunks) {
   ir::Graph g = passes::remat::cloneGraph(forward);
   if (chunks > 0) {
@@ -190,7 +171,7 @@ TEST_CASE("fused vs unfused loss: the loss and every gradient on gpt-mini and lm
     for (const std::string dtype : {"f64", "f32"}) {
       CAPTURE(m.model);
       CAPTURE(dtype);
-      const ir::Graph forward = bundledForward(m.model, m.dims, dtype);
+      const ir::Graph forward = testing::compileBundledModelAs(m.model, dtype, m.dims);
       const ir::Graph unfused = fusedJoint(forward, 0);
       Expected<runtime::TensorMap> init = runtime::initParameters(unfused, kSeed);
       REQUIRE(init.ok());
@@ -218,7 +199,7 @@ TEST_CASE("fused vs unfused loss: the loss and every gradient on gpt-mini and lm
 TEST_CASE("remat on a fused step is bit-identical to the fused step alone") {
   for (const ModelCase& m : modelCases()) {
     CAPTURE(m.model);
-    const ir::Graph forward = bundledForward(m.model, m.dims, "f32");
+    const ir::Graph forward = testing::compileBundledModelAs(m.model, "f32", m.dims);
     const ir::Graph fused = fusedJoint(forward, 3);
     Expected<runtime::TensorMap> init = runtime::initParameters(fused, kSeed);
     REQUIRE(init.ok());
