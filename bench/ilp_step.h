@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "passes/training_pipeline.h"
+#include "passes/plan/training_planner.h"
 
 namespace gradc::bench {
 

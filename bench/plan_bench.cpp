@@ -40,6 +40,7 @@
 #include "passes/micro_batch.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
+#include "passes/plan/training_planner.h"
 #include "passes/remat.h"
 #include "passes/schedule.h"
 
@@ -102,7 +103,7 @@ int run(const Scenario& s) {
       options.microBatches = s.microBatches;
       options.remat = passes::RematOptions{
           passes::RematStrategy::Auto, none.persistentBytes + (none.peakBytes - none.persistentBytes) * i / s.sweep};
-      Expected<passes::RematChoice> c = passes::chooseTrainingPlan(*spec->graph, options);
+      Expected<passes::TrainingPlan> c = passes::chooseTrainingPlan(*spec->graph, options);
       if (!c) continue;
       ++fits;
       if (previousRecompute >= 0 && c->report.recomputeFlops > previousRecompute) monotone = false;
@@ -122,7 +123,7 @@ int run(const Scenario& s) {
       options.microBatches = s.microBatches;
       options.remat = passes::RematOptions{strategy, budget};
       const auto a = Clock::now();
-      Expected<passes::RematChoice> c = passes::chooseTrainingPlan(*spec->graph, options);
+      Expected<passes::TrainingPlan> c = passes::chooseTrainingPlan(*spec->graph, options);
       const auto b = Clock::now();
       if (!c) {
         std::printf("  %-12s %.3f s  no plan: %s\n", std::string(passes::rematStrategyName(strategy)).c_str(),
@@ -150,7 +151,7 @@ int run(const Scenario& s) {
   }
   for (passes::RematStrategy strategy : s.strategies) {
     std::vector<double> times;
-    passes::RematReport report;
+    passes::TrainingPlanReport report;
     std::string error;
     size_t nodes = 0;
     for (int i = 0; i < s.repeat; ++i) {

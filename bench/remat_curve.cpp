@@ -26,6 +26,7 @@
 #include "passes/micro_batch.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
+#include "passes/plan/training_planner.h"
 #include "passes/remat.h"
 #include "passes/schedule.h"
 
@@ -78,7 +79,7 @@ int main(int argc, char** argv) {
   plan.lossChunks.mode = passes::LossChunking::Mode::Off;
   std::vector<Point> points;
   std::int64_t forwardFlops = 0;
-  auto chosen = [&](passes::RematStrategy strategy, std::optional<std::int64_t> budget) -> Expected<passes::RematChoice> {
+  auto chosen = [&](passes::RematStrategy strategy, std::optional<std::int64_t> budget) -> Expected<passes::TrainingPlan> {
     passes::TrainingPlanOptions o = plan;
     o.remat = passes::RematOptions{strategy, budget};
     return passes::chooseTrainingPlan(*spec->graph, o);
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
   // Each strategy without a budget (with --budgets 0 only none, for the FLOPs).
   for (passes::RematStrategy s : {passes::RematStrategy::None, passes::RematStrategy::Selective,
                                   passes::RematStrategy::Sqrt, passes::RematStrategy::MemoryPoor}) {
-    Expected<passes::RematChoice> c = chosen(s, std::nullopt);
+    Expected<passes::TrainingPlan> c = chosen(s, std::nullopt);
     if (!c) {
       std::fprintf(stderr, "remat_curve: %s\n", c.error().message.c_str());
       return 1;
@@ -99,23 +100,25 @@ int main(int argc, char** argv) {
   // The planner over budgets: from the smallest feasible one to the step without recompute.
   if (budgets > 0) {
     const std::int64_t top = points.front().peak;
-    Expected<passes::RematChoice> tight = chosen(passes::RematStrategy::Auto, 1);
+    Expected<passes::TrainingPlan> tight = chosen(passes::RematStrategy::Auto, 1);
     const std::optional<std::int64_t> smallest =
         tight ? std::optional<std::int64_t>(tight->report.predictedPeakBytes)
-              : passes::smallestFeasibleBudget(tight.error().message);
+              : tight.error().kind == ErrorKind::InfeasibleBudget
+                    ? std::optional<std::int64_t>(tight.error().smallestFeasibleBytes)
+                    : std::nullopt;
     if (!smallest) {
       std::fprintf(stderr, "remat_curve: no smallest feasible budget\n");
       return 1;
     }
     for (int i = 0; i < budgets; ++i) {
       const std::int64_t b = *smallest + (top - *smallest) * i / std::max(1, budgets - 1);
-      Expected<passes::RematChoice> c = chosen(passes::RematStrategy::Auto, b);
+      Expected<passes::TrainingPlan> c = chosen(passes::RematStrategy::Auto, b);
       if (!c) continue;
       points.push_back({"auto", c->report.plan, b, c->report.predictedPeakBytes, c->report.recomputeFlops});
     }
   }
   // checkpoint_sequential's segment choices, on the same step.
-  Expected<passes::RematChoice> base = chosen(passes::RematStrategy::None, std::nullopt);
+  Expected<passes::TrainingPlan> base = chosen(passes::RematStrategy::None, std::nullopt);
   ir::Graph& g = base->graph;
   Expected<passes::remat::Analysis> a = passes::remat::analyze(g);
   if (!a) {

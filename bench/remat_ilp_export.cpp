@@ -44,6 +44,7 @@
 #include "passes/liveness.h"
 #include "passes/micro_batch.h"
 #include "passes/id_index.h"
+#include "passes/plan/training_planner.h"
 #include "passes/remat.h"
 #include "passes/schedule.h"
 
@@ -188,7 +189,7 @@ int main(int argc, char** argv) {
   std::optional<frontend::SpecResult> spec = bench::compileBenchSpec("remat_ilp_export", argv[1], specOptions);
   if (!spec) return 1;
   const ir::Graph& forward = *spec->graph;
-  Expected<passes::RematChoice> joint = passes::chooseTrainingPlan(forward, bench::ilpStepOptions(passes::RematStrategy::None, {}));
+  Expected<passes::TrainingPlan> joint = passes::chooseTrainingPlan(forward, bench::ilpStepOptions(passes::RematStrategy::None, {}));
   if (!joint) {
     std::fprintf(stderr, "remat_ilp_export: %s\n", joint.error().message.c_str());
     return 1;
@@ -264,12 +265,12 @@ int main(int argc, char** argv) {
   out["forward_flops"] = joint->report.forwardFlops;
 
   // gradc's side.
-  Expected<passes::RematChoice> floor =
+  Expected<passes::TrainingPlan> floor =
       passes::chooseTrainingPlan(forward, bench::ilpStepOptions(passes::RematStrategy::Auto, none.persistentBytes / 2));
-  const std::int64_t smallest = floor ? -1 : passes::smallestFeasibleBudget(floor.error().message).value_or(-1);
+  const std::int64_t smallest = floor ? -1 : floor.error().smallestFeasibleBytes;
   out["smallest_feasible"] = smallest;
   auto plan = [&](passes::RematStrategy s, std::optional<std::int64_t> budget) {
-    Expected<passes::RematChoice> c = passes::chooseTrainingPlan(forward, bench::ilpStepOptions(s, budget));
+    Expected<passes::TrainingPlan> c = passes::chooseTrainingPlan(forward, bench::ilpStepOptions(s, budget));
     nlohmann::json j{{"budget", budget.value_or(-1)}, {"fits", c.ok()}};
     if (c) {
       j["peak"] = c->report.predictedPeakBytes;

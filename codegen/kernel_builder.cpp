@@ -211,9 +211,9 @@ llvm::Function* addBufferArrayEntry(llvm::Module& module, const std::string& nam
 
 Status addFusedKernel(llvm::Module& module, const ir::Node& node, const std::string& name, Target target,
                       MathLibrary& math) {
-  if (node.opName() != "fused") return Error{"internal: codegen of a " + std::string(node.opName()) + " node"};
+  if (node.opName() != "fused") return Error{"internal: codegen of a " + std::string(node.opName()) + " node", ErrorKind::Internal};
   Expected<std::shared_ptr<const ir::FusedBody>> steps = ir::cachedFusedBody(*ir::getString(node.attrs(), "body"));
-  if (!steps) return Error{steps.error().message};
+  if (!steps) return steps.error();
   const std::vector<ir::TensorType> operands = node.operandTypes();
   llvm::LLVMContext& ctx = module.getContext();
   const ir::DType dtype = node.result()->type().dtype;

@@ -192,7 +192,7 @@ Expected<Built> build(const ir::Graph& graph, Target target) {
     Status s = n->opName() == "fused" ? addFusedKernel(*out.module, *n, name, target, math)
                : target == Target::Cpu ? addAdamwKernel(*out.module, n->operand(0)->type().dtype, name)
                                        : Status{};
-    if (!s) return Error{"codegen of " + n->specName() + ": " + s.message()};
+    if (!s) return s.error().withContext("codegen of " + n->specName() + ": ");
   }
   if (target == Target::Nvptx)
     std::erase_if(out.kernels, [](const KernelInfo& k) { return k.name.rfind("gradc_adamw_", 0) == 0; });
@@ -212,7 +212,7 @@ Expected<Built> build(const ir::Graph& graph, Target target) {
   }
   std::string problems;
   llvm::raw_string_ostream os(problems);
-  if (llvm::verifyModule(*out.module, &os)) return Error{"internal: generated LLVM IR is invalid: " + os.str()};
+  if (llvm::verifyModule(*out.module, &os)) return Error{"internal: generated LLVM IR is invalid: " + os.str(), ErrorKind::Internal};
   optimise(*out.module, *out.machine.tm);
   return out;
 }

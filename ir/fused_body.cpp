@@ -244,7 +244,7 @@ Expected<std::vector<TensorType>> inferFusedSteps(const FusedBody& body, std::sp
       operandTypes.push_back(o.isInput ? inputs[o.index] : types[o.index]);
     }
     Expected<std::vector<TensorType>> r = inferResultTypes(*step.op, operandTypes, step.attrs);
-    if (!r) return Error{"step %" + std::to_string(i) + ": " + r.error().message};
+    if (!r) return r.error().withContext("step %" + std::to_string(i) + ": ");
     if (r->size() != 1) return Error{"step %" + std::to_string(i) + " has more than one result"};
     TensorType t = (*r)[0];
     if (!isFloating(t.dtype) || t.dtype == DType::bf16 || t.dtype == DType::f16)

@@ -56,7 +56,7 @@ inline Status requireFloat(const TensorType& t, std::string_view what) {
 // ---- rule building blocks ------------------------------------------------------------------
 
 inline Results inferUnaryFloat(const OpContext& c) {
-  if (Status s = requireFloat(c.inputs[0], "the input"); !s) return Error{s.message()};
+  if (Status s = requireFloat(c.inputs[0], "the input"); !s) return s.error();
   return std::vector<TensorType>{c.inputs[0]};
 }
 
@@ -64,7 +64,7 @@ inline Results inferBinaryBroadcast(const OpContext& c) {
   const TensorType& a = c.inputs[0];
   const TensorType& b = c.inputs[1];
   if (a.dtype != b.dtype) return fail("operand dtypes differ: " + typeStr(a) + " and " + typeStr(b));
-  if (Status s = requireFloat(a, "operands"); !s) return Error{s.message()};
+  if (Status s = requireFloat(a, "operands"); !s) return s.error();
   std::optional<Shape> shape = broadcastShapes(a.shape, b.shape);
   if (!shape) return fail("shapes " + typeStr(a) + " and " + typeStr(b) + " do not broadcast");
   return single({a.dtype, *shape});

@@ -16,7 +16,7 @@ namespace {
 using namespace rules;
 
 Results inferSoftmax(const OpContext& c) {
-  if (Status s = requireFloat(c.inputs[0], "the input"); !s) return Error{s.message()};
+  if (Status s = requireFloat(c.inputs[0], "the input"); !s) return s.error();
   std::int64_t dim = *getInt(c.attrs, "dim");
   if (!normalizeAxis(dim, c.inputs[0].rank()))
     return fail("dim " + std::to_string(dim) + " is out of range for " + typeStr(c.inputs[0]));
@@ -29,7 +29,7 @@ Results inferEmbedding(const OpContext& c) {
   const TensorType& w = c.inputs[0];
   const TensorType& idx = c.inputs[1];
   if (w.rank() != 2) return fail("the weight must be [num, dim], got " + typeStr(w));
-  if (Status s = requireFloat(w, "the weight"); !s) return Error{s.message()};
+  if (Status s = requireFloat(w, "the weight"); !s) return s.error();
   if (!isInteger(idx.dtype)) return fail("the indices must be i64 or i32, got " + typeStr(idx));
   if (idx.rank() + 1 > kMaxRank) return fail("indices of rank " + std::to_string(idx.rank()) + " are too deep");
   Shape shape = idx.shape;
@@ -48,7 +48,7 @@ Results inferMatmul(const OpContext& c) {
   const TensorType& a = c.inputs[0];
   const TensorType& b = c.inputs[1];
   if (a.dtype != b.dtype) return fail("operand dtypes differ: " + typeStr(a) + " and " + typeStr(b));
-  if (Status s = requireFloat(a, "operands"); !s) return Error{s.message()};
+  if (Status s = requireFloat(a, "operands"); !s) return s.error();
   if (a.rank() < 2 || b.rank() < 2) return fail("operands must have rank >= 2, got " + typeStr(a) + " @ " + typeStr(b));
   std::int64_t m = a.shape[a.rank() - 2], k = a.shape[a.rank() - 1];
   std::int64_t k2 = b.shape[b.rank() - 2], n = b.shape[b.rank() - 1];
@@ -73,7 +73,7 @@ Results inferLinear(const OpContext& c) {
   const TensorType& x = c.inputs[0];
   const TensorType& w = c.inputs[1];
   if (x.dtype != w.dtype) return fail("input and weight dtypes differ: " + typeStr(x) + " and " + typeStr(w));
-  if (Status s = requireFloat(x, "the input"); !s) return Error{s.message()};
+  if (Status s = requireFloat(x, "the input"); !s) return s.error();
   if (x.rank() < 1) return fail("the input must have rank >= 1, got " + typeStr(x));
   if (w.rank() != 2) return fail("the weight must be [out, in], got " + typeStr(w));
   if (x.shape.back() != w.shape[1])
@@ -103,7 +103,7 @@ Results inferGelu(const OpContext& c) {
 
 Results inferLayerNorm(const OpContext& c) {
   const TensorType& x = c.inputs[0];
-  if (Status s = requireFloat(x, "the input"); !s) return Error{s.message()};
+  if (Status s = requireFloat(x, "the input"); !s) return s.error();
   if (x.rank() < 1) return fail("the input must have rank >= 1");
   Shape param{x.shape.back()};
   for (size_t i = 1; i < 3; ++i)
@@ -228,7 +228,7 @@ Results inferZeros(const OpContext& c) {
 Results inferCrossEntropy(const OpContext& c) {
   const TensorType& logits = c.inputs[0];
   const TensorType& target = c.inputs[1];
-  if (Status s = requireFloat(logits, "the logits"); !s) return Error{s.message()};
+  if (Status s = requireFloat(logits, "the logits"); !s) return s.error();
   if (logits.rank() < 1) return fail("the logits must have a class dimension, got " + typeStr(logits));
   if (!isInteger(target.dtype)) return fail("the target must hold class indices (i64 or i32), got " + typeStr(target));
   Shape expected(logits.shape.begin(), logits.shape.end() - 1);
@@ -269,7 +269,7 @@ std::int64_t workspaceScale(const OpContext& c, std::span<const TensorType>) {
 Results inferMse(const OpContext& c) {
   const TensorType& a = c.inputs[0];
   const TensorType& b = c.inputs[1];
-  if (Status s = requireFloat(a, "the input"); !s) return Error{s.message()};
+  if (Status s = requireFloat(a, "the input"); !s) return s.error();
   if (a != b) return fail("input and target must have the same type, got " + typeStr(a) + " and " + typeStr(b));
   return std::vector<TensorType>{{a.dtype, {}}};
 }
@@ -461,7 +461,7 @@ Expected<std::vector<TensorType>> inferResultTypes(const OpInfo& op, std::span<c
     if (spec.required && !attrs.count(spec.name))
       return Error{where + "missing attribute '" + std::string(spec.name) + "'"};
   Expected<std::vector<TensorType>> results = op.infer(OpContext{inputs, attrs});
-  if (!results) return Error{where + results.error().message};
+  if (!results) return results.error().withContext(where);
   return results;
 }
 

@@ -45,10 +45,10 @@ Status checkInput(const OpContext& c) {
 }
 
 Results inferBatchNorm(const OpContext& c) {
-  if (Status s = checkInput(c); !s) return Error{s.message()};
+  if (Status s = checkInput(c); !s) return s.error();
   const TensorType& x = c.inputs[0];
-  if (Status s = checkChannelVector(c.inputs[1], x, "the weight"); !s) return Error{s.message()};
-  if (Status s = checkChannelVector(c.inputs[2], x, "the bias"); !s) return Error{s.message()};
+  if (Status s = checkChannelVector(c.inputs[1], x, "the weight"); !s) return s.error();
+  if (Status s = checkChannelVector(c.inputs[2], x, "the bias"); !s) return s.error();
   if (perChannel(x) < 2)
     return fail("batch statistics need more than one value per channel, got input " + typeStr(x) +
                 " (as torch.nn.BatchNorm2d in training)");
@@ -59,19 +59,19 @@ Results inferBatchNorm(const OpContext& c) {
 Results inferBatchNormBackward(const OpContext& c) {
   const TensorType& g = c.inputs[0];
   const TensorType& x = c.inputs[1];
-  if (Status s = requireFloat(x, "the input"); !s) return Error{s.message()};
+  if (Status s = requireFloat(x, "the input"); !s) return s.error();
   if (x.rank() < 2) return fail("the input must be [N, C, ...], got " + typeStr(x));
   if (g != x) return fail("the gradient must have the input's type " + typeStr(x) + ", got " + typeStr(g));
   const char* names[] = {"the mean", "invstd", "the weight"};
   for (size_t i = 2; i < 5; ++i)
-    if (Status s = checkChannelVector(c.inputs[i], x, names[i - 2]); !s) return Error{s.message()};
+    if (Status s = checkChannelVector(c.inputs[i], x, names[i - 2]); !s) return s.error();
   const TensorType stat{x.dtype, {x.shape[1]}};
   return std::vector<TensorType>{x, stat, stat};
 }
 
 Results inferRunningStatsUpdate(const OpContext& c) {
   const TensorType& rm = c.inputs[0];
-  if (Status s = requireFloat(rm, "the running mean"); !s) return Error{s.message()};
+  if (Status s = requireFloat(rm, "the running mean"); !s) return s.error();
   if (rm.rank() != 1) return fail("the running mean must be a vector [C], got " + typeStr(rm));
   if (c.inputs[1] != rm || c.inputs[3] != rm || c.inputs[4] != rm)
     return fail("the running and batch statistics must all be " + typeStr(rm));
@@ -83,11 +83,11 @@ Results inferRunningStatsUpdate(const OpContext& c) {
 }
 
 Results inferBatchNormInference(const OpContext& c) {
-  if (Status s = checkInput(c); !s) return Error{s.message()};
+  if (Status s = checkInput(c); !s) return s.error();
   const TensorType& x = c.inputs[0];
   const char* names[] = {"the weight", "the bias", "the running mean", "the running variance"};
   for (size_t i = 1; i < 5; ++i)
-    if (Status s = checkChannelVector(c.inputs[i], x, names[i - 1]); !s) return Error{s.message()};
+    if (Status s = checkChannelVector(c.inputs[i], x, names[i - 1]); !s) return s.error();
   return std::vector<TensorType>{x};
 }
 

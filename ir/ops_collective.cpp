@@ -46,11 +46,11 @@ Status checkWorld(const OpContext& c) {
 }
 
 Results inferAllReduceStart(const OpContext& c) {
-  if (Status s = checkWorld(c); !s) return Error{s.message()};
+  if (Status s = checkWorld(c); !s) return s.error();
   const DType dtype = c.inputs[0].dtype;
   std::int64_t total = 0;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
-    if (Status s = requireFloat(c.inputs[i], "operand " + std::to_string(i)); !s) return Error{s.message()};
+    if (Status s = requireFloat(c.inputs[i], "operand " + std::to_string(i)); !s) return s.error();
     if (c.inputs[i].dtype != dtype)
       return fail("every operand must have the first one's dtype " + std::string(dtypeName(dtype)) + ", operand " +
                   std::to_string(i) + " is " + typeStr(c.inputs[i]));
@@ -62,7 +62,7 @@ Results inferAllReduceStart(const OpContext& c) {
 // The shapes of all_reduce_wait's parts: `part_ranks` [r0, r1, ...] and `part_shapes`, the
 // extents of every part concatenated.
 Results inferAllReduceWait(const OpContext& c) {
-  if (Status s = checkWorld(c); !s) return Error{s.message()};
+  if (Status s = checkWorld(c); !s) return s.error();
   const TensorType& bucket = c.inputs[0];
   if (bucket.rank() != 1) return fail("the bucket must be a flat (rank 1) tensor, got " + typeStr(bucket));
   std::vector<std::int64_t> ranks = *getIntList(c.attrs, "part_ranks");
@@ -89,7 +89,7 @@ Results inferAllReduceWait(const OpContext& c) {
 }
 
 Results inferGather(const OpContext& c) {
-  if (Status s = checkWorld(c); !s) return Error{s.message()};
+  if (Status s = checkWorld(c); !s) return s.error();
   const std::int64_t world = *getInt(c.attrs, "world");
   std::vector<TensorType> out;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
@@ -102,14 +102,14 @@ Results inferGather(const OpContext& c) {
 }
 
 Results inferGatherSend(const OpContext& c) {
-  if (Status s = checkWorld(c); !s) return Error{s.message()};
+  if (Status s = checkWorld(c); !s) return s.error();
   for (size_t i = 0; i < c.inputs.size(); ++i)
     if (c.inputs[i].rank() == 0) return fail("operand " + std::to_string(i) + " is a scalar; gather needs a leading axis");
   return single(TensorType{*getDType(c.attrs, "dtype"), {}});
 }
 
 Results inferScatter(const OpContext& c) {
-  if (Status s = checkWorld(c); !s) return Error{s.message()};
+  if (Status s = checkWorld(c); !s) return s.error();
   const std::int64_t world = *getInt(c.attrs, "world");
   TensorType t = c.inputs[0];
   if (t.rank() == 0 || t.shape[0] % world != 0)
@@ -120,7 +120,7 @@ Results inferScatter(const OpContext& c) {
 }
 
 Results inferScatterRecv(const OpContext& c) {
-  if (Status s = checkWorld(c); !s) return Error{s.message()};
+  if (Status s = checkWorld(c); !s) return s.error();
   if (c.inputs[0].rank() != 0) return fail("the operand orders the receive after the loss; it must be a scalar");
   Shape shape = *getIntList(c.attrs, "shape");
   if (!checkedNumel(shape) || shape.empty()) return fail("shape " + shapeToString(shape) + " is not a valid shape");
@@ -139,7 +139,7 @@ Status checkRank(const OpContext& c) {
 Expected<std::int64_t> bucketElements(const OpContext& c, size_t first, size_t last) {
   std::int64_t total = 0;
   for (size_t i = first; i < last; ++i) {
-    if (Status s = requireFloat(c.inputs[i], "operand " + std::to_string(i)); !s) return Error{s.message()};
+    if (Status s = requireFloat(c.inputs[i], "operand " + std::to_string(i)); !s) return s.error();
     if (c.inputs[i].dtype != c.inputs[first].dtype)
       return Error{"every operand must have the first one's dtype " + std::string(dtypeName(c.inputs[first].dtype)) +
                    ", operand " + std::to_string(i) + " is " + typeStr(c.inputs[i])};
@@ -149,15 +149,15 @@ Expected<std::int64_t> bucketElements(const OpContext& c, size_t first, size_t l
 }
 
 Results inferReduceScatterStart(const OpContext& c) {
-  if (Status s = checkRank(c); !s) return Error{s.message()};
+  if (Status s = checkRank(c); !s) return s.error();
   Expected<std::int64_t> total = bucketElements(c, 0, c.inputs.size());
-  if (!total) return Error{total.error().message};
+  if (!total) return total.error();
   const std::int64_t world = *getInt(c.attrs, "world");
   return single(TensorType{c.inputs[0].dtype, {saturatingMul(world, shardSize(*total, world))}});
 }
 
 Results inferReduceScatterWait(const OpContext& c) {
-  if (Status s = checkRank(c); !s) return Error{s.message()};
+  if (Status s = checkRank(c); !s) return s.error();
   const TensorType& bucket = c.inputs[0];
   const std::int64_t world = *getInt(c.attrs, "world");
   if (bucket.rank() != 1 || bucket.shape[0] % world != 0)
@@ -167,10 +167,10 @@ Results inferReduceScatterWait(const OpContext& c) {
 }
 
 Results inferAllGatherParams(const OpContext& c) {
-  if (Status s = checkRank(c); !s) return Error{s.message()};
+  if (Status s = checkRank(c); !s) return s.error();
   if (c.inputs.size() < 2) return fail("needs the parameters and the shard");
   Expected<std::int64_t> total = bucketElements(c, 0, c.inputs.size() - 1);
-  if (!total) return Error{total.error().message};
+  if (!total) return total.error();
   const TensorType& shard = c.inputs.back();
   const std::int64_t world = *getInt(c.attrs, "world");
   if (shard.rank() != 1 || shard.dtype != c.inputs[0].dtype || shard.shape[0] != shardSize(*total, world))

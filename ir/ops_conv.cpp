@@ -62,7 +62,7 @@ struct ConvShapes {
 
 // Checks x, w (and the groups) and infers y; the shared core of conv2d and its two gradients.
 Expected<ConvShapes> convShapes(const OpContext& c, const TensorType& x, const TensorType& w) {
-  if (Status s = requireImage(x, "the input"); !s) return Error{s.message()};
+  if (Status s = requireImage(x, "the input"); !s) return s.error();
   if (w.dtype != x.dtype || w.rank() != 4)
     return fail("the weight must be " + std::string(dtypeName(x.dtype)) + "[out, in / groups, kh, kw], got " +
                 typeStr(w));
@@ -93,7 +93,7 @@ Results inferConv2d(const OpContext& c) {
   Expected<ConvShapes> s = convShapes(c, c.inputs[0], c.inputs[1]);
   if (!s) return s.error();
   if (c.inputs.size() == 3)
-    if (Status b = checkBias(c.inputs[2], c.inputs[1]); !b) return Error{b.message()};
+    if (Status b = checkBias(c.inputs[2], c.inputs[1]); !b) return b.error();
   return std::vector<TensorType>{s->y};
 }
 
@@ -160,7 +160,7 @@ std::int64_t workspaceConv2dWeightGrad(const OpContext& c, Types r) { return col
 
 Results inferMaxPool2d(const OpContext& c) {
   const TensorType& x = c.inputs[0];
-  if (Status s = requireImage(x, "the input"); !s) return Error{s.message()};
+  if (Status s = requireImage(x, "the input"); !s) return s.error();
   Expected<WindowGeometry> g = window(c);
   if (!g) return g.error();
   for (int a = 0; a < 2; ++a)
@@ -175,7 +175,7 @@ Results inferMaxPool2d(const OpContext& c) {
 
 Results inferAvgPool2d(const OpContext& c) {
   const TensorType& x = c.inputs[0];
-  if (Status s = requireImage(x, "the input"); !s) return Error{s.message()};
+  if (Status s = requireImage(x, "the input"); !s) return s.error();
   Expected<WindowGeometry> g = window(c);
   if (!g) return g.error();
   if (g->dilation != std::array<std::int64_t, 2>{1, 1}) return fail("avg_pool2d has no dilation");
@@ -207,7 +207,7 @@ Results inferAvgPool2dBackward(const OpContext& c) { return inferPoolBackward(c,
 // (PyTorch's rule), so windows may differ in size and overlap when oh does not divide H.
 Results inferAdaptiveAvgPool2d(const OpContext& c) {
   const TensorType& x = c.inputs[0];
-  if (Status s = requireImage(x, "the input"); !s) return Error{s.message()};
+  if (Status s = requireImage(x, "the input"); !s) return s.error();
   std::optional<std::vector<std::int64_t>> size = getIntList(c.attrs, "output_size");
   if (!size || size->size() != 2 || (*size)[0] < 1 || (*size)[1] < 1)
     return fail("output_size must be [height, width] of positive sizes");
@@ -217,7 +217,7 @@ Results inferAdaptiveAvgPool2dBackward(const OpContext& c) {
   Expected<Shape> xs = shapeAttr(c, "input_shape");
   if (!xs) return xs.error();
   const TensorType x{c.inputs[0].dtype, *xs};
-  if (Status s = requireImage(x, "input_shape"); !s) return Error{s.message()};
+  if (Status s = requireImage(x, "input_shape"); !s) return s.error();
   const Shape& g = c.inputs[0].shape;
   if (g.size() != 4 || g[0] != x.shape[0] || g[1] != x.shape[1])
     return fail("the gradient must be [N, C, oh, ow] of the input's N and C, got " + typeStr(c.inputs[0]));

@@ -52,7 +52,7 @@ Results inferLinearCrossEntropy(const OpContext& c) {
   const TensorType& x = c.inputs[0];
   const TensorType& w = c.inputs[1];
   const TensorType& target = c.inputs[2];
-  if (Status s = requireFloat(x, "the hidden states"); !s) return Error{s.message()};
+  if (Status s = requireFloat(x, "the hidden states"); !s) return s.error();
   if (x.rank() < 1) return fail("the hidden states must have a feature dimension, got " + typeStr(x));
   if (w.rank() != 2 || w.dtype != x.dtype)
     return fail("the weight must be [classes, features] of the hidden states' dtype, got " + typeStr(w) + " for " +

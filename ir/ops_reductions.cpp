@@ -17,7 +17,7 @@ using Types = std::span<const TensorType>;
 
 Results inferReduction(const OpContext& c) {
   const TensorType& x = c.inputs[0];
-  if (Status s = requireFloat(x, "the input"); !s) return Error{s.message()};
+  if (Status s = requireFloat(x, "the input"); !s) return s.error();
   std::vector<std::int64_t> dims = *getIntList(c.attrs, "dims");
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] < 0 || dims[i] >= x.rank())

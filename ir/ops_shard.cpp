@@ -59,7 +59,7 @@ Results inferShard(const OpContext& c, const ShardOperands& o, size_t states) {
   const DType dtype = c.inputs[0].dtype;
   for (std::int64_t i = 0; i < o.parts; ++i) {
     const TensorType& p = c.inputs[static_cast<size_t>(i)];
-    if (Status s = requireFloat(p, "parameter " + std::to_string(i)); !s) return Error{s.message()};
+    if (Status s = requireFloat(p, "parameter " + std::to_string(i)); !s) return s.error();
     if (p.dtype != dtype) return fail("every parameter must be " + std::string(dtypeName(dtype)) + ", parameter " +
                                       std::to_string(i) + " is " + typeStr(p));
   }
@@ -80,21 +80,21 @@ Results inferShard(const OpContext& c, const ShardOperands& o, size_t states) {
 
 Results inferAdamwShardStep(const OpContext& c) {
   Expected<ShardOperands> o = shardOperands(c, 2, 3);
-  if (!o) return Error{o.error().message};
+  if (!o) return o.error();
   const size_t at = o->stateAt + 2;
-  if (Status s = checkScalar(c.inputs[at], "the learning rate", true); !s) return Error{s.message()};
-  if (Status s = checkScalar(c.inputs[at + 1], "the step", false); !s) return Error{s.message()};
-  if (Status s = checkScalar(c.inputs[at + 2], "the gradient scale", true); !s) return Error{s.message()};
+  if (Status s = checkScalar(c.inputs[at], "the learning rate", true); !s) return s.error();
+  if (Status s = checkScalar(c.inputs[at + 1], "the step", false); !s) return s.error();
+  if (Status s = checkScalar(c.inputs[at + 2], "the gradient scale", true); !s) return s.error();
   return inferShard(c, *o, 2);
 }
 
 Results inferSgdShardStep(const OpContext& c) {
   const bool momentum = *getFloat(c.attrs, "momentum") != 0.0;
   Expected<ShardOperands> o = shardOperands(c, momentum ? 1 : 0, 2);
-  if (!o) return Error{o.error().message};
+  if (!o) return o.error();
   const size_t at = o->stateAt;  // SGD's state comes last, as in sgd_step
-  if (Status s = checkScalar(c.inputs[at], "the learning rate", true); !s) return Error{s.message()};
-  if (Status s = checkScalar(c.inputs[at + 1], "the gradient scale", true); !s) return Error{s.message()};
+  if (Status s = checkScalar(c.inputs[at], "the learning rate", true); !s) return s.error();
+  if (Status s = checkScalar(c.inputs[at + 1], "the gradient scale", true); !s) return s.error();
   ShardOperands shifted = *o;
   shifted.stateAt = at + 2;
   return inferShard(c, shifted, momentum ? 1 : 0);

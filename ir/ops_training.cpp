@@ -23,8 +23,8 @@ Status sameType(const TensorType& a, const TensorType& b, std::string_view what)
 
 // (grad, saved) -> like grad: relu/tanh/sigmoid/gelu backward.
 Results inferGradLikeSaved(const OpContext& c) {
-  if (Status s = requireFloat(c.inputs[0], "the gradient"); !s) return Error{s.message()};
-  if (Status s = sameType(c.inputs[0], c.inputs[1], "the gradient and the saved tensor"); !s) return Error{s.message()};
+  if (Status s = requireFloat(c.inputs[0], "the gradient"); !s) return s.error();
+  if (Status s = sameType(c.inputs[0], c.inputs[1], "the gradient and the saved tensor"); !s) return s.error();
   return std::vector<TensorType>{c.inputs[0]};
 }
 
@@ -55,8 +55,8 @@ Results inferSumTo(const OpContext& c) {
 Results inferLayerNormBackward(const OpContext& c) {
   const TensorType& g = c.inputs[0];
   const TensorType& x = c.inputs[1];
-  if (Status s = sameType(g, x, "the gradient and the input"); !s) return Error{s.message()};
-  if (Status s = requireFloat(x, "the input"); !s) return Error{s.message()};
+  if (Status s = sameType(g, x, "the gradient and the input"); !s) return s.error();
+  if (Status s = requireFloat(x, "the input"); !s) return s.error();
   Shape stats = x.shape;
   stats.back() = 1;
   for (size_t i : {2, 3})
@@ -208,7 +208,7 @@ std::int64_t workspaceCausalMaskBackward(const OpContext& c, Types) {
 Results inferMseBackward(const OpContext& c) {
   const TensorType& g = c.inputs[0];
   if (g.rank() != 0 || !isFloating(g.dtype)) return fail("the gradient must be a float scalar, got " + typeStr(g));
-  if (Status s = sameType(c.inputs[1], c.inputs[2], "input and target"); !s) return Error{s.message()};
+  if (Status s = sameType(c.inputs[1], c.inputs[2], "input and target"); !s) return s.error();
   return std::vector<TensorType>{c.inputs[1]};
 }
 
@@ -218,7 +218,7 @@ Results inferLinearWeightGrad(const OpContext& c) {
   if (g.dtype != x.dtype || g.rank() != x.rank() || g.rank() < 1 ||
       !std::equal(g.shape.begin(), g.shape.end() - 1, x.shape.begin()))
     return fail("the output gradient " + typeStr(g) + " and the input " + typeStr(x) + " must share leading dims");
-  if (Status s = requireFloat(g, "the gradient"); !s) return Error{s.message()};
+  if (Status s = requireFloat(g, "the gradient"); !s) return s.error();
   return single({g.dtype, {g.shape.back(), x.shape.back()}});
 }
 
@@ -242,7 +242,7 @@ Status requireScalar(const TensorType& t, std::string_view what, bool floating =
 
 Results inferGlobalNorm(const OpContext& c) {
   for (size_t i = 0; i < c.inputs.size(); ++i)
-    if (Status s = requireFloat(c.inputs[i], "operand " + std::to_string(i)); !s) return Error{s.message()};
+    if (Status s = requireFloat(c.inputs[i], "operand " + std::to_string(i)); !s) return s.error();
   return std::vector<TensorType>{{DType::f32, {}}};
 }
 
@@ -253,13 +253,13 @@ std::int64_t flopsGlobalNorm(const OpContext& c, Types) {
 }
 
 Results inferClipCoef(const OpContext& c) {
-  if (Status s = requireScalar(c.inputs[0], "the norm"); !s) return Error{s.message()};
+  if (Status s = requireScalar(c.inputs[0], "the norm"); !s) return s.error();
   if (!(*getFloat(c.attrs, "max_norm") > 0)) return fail("max_norm must be positive");
   return std::vector<TensorType>{c.inputs[0]};
 }
 
 Results inferLrSchedule(const OpContext& c) {
-  if (Status s = requireScalar(c.inputs[0], "the step", false); !s) return Error{s.message()};
+  if (Status s = requireScalar(c.inputs[0], "the step", false); !s) return s.error();
   if (*getInt(c.attrs, "warmup_steps") < 0 || *getInt(c.attrs, "total_steps") < 1)
     return fail("warmup_steps must be >= 0 and total_steps >= 1");
   return std::vector<TensorType>{{DType::f32, {}}};
@@ -271,25 +271,25 @@ Status checkParamAndGrad(const OpContext& c) {
 }
 
 Results inferSgdStep(const OpContext& c) {
-  if (Status s = checkParamAndGrad(c); !s) return Error{s.message()};
-  if (Status s = requireScalar(c.inputs[2], "the learning rate"); !s) return Error{s.message()};
-  if (Status s = requireScalar(c.inputs[3], "the gradient scale"); !s) return Error{s.message()};
+  if (Status s = checkParamAndGrad(c); !s) return s.error();
+  if (Status s = requireScalar(c.inputs[2], "the learning rate"); !s) return s.error();
+  if (Status s = requireScalar(c.inputs[3], "the gradient scale"); !s) return s.error();
   bool momentum = *getFloat(c.attrs, "momentum") != 0.0;
   if (momentum != (c.inputs.size() == 5))
     return fail(momentum ? "momentum needs a momentum buffer operand" : "a momentum buffer without momentum");
   if (c.inputs.size() == 5)
     if (Status s = sameType(c.inputs[0], c.inputs[4], "the parameter and its momentum buffer"); !s)
-      return Error{s.message()};
+      return s.error();
   return std::vector<TensorType>{};
 }
 
 Results inferAdamwStep(const OpContext& c) {
-  if (Status s = checkParamAndGrad(c); !s) return Error{s.message()};
+  if (Status s = checkParamAndGrad(c); !s) return s.error();
   for (size_t i : {2, 3})
-    if (Status s = sameType(c.inputs[0], c.inputs[i], "the parameter and its moment"); !s) return Error{s.message()};
-  if (Status s = requireScalar(c.inputs[4], "the learning rate"); !s) return Error{s.message()};
-  if (Status s = requireScalar(c.inputs[5], "the step", false); !s) return Error{s.message()};
-  if (Status s = requireScalar(c.inputs[6], "the gradient scale"); !s) return Error{s.message()};
+    if (Status s = sameType(c.inputs[0], c.inputs[i], "the parameter and its moment"); !s) return s.error();
+  if (Status s = requireScalar(c.inputs[4], "the learning rate"); !s) return s.error();
+  if (Status s = requireScalar(c.inputs[5], "the step", false); !s) return s.error();
+  if (Status s = requireScalar(c.inputs[6], "the gradient scale"); !s) return s.error();
   return std::vector<TensorType>{};
 }
 

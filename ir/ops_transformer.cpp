@@ -31,7 +31,7 @@ Shape statsShape(const TensorType& x) {
 
 Results inferRmsNorm(const OpContext& c) {
   const TensorType& x = c.inputs[0];
-  if (Status s = requireFloat(x, "the input"); !s) return Error{s.message()};
+  if (Status s = requireFloat(x, "the input"); !s) return s.error();
   if (x.rank() < 1) return fail("the input must have rank >= 1");
   const TensorType weight{x.dtype, {x.shape.back()}};
   if (c.inputs[1] != weight) return fail("the weight must be " + typeStr(weight) + ", got " + typeStr(c.inputs[1]));
@@ -43,7 +43,7 @@ Results inferRmsNormBackward(const OpContext& c) {
   const TensorType& g = c.inputs[0];
   const TensorType& x = c.inputs[1];
   if (g != x) return fail("the gradient and the input must have one type, got " + typeStr(g) + " and " + typeStr(x));
-  if (Status s = requireFloat(x, "the input"); !s) return Error{s.message()};
+  if (Status s = requireFloat(x, "the input"); !s) return s.error();
   if (x.rank() < 1) return fail("the input must have rank >= 1");
   const TensorType stats{x.dtype, statsShape(x)};
   if (c.inputs[2] != stats) return fail("rstd must be " + typeStr(stats) + ", got " + typeStr(c.inputs[2]));
@@ -70,7 +70,7 @@ std::optional<std::int64_t> ropeSeqAxis(const OpContext& c) {
 
 Results inferRope(const OpContext& c) {
   const TensorType& x = c.inputs[0];
-  if (Status s = requireFloat(x, "the input"); !s) return Error{s.message()};
+  if (Status s = requireFloat(x, "the input"); !s) return s.error();
   if (x.rank() < 2) return fail("the input must have a position axis and a feature axis, got " + typeStr(x));
   if (x.shape.back() % 2 != 0) return fail("the last axis must have an even extent (pairs are rotated), got " + typeStr(x));
   if (!ropeSeqAxis(c))

@@ -236,7 +236,7 @@ class GraphParser {
       start = end + 1;
     }
     if (!sawHeader_) return Error{std::string(fileName_) + ":1:1: error: expected 'graph NAME' (empty input)"};
-    if (Status s = verify(graph_); !s) return Error{std::string(fileName_) + ": error: invalid graph: " + s.message()};
+    if (Status s = verify(graph_); !s) return s.error().withContext(std::string(fileName_) + ": error: invalid graph: ");
     return std::move(graph_);
   }
 

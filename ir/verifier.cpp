@@ -31,7 +31,7 @@ class Verifier {
         define(v.get());
       }
     for (const auto& node : g_.nodes()) {
-      if (Status s = checkNode(*node); !s) return Error{"at '" + printNode(*node, names()) + "': " + s.message()};
+      if (Status s = checkNode(*node); !s) return s.error().withContext("at '" + printNode(*node, names()) + "': ");
       for (size_t i = 0; i < node->numResults(); ++i) define(node->result(i));
     }
     std::unordered_set<std::string_view> outputNames;
@@ -82,7 +82,7 @@ class Verifier {
     operandTypes_.resize(node.numOperands());
     for (size_t i = 0; i < node.numOperands(); ++i) operandTypes_[i] = node.operand(i)->type();
     Expected<std::vector<TensorType>> inferred = inferResultTypes(node.op(), operandTypes_, node.attrs());
-    if (!inferred) return Error{inferred.error().message};
+    if (!inferred) return inferred.error();
     if (inferred->size() != node.numResults())
       return Error{"has " + std::to_string(node.numResults()) + " result(s), the op defines " +
                    std::to_string(inferred->size())};

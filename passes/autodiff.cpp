@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ir/printer.h"
+#include "passes/build_node.h"
 #include "passes/grad_rules.h"
 
 namespace gradc::passes {
@@ -22,8 +23,9 @@ std::string quoted(const ir::Graph& graph, const ir::Node& node) {
 // A single-result bwd node built by the pass itself (seed, accumulation, zeros).
 Expected<ir::Value*> emit1(ir::Graph& graph, std::string_view op, std::vector<ir::Value*> operands, ir::AttrMap attrs,
                            std::string specName) {
-  Expected<ir::Node*> n = graph.create(op, operands, std::move(attrs), ir::Phase::bwd, std::move(specName));
-  if (!n) return Error{"autodiff: internal error: cannot build '" + std::string(op) + "': " + n.error().message};
+  Expected<ir::Node*> n = buildNode(graph, "autodiff", op, std::move(operands), std::move(attrs), ir::Phase::bwd,
+                                    std::move(specName));
+  if (!n) return n.error();
   return (*n)->result(0);
 }
 
@@ -84,7 +86,7 @@ ValueSet lossDependsOn(const ir::Graph& graph, const ir::Value* loss, const std:
 }  // namespace
 
 Expected<bool> Autodiff::run(ir::Graph& graph) {
-  if (Status s = checkPreconditions(graph); !s) return Error{s.message()};
+  if (Status s = checkPreconditions(graph); !s) return s.error();
   ir::Value* loss = graph.findOutput("loss");
 
   // The forward nodes, before any backward node is appended.
@@ -138,11 +140,11 @@ Expected<bool> Autodiff::run(ir::Graph& graph) {
     GradBuilder builder(graph, node, std::move(resultGrads), operandNeeds);
     OperandGrads operandGrads = rule(builder);
     if (builder.error())
-      return Error{"autodiff: cannot differentiate " + quoted(graph, node) + ": " + builder.error()->message};
+      return builder.error()->withContext("autodiff: cannot differentiate " + quoted(graph, node) + ": ");
     if (operandGrads.size() != node.operands().size())
       return Error{"autodiff: internal error: the gradient rule of '" + std::string(node.opName()) + "' returned " +
                    std::to_string(operandGrads.size()) + " gradients for " + std::to_string(node.operands().size()) +
-                   " operands"};
+                   " operands", ErrorKind::Internal};
 
     for (size_t i = 0; i < operandGrads.size(); ++i) {
       ir::Value* contribution = operandGrads[i];
@@ -151,7 +153,7 @@ Expected<bool> Autodiff::run(ir::Graph& graph) {
       if (contribution->type() != operand->type())
         return Error{"autodiff: internal error: the gradient rule of '" + std::string(node.opName()) +
                      "' gave operand " + std::to_string(i) + " a gradient of type " +
-                     ir::toString(contribution->type()) + ", expected " + ir::toString(operand->type())};
+                     ir::toString(contribution->type()) + ", expected " + ir::toString(operand->type()), ErrorKind::Internal};
       ir::Value*& slot = grads[operand->id()];
       if (!slot) {
         slot = contribution;

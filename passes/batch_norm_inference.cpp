@@ -1,5 +1,6 @@
 #include "passes/batch_norm_inference.h"
 
+#include "passes/build_node.h"
 #include <vector>
 
 namespace gradc::passes {
@@ -12,14 +13,11 @@ Expected<bool> BatchNormInference::run(ir::Graph& graph) {
     ir::Node* norm = update->operand(3)->producer();
     if (!norm || norm->opName() != "batch_norm")
       return Error{"batch-norm-inference: a running_stats_update does not read a batch_norm's statistics"};
-    graph.setInsertionPoint(norm);
     Expected<ir::Node*> eval =
-        graph.create("batch_norm_inference",
-                     std::vector<ir::Value*>{norm->operand(0), norm->operand(1), norm->operand(2), update->operand(0),
-                                             update->operand(1)},
-                     {{"eps", *ir::getFloat(norm->attrs(), "eps")}}, norm->phase(), norm->specName());
-    graph.setInsertionPoint(nullptr);
-    if (!eval) return Error{"batch-norm-inference: internal error: " + eval.error().message};
+        buildNode(graph, "batch-norm-inference", "batch_norm_inference",
+                  {norm->operand(0), norm->operand(1), norm->operand(2), update->operand(0), update->operand(1)},
+                  {{"eps", *ir::getFloat(norm->attrs(), "eps")}}, norm->phase(), norm->specName(), norm);
+    if (!eval) return eval.error();
     graph.replaceAllUsesWith(norm->result(0), (*eval)->result(0));
     graph.erase(update);
     for (size_t r = 0; r < norm->numResults(); ++r)

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "passes/budget.h"
+#include "passes/build_node.h"
 #include "passes/micro_batch.h"
 
 namespace gradc::passes {
@@ -16,11 +17,8 @@ bool isCollective(const ir::Node& n) { return n.op().issuesCollective || n.op().
 
 Expected<ir::Node*> emitAt(ir::Graph& g, ir::Node* before, std::string_view op, std::vector<ir::Value*> operands,
                            ir::AttrMap attrs, ir::Phase phase) {
-  g.setInsertionPoint(before);
-  Expected<ir::Node*> n = g.create(op, operands, std::move(attrs), phase, std::string(kSpecName));
-  g.setInsertionPoint(nullptr);
-  if (!n) return Error{"data parallelism: internal error: " + n.error().message};
-  return *n;
+  return buildNode(g, "data parallelism", op, std::move(operands), std::move(attrs), phase, std::string(kSpecName),
+                   before);
 }
 
 // The node after `n` in program order (nullptr: n is last).
@@ -127,7 +125,7 @@ Expected<ir::Graph> partitionForward(const ir::Graph& forward, const DataParalle
   if (!o.communicates()) return std::move(*local);
   placeRandomStreams(forward, *local, o);
   Status placed = o.placement == LossPlacement::Gather ? placeLossGather(forward, *local, o) : placeLossLocal(*local, o);
-  if (!placed) return Error{placed.message()};
+  if (!placed) return placed.error();
   return std::move(*local);
 }
 

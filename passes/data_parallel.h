@@ -71,7 +71,7 @@ struct DataParallelOptions {
   std::int64_t bucketBytes = kDefaultBucketBytes;
   std::int64_t firstBucketBytes = kDefaultFirstBucketBytes;
   // ZeRO stage (passes/shard_state.h): 0 replicated, 1 optimizer state sharded, 2 gradients
-  // too; -1: auto, chosen with the budget (passes/micro_batch.h, chooseTrainingPlan).
+  // too; -1: auto, chosen with the budget (passes/plan/training_planner.h, chooseTrainingPlan).
   int shard = 0;
   // A world of one partitions and communicates anyway, as DDP does with one process: its
   // collectives are identities, and the communication path runs end to end on one device.

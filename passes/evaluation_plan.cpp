@@ -63,7 +63,7 @@ Expected<EvaluationPlan> planEvaluationInside(const ir::Graph& eval, const Memor
   plan.reserveBytes = host.reserveBytes;
   plan.ranks.assign(1, {0, plan.peakBytes, plan.arenaBytes});
 
-  if (Status s = verifyNoOverlap(plan); !s) return Error{"evaluation plan: " + s.message()};
+  if (Status s = verifyNoOverlap(plan); !s) return s.error().withContext("evaluation plan: ");
   for (const PlannedBuffer& b : plan.buffers) {
     if (hostPersistent.count(b.name) && hostPersistent.at(b.name)->offset == b.offset) continue;
     for (const auto& [name, h] : hostPersistent)

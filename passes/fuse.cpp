@@ -210,7 +210,7 @@ class Fuser {
     graph_.setInsertionPoint(r.members.back());
     Expected<ir::Node*> fused = graph_.create("fused", inputs, {{"body", ir::printFusedBody(body)}}, r.phase,
                                               commonSpecName(r.members));
-    if (!fused) return Error{"internal: fusing " + r.members.front()->specName() + ": " + fused.error().message};
+    if (!fused) return Error{"internal: fusing " + r.members.front()->specName() + ": " + fused.error().message, ErrorKind::Internal};
     for (size_t k = 0; k < outputs.size(); ++k) graph_.replaceAllUsesWith(outputs[k]->result(), (*fused)->result(k));
     return true;
   }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ir/op_table.h"
+#include "passes/build_node.h"
 
 namespace gradc::passes {
 
@@ -75,11 +76,9 @@ Expected<int> fuseLinearCrossEntropy(ir::Graph& forward, int chunks) {
     ir::Node* head = fusableHead(*loss);
     std::vector<ir::Value*> operands{head->operand(0), head->operand(1), loss->operand(1)};
     if (head->numOperands() > 2) operands.push_back(head->operand(2));
-    forward.setInsertionPoint(loss);
-    Expected<ir::Node*> fused =
-        forward.create(kFused, operands, {{"chunks", std::int64_t{chunks}}}, ir::Phase::fwd, head->specName());
-    forward.setInsertionPoint(nullptr);
-    if (!fused) return Error{"fuse-loss: internal error: " + fused.error().message};
+    Expected<ir::Node*> fused = buildNode(forward, "fuse-loss", kFused, std::move(operands),
+                                          {{"chunks", std::int64_t{chunks}}}, ir::Phase::fwd, head->specName(), loss);
+    if (!fused) return fused.error();
     forward.replaceAllUsesWith(loss->result(0), (*fused)->result(0));
     forward.erase(loss);
     forward.erase(head);

@@ -11,7 +11,7 @@
 // nothing else reads and that is not a graph output. The gather loss placement (DataParallel's
 // baseline) puts a gather between the two: nothing matches there, by design.
 //
-// Choice (passes/micro_batch.h, chooseTrainingPlan): `--loss-chunks auto` fuses only under a
+// Choice (passes/plan/training_planner.h, chooseTrainingPlan): `--loss-chunks auto` fuses only under a
 // budget the unfused step does not meet as it is: fusing costs no FLOPs, but at equal recompute
 // the selection prefers the unfused step (its LM head runs as one large matrix product), then
 // the fewest chunks. The chunk count is a free parameter of a fused graph (setLossChunks changes

@@ -17,7 +17,8 @@ ir::Node* GradBuilder::emit(std::string_view op, std::vector<ir::Value*> operand
   if (std::find(operands.begin(), operands.end(), nullptr) != operands.end()) return nullptr;
   Expected<ir::Node*> n = graph_.create(op, operands, std::move(attrs), ir::Phase::bwd, node_.specName());
   if (!n) {
-    error_ = Error{"internal error: the gradient rule built an invalid node: " + n.error().message};
+    error_ = internalError("the gradient rule of '" + std::string(node_.opName()) + "'",
+                           "it built an invalid node: " + n.error().message);
     return nullptr;
   }
   return *n;

@@ -5,14 +5,9 @@
 #include <unordered_map>
 
 #include "ir/printer.h"
-#include "ir/verifier.h"
 #include "passes/autodiff.h"
-#include "passes/dce.h"
-#include "passes/fuse.h"
-#include "passes/liveness.h"
-#include "passes/schedule.h"
-#include "passes/shard_state.h"
-#include "passes/pass_manager.h"
+#include "passes/build_node.h"
+#include "passes/remat_strategies.h"
 
 namespace gradc::passes {
 
@@ -112,8 +107,8 @@ namespace {
 
 Expected<ir::Value*> emit(ir::Graph& g, std::string_view op, std::vector<ir::Value*> operands, ir::AttrMap attrs,
                           ir::Phase phase) {
-  Expected<ir::Node*> n = g.create(op, operands, std::move(attrs), phase, "micro_batch");
-  if (!n) return Error{"micro-batching: internal error: " + n.error().message};
+  Expected<ir::Node*> n = buildNode(g, "micro-batching", op, std::move(operands), std::move(attrs), phase, "micro_batch");
+  if (!n) return n.error();
   return (*n)->result(0);
 }
 
@@ -240,10 +235,10 @@ Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
         map.emplace(m.inputs()[i].get(), full);
         continue;
       }
-      Expected<ir::Node*> s = out.create("slice", std::vector<ir::Value*>{full},
-                                         {{"dim", std::int64_t{0}}, {"start", j * size}, {"end", (j + 1) * size}},
-                                         ir::Phase::fwd, full->name());
-      if (!s) return Error{"micro-batching: internal error: " + s.error().message};
+      Expected<ir::Node*> s = buildNode(out, "micro-batching", "slice", {full},
+                                        {{"dim", std::int64_t{0}}, {"start", j * size}, {"end", (j + 1) * size}},
+                                        ir::Phase::fwd, full->name());
+      if (!s) return s.error();
       map.emplace(m.inputs()[i].get(), (*s)->result(0));
     }
     for (size_t i = 0; i < m.params().size(); ++i) map.emplace(m.params()[i].get(), outer.at(forward.params()[i].get()));
@@ -268,7 +263,7 @@ Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
     };
     for (const auto& n : m.nodes()) {
       if (!lossAdded && n->phase() != ir::Phase::fwd)
-        if (Status s = addLoss(); !s) return Error{s.message()};
+        if (Status s = addLoss(); !s) return s.error();
       std::vector<ir::Value*> operands;
       for (const ir::Value* v : n->operands()) operands.push_back(map.at(v));
       ir::AttrMap attrs = n->attrs();
@@ -278,7 +273,7 @@ Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
       for (size_t r = 0; r < n->numResults(); ++r) map.emplace(n->result(r), c->result(r));
     }
     if (!lossAdded)
-      if (Status s = addLoss(); !s) return Error{s.message()};
+      if (Status s = addLoss(); !s) return s.error();
     for (size_t p = 0; p < gradSums.size(); ++p) {
       ir::Value* g = map.at(m.findOutput("grad." + learned[p]->name()));
       if (gradSums[p]) {
@@ -296,187 +291,6 @@ Expected<ir::Graph> microBatchedGradients(const ir::Graph& forward, int k) {
     out.setOutput("grad." + learned[p]->name(), *mean);
   }
   return out;
-}
-
-namespace {
-
-// The configurations chooseTrainingPlan builds steps of: micro-batch counts, ZeRO stages,
-// unfused and fused loss (with the fused forward).
-struct Variants {
-  std::vector<int> ks;
-  std::vector<int> stages{0};
-  bool unfused = true;
-  bool fused = false;
-  std::optional<ir::Graph> fusedForward;
-};
-
-Expected<Variants> variants(const ir::Graph& forward, const TrainingPlanOptions& options) {
-  if (options.microBatches < 0)
-    return Error{"the number of micro-batches must be positive (or 0 for auto), got " + std::to_string(options.microBatches)};
-  Variants v;
-  const bool gathered = options.dataParallel && options.dataParallel->communicates() &&
-                        options.dataParallel->placement == LossPlacement::Gather;
-  if (gathered && options.microBatches > 1)
-    return Error{"--loss-placement gather (the DataParallel baseline) runs whole batches; it does not combine with "
-                 "micro-batching"};
-  if (options.microBatches > 0 || gathered)
-    v.ks = {std::max(options.microBatches, 1)};
-  else if (options.remat.budgetBytes)
-    v.ks = microBatchCandidates(forward);
-  else
-    v.ks = {1};
-
-  // Fusing the loss (passes/fuse_loss.h): forced, or under auto one more family of graphs to
-  // choose from, when there is a budget to fit.
-  const LossChunking& chunking = options.lossChunks;
-  const bool fusable = countFusableLosses(forward) > 0;
-  if (chunking.mode == LossChunking::Mode::Fixed && !fusable)
-    return Error{"--loss-chunks " + std::to_string(chunking.chunks) + ": the loss cannot be fused: " +
-                 whyNoFusableLoss(forward) +
-                 (gathered ? " (the gather placement computes the loss on gathered logits; use --loss-placement local)"
-                           : "")};
-  v.unfused = chunking.mode != LossChunking::Mode::Fixed;
-  v.fused = fusable && (chunking.mode == LossChunking::Mode::Fixed ||
-                        (chunking.mode == LossChunking::Mode::Auto && options.remat.budgetBytes));
-  if (v.fused) {
-    v.fusedForward = remat::cloneGraph(forward);
-    const int first = chunking.mode == LossChunking::Mode::Fixed ? chunking.chunks : 1;
-    if (Expected<int> n = fuseLinearCrossEntropy(*v.fusedForward, first); !n) return n.error();
-  }
-
-  // ZeRO stages (passes/shard_state.h): the one asked for, or under auto with a budget every
-  // stage (without a budget auto means replicated).
-  if (options.dataParallel && options.dataParallel->world > 1) {
-    const int asked = options.dataParallel->shard;
-    if (asked > 0) v.stages = {asked};
-    else if (asked < 0 && options.remat.budgetBytes) v.stages = {0, 1, 2};
-  }
-  return v;
-}
-
-// The step of one configuration: the gradients of k micro-batches (taking `consumable` over
-// when it is `from`), collectives, optimizer at ZeRO stage `stage`, dce, fusion. Not verified:
-// the callers verify it once instead of after each pass (the pipeline that builds the chosen
-// configuration, passes/training_pipeline.h, runs the same passes verifying after each).
-Expected<ir::Graph> buildStep(const ir::Graph& from, ir::Graph* consumable, int k, int stage,
-                              const TrainingPlanOptions& options) {
-  Expected<ir::Graph> g = &from == consumable ? microBatchedGradients(std::move(*consumable), k)
-                                              : microBatchedGradients(from, k);
-  if (!g) {
-    if (options.dataParallel && options.dataParallel->world > 1)  // `from` is one rank's shard
-      return Error{"on each of the " + std::to_string(options.dataParallel->world) +
-                   " data-parallel ranks (which hold 1/" + std::to_string(options.dataParallel->world) +
-                   " of the batch): " + g.error().message};
-    return g.error();
-  }
-  if (options.dataParallel)
-    if (Status s = insertCollectives(*g, *options.dataParallel); !s) return Error{s.message()};
-  PassManager pm(PassManagerOptions{.verifyAfterChange = false});
-  if (options.optimizer) pm.add<OptimizerPass>(*options.optimizer);
-  if (options.optimizer && stage > 0) {
-    DataParallelOptions sharded = *options.dataParallel;
-    sharded.shard = stage;
-    pm.add<ShardStatePass>(sharded);
-  }
-  pm.add<DeadCodeElimination>();
-  if (options.fuseElementwise) pm.add<FuseElementwise>();
-  if (Expected<bool> r = pm.run(*g); !r) return r.error();
-  return std::move(*g);
-}
-
-// The step as it is (trainingStepAsIs); with `consumable` (== &forward), taking it over.
-Expected<ir::Graph> stepAsIs(const ir::Graph& forward, ir::Graph* consumable, TrainingPlanOptions options) {
-  options.remat = RematOptions{};  // no budget: one configuration
-  Expected<Variants> v = variants(forward, options);
-  if (!v) return v.error();
-  if (v->unfused) return buildStep(forward, consumable, v->ks.front(), v->stages.front(), options);
-  return buildStep(*v->fusedForward, nullptr, v->ks.front(), v->stages.front(), options);
-}
-
-}  // namespace
-
-Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const TrainingPlanOptions& options) {
-  Expected<Variants> v = variants(forward, options);
-  if (!v) return v.error();
-  const std::vector<int>& ks = v->ks;
-  const std::vector<int>& stages = v->stages;
-  const bool buildUnfused = v->unfused;
-  const bool buildFused = v->fused;
-  const LossChunking& chunking = options.lossChunks;
-
-  struct Built {
-    ir::Graph graph;
-    int microBatches;
-    std::vector<int> lossChunks;
-    int shardStage = 0;
-  };
-  std::vector<Built> graphs;
-  graphs.reserve(2 * ks.size() * stages.size());
-  auto select = [&]() -> Expected<RematChoice> {
-    std::vector<RematGraph> views;
-    for (Built& b : graphs) views.push_back(RematGraph{&b.graph, b.microBatches, b.lossChunks, b.shardStage});
-    Expected<RematSelection> s = selectRematPlan(views, options.remat);
-    if (!s) return s.error();
-    Built& chosen = graphs[s->graph];
-    const int lossChunks = lossChunksOf(chosen.graph);
-    return RematChoice{std::move(chosen.graph), std::move(s->report), chosen.microBatches, lossChunks,
-                       chosen.shardStage};
-  };
-  auto build = [&](const ir::Graph& from, int k, int stage) -> Expected<ir::Graph> {
-    Expected<ir::Graph> g = buildStep(from, nullptr, k, stage, options);
-    if (!g) return g.error();
-    if (Status s = verifyTrainingStep(*g); !s) return Error{s.message()};
-    return g;
-  };
-  // The selection order puts every plan without recompute first, by micro-batch count (then
-  // unfused before fused); with none, auto and chain one exists for every count (the step as it
-  // is). So while counts are built smallest first (each unfused, then fused), the first graph
-  // whose step fits as it is (a fused one at its finest chunking) is the choice, and larger
-  // counts (whose graphs grow with the count) need not be built at all.
-  const RematStrategy strategy = options.remat.strategy;
-  const bool keepFirst =
-      options.remat.budgetBytes && (strategy == RematStrategy::Auto || strategy == RematStrategy::None ||
-                                    strategy == RematStrategy::Chain);
-  const bool several = ks.size() > 1 || stages.size() > 1 || (buildUnfused && buildFused);
-  // Built in the selection order (count, then stage, then unfused before fused), so the first
-  // graph that fits as it is ends the search.
-  for (int k : ks)
-    for (int stage : stages) {
-      if (buildUnfused) {
-        Expected<ir::Graph> g = build(forward, k, stage);
-        if (!g) return g.error();
-        graphs.push_back(Built{std::move(*g), k, {}, stage});
-        if (keepFirst && several && scheduledPeakBytes(graphs.back().graph) <= options.remat.planBudget())
-          return select();
-      }
-      if (buildFused) {
-        Expected<ir::Graph> g = build(*v->fusedForward, k, stage);
-        if (!g) return g.error();
-        std::vector<int> chunks;
-        if (chunking.mode == LossChunking::Mode::Auto) chunks = lossChunkCandidates(*g);
-        graphs.push_back(Built{std::move(*g), k, chunks, stage});
-        if (keepFirst && several) {
-          // At its finest chunking (the selection sets the count of every proposal it measures).
-          ir::Graph& last = graphs.back().graph;
-          if (!chunks.empty()) setLossChunks(last, chunks.back());
-          if (scheduledPeakBytes(last) <= options.remat.planBudget()) return select();
-        }
-      }
-    }
-  return select();
-}
-
-Expected<ir::Graph> trainingStepAsIs(const ir::Graph& forward, const TrainingPlanOptions& options) {
-  return stepAsIs(forward, nullptr, options);
-}
-
-Expected<ir::Graph> trainingStepAsIs(ir::Graph&& forward, const TrainingPlanOptions& options) {
-  return stepAsIs(forward, &forward, options);
-}
-
-Status verifyTrainingStep(const ir::Graph& step) {
-  if (Status s = ir::verify(step); !s) return Error{"verifier failed on the training step: " + s.message()};
-  return {};
 }
 
 }  // namespace gradc::passes

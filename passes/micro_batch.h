@@ -1,5 +1,4 @@
-// Micro-batching (gradient accumulation) and the training-step planner that chooses the
-// micro-batch count together with the remat plan.
+// Micro-batching (gradient accumulation).
 //
 // microBatchedGradients(forward, k) replaces the autodiff pass: from a forward graph whose
 // inputs share a leading batch extent B (k divides B) it builds one joint graph that computes
@@ -23,14 +22,8 @@
 // its gradient up to float summation order (with dropout the masks differ from the full-batch
 // ones). k = 1 is exactly autodiff on a copy.
 //
-// chooseTrainingPlan builds micro-batching (or autodiff) -> [data-parallel collectives] ->
-// optimizer -> dce for each candidate k, unfused and (under --loss-chunks auto with a budget,
-// or forced) with the fused loss of passes/fuse_loss.h, then selectRematPlan picks the
-// micro-batch count, the loss chunks and the remat plan together: least recompute FLOPs first
-// (micro-batching costs none; the fused loss its recomputed logits), then the smallest k, then
-// the fewest chunks. Counts are built smallest first, and with none, auto or chain the building
-// stops at the first count whose step fits without recompute (that is the choice the full
-// selection would make).
+// The training-step planner (passes/plan/training_planner.h) chooses the count together with
+// the recompute plan.
 #pragma once
 
 #include <cstdint>
@@ -39,10 +32,6 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "passes/data_parallel.h"
-#include "passes/fuse_loss.h"
-#include "passes/optimizer.h"
-#include "passes/remat.h"
 
 namespace gradc::passes {
 
@@ -68,42 +57,5 @@ const ir::Node* batchMixingNode(const ir::Graph& forward);
 // for a graph with batch statistics (OpInfo::batchStatistics) or a node that mixes examples
 // (batchMixingNode), whose results a split would change.
 std::vector<int> microBatchCandidates(const ir::Graph& forward);
-
-struct TrainingPlanOptions {
-  std::optional<OptimizerOptions> optimizer = OptimizerOptions{};  // nullopt: gradients as outputs
-  // Set for a data-parallel rank: `forward` is already partitioned (partitionForward), and the
-  // gradient collectives are inserted before the optimizer (insertCollectives), so the budget
-  // and the remat plan see the rank's shapes, buckets and communication buffers.
-  std::optional<DataParallelOptions> dataParallel;
-  RematOptions remat;
-  int microBatches = 1;  // 0: auto (with a budget: microBatchCandidates; without: 1)
-  LossChunking lossChunks;  // auto: fused only when that is the cheapest way to fit the budget
-  // Elementwise regions become fused nodes (passes/fuse.h) after the optimizer, before remat, so
-  // the search plans the fused step.
-  bool fuseElementwise = false;
-};
-
-struct RematChoice {
-  ir::Graph graph;
-  RematReport report;
-  int microBatches = 1;
-  int lossChunks = 0;  // the fused loss's chunks; 0: not fused
-  int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
-};
-
-// forward graph -> the planned joint graph of one training step.
-Expected<RematChoice> chooseTrainingPlan(const ir::Graph& forward, const TrainingPlanOptions& options);
-
-// The step chooseTrainingPlan chooses when nothing is recomputed and there is no budget to fit
-// (`options.remat` is ignored; auto micro-batches and ZeRO stage are 1 and 0, an auto fused
-// loss is not fused), built without measuring it and NOT verified: the caller runs
-// verifyTrainingStep on it (the summary does while it measures the recompute strategies on it).
-Expected<ir::Graph> trainingStepAsIs(const ir::Graph& forward, const TrainingPlanOptions& options);
-// The same, taking `forward` over: with one micro-batch its nodes become the step's instead of
-// a copy's. For callers done with the forward graph (a summary of a large spec); the graph is
-// left empty or unspecified.
-Expected<ir::Graph> trainingStepAsIs(ir::Graph&& forward, const TrainingPlanOptions& options);
-// ir::verify, its failure named as the training step's.
-Status verifyTrainingStep(const ir::Graph& step);
 
 }  // namespace gradc::passes

@@ -1,5 +1,6 @@
 #include "passes/optimizer.h"
 
+#include "passes/build_node.h"
 #include <cmath>
 #include <string>
 #include <unordered_map>
@@ -38,16 +39,14 @@ Status validate(const OptimizerOptions& o) {
 }
 
 Expected<ir::Node*> emit(ir::Graph& graph, std::string_view op, std::vector<ir::Value*> operands, ir::AttrMap attrs) {
-  Expected<ir::Node*> n = graph.create(op, operands, std::move(attrs), ir::Phase::opt, std::string(kSpecName));
-  if (!n) return Error{"optimizer: internal error: cannot build '" + std::string(op) + "': " + n.error().message};
-  return n;
+  return buildNode(graph, "optimizer", op, std::move(operands), std::move(attrs), ir::Phase::opt, std::string(kSpecName));
 }
 
 }  // namespace
 
 Expected<bool> OptimizerPass::run(ir::Graph& graph) {
   const OptimizerOptions& o = options_;
-  if (Status s = validate(o); !s) return Error{s.message()};
+  if (Status s = validate(o); !s) return s.error();
 
   // Preconditions.
   for (const auto& n : graph.nodes())

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <limits>
 #include <future>
 #include <map>
@@ -16,6 +17,7 @@
 #include "passes/fuse_loss.h"
 #include "passes/liveness.h"
 #include "passes/peak_bound.h"
+#include "passes/remat_free_path.h"
 #include "passes/schedule.h"
 #include "passes/step_graph.h"
 
@@ -124,36 +126,35 @@ class Chooser {
     // one auto keeps everything).
     const StepFacts* measureOn =
         strategy == RematStrategy::Auto && withPath ? &factsAt(states_.size() - 1, added.lossChunks.back()) : nullptr;
-    added.candidates = remat::candidates(*added.analysis, strategy, measureOn);
+    added.candidates = remat::candidatesWithFreePath(*added.analysis, strategy, measureOn);
     if (!onlyProposal.empty()) {
       std::erase_if(added.candidates, [&](const remat::Candidate& c) { return c.description != onlyProposal; });
       if (added.candidates.empty()) {
         states_.pop_back();
         return Error{"internal: no " + std::string(rematStrategyName(strategy)) + " proposal '" +
-                     std::string(onlyProposal) + "' for this graph"};
+                     std::string(onlyProposal) + "' for this graph", ErrorKind::Internal};
       }
       added.candidates.resize(1);
     }
     return {};
   }
 
-  // Every proposal in the selection order.
-  std::vector<Entry> entries() {
+  // Every proposal the objective admits, in its order (Objective::precedes; ties in proposal
+  // order).
+  std::vector<Entry> entries(const Objective& objective) {
     std::vector<Entry> out;
     for (size_t g = 0; g < states_.size(); ++g)
       for (size_t c = 0; c < states_[g].candidates.size(); ++c)
-        for (size_t k = 0; k < states_[g].lossChunks.size(); ++k)
-          out.push_back(Entry{g, c, k, plan(g, c).recomputeFlops, states_[g].microBatches, states_[g].shardStage,
-                              states_[g].lossChunks[k], strategyRank(states_[g].candidates[c].strategy)});
-    std::stable_sort(out.begin(), out.end(), [](const Entry& x, const Entry& y) {
-      if (x.flops != y.flops) return x.flops < y.flops;
-      if (x.microBatches != y.microBatches) return x.microBatches < y.microBatches;
-      if (x.shardStage != y.shardStage) return x.shardStage < y.shardStage;
-      if (x.lossChunks != y.lossChunks) return x.lossChunks < y.lossChunks;
-      return x.rank < y.rank;
-    });
+        for (size_t k = 0; k < states_[g].lossChunks.size(); ++k) {
+          Entry e{g, c, k, plan(g, c).recomputeFlops, states_[g].microBatches, states_[g].shardStage,
+                  states_[g].lossChunks[k], strategyRank(states_[g].candidates[c].strategy)};
+          if (objective.admits(cost(e), states_[g].analysis->forwardFlops)) out.push_back(e);
+        }
+    std::stable_sort(out.begin(), out.end(),
+                     [](const Entry& x, const Entry& y) { return Objective::precedes(cost(x), cost(y)); });
     return out;
   }
+  static PlanCost cost(const Entry& e) { return PlanCost{e.flops, e.microBatches, e.shardStage, e.lossChunks, e.rank}; }
 
   const remat::RewritePlan& plan(size_t g, size_t c) {
     const GraphState& s = states_[g];
@@ -392,7 +393,7 @@ std::string describe(const remat::Candidate& c, int microBatches, int lossChunks
 
 }  // namespace
 
-Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, const RematOptions& options) {
+Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs, const RematOptions& options) {
   if (graphs.empty()) return Error{"remat: no graph to plan"};
   if (options.budgetBytes && *options.budgetBytes <= 0) return Error{"remat: the budget must be positive"};
   if (options.budgetBytes && options.planBudget() <= 0)
@@ -402,15 +403,30 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   Measurements measured;
   Chooser chooser(&measured);
   const bool withPath = options.budgetBytes.has_value() || !options.proposal.empty();
-  for (const RematGraph& g : graphs)
+  for (const PlanCandidate& g : graphs)
     if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy, withPath, g.lossChunks, g.shardStage, options.proposal); !s)
-      return Error{s.message()};
-  std::vector<Entry> order = chooser.entries();
-  if (order.empty()) return Error{"remat: internal error: no proposal"};
+      return s.error();
+  const Objective& objective = options.objective;
+  std::vector<Entry> order = chooser.entries(objective);
+  if (order.empty()) {
+    if (objective.maxRecomputePercent) {
+      char cap[32];
+      std::snprintf(cap, sizeof cap, "%g%%", *objective.maxRecomputePercent);
+      return Error{"no " + std::string(rematStrategyName(options.strategy)) + " plan recomputes at most " + cap +
+                   " of a forward (a larger --max-recompute, or another --remat)"};
+    }
+    return internalError("remat", "no proposal");
+  }
 
   std::optional<Entry> chosen;
   if (options.budgetBytes) {
-    chosen = firstFit(chooser, order, options.planBudget());
+    if (objective.goal == PlanGoal::LeastPeak) {
+      if (std::optional<Entry> least = smallestPeak(chooser, order);
+          least && chooser.peak(*least) <= options.planBudget())
+        chosen = least;
+    } else {
+      chosen = firstFit(chooser, order, options.planBudget());
+    }
     if (!chosen) {
       const Entry best = *smallestPeak(chooser, order);
       GraphState& s = chooser.state(best.graph);
@@ -424,28 +440,31 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
         message += " (" + formatBytesExact(options.reserveBytes) + " of it reserved for the device's libraries)";
       if (options.strategy != RematStrategy::Auto)
         message += " with --remat " + std::string(rematStrategyName(options.strategy));
-      message += "; " + std::string(kSmallestFeasiblePhrase) + formatBytesExact(l.peakBytes + options.reserveBytes) +
+      if (objective.maxRecomputePercent) message += " (" + objective.describe() + ")";
+      message += "; the smallest feasible budget is " + formatBytesExact(l.peakBytes + options.reserveBytes) +
                  ", reached with " +
                  describe(chooser.candidate(best), best.microBatches, best.lossChunks, best.shardStage) + " (dominated by: " + why + ")";
       if (options.strategy != RematStrategy::Auto) {
         // Would another strategy do better? Measured on the same graphs.
         Chooser all(&measured);
         for (size_t gi = 0; gi < graphs.size(); ++gi) {
-          const RematGraph& g = graphs[gi];
+          const PlanCandidate& g = graphs[gi];
           if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto, true, g.lossChunks, g.shardStage, {},
                                   chooser.state(gi).analysis);
               !st)
-            return Error{st.message()};
+            return st.error();
         }
-        std::vector<Entry> allOrder = all.entries();
+        std::vector<Entry> allOrder = all.entries(objective);
         if (std::optional<Entry> fit = firstFit(all, allOrder, options.planBudget()))
           message += "; --remat auto fits (" + describe(all.candidate(*fit), fit->microBatches, fit->lossChunks, fit->shardStage) + ", peak " +
                      formatBytes(all.peak(*fit)) + ")";
         else if (std::optional<Entry> low = smallestPeak(all, allOrder); low && all.peak(*low) < l.peakBytes)
           message += "; --remat auto reaches " + formatBytesExact(all.peak(*low) + options.reserveBytes);
       }
-      return Error{message};
+      return infeasibleBudgetError(std::move(message), l.peakBytes + options.reserveBytes);
     }
+  } else if (objective.goal == PlanGoal::LeastPeak) {
+    chosen = smallestPeak(chooser, order);
   } else {
     chosen = withoutBudget(chooser, order, options.strategy);
   }
@@ -463,9 +482,9 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
   }
   chooser.apply(*chosen);
 
-  RematSelection out;
+  PlanSelection out;
   out.graph = chosen->graph;
-  RematReport& r = out.report;
+  TrainingPlanReport& r = out.report;
   r.requested = options.strategy;
   r.chosen = s.candidates[chosen->candidate].strategy;
   r.plan = describe(s.candidates[chosen->candidate], s.microBatches, chosen->lossChunks, s.shardStage);
@@ -488,9 +507,9 @@ Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, con
 }
 
 Expected<bool> RematPass::run(ir::Graph& graph) {
-  RematGraph g{&graph, 1};
-  Expected<RematSelection> s = selectRematPlan(std::span<const RematGraph>(&g, 1), options_);
-  if (!s) return Error{"remat: " + s.error().message};
+  PlanCandidate g{&graph, 1};
+  Expected<PlanSelection> s = selectTrainingPlan(std::span<const PlanCandidate>(&g, 1), options_);
+  if (!s) return s.error().withContext("remat: ");
   report_ = s->report;
   return report_.recomputeNodes > 0;
 }
@@ -504,8 +523,8 @@ Status strategyRow(ir::Graph& joint, std::optional<std::int64_t> budget,
                    const std::shared_ptr<const remat::Analysis>& analysis, Measurements& measured,
                    RematStrategy strategy, std::optional<StrategySummary>& row) {
   Chooser chooser(&measured);
-  if (Status s = chooser.add(joint, 1, strategy, budget.has_value(), {}, 0, {}, analysis); !s) return Error{s.message()};
-  std::vector<Entry> order = chooser.entries();
+  if (Status s = chooser.add(joint, 1, strategy, budget.has_value(), {}, 0, {}, analysis); !s) return s.error();
+  std::vector<Entry> order = chooser.entries(Objective{});
   StrategySummary r;
   r.strategy = strategy;
   std::optional<Entry> pick = budget ? firstFit(chooser, order, *budget) : withoutBudget(chooser, order, strategy);
@@ -559,7 +578,7 @@ Expected<std::vector<StrategySummary>> summarizeStrategies(ir::Graph& joint, std
 
   std::vector<StrategySummary> rows;
   for (size_t i = 0; i < strategies.size(); ++i) {
-    if (!failed[i]) return Error{failed[i].message()};
+    if (!failed[i]) return failed[i].error();
     if (found[i]) rows.push_back(std::move(*found[i]));
   }
   // Saved against the step as it is, which the none row measured (its plan changes nothing).

@@ -67,6 +67,7 @@
 #include <vector>
 
 #include "passes/pass.h"
+#include "passes/plan/objective.h"
 #include "passes/remat_strategies.h"
 
 namespace gradc::passes {
@@ -78,13 +79,16 @@ struct RematOptions {
   // workspaces), counted against budgetBytes: plans are sized to planBudget().
   std::int64_t reserveBytes = 0;
   std::int64_t planBudget() const { return budgetBytes.value_or(0) - reserveBytes; }
-  // When set, only the strategy's proposal of this description (RematReport::proposal) is
+  // Which of the plans that fit is chosen (passes/plan/objective.h); the default is the order
+  // described above.
+  Objective objective;
+  // When set, only the strategy's proposal of this description (TrainingPlanReport::proposal) is
   // considered: the training pipeline re-applies the search's choice this way, measuring one
   // proposal instead of searching again.
   std::string proposal;
 };
 
-struct RematReport {
+struct TrainingPlanReport {
   RematStrategy requested = RematStrategy::None;
   RematStrategy chosen = RematStrategy::None;  // the strategy of the applied plan
   std::string plan;                            // one line: what the plan does
@@ -115,38 +119,32 @@ class RematPass final : public Pass {
   explicit RematPass(RematOptions options = {}) : options_(options) {}
   std::string_view name() const override { return "remat"; }
   Expected<bool> run(ir::Graph& graph) override;
-  const RematReport& report() const { return report_; }
+  const TrainingPlanReport& report() const { return report_; }
 
  private:
   RematOptions options_;
-  RematReport report_;
+  TrainingPlanReport report_;
 };
 
 // The same training step built with different micro-batch counts (passes/micro_batch.h), with
 // or without the fused loss (passes/fuse_loss.h).
-struct RematGraph {
+struct PlanCandidate {
   ir::Graph* graph;
   int microBatches = 1;
   // A graph with a fused loss: the chunk counts to choose from (empty: as the graph has it).
   std::vector<int> lossChunks;
   int shardStage = 0;  // ZeRO stage the graph was built with (passes/shard_state.h)
 };
-struct RematSelection {
+struct PlanSelection {
   size_t graph = 0;  // index of the graph the chosen plan was applied to
-  RematReport report;
+  TrainingPlanReport report;
 };
 // Chooses over the proposals of every graph together and applies the choice to its graph; the
 // other graphs are left unchanged. Order: recompute FLOPs, then micro-batch count, then the
 // ZeRO stage (sharding costs no FLOPs, only communication: the least that fits), then loss
 // chunks (unfused first, then the fewest), then the strategy rank above.
-Expected<RematSelection> selectRematPlan(std::span<const RematGraph> graphs, const RematOptions& options);
+Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs, const RematOptions& options);
 
-// A refusal ("no plan fits ...") names the smallest feasible budget after this phrase, in
-// formatBytesExact's form.
-inline constexpr std::string_view kSmallestFeasiblePhrase = "the smallest feasible budget is ";
-// The byte count a refusal names as the smallest feasible budget; nullopt when the message
-// names none.
-std::optional<std::int64_t> smallestFeasibleBudget(std::string_view error);
 
 // One row of `gradc compile --emit summary`: what a strategy does to this step.
 struct StrategySummary {

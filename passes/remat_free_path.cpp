@@ -177,4 +177,12 @@ std::vector<Candidate> freePathCandidates(const Analysis& a, const StepFacts& fa
   return out;
 }
 
+std::vector<Candidate> candidatesWithFreePath(const Analysis& analysis, RematStrategy strategy,
+                                              const StepFacts* measureOn) {
+  std::vector<Candidate> out = candidates(analysis, strategy);
+  if (strategy == RematStrategy::Auto && measureOn && freeRecomputePays(analysis))
+    for (Candidate& c : freePathCandidates(analysis, *measureOn)) out.push_back(std::move(c));
+  return out;
+}
+
 }  // namespace gradc::passes::remat

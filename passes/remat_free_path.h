@@ -54,4 +54,10 @@ namespace gradc::passes::remat {
 // (the one `analysis` was made of).
 std::vector<Candidate> freePathCandidates(const Analysis& analysis, const StepFacts& facts);
 
+// candidates(analysis, strategy), and with `measureOn` (the step facts of the analysed graph)
+// auto's end with the free-recompute path, measured on them to be made (a schedule per value it
+// tries); without, the path is left out.
+std::vector<Candidate> candidatesWithFreePath(const Analysis& analysis, RematStrategy strategy,
+                                              const StepFacts* measureOn);
+
 }  // namespace gradc::passes::remat

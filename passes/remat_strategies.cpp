@@ -10,7 +10,6 @@
 #include <span>
 
 #include "passes/budget.h"
-#include "passes/remat_free_path.h"
 
 namespace gradc::passes {
 
@@ -333,7 +332,7 @@ void segmentCountCandidates(const Analysis& a, int skip, std::vector<Candidate>&
 
 }  // namespace
 
-std::vector<Candidate> candidates(const Analysis& a, RematStrategy strategy, const StepFacts* measureOn) {
+std::vector<Candidate> candidates(const Analysis& a, RematStrategy strategy) {
   std::vector<Candidate> out;
   const bool all = strategy == RematStrategy::Auto;
   const int raw = a.episodes.empty() ? 0 : a.episodes[0].rawStages;
@@ -376,10 +375,10 @@ std::vector<Candidate> candidates(const Analysis& a, RematStrategy strategy, con
     out.push_back(poorPlan(RematStrategy::Chain));
   }
   if (strategy == RematStrategy::MemoryPoor || all) out.push_back(poorPlan(RematStrategy::MemoryPoor));
-  if (all && measureOn && freePays(a))
-    for (Candidate& c : freePathCandidates(a, *measureOn)) out.push_back(std::move(c));
   return out;
 }
+
+bool freeRecomputePays(const Analysis& a) { return freePays(a); }
 
 Candidate segmentsCandidate(const Analysis& a, int segments) {
   return scheduled(a, RematStrategy::Sqrt, "checkpoint_sequential: " + std::to_string(segments) + " segments", 3,

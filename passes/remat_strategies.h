@@ -103,6 +103,7 @@
 
 #include "ir/graph.h"
 #include "passes/remat_chain.h"
+#include "passes/rewrite_plan.h"
 
 namespace gradc::passes {
 
@@ -283,43 +284,19 @@ struct Candidate {
   std::vector<EpisodePlan> episodes;
 };
 
-// The proposals of a strategy (Auto: of every strategy), in a fixed order. With `measureOn`
-// (the step facts of the analysed graph), auto's end with the free-recompute path
-// (passes/remat_free_path.h), which is measured on them to be made (a schedule per value it
-// tries); without, the path is left out.
-std::vector<Candidate> candidates(const Analysis& analysis, RematStrategy strategy,
-                                  const StepFacts* measureOn = nullptr);
+// The proposals of a strategy (Auto: of every strategy), in a fixed order, without the
+// free-recompute path (candidatesWithFreePath in passes/remat_free_path.h adds it).
+std::vector<Candidate> candidates(const Analysis& analysis, RematStrategy strategy);
+
+// Whether recomputing the cheap (free) values can pay on this graph at all: auto proposes the
+// free plans and the free-recompute path only then.
+bool freeRecomputePays(const Analysis& analysis);
 
 // torch.utils.checkpoint.checkpoint_sequential's plan with `segments` segments: the chain's
 // stages cut into that many groups, each group's input kept and every group but the last
 // recomputed once in the backward (what sqrt does with sqrt(n) segments). For comparisons
 // (bench/remat_curve.cpp); the planner's own proposals come from candidates().
 Candidate segmentsCandidate(const Analysis& analysis, int segments);
-
-// Where a recompute node reads an operand: an original value, or a result of an earlier clone.
-struct Source {
-  const ir::Value* value = nullptr;
-  int clone = -1;
-  unsigned result = 0;
-};
-struct CloneOp {
-  const ir::Node* of;
-  size_t before;        // inserted before the node at this position
-  std::uint32_t first;  // its operands: RewritePlan::operands[first, first + of->numOperands())
-  std::uint32_t node;   // of->id(), kept here so that walking a plan need not load the nodes
-};
-struct Rewire {
-  ir::Node* node;
-  unsigned operand;
-  Source to;
-};
-struct RewritePlan {
-  std::vector<CloneOp> clones;  // in creation order (a valid program order)
-  std::vector<Source> operands;
-  std::vector<Rewire> rewires;
-  std::int64_t recomputeFlops = 0;
-  int onDemandClones = 0;  // clones the plan did not schedule (recomputed where needed)
-};
 
 RewritePlan planRewrite(const Analysis& analysis, const Candidate& candidate);
 

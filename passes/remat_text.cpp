@@ -1,5 +1,5 @@
-// The text side of remat's results: reading the smallest feasible budget back out of a
-// refusal, and the strategy table of gradc compile --emit summary (passes/remat.h).
+// The text side of remat's results: the strategy table of gradc compile --emit summary
+// (passes/remat.h).
 #include "passes/remat.h"
 
 #include <cstdio>
@@ -8,25 +8,6 @@
 #include "passes/budget.h"
 
 namespace gradc::passes {
-
-std::optional<std::int64_t> smallestFeasibleBudget(std::string_view error) {
-  const size_t at = error.find(kSmallestFeasiblePhrase);
-  if (at == std::string_view::npos) return std::nullopt;
-  // "12.0 MiB (12,582,912 bytes)", or "512 B" below a KiB (formatBytesExact).
-  std::string_view rest = error.substr(at + kSmallestFeasiblePhrase.size());
-  rest = rest.substr(0, rest.find(", reached"));
-  if (const size_t open = rest.find('('); open != std::string_view::npos) rest = rest.substr(open + 1);
-  std::int64_t bytes = 0;
-  bool any = false;
-  for (char c : rest) {
-    if (c == ',') continue;
-    if (c < '0' || c > '9') break;
-    bytes = bytes * 10 + (c - '0');
-    any = true;
-  }
-  if (!any) return std::nullopt;
-  return bytes;
-}
 
 std::string formatStrategySummaries(std::span<const StrategySummary> rows) {
   std::string out = "strategy       predicted peak   recompute (% of forward)   saved        plan\n";

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "ir/shard_layout.h"
+#include "passes/build_node.h"
 
 namespace gradc::passes {
 
@@ -15,12 +16,8 @@ constexpr std::string_view kSpecName = "shard_state";
 
 Expected<ir::Node*> emitAt(ir::Graph& g, ir::Node* before, std::string_view op, std::vector<ir::Value*> operands,
                            ir::AttrMap attrs, ir::Phase phase) {
-  g.setInsertionPoint(before);
-  Expected<ir::Node*> n = g.create(op, operands, std::move(attrs), phase, std::string(kSpecName));
-  g.setInsertionPoint(nullptr);
-  if (!n) return Error{"optimizer-state sharding: internal error: cannot build '" + std::string(op) + "': " +
-                       n.error().message};
-  return *n;
+  return buildNode(g, "optimizer-state sharding", op, std::move(operands), std::move(attrs), phase,
+                   std::string(kSpecName), before);
 }
 
 ir::Node* nextNode(const ir::Graph& g, const ir::Node* n) {
@@ -283,7 +280,7 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
 
 Expected<bool> ShardStatePass::run(ir::Graph& graph) {
   if (options_.shard == 0 || options_.world == 1) return false;
-  if (Status s = shardOptimizerState(graph, options_); !s) return Error{s.message()};
+  if (Status s = shardOptimizerState(graph, options_); !s) return s.error();
   return true;
 }
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "passes/remat_strategies.h"
+#include "passes/rewrite_plan.h"
 
 namespace gradc::passes {
 

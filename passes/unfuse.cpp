@@ -15,9 +15,9 @@ namespace {
 // `n`'s place) into `made`, and gives their results `n`'s users; `n` is left without users.
 Status expand(ir::Graph& graph, ir::Node& n, std::vector<ir::Node*>& made, UnfuseStats& stats) {
   const std::optional<std::string> text = ir::getString(n.attrs(), "body");
-  if (!text) return Error{"internal: fused node of " + n.specName() + " has no body"};
+  if (!text) return Error{"internal: fused node of " + n.specName() + " has no body", ErrorKind::Internal};
   Expected<std::shared_ptr<const ir::FusedBody>> body = ir::cachedFusedBody(*text);
-  if (!body) return Error{"fused node of " + n.specName() + ": " + body.error().message};
+  if (!body) return body.error().withContext("fused node of " + n.specName() + ": ");
   if ((*body)->outputs.size() != n.numResults())
     return Error{"fused node of " + n.specName() + ": its body returns " + std::to_string((*body)->outputs.size()) +
                  " values for " + std::to_string(n.numResults()) + " results"};
@@ -72,7 +72,7 @@ Expected<UnfuseStats> unfuseElementwise(ir::Graph& graph) {
   const size_t original = graph.numNodes();
   std::vector<std::vector<ir::Node*>> steps(fused.size());
   for (size_t i = 0; i < fused.size(); ++i)
-    if (Status s = expand(graph, *fused[i], steps[i], stats); !s) return Error{s.message()};
+    if (Status s = expand(graph, *fused[i], steps[i], stats); !s) return s.error();
   std::vector<ir::Node*> order;
   order.reserve(graph.numNodes());
   size_t next = 0;  // fused nodes come in program order
@@ -105,7 +105,7 @@ Expected<ReferenceStep> referenceStep(const ir::Graph& scheduled, const MemoryPl
            step.plan.buffers[i].offset == b.offset && step.plan.buffers[i].size == b.size;
   }
   if (!same) return Error{"internal: the reference step's plan places the persistent buffers differently from the "
-                          "compiled step's"};
+                          "compiled step's", ErrorKind::Internal};
   step.plan.budgetBytes = compiled.budgetBytes;
   step.plan.reserveBytes = compiled.reserveBytes;
   step.plan.strategy = compiled.strategy;

@@ -130,8 +130,8 @@ Status writeArtifact(const fs::path& dir, const ArtifactManifest& manifest, cons
     return e;
   };
   for (const ArtifactFile& f : files)
-    if (Status s = writeFileAtomic(temp / f.name, f.contents); !s) return fail(Error{s.message()});
-  if (Status s = writeFileAtomic(temp / kManifest, text); !s) return fail(Error{s.message()});
+    if (Status s = writeFileAtomic(temp / f.name, f.contents); !s) return fail(s.error());
+  if (Status s = writeFileAtomic(temp / kManifest, text); !s) return fail(s.error());
   if (replacing) {
     fs::rename(target, old, ec);
     if (ec) return fail(ioError("cannot move the previous artifact aside", target, ec.value()));
@@ -152,7 +152,7 @@ Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return Error{"'" + dir.string() + "' is not a folder (an artifact is a folder)"};
   Expected<std::string> text = readFile(file);
-  if (!text) return Error{"'" + dir.string() + "' is not a gradc artifact: " + text.error().message};
+  if (!text) return text.error().withContext("'" + dir.string() + "' is not a gradc artifact: ");
   if (std::string deep = jsonNestingError(*text); !deep.empty()) return corrupted(file, deep);
   Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return corrupted(file, "not valid JSON (the file was changed or truncated)");
@@ -245,7 +245,7 @@ Expected<ir::Graph> loadGraphFile(const fs::path& graphFile, std::string& text) 
   Expected<std::string> graphText = readFile(graphFile);
   if (!graphText) return corrupted(graphFile, graphText.error().message);
   Expected<ir::Graph> graph = ir::parseGraph(*graphText, graphFile.string());
-  if (!graph) return Error{graph.error().message};
+  if (!graph) return graph.error();
   if (Status s = ir::verify(*graph); !s) return corrupted(graphFile, s.message());
   text = std::move(*graphText);
   return graph;
@@ -267,7 +267,7 @@ Expected<std::pair<std::string, std::string>> variantFiles(const fs::path& dir, 
 }  // namespace
 
 Expected<ArenaPlan> loadRankPlan(const fs::path& dir, const ArtifactManifest& manifest, int rank, StepVariant variant) {
-  if (Status s = checkRank(manifest, rank); !s) return Error{s.message()};
+  if (Status s = checkRank(manifest, rank); !s) return s.error();
   Expected<std::pair<std::string, std::string>> files =
       variantFiles(dir, manifest.ranks[static_cast<size_t>(rank)], variant);
   if (!files) return files.error();
@@ -276,7 +276,7 @@ Expected<ArenaPlan> loadRankPlan(const fs::path& dir, const ArtifactManifest& ma
 
 Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifest& manifest, int rank,
                                       bool trustKernels, StepVariant variant) {
-  if (Status s = checkRank(manifest, rank); !s) return Error{s.message()};
+  if (Status s = checkRank(manifest, rank); !s) return s.error();
   const ArtifactRank& entry = manifest.ranks[static_cast<size_t>(rank)];
   Expected<std::pair<std::string, std::string>> files = variantFiles(dir, entry, variant);
   if (!files) return files.error();
@@ -307,7 +307,7 @@ Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifes
     if (Status s = checkKernelsTrusted(manifest.ranks[static_cast<size_t>(rank)].kernelsTag, *bytes, graphText,
                                        dir / kernels, trustKernels);
         !s)
-      return Error{s.message()};
+      return s.error();
     Expected<std::shared_ptr<const GeneratedKernels>> loaded = GeneratedKernels::loadBytes(*bytes, dir / kernels);
     if (!loaded) return loaded.error();
     if (Status s = (*loaded)->covers(program.graph); !s) return corrupted(dir / kernels, s.message());

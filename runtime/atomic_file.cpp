@@ -24,15 +24,15 @@ int closeFd(int fd) { return ::close(fd) == 0 ? 0 : errno; }
 
 }  // namespace
 
-Error ioError(std::string_view what, const std::filesystem::path& path, int err) {
-  return Error{std::string(what) + " '" + path.string() + "': " + std::strerror(err)};
+bool isEnvironmentErrno(int err) {
+  for (int environment : {ENOSPC, EDQUOT, EIO, EROFS, EFBIG, ENOMEM})
+    if (err == environment) return true;
+  return false;
 }
 
-bool isEnvironmentFailure(std::string_view message) {
-  // The reason ioError writes after "': ", not a path that happens to hold the same words.
-  for (int err : {ENOSPC, EDQUOT, EIO, EROFS, EFBIG, ENOMEM})
-    if (message.find("': " + std::string(std::strerror(err))) != std::string_view::npos) return true;
-  return false;
+Error ioError(std::string_view what, const std::filesystem::path& path, int err) {
+  return Error{std::string(what) + " '" + path.string() + "': " + std::strerror(err),
+               isEnvironmentErrno(err) ? ErrorKind::Environment : ErrorKind::User};
 }
 
 Status syncDirectory(const std::filesystem::path& dir) {

@@ -65,12 +65,13 @@ Expected<std::string> readFile(const std::filesystem::path& path);
 // fsync of a folder, so that entries created, renamed or removed in it are durable.
 Status syncDirectory(const std::filesystem::path& dir);
 
-// "<what> '<path>': <strerror(err)>", the shape of every I/O error in the runtime.
-Error ioError(std::string_view what, const std::filesystem::path& path, int err);
+// Whether an errno is the environment's -- a full or failing disk, a quota, a read-only or too
+// small file system, memory exhausted -- rather than a path the user gave that cannot work (a
+// missing folder, no permission, a file where a folder must be).
+bool isEnvironmentErrno(int err);
 
-// Whether an I/O error (of ioError's shape) is the environment's -- a full or failing disk, a
-// quota, a read-only or too small file system: exit 1 -- rather than a path the user gave that
-// cannot work (a missing folder, no permission, a file where a folder must be: exit 2).
-bool isEnvironmentFailure(std::string_view message);
+// "<what> '<path>': <strerror(err)>", the shape of every I/O error in the runtime; of kind
+// ErrorKind::Environment when isEnvironmentErrno(err), else ErrorKind::User.
+Error ioError(std::string_view what, const std::filesystem::path& path, int err);
 
 }  // namespace gradc::runtime

@@ -215,19 +215,19 @@ Status saveCheckpoint(const fs::path& requested, const CheckpointData& data) {
   if (data.step < 0) return Error{where + ": negative step " + std::to_string(data.step)};
   if (data.data.epoch < 0 || data.data.index < 0) return Error{where + ": negative data position"};
   Expected<json> config = parseConfig(data.config);
-  if (!config) return Error{where + ": " + config.error().message};
+  if (!config) return config.error().withContext(where + ": ");
 
   std::error_code ec;
   fs::create_directories(parent, ec);
   if (ec) return ioError("cannot create folder", parent, ec.value());
   const bool replacing = fs::exists(dir, ec);
-  if (Status s = replaceableByCheckpoint(dir); !s) return Error{where + ": " + s.message()};
+  if (Status s = replaceableByCheckpoint(dir); !s) return s.error().withContext(where + ": ");
 
   // 1. Write the new checkpoint beside the old one. A T left by an interrupted save is stale.
   if (Status s = removeOwn(tmp, where); !s) return s;
   if (Status s = writeContents(tmp, data, *config); !s) {
     fs::remove_all(tmp, ec);
-    return Error{where + ": " + s.message()};
+    return s.error().withContext(where + ": ");
   }
 
   // 2.-3. Swap it in. When D is missing and D.old exists, an earlier save stopped between
@@ -257,7 +257,7 @@ Expected<CheckpointData> loadFrom(const fs::path& source, bool tensors) {
   // state.json first: its version decides how to read the rest.
   if (!fs::exists(source / kStateFile, ec)) return Error{where + " is missing " + kStateFile};
   Expected<std::string> text = readFile(source / kStateFile);
-  if (!text) return Error{where + ": " + text.error().message};
+  if (!text) return text.error().withContext(where + ": ");
   if (std::string deep = jsonNestingError(*text); !deep.empty()) return Error{where + ": " + kStateFile + ": " + deep};
   json state = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (state.is_discarded() || !state.is_object()) return Error{where + ": " + kStateFile + " is not a valid JSON object"};
@@ -303,10 +303,10 @@ Expected<CheckpointData> loadFrom(const fs::path& source, bool tensors) {
   for (auto [file, target] : {std::pair{kWeightsFile, &data.weights}, std::pair{kOptimizerFile, &data.optimizer}}) {
     if (!fs::exists(source / file, ec)) return Error{where + " is missing " + file};
     Expected<std::string> bytes = readFile(source / file);  // read once: checked, then parsed
-    if (!bytes) return Error{where + ": " + bytes.error().message};
-    if (Status s = checkChecksum(state, file, *bytes, where); !s) return Error{s.message()};
+    if (!bytes) return bytes.error().withContext(where + ": ");
+    if (Status s = checkChecksum(state, file, *bytes, where); !s) return s.error();
     Expected<SafetensorsFile> loaded = parseSafetensors(*bytes, (source / file).string());
-    if (!loaded) return Error{where + ": " + loaded.error().message};
+    if (!loaded) return loaded.error().withContext(where + ": ");
     *target = std::move(loaded->tensors);
   }
   return data;
@@ -340,15 +340,15 @@ Expected<CheckpointData> loadCheckpointState(const fs::path& requested) { return
 Expected<SafetensorsFile> loadCheckpointFile(const fs::path& dir, const std::string& file) {
   const std::string where = "checkpoint '" + dir.string() + "'";
   Expected<std::string> text = readFile(dir / kStateFile);
-  if (!text) return Error{where + ": " + text.error().message};
+  if (!text) return text.error().withContext(where + ": ");
   if (std::string deep = jsonNestingError(*text); !deep.empty()) return Error{where + ": " + kStateFile + ": " + deep};
   json state = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!state.is_object()) return Error{where + ": " + kStateFile + " is not a valid JSON object"};
   Expected<std::string> bytes = readFile(dir / file);
-  if (!bytes) return Error{where + ": " + bytes.error().message};
-  if (Status s = checkChecksum(state, file, *bytes, where); !s) return Error{s.message()};
+  if (!bytes) return bytes.error().withContext(where + ": ");
+  if (Status s = checkChecksum(state, file, *bytes, where); !s) return s.error();
   Expected<SafetensorsFile> loaded = parseSafetensors(*bytes, (dir / file).string());
-  if (!loaded) return Error{where + ": " + loaded.error().message};
+  if (!loaded) return loaded.error().withContext(where + ": ");
   return loaded;
 }
 
@@ -375,12 +375,12 @@ Expected<CheckpointLock> CheckpointLock::acquire(const fs::path& requested) {
   // A folder no checkpoint may replace, or a save's working folder someone else put there, is
   // refused now, before the run's first step.
   Status usable = replaceableByCheckpoint(paths->dir);
-  if (!usable) usable = Error{where + ": " + usable.message()};
+  if (!usable) usable = usable.error().withContext(where + ": ");
   for (const fs::path* working : {&paths->tmp, &paths->old})
     if (usable) usable = notInTheWay(*working, where);
   if (!usable) {
     ::close(fd);
-    return Error{usable.message()};
+    return usable.error();
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {

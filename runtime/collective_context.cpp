@@ -10,7 +10,7 @@ void CollectiveContext::started(const ir::Node* start, std::unique_ptr<PendingCo
 
 Status CollectiveContext::wait(const ir::Node* start) {
   auto it = pending_.find(start);
-  if (it == pending_.end()) return Error{"internal: waiting for a collective that was never started"};
+  if (it == pending_.end()) return Error{"internal: waiting for a collective that was never started", ErrorKind::Internal};
   std::unique_ptr<PendingCollective> pending = std::move(it->second);
   pending_.erase(it);
   return blocking([&] { return pending->wait(); });

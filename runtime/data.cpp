@@ -88,7 +88,7 @@ Error unknownByte(const std::string& source, unsigned char byte, std::int64_t of
 // Maps a text file: not empty, and never a FIFO or device (FileMapping::map refuses them).
 Expected<FileMapping> mapText(const std::filesystem::path& path) {
   Expected<FileMapping> mapping = FileMapping::map(path);
-  if (!mapping) return Error{"cannot read data file: " + mapping.error().message};
+  if (!mapping) return mapping.error().withContext("cannot read data file: ");
   if (mapping->size() == 0) return Error{"data file '" + path.string() + "' is empty"};
   return mapping;
 }
@@ -287,7 +287,7 @@ Expected<at::Tensor> loadTokens(const std::filesystem::path& path, const Vocabul
 
 Expected<Batcher> Batcher::create(TextDataset data, const BatcherOptions& options) {
   BatcherOptions o = options;
-  if (Status s = checkShape(o.batch, o.seq, o.stride); !s) return Error{s.message()};
+  if (Status s = checkShape(o.batch, o.seq, o.stride); !s) return s.error();
   // Random windows may start at any offset (stride 1) and repeat: one window is enough.
   std::int64_t windows = countWindows(data.size(), o.seq, o.randomWindows ? 1 : o.stride);
   if (o.randomWindows ? windows < 1 : windows < o.batch)
@@ -299,7 +299,7 @@ Expected<Batcher> Batcher::create(TextDataset data, const BatcherOptions& option
 
 Expected<Batcher> Batcher::synthetic(std::int64_t vocab, const BatcherOptions& options) {
   BatcherOptions o = options;
-  if (Status s = checkShape(o.batch, o.seq, o.stride); !s) return Error{s.message()};
+  if (Status s = checkShape(o.batch, o.seq, o.stride); !s) return s.error();
   if (vocab < 1) return Error{"synthetic data needs a vocabulary of at least 1 token, got " + std::to_string(vocab)};
   return Batcher(std::nullopt, vocab, o, 0);
 }
@@ -405,7 +405,7 @@ Status Batcher::setPosition(DataPosition position) {
 // EvalBatches
 
 Expected<EvalBatches> EvalBatches::create(TextDataset data, std::int64_t batch, std::int64_t seq, std::int64_t stride) {
-  if (Status s = checkShape(batch, seq, stride); !s) return Error{s.message()};
+  if (Status s = checkShape(batch, seq, stride); !s) return s.error();
   std::int64_t windows = countWindows(data.size(), seq, stride);
   if (windows == 0) return tooSmall(data, 1, seq, stride, seq + 1);
   return EvalBatches(std::move(data), batch, seq, stride, windows);

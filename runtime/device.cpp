@@ -27,7 +27,7 @@ Expected<DeviceMemory> CpuDevice::allocate(std::int64_t bytes) const {
   const std::size_t rounded = (n + alignment - 1) / alignment * alignment;  // aligned_alloc wants a multiple
   void* data = std::aligned_alloc(alignment, rounded);
   if (!data)
-    return Error{"cannot allocate the " + std::to_string(bytes) + "-byte arena in host memory (out of memory)"};
+    return environmentError("cannot allocate the " + std::to_string(bytes) + "-byte arena in host memory (out of memory)");
   if (alignment == kHugePage) (void)madvise(data, rounded, MADV_HUGEPAGE);
   return DeviceMemory(static_cast<std::byte*>(data), DeviceMemoryDeleter{&releaseHost, rounded});
 }

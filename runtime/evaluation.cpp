@@ -32,7 +32,7 @@ Expected<ValidationBatches> textValidationBatches(const std::filesystem::path& p
   }
   const bool checkIds = data->isTokenFile();
   Expected<EvalBatches> windows = EvalBatches::create(std::move(*data), globalBatch, seq);
-  if (!windows) return Error{"--val-data: " + windows.error().message};
+  if (!windows) return windows.error().withContext("--val-data: ");
   if (windows->fullBatches() == 0)
     return Error{"--val-data '" + path.string() + "' has " + std::to_string(windows->windowCount()) + " windows of " +
                  std::to_string(seq) + " tokens, fewer than one batch of " + std::to_string(globalBatch)};
@@ -57,7 +57,7 @@ Expected<ValidationBatches> textValidationBatches(const std::filesystem::path& p
 Expected<ValidationBatches> imageValidationBatches(const std::filesystem::path& path, const ImageInputs& inputs,
                                                    std::int64_t globalBatch) {
   Expected<ImageDataset> data = loadImagesFor(path, inputs);
-  if (!data) return Error{"--val-data: " + data.error().message};
+  if (!data) return data.error().withContext("--val-data: ");
   if (data->size() < globalBatch)
     return Error{"--val-data '" + path.string() + "' has " + std::to_string(data->size()) +
                  " images, fewer than one batch of " + std::to_string(globalBatch)};
@@ -104,7 +104,7 @@ Expected<Evaluator> Evaluator::create(const EvaluationProgram& program, const Ex
   ExecutorOptions eo = options;
   eo.arenaOf = &host;
   Expected<Executor> exec = Executor::create(program.graph, program.plan, eo);
-  if (!exec) return Error{"the evaluation step: " + exec.error().message};
+  if (!exec) return exec.error().withContext("the evaluation step: ");
   const std::int64_t full = data.count;
   const std::int64_t k = validation.batches > 0 ? std::min(validation.batches, full) : full;
   std::vector<std::int64_t> chosen;
@@ -126,11 +126,11 @@ Expected<Evaluation> Evaluator::evaluate(TensorMap& state, const RunContext& con
         const std::int64_t from = rank_ * rows + s * part;
         TensorMap inputs{{data_.first, b->first.narrow(0, from, part).to(firstType_)},
                          {data_.second, b->second.narrow(0, from, part).to(secondType_)}};
-        if (Status st = exec_.stageInputs(inputs); !st) return Error{"validation: " + st.message()};
+        if (Status st = exec_.stageInputs(inputs); !st) return st.error().withContext("validation: ");
       }
       if (onHost && index == chosen_.front() && s == 0) MemoryTracker::resetPeak();
       Expected<TensorMap> out = exec_.run(TensorMap{}, state, context);
-      if (!out) return Error{"validation: " + out.error().message};
+      if (!out) return out.error().withContext("validation: ");
       sum += out->at("loss").item<double>();
       if (!onHost) peak = std::max(peak, exec_.devicePeakBytes());
     }
@@ -143,7 +143,7 @@ Expected<Evaluation> Evaluator::evaluate(TensorMap& state, const RunContext& con
     mine[0] = sum;
     at::Tensor all = at::empty({world_}, at::kDouble);
     if (Status s = comm->allGather(mine, all, "all_gather of the ranks' validation losses"); !s)
-      return Error{s.message()};
+      return s.error();
     total = 0;
     for (int r = 0; r < world_; ++r) total += all[r].item<double>();  // in rank order: the same sum everywhere
   }

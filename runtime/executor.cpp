@@ -14,6 +14,7 @@
 #include "ir/fused_body.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "runtime/c10_message.h"
 #include "runtime/dtype_map.h"
 #include "runtime/memory_tracker.h"
 
@@ -37,7 +38,11 @@ Expected<std::vector<at::Tensor>> callKernel(KernelFn kernel, const KernelArgs& 
   try {
     return kernel(args);
   } catch (const c10::Error& e) {
-    return Error{"kernel '" + std::string(args.node.opName()) + "' failed: " + e.what_without_backtrace()};
+    const std::string what = e.what_without_backtrace();
+    return Error{"kernel '" + std::string(args.node.opName()) + "' failed: " + what,
+                 saysOutOfMemory(what) ? ErrorKind::Environment : ErrorKind::User};
+  } catch (const std::bad_alloc& e) {
+    return environmentError("kernel '" + std::string(args.node.opName()) + "' failed: out of memory (" + e.what() + ")");
   } catch (const std::exception& e) {
     return Error{"kernel '" + std::string(args.node.opName()) + "' failed: " + e.what()};
   }
@@ -78,7 +83,7 @@ Expected<Executor> Executor::create(const ir::Graph& graph, const ArenaPlan& pla
   Expected<Executor> exec = create(graph);
   if (!exec) return exec;
   if (Status s = exec->bindArena(plan, options); !s)
-    return Error{"cannot execute graph '" + graph.name() + "' with its memory plan: " + s.message()};
+    return s.error().withContext("cannot execute graph '" + graph.name() + "' with its memory plan: ");
   return exec;
 }
 
@@ -339,7 +344,7 @@ Status checkResults(const ir::Node& node, std::span<const at::Tensor> results,
 }
 
 Expected<Executor> Executor::create(const ir::Graph& graph) {
-  if (Status s = ir::verify(graph); !s) return Error{"cannot execute graph '" + graph.name() + "': " + s.message()};
+  if (Status s = ir::verify(graph); !s) return s.error().withContext("cannot execute graph '" + graph.name() + "': ");
 
   Executor exec(graph);
   std::unordered_map<const ir::Value*, int> slotOf;  // lookups only, never iterated
@@ -420,7 +425,7 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
     if (arena_ && inputArena_[i].defined()) {
       auto it = inputs.find(b.value->name());
       if (it != inputs.end()) {
-        if (Status s = copyIntoArena("input", *b.value, it->second, inputArena_[i]); !s) return Error{s.message()};
+        if (Status s = copyIntoArena("input", *b.value, it->second, inputArena_[i]); !s) return s.error();
       } else if (!staged_[i]) {
         return Error{"input '" + b.value->name() + "' (" + ir::toString(b.value->type()) + ") is missing"};
       }
@@ -428,11 +433,11 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
       if (b.slot != kNoSlot) slots[static_cast<size_t>(b.slot)] = inputArena_[i];
       continue;
     }
-    if (Status s = bind(b, inputs, "input"); !s) return Error{s.message()};
+    if (Status s = bind(b, inputs, "input"); !s) return s.error();
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     const Binding& b = params_[i];
-    if (Status s = bind(b, state, "parameter"); !s) return Error{s.message()};
+    if (Status s = bind(b, state, "parameter"); !s) return s.error();
     if (arena_ && paramArena_[i].defined()) {
       at::Tensor& entry = state.find(b.value->name())->second;
       if (entry.data_ptr() != paramArena_[i].data_ptr()) {  // not adopted yet: move it into the arena
@@ -462,7 +467,7 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
     if (checkArena_)
       for (int b : step.begin)
         if (Status s = checkPoison(placed_[static_cast<size_t>(b)], index, "before"); !s)
-          return Error{atNode(*graph_, *step.node) + s.message()};
+          return s.error().withContext(atNode(*graph_, *step.node));
     if (step.beginBytes) MemoryTracker::addArenaBytes(step.beginBytes);
     const KernelArgs args{*step.node, operands, ctx, step.outs, step.generated.fn ? &step.generated : nullptr};
     if (beforeHook_) beforeHook_(*step.node);
@@ -480,7 +485,7 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
     if (region) {
       if (checkArena_)
         if (Status s = checkPoison(workspaceOf(step), index, "before"); !s)
-          return Error{atNode(*graph_, *step.node) + s.message()};
+          return s.error().withContext(atNode(*graph_, *step.node));
       MemoryTracker::setWorkspaceRegion(arena_.get() + step.workspaceOffset, step.workspaceBytes);
     }
     Expected<std::vector<at::Tensor>> results = [&] {
@@ -510,9 +515,9 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
                      "reused by later buffers"};
       if (checkArena_) poison(workspaceOf(step));
     }
-    if (!results) return Error{atNode(*graph_, *step.node) + results.error().message};
+    if (!results) return results.error().withContext(atNode(*graph_, *step.node));
     if (Status s = checkResults(*step.node, *results, operands); !s)
-      return Error{atNode(*graph_, *step.node) + s.message()};
+      return s.error().withContext(atNode(*graph_, *step.node));
     for (size_t r = 0; r < step.outs.size(); ++r)
       if (step.outs[r].defined() && (*results)[r].data_ptr() != step.outs[r].data_ptr())
         return Error{atNode(*graph_, *step.node) + "kernel '" + std::string(step.node->opName()) + "' result " +
@@ -534,7 +539,7 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
       for (const Placed& o : placed_)
         overlapsOutput |= o.output && o.offset < p.offset + p.size && p.offset < o.offset + o.size;
       if (!overlapsOutput)
-        if (Status s = checkPoison(p, steps_.size(), "after the last"); !s) return Error{s.message()};
+        if (Status s = checkPoison(p, steps_.size(), "after the last"); !s) return s.error();
     }
 
   TensorMap outputs;
@@ -574,10 +579,10 @@ Expected<std::vector<at::Tensor>> callOp(std::string_view opName, std::span<cons
     values.push_back(graph.addInput("x" + std::to_string(i), *type));
   }
   Expected<ir::Node*> node = graph.create(opName, values, attrs);
-  if (!node) return Error{node.error().message};
+  if (!node) return node.error();
   Expected<std::vector<at::Tensor>> results = callKernel(*kernel, KernelArgs{**node, operands, ctx});
   if (!results) return results;
-  if (Status s = checkResults(**node, *results, operands); !s) return Error{s.message()};
+  if (Status s = checkResults(**node, *results, operands); !s) return s.error();
   return results;
 }
 

@@ -21,9 +21,9 @@ std::string shapeText(at::IntArrayRef shape) { return ir::shapeToString(shape.ve
 
 Expected<ImageDataset> ImageDataset::fromFile(const std::filesystem::path& path) {
   Expected<FileMapping> mapping = FileMapping::map(path);
-  if (!mapping) return Error{"image data: " + mapping.error().message};
+  if (!mapping) return mapping.error().withContext("image data: ");
   Expected<std::map<std::string, SafetensorsEntry>> index = indexSafetensors(mapping->bytes(), path.string());
-  if (!index) return Error{index.error().message};
+  if (!index) return index.error();
   const std::string where = "image data '" + path.string() + "'";
   auto images = index->find("images");
   auto labels = index->find("labels");

@@ -30,7 +30,7 @@ Expected<InitialWeights> loadInitialWeights(const std::filesystem::path& from) {
   std::error_code ec;
   if (std::filesystem::is_directory(from, ec)) {
     Expected<CheckpointData> ck = loadCheckpoint(from);
-    if (!ck) return Error{"--init-from: " + ck.error().message};
+    if (!ck) return ck.error().withContext("--init-from: ");
     w.tensors = std::move(ck->weights);
     w.source = ck->loaded_from.string();
     const nlohmann::json config = parseJsonBounded(ck->config);
@@ -39,7 +39,7 @@ Expected<InitialWeights> loadInitialWeights(const std::filesystem::path& from) {
     return w;
   }
   Expected<SafetensorsFile> file = loadSafetensors(from);
-  if (!file) return Error{"--init-from: " + file.error().message};
+  if (!file) return file.error().withContext("--init-from: ");
   w.tensors = std::move(file->tensors);
   if (auto it = file->metadata.find(kWeightsVocabularyKey); it != file->metadata.end()) w.vocabulary = it->second;
   return w;
@@ -62,7 +62,7 @@ Status applyInitialWeights(const ir::Graph& g, TensorMap& state, const InitialWe
       return Error{from + "'" + p->name() + "' holds " + std::string(c10::toString(t.scalar_type())) +
                    " values, the model needs " + ir::toString(p->type())};
     auto slot = state.find(p->name());
-    if (slot == state.end()) return Error{"internal: no initial value for '" + p->name() + "'"};
+    if (slot == state.end()) return Error{"internal: no initial value for '" + p->name() + "'", ErrorKind::Internal};
     slot->second = t.to(want).contiguous();
     taken.insert(p->name());
   }

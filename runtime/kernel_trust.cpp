@@ -93,7 +93,7 @@ Expected<std::string> kernelKey(bool create) {
     if (!linked) return Error{"cannot create the kernel key " + path->string() + ": " + std::strerror(err)};
     text = readFile(*path);
   }
-  if (!text) return Error{"no kernel key: " + text.error().message};
+  if (!text) return text.error().withContext("no kernel key: ");
   if (!isKey(*text)) return Error{"the kernel key " + path->string() + " is not 64 hex digits"};
   return *text;
 }

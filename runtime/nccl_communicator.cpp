@@ -211,7 +211,7 @@ Status NcclCommunicator::waitEvent(cudaEvent_t event, const std::string& what, C
 Expected<std::unique_ptr<NcclCommunicator::Pending>> NcclCommunicator::enqueued(ncclResult_t result, cudaStream_t stream,
                                                                                  std::string what,
                                                                                  Clock::time_point start) {
-  if (Status s = checkCall(result, what, start); !s) return Error{s.message()};
+  if (Status s = checkCall(result, what, start); !s) return s.error();
   cudaEvent_t event = nullptr;
   cudaError_t err = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
   if (err == cudaSuccess) err = cudaEventRecord(event, stream);
@@ -238,7 +238,7 @@ Expected<std::unique_ptr<NcclCommunicator::Pending>> NcclCommunicator::startAllR
                                                                                          NcclDType dtype,
                                                                                          cudaStream_t stream,
                                                                                          std::string what) {
-  if (Status s = usable(what); !s) return Error{s.message()};
+  if (Status s = usable(what); !s) return s.error();
   const auto start = Clock::now();
   ncclResult_t r = ncclAllReduce(devicePtr, devicePtr, count, toNccl(dtype), ncclSum, comm_, stream);
   return enqueued(r, stream, std::move(what), start);
@@ -246,7 +246,7 @@ Expected<std::unique_ptr<NcclCommunicator::Pending>> NcclCommunicator::startAllR
 
 Expected<std::unique_ptr<NcclCommunicator::Pending>> NcclCommunicator::startReduceScatterSum(
     void* devicePtr, std::size_t countPerRank, NcclDType dtype, cudaStream_t stream, std::string what) {
-  if (Status s = usable(what); !s) return Error{s.message()};
+  if (Status s = usable(what); !s) return s.error();
   const auto start = Clock::now();
   std::size_t elementBytes = 1;
   switch (dtype) {

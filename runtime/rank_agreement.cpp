@@ -24,13 +24,13 @@ Expected<std::vector<std::string>> gatherText(Communicator& comm, const std::str
   const int world = comm.worldSize();
   at::Tensor length = at::full({1}, static_cast<std::int64_t>(text.size()), at::kLong);
   at::Tensor lengths = at::empty({world}, at::kLong);
-  if (Status s = comm.allGather(length, lengths, what + " (lengths)"); !s) return Error{s.message()};
+  if (Status s = comm.allGather(length, lengths, what + " (lengths)"); !s) return s.error();
   std::int64_t longest = 1;
   for (int r = 0; r < world; ++r) longest = std::max(longest, lengths[r].item<std::int64_t>());
   at::Tensor mine = at::zeros({longest}, at::kByte);
   std::memcpy(mine.data_ptr(), text.data(), text.size());
   at::Tensor all = at::empty({world * longest}, at::kByte);
-  if (Status s = comm.allGather(mine, all, what); !s) return Error{s.message()};
+  if (Status s = comm.allGather(mine, all, what); !s) return s.error();
   std::vector<std::string> out;
   const char* bytes = static_cast<const char*>(all.data_ptr());
   for (int r = 0; r < world; ++r)
@@ -69,7 +69,7 @@ Status checkIdenticalState(const ir::Graph& g, const TensorMap& state, Communica
 Expected<bool> onAnyRank(bool mine, Communicator& comm, const std::string& what) {
   at::Tensor flag = at::full({1}, static_cast<std::int64_t>(mine), at::kLong);
   at::Tensor all = at::empty({comm.worldSize()}, at::kLong);
-  if (Status s = comm.allGather(flag, all, what); !s) return Error{s.message()};
+  if (Status s = comm.allGather(flag, all, what); !s) return s.error();
   return all.sum().item<std::int64_t>() > 0;
 }
 

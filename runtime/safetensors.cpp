@@ -260,7 +260,7 @@ Expected<Layout> readLayout(std::string_view source, std::uint64_t file_size, co
   if (file_size < 8)
     return fail("too short (" + std::to_string(file_size) + " bytes) to hold the 8-byte header length");
   std::array<unsigned char, 8> length_bytes{};
-  if (Status s = read(0, length_bytes.data(), 8); !s) return Error{s.message()};
+  if (Status s = read(0, length_bytes.data(), 8); !s) return s.error();
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | length_bytes[i];
   if (n > kSafetensorsMaxHeaderBytes)
@@ -271,7 +271,7 @@ Expected<Layout> readLayout(std::string_view source, std::uint64_t file_size, co
                 " bytes that follow it");
 
   std::string text(n, '\0');
-  if (Status s = read(8, text.data(), n); !s) return Error{s.message()};
+  if (Status s = read(8, text.data(), n); !s) return s.error();
   const std::uint64_t data_start = 8 + n;
   Expected<Header> header = parseHeader(text, file_size - data_start);
   if (!header) return fail(header.error().message);
@@ -291,7 +291,7 @@ Expected<SafetensorsFile> decode(std::string_view source, std::uint64_t file_siz
     at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype->type));
     const std::size_t nbytes = e.end - e.begin;
     if (nbytes > 0) {
-      if (Status s = read(data_start + e.begin, t.data_ptr(), nbytes); !s) return Error{s.message()};
+      if (Status s = read(data_start + e.begin, t.data_ptr(), nbytes); !s) return s.error();
     }
     if (e.dtype->type == c10::ScalarType::Bool) {
       const auto* bytes = static_cast<const unsigned char*>(t.data_ptr());

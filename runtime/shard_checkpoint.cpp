@@ -35,7 +35,7 @@ Expected<ShardInfo> shardInfo(const ir::Graph& g, const ir::Value& p) {
   }
   for (const std::string& name : info.params) {
     const ir::Value* v = g.findNamed(name);
-    if (!v) return Error{"internal: sharded state '" + p.name() + "' names '" + name + "', which the graph lacks"};
+    if (!v) return Error{"internal: sharded state '" + p.name() + "' names '" + name + "', which the graph lacks", ErrorKind::Internal};
     info.values.push_back(v);
     info.numels.push_back(v->type().numel());
   }
@@ -66,7 +66,7 @@ Expected<TensorMap> replicatedState(const ir::Graph& g, const TensorMap& state, 
     at::Tensor shard = mine.contiguous();
     at::Tensor all = root ? at::empty({comm.worldSize() * shard.numel()}, shard.options()) : at::Tensor();
     if (Status s = comm.gather(shard, all, 0, "gather of the optimizer state shard '" + p->name() + "' at save"); !s)
-      return Error{s.message()};
+      return s.error();
     if (!root) continue;
     std::int64_t at = 0;
     for (size_t i = 0; i < info->params.size(); ++i) {
@@ -84,7 +84,7 @@ Status shardReplicatedState(const ir::Graph& g, TensorMap& state, const std::str
   for (const auto& p : g.params()) {
     if (!isShardedState(*p)) continue;
     Expected<ShardInfo> info = shardInfo(g, *p);
-    if (!info) return Error{info.error().message};
+    if (!info) return info.error();
     const std::int64_t size = p->type().numel();
     at::Tensor shard = at::zeros({size}, at::TensorOptions().dtype(toScalarType(p->type().dtype)));
     std::vector<at::Tensor> full;

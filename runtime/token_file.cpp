@@ -34,7 +34,7 @@ bool hasLlmcTokenHeader(const std::filesystem::path& path) {
 Expected<TokenFile> mapTokenFile(const std::filesystem::path& path) {
   const std::string name = "token file '" + path.string() + "'";
   Expected<FileMapping> mapping = FileMapping::map(path);
-  if (!mapping) return Error{"token file: " + mapping.error().message};
+  if (!mapping) return mapping.error().withContext("token file: ");
   const std::int64_t bytes = mapping->size();
   if (bytes == 0) return Error{name + " is empty"};
   // Batches read windows at scattered offsets: no read-ahead of the whole file.

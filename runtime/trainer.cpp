@@ -105,12 +105,12 @@ Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, s
     std::optional<Vocabulary> vocabulary = restoredVocab;
     if (!vocabulary && (o.tokenVocabulary || hasLlmcTokenHeader(*o.data))) {
       Expected<Vocabulary> ids = Vocabulary::tokenIds(o.tokenVocabulary.value_or(limit));
-      if (!ids) return Error{"--vocab-size: " + ids.error().message};
+      if (!ids) return ids.error().withContext("--vocab-size: ");
       vocabulary = *ids;
     }
     Expected<TextDataset> data = vocabulary ? TextDataset::fromFile(*o.data, *vocabulary)
                                             : TextDataset::fromFile(*o.data, o.vocabulary);
-    if (!data) return Error{data.error().message};
+    if (!data) return data.error();
     std::int64_t vocab = data->vocabulary().size();
     for (const auto& [bound, what] : {std::pair{tokenBound, "tokens"}, std::pair{targetBound, "targets"}})
       if (bound && vocab > bound->bound)
@@ -122,15 +122,15 @@ Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, s
     checkIds = data->isTokenFile();
     fileVocabulary = data->vocabulary();
     Expected<Batcher> b = Batcher::create(*data, bo);
-    if (!b) return Error{b.error().message};
+    if (!b) return b.error();
     batcher = std::move(*b);
   } else {
     Expected<Batcher> b = Batcher::synthetic(limit, bo);
-    if (!b) return Error{b.error().message};
+    if (!b) return b.error();
     batcher = std::move(*b);
     config["vocabulary"] = "synthetic:" + std::to_string(limit);
   }
-  if (Status s = batcher->setPosition(position); !s) return Error{s.message()};
+  if (Status s = batcher->setPosition(position); !s) return s.error();
   return TokenData{std::move(*batcher), bo.batch * bo.seq, toScalarType(tokens->type().dtype),
                    toScalarType(targets->type().dtype), checkIds, std::move(fileVocabulary)};
 }
@@ -145,11 +145,11 @@ struct ImageData {
 Expected<ImageData> makeImageData(const ImageInputs& in, const TrainerOptions& o, std::uint64_t seed,
                                   const DataPosition& position, nlohmann::json& config, int world) {
   Expected<ImageDataset> data = loadImagesFor(*o.data, in);
-  if (!data) return Error{data.error().message};
+  if (!data) return data.error();
   // The global batch; each rank keeps its rows.
   Expected<ImageBatcher> batcher = ImageBatcher::create(*data, in.images->type().shape[0] * world, seed);
-  if (!batcher) return Error{batcher.error().message};
-  if (Status s = batcher->setPosition(position); !s) return Error{s.message()};
+  if (!batcher) return batcher.error();
+  if (Status s = batcher->setPosition(position); !s) return s.error();
   config["data"] = "images:" + std::to_string(data->size());
   return ImageData{std::move(*batcher), toScalarType(in.images->type().dtype), toScalarType(in.labels->type().dtype)};
 }
@@ -213,10 +213,10 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     return Error{"reference-counted execution (GRADC_NO_ARENA=1, or no memory plan) runs on the CPU device only, not on " +
                  o.device->name()};
   Expected<Executor> exec = arena ? Executor::create(g, *o.arenaPlan, eo) : Executor::create(g);
-  if (!exec) return Error{exec.error().message};
+  if (!exec) return exec.error();
   if (needsGeneratedKernels(g) && !o.kernels)
     return Error{"the graph runs generated kernels (fused nodes) but none were loaded for it"};
-  if (Status s = exec->setGeneratedKernels(o.kernels); !s) return Error{s.message()};
+  if (Status s = exec->setGeneratedKernels(o.kernels); !s) return s.error();
   const int world = o.comm ? o.comm->worldSize() : 1;
   const int rank = o.comm ? o.comm->rank() : 0;
   std::optional<CollectiveContext> collectives;
@@ -241,24 +241,24 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   std::optional<CheckpointLock> saveLock;
   if (o.saveDir && rank == 0) {
     Expected<CheckpointLock> lock = CheckpointLock::acquire(*o.saveDir);
-    if (!lock) return Error{lock.error().message};
+    if (!lock) return lock.error();
     saveLock.emplace(std::move(*lock));
   }
   std::optional<CheckpointLock> bestLock;
   const std::optional<std::filesystem::path> bestDir = o.validation ? o.validation->saveBest : std::nullopt;
   if (bestDir && rank == 0) {
     Expected<CheckpointLock> lock = CheckpointLock::acquire(*bestDir);
-    if (!lock) return Error{"--save-best: " + lock.error().message};
+    if (!lock) return lock.error().withContext("--save-best: ");
     bestLock.emplace(std::move(*lock));
   }
   if (o.resumeDir) {
     Expected<CheckpointData> ck = loadCheckpoint(*o.resumeDir);
-    if (!ck) return Error{ck.error().message};
+    if (!ck) return ck.error();
     for (auto* part : {&ck->weights, &ck->optimizer})
       for (auto& [name, t] : *part) result.state.emplace(name, t);
     // A checkpoint holds replicated state; a sharded rank keeps its shard of it.
-    if (Status s = shardReplicatedState(g, result.state, ck->loaded_from.string()); !s) return Error{s.message()};
-    if (Status s = checkState(g, result.state, ck->loaded_from); !s) return Error{s.message()};
+    if (Status s = shardReplicatedState(g, result.state, ck->loaded_from.string()); !s) return s.error();
+    if (Status s = checkState(g, result.state, ck->loaded_from); !s) return s.error();
     seed = ck->seed;
     firstStep = ck->step + 1;
     position = ck->data;
@@ -283,7 +283,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
       std::string v = saved["vocabulary"];
       if (v.rfind("synthetic:", 0) != 0) {
         Expected<Vocabulary> vocab = Vocabulary::parse(v);
-        if (!vocab) return Error{"checkpoint " + ck->loaded_from.string() + ": " + vocab.error().message};
+        if (!vocab) return vocab.error().withContext("checkpoint " + ck->loaded_from.string() + ": ");
         restoredVocab = *vocab;
       }
     }
@@ -292,16 +292,16 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
                    "; --steps " + std::to_string(o.steps) + " leaves nothing to do"};
   } else {
     Expected<TensorMap> init = initParameters(g, seed);
-    if (!init) return Error{init.error().message};
+    if (!init) return init.error();
     result.state = std::move(*init);
     if (o.initFrom) {
       Expected<InitialWeights> weights = loadInitialWeights(*o.initFrom);
-      if (!weights) return Error{weights.error().message};
-      if (Status s = applyInitialWeights(g, result.state, *weights); !s) return Error{s.message()};
+      if (!weights) return weights.error();
+      if (Status s = applyInitialWeights(g, result.state, *weights); !s) return s.error();
       // Token ids mean what they meant when the weights were trained.
       if (weights->vocabulary && weights->vocabulary->rfind("synthetic:", 0) != 0) {
         Expected<Vocabulary> vocab = Vocabulary::parse(*weights->vocabulary);
-        if (!vocab) return Error{"--init-from " + weights->source + ": " + vocab.error().message};
+        if (!vocab) return vocab.error().withContext("--init-from " + weights->source + ": ");
         restoredVocab = *vocab;
       }
     }
@@ -310,7 +310,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   std::optional<TokenData> tokenData;
   if (isTokenInput(findInput(g, "tokens")) && isTokenInput(findInput(g, "targets"))) {
     Expected<TokenData> td = makeTokenData(g, o, seed, restoredVocab, position, config, world);
-    if (!td) return Error{td.error().message};
+    if (!td) return td.error();
     // A data position counts batches of one shape: under another it names other windows.
     if (!resumedShape.empty() && config["batch_shape"] != resumedShape)
       return Error{"the checkpoint in " + resumedFrom + " was trained on batches of " + resumedShape +
@@ -326,12 +326,12 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
                    "inputs (a safetensors file of images and labels), so it cannot read --data; train it with "
                    "--synthetic"};
     Expected<ImageData> id = makeImageData(*images, o, seed, position, config, world);
-    if (!id) return Error{id.error().message};
+    if (!id) return id.error();
     imageData = std::move(*id);
   }
   const ir::Value* stepInput = findInput(g, "step");
   // Parameters and optimizer state move into their planned buffers once (arena runs).
-  if (Status s = exec->adoptState(result.state); !s) return Error{s.message()};
+  if (Status s = exec->adoptState(result.state); !s) return s.error();
   std::optional<Evaluator> evaluator;
   double bestVal = std::numeric_limits<double>::infinity();
   if (o.validation) {
@@ -344,7 +344,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     if (!batches) return batches.error();
     Expected<Evaluator> e =
         Evaluator::create(*o.evaluation, *exec, eo, *o.validation, std::move(*batches), globalBatch, world, rank);
-    if (!e) return Error{e.error().message};
+    if (!e) return e.error();
     evaluator.emplace(std::move(*e));
     // A resumed run keeps the best so far (the checkpoint of --save-best records its loss).
     if (bestDir && o.resumeDir)
@@ -368,8 +368,8 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
       Expected<std::string> fingerprint = dataFingerprint(*o.data);
       settings["data"] = fingerprint ? *fingerprint : "unreadable: " + fingerprint.error().message;
     }
-    if (Status s = checkIdenticalRun(settings.dump(), *o.comm); !s) return Error{s.message()};
-    if (Status s = checkIdenticalState(g, result.state, *o.comm); !s) return Error{s.message()};
+    if (Status s = checkIdenticalRun(settings.dump(), *o.comm); !s) return s.error();
+    if (Status s = checkIdenticalState(g, result.state, *o.comm); !s) return s.error();
   }
 
   const bool show = o.progress && rank == 0;
@@ -428,7 +428,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     // Arena runs copy the batch into its planned buffers; the loader's tensors go before the
     // peak is measured, so the step's peak is the plan's, not the plan's plus a staged copy.
     if (exec->usesArena()) {
-      if (Status s = exec->stageInputs(inputs); !s) return Error{"step " + std::to_string(step) + ": " + s.message()};
+      if (Status s = exec->stageInputs(inputs); !s) return s.error().withContext("step " + std::to_string(step) + ": ");
       inputs.clear();
     }
     MemoryTracker::resetPeak();
@@ -443,7 +443,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     if (trace) trace->endStep();
     if (!out) {
       if (collectives && !collectives->failure().empty()) return Error{collectives->failure()};
-      return Error{"step " + std::to_string(step) + ": " + out.error().message};
+      return out.error().withContext("step " + std::to_string(step) + ": ");
     }
     peak = std::max(peak, onHost ? MemoryTracker::peakBytes() : exec->devicePeakBytes());
 
@@ -473,7 +473,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
       Expected<Evaluation> ev = evaluator->evaluate(result.state, RunContext{seed, step, nullptr}, o.comm);
       if (!ev) {
         if (trace) trace->endEvaluation(std::nan(""));
-        return Error{"after step " + std::to_string(step) + ": " + ev.error().message};
+        return ev.error().withContext("after step " + std::to_string(step) + ": ");
       }
       if (trace) trace->endEvaluation(ev->loss);
       m.valLoss = ev->loss;
@@ -498,7 +498,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     std::optional<TensorMap> replicated;
     if (due && o.comm && sharded) {
       Expected<TensorMap> full = replicatedState(g, result.state, *o.comm);
-      if (!full) return Error{full.error().message};
+      if (!full) return full.error();
       replicated = std::move(*full);
     }
     // Each rank checks what it holds (its own state, shards and per-rank statistics included,
@@ -510,7 +510,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
       bool diverged = !bad.empty();
       if (o.comm) {
         Expected<bool> any = onAnyRank(diverged, *o.comm, "all_gather of the finite-state checks before saving");
-        if (!any) return Error{any.error().message};
+        if (!any) return any.error();
         diverged = *any;
       }
       if (diverged) {
@@ -526,13 +526,13 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
                                      : DataPosition{0, step};
       const TensorMap& state = replicated ? *replicated : result.state;
       if (regular) {
-        if (Status s = save(*o.saveDir, g, state, step, seed, pos, config); !s) return Error{s.message()};
+        if (Status s = save(*o.saveDir, g, state, step, seed, pos, config); !s) return s.error();
         if (show) progress.note("saved checkpoint " + o.saveDir->string() + " at step " + std::to_string(step));
       }
       if (best) {
         nlohmann::json withLoss = config;
         withLoss["val_loss"] = *m.valLoss;
-        if (Status s = save(*bestDir, g, state, step, seed, pos, withLoss); !s) return Error{"--save-best: " + s.message()};
+        if (Status s = save(*bestDir, g, state, step, seed, pos, withLoss); !s) return s.error().withContext("--save-best: ");
         if (show)
           progress.note("saved the best checkpoint so far (validation loss " + std::to_string(*m.valLoss) + ") " +
                         bestDir->string() + " at step " + std::to_string(step));
@@ -575,7 +575,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   mine[4] = evalPeak >= 0 ? evaluator->plannedPeakBytes() : -1;
   at::Tensor all = at::empty({kFields * world}, at::kLong);
   if (Status s = o.comm->allGather(mine, all, "all_gather of the ranks' metrics at the end"); !s)
-    return Error{s.message()};
+    return s.error();
   for (int r = 0; r < world; ++r) {
     const std::int64_t planned = all[kFields * r + 1].item<std::int64_t>();
     result.metrics.ranks.push_back(RankMetrics{r, all[kFields * r].item<std::int64_t>(),

@@ -10,6 +10,7 @@
 #include "ir/op_table.h"
 #include "ir/printer.h"
 #include "passes/budget.h"
+#include "passes/plan/training_planner.h"
 #include "passes/unfuse.h"
 #include "runtime/artifact.h"
 #include "runtime/generated_kernels.h"

@@ -21,6 +21,7 @@
 #include "passes/fuse_loss.h"
 #include "passes/liveness.h"
 #include "passes/pass_manager.h"
+#include "passes/plan/training_planner.h"
 #include "passes/schedule.h"
 #include "passes/shard_state.h"
 #include "tools/artifact_build.h"
@@ -139,7 +140,7 @@ std::optional<ir::Graph> rankZeroForward(const ir::Graph& forward, const Compile
 std::optional<std::string> lossChunkTable(const ir::Graph& forward, passes::TrainingPlanOptions options,
                                           std::int64_t unfusedPeak) {
   options.lossChunks = passes::LossChunking{passes::LossChunking::Mode::Fixed, 1};
-  Expected<passes::RematChoice> fused = passes::chooseTrainingPlan(forward, options);
+  Expected<passes::TrainingPlan> fused = passes::chooseTrainingPlan(forward, options);
   if (!fused) {
     std::cerr << "gradc: error: " << fused.error().message << "\n";
     return std::nullopt;
@@ -174,7 +175,7 @@ std::optional<std::string> shardTable(const ir::Graph& forward, passes::Training
   options.remat.budgetBytes.reset();
   for (int stage : {0, 1, 2}) {
     options.dataParallel->shard = stage;
-    Expected<passes::RematChoice> step = passes::chooseTrainingPlan(forward, options);
+    Expected<passes::TrainingPlan> step = passes::chooseTrainingPlan(forward, options);
     if (!step) {
       std::cerr << "gradc: error: --shard " << stage << ": " << step.error().message << "\n";
       return std::nullopt;

@@ -15,7 +15,7 @@ namespace gradc::tools {
 Status prepareInference(ir::Graph& graph) {
   passes::PassManager pm;
   pm.add<passes::StripDropout>().add<passes::BatchNormInference>().add<passes::DeadCodeElimination>();
-  if (Expected<bool> r = pm.run(graph); !r) return Error{r.error().message};
+  if (Expected<bool> r = pm.run(graph); !r) return r.error();
   return {};
 }
 
@@ -28,7 +28,7 @@ Expected<EvaluationStep> buildEvaluationStep(const ir::Graph& forward, const Tra
   Expected<ir::Graph> whole = passes::rebatchForward(forward, *batch, 1, "evaluation");
   if (!whole) return whole.error();
   whole->removeOutputsIf([](const ir::GraphOutput& o) { return o.name != "loss"; });
-  if (Status s = prepareInference(*whole); !s) return Error{s.message()};
+  if (Status s = prepareInference(*whole); !s) return s.error();
 
   const std::int64_t rows = *batch / world;
   std::string last;
@@ -38,7 +38,7 @@ Expected<EvaluationStep> buildEvaluationStep(const ir::Graph& forward, const Tra
     if (!g) return g.error();
     passes::PassManager pm;
     pm.add<passes::Schedule>();
-    if (Expected<bool> r = pm.run(*g); !r) return Error{r.error().message};
+    if (Expected<bool> r = pm.run(*g); !r) return r.error();
     Expected<passes::EvaluationPlan> plan = passes::planEvaluationInside(*g, step.plan);
     if (!plan) return plan.error();
     const std::int64_t need = plan->plan.peakBytes + step.plan.reserveBytes;

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <new>
 
+#include "runtime/c10_message.h"
 #include "runtime/comm_error.h"
 #include "tools/commands.h"
 
@@ -82,11 +83,7 @@ void onBusError(int) {
 
 void setFailureContext(const std::string& context) { gContext.store(new std::string(context)); }
 
-bool isOutOfMemory(const std::string& what) {
-  for (const char* sign : {"not enough memory", "out of memory", "Cannot allocate memory", "bad_alloc"})
-    if (what.find(sign) != std::string::npos) return true;
-  return false;
-}
+bool isOutOfMemory(const std::string& what) { return runtime::saysOutOfMemory(what); }
 
 std::string failureLine(const std::string& program, const char* what, bool outOfMemory) {
   std::string first = what ? what : "";

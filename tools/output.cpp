@@ -17,7 +17,7 @@ gradc::Status writeOutput(const std::string& path, std::string_view text) {
   if (path.empty() || path == "-") {
     std::cout << text;
     std::cout.flush();
-    if (!std::cout) return Error{std::string(kStdoutFailure) + " (disk full, or the reader went away?)"};
+    if (!std::cout) return environmentError(std::string(kStdoutFailure) + " (disk full, or the reader went away?)");
     return {};
   }
   return runtime::writeFileAtomic(path, text);
@@ -25,8 +25,7 @@ gradc::Status writeOutput(const std::string& path, std::string_view text) {
 
 int reportWriteFailure(const gradc::Status& failure) {
   std::cerr << "gradc: error: " << failure.message() << "\n";
-  const bool environment = failure.message().rfind(kStdoutFailure, 0) == 0 || runtime::isEnvironmentFailure(failure.message());
-  return environment ? kExitInternal : kExitUserError;
+  return exitCodeFor(failure.error());
 }
 
 gradc::Expected<std::string> readInput(const std::string& path, std::size_t maxBytes) {

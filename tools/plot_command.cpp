@@ -47,7 +47,7 @@ struct Range {
 // A run's curves from one metrics file; an Error names the file and what is missing.
 Expected<Run> readRun(const std::filesystem::path& path) {
   Expected<std::string> text = runtime::readFile(path);
-  if (!text) return Error{"cannot read metrics file: " + text.error().message};
+  if (!text) return text.error().withContext("cannot read metrics file: ");
   const nlohmann::json j = runtime::parseJsonBounded(*text);
   if (!j.is_object() || !j.contains("steps") || !j["steps"].is_array())
     return Error{"'" + path.string() + "' is not a gradc metrics file (no \"steps\" array; write one with --metrics-out)"};

@@ -183,7 +183,7 @@ Status checkHostMemory(const std::filesystem::path& dir, const runtime::Artifact
   if (allRanks)
     for (int r = 1; r < manifest.world(); ++r) {
       Expected<runtime::ArenaPlan> plan = runtime::loadRankPlan(dir, manifest, r, variant);
-      if (!plan) return Error{plan.error().message};
+      if (!plan) return plan.error();
       needed += plan->arenaBytes;
       largest = std::max(largest, plan->arenaBytes);
     }
@@ -299,7 +299,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   Expected<runtime::RankProgram> program = runtime::loadRankProgram(dir, *manifest, rank, o.trustKernels, variant);
   if (!program) {
     std::cerr << "gradc: error: " << program.error().message << "\n";
-    return kExitUserError;
+    return exitCodeFor(program.error());
   }
   // A step with collectives needs a communicator, even for a world of one (--one-rank-collectives):
   // a launcher then hosts the rendezvous for its one worker.
@@ -439,8 +439,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
               << "\n";
     // An allocation or a write (a checkpoint's) that failed mid-run for the environment's reasons
     // is exit 1; a --save location that cannot work is refused before step 1 (exit 2).
-    const bool environment = isOutOfMemory(message) || runtime::isEnvironmentFailure(message);
-    return environment ? kExitInternal : kExitUserError;
+    return exitCodeFor(result.error());
   }
   if (!result->failure.empty() && rank == 0)
     std::cerr << "gradc: error: " << (world > 1 ? "rank 0: " : "") << result->failure << "\n";

@@ -34,7 +34,7 @@ Expected<TrainedWeights> loadTrainedWeights(const std::string& weightsOrFolder, 
   TrainedWeights out{std::move(*weights), runtime::Vocabulary::bytes(), weightsPath.string()};
   if (vocabText && vocabText->rfind("synthetic:", 0) != 0) {
     Expected<runtime::Vocabulary> v = runtime::Vocabulary::parse(*vocabText);
-    if (!v) return Error{"'" + weightsPath.string() + "': its vocabulary cannot be read: " + v.error().message};
+    if (!v) return v.error().withContext("'" + weightsPath.string() + "': its vocabulary cannot be read: ");
     out.vocabulary = *v;
   }
   return out;

@@ -11,7 +11,7 @@
 #include "passes/pass_manager.h"
 #include "passes/schedule.h"
 #include "passes/shard_state.h"
-#include "passes/training_pipeline.h"
+#include "passes/plan/training_planner.h"
 #include "runtime/cpu_cores.h"
 #include "runtime/cuda/library_reserve.h"
 #include "tools/commands.h"
@@ -38,6 +38,15 @@ void MemoryFlags::addTo(CLI::App& cmd) {
                  "Memory the device's libraries hold beside the plan, kept free of --budget: a size, or cuda "
                  "(cuBLAS's workspaces as gradc's CUDA device fixes them, 36 MiB; gradc train --device cuda sets "
                  "it). Default: none, as on the CPU");
+  cmd.add_option("--objective", objective,
+                 "Which plan that fits --budget is chosen: least-recompute (the fewest recompute FLOPs, then the "
+                 "fewest micro-batches, the lowest ZeRO stage, the fewest loss chunks) or least-peak (the least "
+                 "memory; with --max-recompute, the least memory that much extra compute buys)")
+      ->check(CLI::IsMember({"least-recompute", "least-peak"}))
+      ->capture_default_str();
+  cmd.add_option("--max-recompute", maxRecompute,
+                 "Consider only plans that recompute at most PCT percent of one forward's FLOPs")
+      ->check(numberIn(0, 1e9, /*closedHigh=*/true));
   cmd.add_flag("--no-fuse", noFuse,
                "Run every elementwise op as its own kernel (default: regions of elementwise ops are fused into "
                "generated kernels whose intermediates are never stored)");
@@ -191,6 +200,12 @@ std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const Memory
     return std::nullopt;
   }
   options.remat.strategy = *parsed;
+  Expected<passes::Objective> objective = passes::parseObjective(flags.objective, flags.maxRecompute);
+  if (!objective) {
+    std::cerr << "gradc: error: " << objective.error().message << "\n";
+    return std::nullopt;
+  }
+  options.remat.objective = *objective;
   if (flags.microBatches == "auto") {
     if (!options.remat.budgetBytes) {
       std::cerr << "gradc: error: --micro-batches auto needs --budget (it picks the count that fits)\n";
@@ -229,20 +244,23 @@ std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const pa
                                     std::string(passes::lossPlacementName(parallel.placement)) + "): "
                               : "";
   passes::TrainingPlanOptions options = planOptions;
+  std::optional<ir::Graph> shard;
   if (parallel.communicates()) {
-    // A batch that does not split over the ranks is the user's --devices (the pipeline's
-    // partition pass would say the same, without naming the flag).
-    if (Expected<ir::Graph> p = passes::partitionForward(forward, parallel); !p) {
+    // A batch that does not split over the ranks is the user's --devices.
+    Expected<ir::Graph> p = passes::partitionForward(forward, parallel);
+    if (!p) {
       std::cerr << "gradc: error: " << who << "--devices " << parallel.world << ": " << p.error().message << "\n";
+      exitCode = exitCodeFor(p.error());
       return std::nullopt;
     }
+    shard = std::move(*p);
     options.dataParallel = parallel;
   }
-  Expected<passes::TrainingStepResult> built = passes::buildTrainingStepPipeline(forward, options, pm);
+  Expected<passes::TrainingStepResult> built =
+      passes::buildTrainingStepPipeline(forward, shard ? &*shard : nullptr, options, pm);
   if (!built) {
-    const std::string& message = built.error().message;
-    std::cerr << "gradc: error: " << who << message << "\n";
-    if (message.rfind("internal", 0) == 0 || message.rfind("verifier failed", 0) == 0) exitCode = kExitInternal;
+    std::cerr << "gradc: error: " << who << built.error().message << "\n";
+    exitCode = exitCodeFor(built.error());
     return std::nullopt;
   }
   TrainingStep step{std::move(built->graph), built->remat, std::move(built->plan), built->microBatches,

@@ -16,6 +16,7 @@
 #include "passes/micro_batch.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
+#include "passes/plan/training_planner.h"
 #include "passes/remat.h"
 
 namespace gradc::tools {
@@ -27,6 +28,8 @@ struct MemoryFlags {
   std::string lossChunks = "auto";  // a count, "auto" or "off" (passes/fuse_loss.h)
   bool noFuse = false;              // --no-fuse: no elementwise fusion (passes/fuse.h)
   std::string deviceReserve;        // --device-reserve: "" (none), "cuda" or a size
+  std::string objective = "least-recompute";  // --objective (passes/plan/objective.h)
+  double maxRecompute = -1;                   // --max-recompute PCT; negative: no cap
 
   void addTo(CLI::App& cmd);
 };
@@ -71,7 +74,7 @@ int kernelThreadsFor(int devices);
 
 struct TrainingStep {
   ir::Graph graph;  // scheduled
-  passes::RematReport remat;
+  passes::TrainingPlanReport remat;
   passes::MemoryPlan plan;
   int microBatches = 1;
   int lossChunks = 0;  // 0: the loss is not fused

@@ -59,7 +59,7 @@ class NcclTensorCommunicator final : public Communicator {
     const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
     Expected<NcclDType> type = check(buffer, what);
     if (!type) return type.error();
-    if (Status s = commAfterCompute(what); !s) return Error{s.message()};
+    if (Status s = commAfterCompute(what); !s) return s.error();
     Expected<std::unique_ptr<NcclCommunicator::Pending>> p =
         nccl_->startAllReduceSum(buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()), *type, commStream_, what);
     if (!p) return p.error();
@@ -73,7 +73,7 @@ class NcclTensorCommunicator final : public Communicator {
     if (buffer.dim() == 0 || buffer.size(0) % worldSize() != 0)
       return argumentError(rank(), what, "the buffer's first dimension is not a multiple of the world size");
     const auto perRank = static_cast<std::size_t>(buffer.numel() / worldSize());
-    if (Status s = commAfterCompute(what); !s) return Error{s.message()};
+    if (Status s = commAfterCompute(what); !s) return s.error();
     Expected<std::unique_ptr<NcclCommunicator::Pending>> p =
         nccl_->startReduceScatterSum(buffer.data_ptr(), perRank, *type, commStream_, what);
     if (!p) return p.error();

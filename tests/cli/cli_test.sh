@@ -38,6 +38,20 @@ run_gradc "$work/out" "$work/err" compile "$src/models/mlp.yaml" --emit ir --dum
 if [ $rc -eq 0 ] && [ -f "$work/dump/00-input.gir" ] && [ -f "$work/dump/01-dce.gir" ] && grep -q 'IR after dce' "$work/err"; then ok
 else bad "--dump-dir / --print-after-all"; fi
 
+# Exit codes come from an error's kind, never its words: a compiler bug reached under the plan
+# search is exit 1 naming the pass (injected here); a budget no plan meets is exit 2, and the
+# smallest feasible budget it names is met.
+export GRADC_FAIL_AFTER_PASS=optimizer
+run_gradc "$work/out" "$work/err" compile "$src/models/mlp.yaml" --emit plan --budget 64MiB --micro-batches auto
+unset GRADC_FAIL_AFTER_PASS
+if [ $rc -eq 1 ] && grep -q "pass 'optimizer' failed: optimizer: internal error" "$work/err"; then ok
+else bad "an internal error under the search: exit $rc (want 1): $(head -2 "$work/err")"; fi
+run_gradc "$work/out" "$work/err" compile "$src/models/mlp.yaml" --emit plan --budget 1KiB
+smallest=$(grep -o 'the smallest feasible budget is [^(]*([0-9,]* bytes)' "$work/err" | sed 's/.*(\([0-9,]*\) bytes)/\1/; s/,//g')
+if [ $rc -eq 2 ] && [ -n "$smallest" ]; then ok; else bad "an infeasible budget: exit $rc (want 2)"; fi
+run_gradc "$work/out" "$work/err" compile "$src/models/mlp.yaml" --emit plan --budget "${smallest:-0}"
+if [ $rc -eq 0 ]; then ok; else bad "the smallest feasible budget named ($smallest) is refused: $(head -2 "$work/err")"; fi
+
 for sub in compile opt; do
   run_gradc "$work/out" "$work/err" $sub --help
   if [ $rc -eq 0 ] && grep -q 'Usage' "$work/out"; then ok; else bad "gradc $sub --help"; fi

@@ -10,7 +10,7 @@ using namespace gradc::ir;
 namespace {
 Status verifyText(const std::string& text) {
   Expected<Graph> g = parseGraph(text, "v.gir");
-  if (!g) return Error{g.error().message};
+  if (!g) return g.error();
   return verify(*g);
 }
 const std::string kHeader = "graph g\n  input %x : f32[4, 8]\n  param %w : f32[2, 8]\n";

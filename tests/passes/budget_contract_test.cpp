@@ -24,10 +24,11 @@
 #include "passes/micro_batch.h"
 #include "passes/peak_bound.h"
 #include "passes/remat.h"
+#include "passes/remat_free_path.h"
 #include "passes/remat_strategies.h"
 #include "passes/schedule.h"
 #include "passes/step_graph.h"
-#include "passes/training_pipeline.h"
+#include "passes/plan/training_planner.h"
 #include "tests/bundled_model.h"
 
 namespace gradc {
@@ -38,6 +39,7 @@ using passes::RematStrategy;
 struct Planned {
   bool ok = false;
   std::string error;
+  std::int64_t smallestFeasibleBytes = -1;  // of an infeasible budget (ErrorKind::InfeasibleBudget)
   std::int64_t peak = 0;
   std::int64_t recompute = 0;
   int microBatches = 1;
@@ -53,6 +55,7 @@ Planned plan(const ir::Graph& forward, RematStrategy strategy, int microBatches,
   Planned p;
   if (!r) {
     p.error = r.error().message;
+    if (r.error().kind == ErrorKind::InfeasibleBudget) p.smallestFeasibleBytes = r.error().smallestFeasibleBytes;
     return p;
   }
   p.ok = true;
@@ -66,10 +69,10 @@ Planned plan(const ir::Graph& forward, RematStrategy strategy, int microBatches,
   return p;
 }
 
-std::int64_t smallestFeasible(const std::string& error) {
-  const std::optional<std::int64_t> bytes = passes::smallestFeasibleBudget(error);
-  REQUIRE_MESSAGE(bytes.has_value(), error);
-  return *bytes;
+// The smallest feasible budget a refusal carries, as a number (never read from its message).
+std::int64_t smallestFeasible(const Planned& refused) {
+  REQUIRE_MESSAGE(refused.smallestFeasibleBytes > 0, refused.error);
+  return refused.smallestFeasibleBytes;
 }
 
 // Checks (1)-(4) on one forward graph; returns the smallest feasible budget.
@@ -98,14 +101,14 @@ std::int64_t checkContract(const ir::Graph& forward, const std::string& label, i
   // a combination none of the plans above used); that figure fits, one byte less does not.
   const Planned floor = plan(forward, RematStrategy::Auto, 0, *producible.begin() / 4);
   REQUIRE_FALSE(floor.ok);
-  const std::int64_t smallest = smallestFeasible(floor.error);
+  const std::int64_t smallest = smallestFeasible(floor);
   CHECK(smallest <= *producible.begin());
   const Planned atSmallest = plan(forward, RematStrategy::Auto, 0, smallest);
   REQUIRE_MESSAGE(atSmallest.ok, atSmallest.error);
   CHECK(atSmallest.peak == smallest);
   const Planned below = plan(forward, RematStrategy::Auto, 0, smallest - 1);
   REQUIRE_FALSE(below.ok);
-  CHECK(smallestFeasible(below.error) == smallest);
+  CHECK(smallestFeasible(below) == smallest);
 
   // (1) Every producible peak is an accepted budget.
   for (std::int64_t p : producible) {
@@ -279,7 +282,7 @@ TEST_CASE("peak lower bound: never above the live bytes at its node, in any orde
       CAPTURE(passes::rematStrategyName(strategy));
       passes::TrainingPlanOptions options;
       options.remat = passes::RematOptions{strategy, std::nullopt};
-      Expected<passes::RematChoice> c = passes::chooseTrainingPlan(forward, options);
+      Expected<passes::TrainingPlan> c = passes::chooseTrainingPlan(forward, options);
       REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.error().message));
       const ir::Graph& g = c->graph;
       const passes::StorageModel storage = passes::analyzeStorage(g);
@@ -311,7 +314,7 @@ TEST_CASE("budget contract: gpt-mini batch 8 accepts a budget below its former s
   REQUIRE_MESSAGE(p.ok, p.error);
   const Planned tight = plan(forward, RematStrategy::Auto, 1, 20 << 20);
   REQUIRE_FALSE(tight.ok);
-  const std::int64_t smallest = smallestFeasible(tight.error);
+  const std::int64_t smallest = smallestFeasible(tight);
   CHECK(smallest < 60 << 20);
   const Planned poor = plan(forward, RematStrategy::MemoryPoor, 1, std::nullopt);
   REQUIRE(poor.ok);
@@ -345,14 +348,14 @@ TEST_CASE("budget contract: lstm-lm's sqrt plan is accepted as a budget of its o
 struct GptMiniStep {
   ir::Graph forward;
   passes::TrainingPlanOptions options;
-  std::optional<passes::RematChoice> base;
+  std::optional<passes::TrainingPlan> base;
   std::optional<passes::remat::Analysis> analysis;
 
   explicit GptMiniStep(const std::string& model = "gpt-mini", testing::DimOverrides overrides = {})
       : forward(testing::compileBundledModel(model, std::move(overrides))) {
     options.lossChunks.mode = passes::LossChunking::Mode::Off;
     options.remat = passes::RematOptions{RematStrategy::None, std::nullopt};
-    Expected<passes::RematChoice> c = passes::chooseTrainingPlan(forward, options);
+    Expected<passes::TrainingPlan> c = passes::chooseTrainingPlan(forward, options);
     REQUIRE(c);
     base = std::move(*c);
     Expected<passes::remat::Analysis> a = passes::remat::analyze(base->graph);
@@ -382,7 +385,7 @@ AutoAgainst autoAgainst(GptMiniStep& step, std::int64_t budget,
     if (peak <= budget && (best < 0 || flops < best)) best = flops;
   REQUIRE(best >= 0);
   step.options.remat = passes::RematOptions{RematStrategy::Auto, budget};
-  Expected<passes::RematChoice> at = passes::chooseTrainingPlan(step.forward, step.options);
+  Expected<passes::TrainingPlan> at = passes::chooseTrainingPlan(step.forward, step.options);
   REQUIRE_MESSAGE(at, at.error().message);
   CAPTURE(at->report.plan);
   CHECK(at->report.predictedPeakBytes <= budget);
@@ -406,7 +409,7 @@ TEST_CASE("budget contract: gpt-mini never recomputes more than a checkpoint_seq
     const std::int64_t peak = step.peakWith(p);
     CAPTURE(peak);
     options.remat = passes::RematOptions{RematStrategy::Auto, peak};
-    Expected<passes::RematChoice> at = passes::chooseTrainingPlan(forward, options);
+    Expected<passes::TrainingPlan> at = passes::chooseTrainingPlan(forward, options);
     REQUIRE_MESSAGE(at, at.error().message);
     CHECK(at->report.predictedPeakBytes <= peak);
     CHECK(at->report.recomputeFlops <= p.recomputeFlops);
@@ -423,7 +426,7 @@ TEST_CASE("budget contract: gpt-mini recomputes inside its blocks where that bea
   // Every proposal that recomputes only whole stages (or selective alone), measured once.
   std::vector<std::pair<std::int64_t, std::int64_t>> wholeStages;  // (peak, recompute FLOPs)
   const passes::StepFacts facts(base->graph, passes::analyzeStorage(base->graph));
-  for (const passes::remat::Candidate& c : passes::remat::candidates(*a, RematStrategy::Auto, &facts)) {
+  for (const passes::remat::Candidate& c : passes::remat::candidatesWithFreePath(*a, RematStrategy::Auto, &facts)) {
     if (c.description.find("inside stored stages") != std::string::npos) continue;
     const passes::remat::RewritePlan p = passes::remat::planRewrite(*a, c);
     wholeStages.emplace_back(step.peakWith(p), p.recomputeFlops);
@@ -454,7 +457,7 @@ TEST_CASE("budget contract: free recompute on an 8-step LSTM and a 2-layer GPT b
     std::vector<std::pair<std::int64_t, std::int64_t>> others;  // (peak, recompute FLOPs)
     std::int64_t freePeak = -1;
     const passes::StepFacts facts(base->graph, passes::analyzeStorage(base->graph));
-    for (const passes::remat::Candidate& c : passes::remat::candidates(*a, RematStrategy::Auto, &facts)) {
+    for (const passes::remat::Candidate& c : passes::remat::candidatesWithFreePath(*a, RematStrategy::Auto, &facts)) {
       const passes::remat::RewritePlan p = passes::remat::planRewrite(*a, c);
       const std::int64_t peak = step.peakWith(p);
       const bool free = c.description.find("from what the backward keeps anyway") != std::string::npos ||
@@ -491,7 +494,7 @@ std::pair<int, int> checkChainWithoutBudget(const ir::Graph& forward) {
   passes::TrainingPlanOptions options;
   options.lossChunks.mode = passes::LossChunking::Mode::Off;
   options.remat = passes::RematOptions{RematStrategy::None, std::nullopt};
-  Expected<passes::RematChoice> base = passes::chooseTrainingPlan(forward, options);
+  Expected<passes::TrainingPlan> base = passes::chooseTrainingPlan(forward, options);
   REQUIRE_MESSAGE(base, base.error().message);
   Expected<passes::remat::Analysis> a = passes::remat::analyze(base->graph);
   REQUIRE(a);
@@ -509,7 +512,7 @@ std::pair<int, int> checkChainWithoutBudget(const ir::Graph& forward) {
   for (const auto& [peak, flops] : proposals)
     if (peak <= lowest + lowest / 20 && (least < 0 || flops < least)) least = flops;
   options.remat = passes::RematOptions{RematStrategy::Chain, std::nullopt};
-  Expected<passes::RematChoice> chain = passes::chooseTrainingPlan(forward, options);
+  Expected<passes::TrainingPlan> chain = passes::chooseTrainingPlan(forward, options);
   REQUIRE_MESSAGE(chain, chain.error().message);
   CAPTURE(chain->report.plan);
   CHECK(chain->report.recomputeFlops == least);

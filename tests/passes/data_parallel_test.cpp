@@ -17,6 +17,7 @@
 #include "passes/memory_plan.h"
 #include "passes/micro_batch.h"
 #include "passes/pass_manager.h"
+#include "passes/plan/training_planner.h"
 #include "passes/schedule.h"
 #include "tests/bundled_model.h"
 #include "tests/passes/rank_step.h"

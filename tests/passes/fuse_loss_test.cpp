@@ -17,7 +17,7 @@
 #include "passes/fuse_loss.h"
 #include "passes/liveness.h"
 #include "passes/micro_batch.h"
-#include "passes/training_pipeline.h"
+#include "passes/plan/training_planner.h"
 
 using namespace gradc;
 using passes::LossChunking;
@@ -46,7 +46,7 @@ const LossChunking kAuto{LossChunking::Mode::Auto, 0};
 const LossChunking kOff{LossChunking::Mode::Off, 0};
 LossChunking fixed(int k) { return {LossChunking::Mode::Fixed, k}; }
 
-std::int64_t totalRecompute(const passes::RematReport& r) { return r.recomputeFlops; }
+std::int64_t totalRecompute(const passes::TrainingPlanReport& r) { return r.recomputeFlops; }
 
 }  // namespace
 
@@ -96,7 +96,7 @@ TEST_CASE("fuse-loss: nothing to fuse is left alone, and a forced chunk count sa
   REQUIRE(n.ok());
   CHECK(*n == 0);
   CHECK(ir::printGraph(mlp) == before);
-  Expected<passes::RematChoice> forced = passes::chooseTrainingPlan(mlp, planOptions(std::nullopt, fixed(4)));
+  Expected<passes::TrainingPlan> forced = passes::chooseTrainingPlan(mlp, planOptions(std::nullopt, fixed(4)));
   REQUIRE_FALSE(forced.ok());
   CHECK(forced.error().message.find("the loss cannot be fused: the graph has no cross_entropy loss") !=
         std::string::npos);
@@ -110,7 +110,7 @@ TEST_CASE("fuse-loss: nothing to fuse is left alone, and a forced chunk count sa
         "loss: {op: cross_entropy, target: targets, " + attr + "}\n",
         "lm.yaml");
     REQUIRE(r.ok());
-    Expected<passes::RematChoice> smoothed = passes::chooseTrainingPlan(*r.graph, planOptions(std::nullopt, fixed(2)));
+    Expected<passes::TrainingPlan> smoothed = passes::chooseTrainingPlan(*r.graph, planOptions(std::nullopt, fixed(2)));
     REQUIRE_FALSE(smoothed.ok());
     const std::string name = attr.substr(0, attr.find(':'));
     CHECK_MESSAGE(smoothed.error().message.find("its cross_entropy (loss) has " + name) != std::string::npos,
@@ -127,7 +127,7 @@ TEST_CASE("fuse-loss: nothing to fuse is left alone, and a forced chunk count sa
   CHECK(passes::countFusableLosses(*shard) == 0);
   passes::TrainingPlanOptions o = planOptions(std::nullopt, fixed(4));
   o.dataParallel = gather;
-  Expected<passes::RematChoice> refused = passes::chooseTrainingPlan(*shard, o);
+  Expected<passes::TrainingPlan> refused = passes::chooseTrainingPlan(*shard, o);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message.find("--loss-placement local") != std::string::npos);
 
@@ -147,10 +147,10 @@ TEST_CASE("fuse-loss: nothing to fuse is left alone, and a forced chunk count sa
 
 TEST_CASE("fuse-loss: more chunks never need more memory; logits-dominated steps need much less") {
   ir::Graph forward = testing::compileBundledModel("gpt-mini", kWideVocab);
-  Expected<passes::RematChoice> unfused = passes::chooseTrainingPlan(forward, planOptions(std::nullopt, kOff));
+  Expected<passes::TrainingPlan> unfused = passes::chooseTrainingPlan(forward, planOptions(std::nullopt, kOff));
   REQUIRE(unfused.ok());
   const std::int64_t unfusedPeak = passes::scheduledPeakBytes(unfused->graph);
-  Expected<passes::RematChoice> fused = passes::chooseTrainingPlan(forward, planOptions(std::nullopt, fixed(1)));
+  Expected<passes::TrainingPlan> fused = passes::chooseTrainingPlan(forward, planOptions(std::nullopt, fixed(1)));
   REQUIRE(fused.ok());
   CHECK(fused->lossChunks == 1);
   std::vector<int> chunks = passes::lossChunkCandidates(fused->graph);
@@ -173,24 +173,24 @@ TEST_CASE("fuse-loss: more chunks never need more memory; logits-dominated steps
 TEST_CASE("--loss-chunks auto: fused only under a budget, only when cheapest, with the fewest chunks that fit") {
   ir::Graph forward = testing::compileBundledModel("gpt-mini", kWideVocab);
   // No budget: nothing to fit, so no recompute and no fusion.
-  Expected<passes::RematChoice> free = passes::chooseTrainingPlan(forward, planOptions(std::nullopt, kAuto));
+  Expected<passes::TrainingPlan> free = passes::chooseTrainingPlan(forward, planOptions(std::nullopt, kAuto));
   REQUIRE(free.ok());
   CHECK(free->lossChunks == 0);
   const std::int64_t fullPeak = free->report.predictedPeakBytes;
   // A budget the step fits as it is: still unfused.
-  Expected<passes::RematChoice> roomy = passes::chooseTrainingPlan(forward, planOptions(fullPeak, kAuto));
+  Expected<passes::TrainingPlan> roomy = passes::chooseTrainingPlan(forward, planOptions(fullPeak, kAuto));
   REQUIRE(roomy.ok());
   CHECK(roomy->lossChunks == 0);
   CHECK(totalRecompute(roomy->report) == 0);
 
   // The fused step at 64 chunks without remat, as a budget: no unfused plan reaches it.
-  Expected<passes::RematChoice> finest = passes::chooseTrainingPlan(forward, planOptions(std::nullopt, fixed(64)));
+  Expected<passes::TrainingPlan> finest = passes::chooseTrainingPlan(forward, planOptions(std::nullopt, fixed(64)));
   REQUIRE(finest.ok());
   const std::int64_t budget = passes::scheduledPeakBytes(finest->graph);
-  Expected<passes::RematChoice> off = passes::chooseTrainingPlan(forward, planOptions(budget, kOff));
+  Expected<passes::TrainingPlan> off = passes::chooseTrainingPlan(forward, planOptions(budget, kOff));
   REQUIRE_FALSE(off.ok());
   CHECK(off.error().message.find("no plan fits") != std::string::npos);
-  Expected<passes::RematChoice> chosen = passes::chooseTrainingPlan(forward, planOptions(budget, kAuto));
+  Expected<passes::TrainingPlan> chosen = passes::chooseTrainingPlan(forward, planOptions(budget, kAuto));
   REQUIRE_MESSAGE(chosen.ok(), (chosen.ok() ? "" : chosen.error().message));
   CHECK(chosen->lossChunks > 0);
   CHECK(chosen->report.recomputeFlops == 0);
@@ -199,7 +199,7 @@ TEST_CASE("--loss-chunks auto: fused only under a budget, only when cheapest, wi
   CHECK(chosen->report.plan.find("fused loss in") != std::string::npos);
   // The fewest chunks that fit: half as many do not.
   if (chosen->lossChunks > 1) {
-    Expected<passes::RematChoice> coarser =
+    Expected<passes::TrainingPlan> coarser =
         passes::chooseTrainingPlan(forward, planOptions(std::nullopt, fixed(chosen->lossChunks / 2)));
     REQUIRE(coarser.ok());
     CHECK(passes::scheduledPeakBytes(coarser->graph) > budget);
@@ -212,13 +212,13 @@ TEST_CASE("--loss-chunks auto: fused only under a budget, only when cheapest, wi
   for (int i = 0; i <= 12; ++i) {
     const std::int64_t b = budget + (fullPeak - budget) * i / 12;
     CAPTURE(b);
-    Expected<passes::RematChoice> a = passes::chooseTrainingPlan(forward, planOptions(b, kAuto));
+    Expected<passes::TrainingPlan> a = passes::chooseTrainingPlan(forward, planOptions(b, kAuto));
     REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
     CHECK(a->report.predictedPeakBytes <= b);
     const std::int64_t recompute = totalRecompute(a->report);
     CHECK(recompute <= previousRecompute);
     previousRecompute = recompute;
-    if (Expected<passes::RematChoice> u = passes::chooseTrainingPlan(forward, planOptions(b, kOff)); u.ok())
+    if (Expected<passes::TrainingPlan> u = passes::chooseTrainingPlan(forward, planOptions(b, kOff)); u.ok())
       CHECK(recompute <= totalRecompute(u->report));
   }
   CHECK(previousRecompute == 0);
@@ -226,7 +226,7 @@ TEST_CASE("--loss-chunks auto: fused only under a budget, only when cheapest, wi
   // With micro-batching on auto too, the choice still fits and names what it chose.
   passes::TrainingPlanOptions withMicro = planOptions(budget, kAuto);
   withMicro.microBatches = 0;
-  Expected<passes::RematChoice> micro = passes::chooseTrainingPlan(forward, withMicro);
+  Expected<passes::TrainingPlan> micro = passes::chooseTrainingPlan(forward, withMicro);
   REQUIRE(micro.ok());
   CHECK(micro->report.predictedPeakBytes <= budget);
 }

@@ -7,7 +7,7 @@
 #include "ir/fused_body.h"
 #include "ir/verifier.h"
 #include "passes/fuse.h"
-#include "passes/training_pipeline.h"
+#include "passes/plan/training_planner.h"
 #include "tests/bundled_model.h"
 
 using namespace gradc;

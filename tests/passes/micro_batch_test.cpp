@@ -12,6 +12,7 @@
 #include "tests/bundled_model.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/plan/training_planner.h"
 #include "passes/schedule.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
@@ -183,7 +184,7 @@ TEST_CASE("the training-step planner picks micro-batches and remat together") {
   // No budget: one micro-batch, no recompute.
   passes::TrainingPlanOptions loose;
   loose.microBatches = 0;
-  Expected<passes::RematChoice> plain = passes::chooseTrainingPlan(forward, loose);
+  Expected<passes::TrainingPlan> plain = passes::chooseTrainingPlan(forward, loose);
   REQUIRE(plain.ok());
   CHECK(plain->microBatches == 1);
   CHECK(plain->report.recomputeFlops == 0);
@@ -192,10 +193,11 @@ TEST_CASE("the training-step planner picks micro-batches and remat together") {
   // The smallest peak one micro-batch reaches with any remat plan.
   passes::TrainingPlanOptions one;
   one.remat = passes::RematOptions{passes::RematStrategy::Auto, std::int64_t{1}};
-  Expected<passes::RematChoice> floor = passes::chooseTrainingPlan(forward, one);
+  Expected<passes::TrainingPlan> floor = passes::chooseTrainingPlan(forward, one);
   REQUIRE_FALSE(floor.ok());
   const std::string message = floor.error().message;
-  REQUIRE(passes::smallestFeasibleBudget(message).has_value());
+  REQUIRE(floor.error().kind == ErrorKind::InfeasibleBudget);
+  REQUIRE(floor.error().smallestFeasibleBytes > 0);
 
   // A budget between the full-batch peak and that floor: auto prefers micro-batches (no
   // recompute) over recomputing, and fits.
@@ -206,7 +208,7 @@ TEST_CASE("the training-step planner picks micro-batches and remat together") {
   for (int i = 1; i <= 8; ++i) {
     const std::int64_t budget = full - full * i / 16;
     tight.remat = passes::RematOptions{passes::RematStrategy::Auto, budget};
-    Expected<passes::RematChoice> c = passes::chooseTrainingPlan(forward, tight);
+    Expected<passes::TrainingPlan> c = passes::chooseTrainingPlan(forward, tight);
     if (!c.ok()) {
       CHECK(c.error().message.find("the smallest feasible budget is") != std::string::npos);
       continue;
@@ -227,7 +229,7 @@ TEST_CASE("the training-step planner picks micro-batches and remat together") {
   // same as selecting over every count's graph.
   for (std::int64_t budget : {full * 3 / 4, full * 2 / 5}) {
     tight.remat = passes::RematOptions{passes::RematStrategy::Auto, budget};
-    Expected<passes::RematChoice> quick = passes::chooseTrainingPlan(forward, tight);
+    Expected<passes::TrainingPlan> quick = passes::chooseTrainingPlan(forward, tight);
     std::vector<ir::Graph> graphs;
     std::vector<int> ks = passes::microBatchCandidates(forward);
     for (int k : ks) {
@@ -237,9 +239,9 @@ TEST_CASE("the training-step planner picks micro-batches and remat together") {
       REQUIRE(passes::DeadCodeElimination().run(*g).ok());
       graphs.push_back(std::move(*g));
     }
-    std::vector<passes::RematGraph> views;
-    for (size_t i = 0; i < graphs.size(); ++i) views.push_back(passes::RematGraph{&graphs[i], ks[i]});
-    Expected<passes::RematSelection> all = passes::selectRematPlan(views, tight.remat);
+    std::vector<passes::PlanCandidate> views;
+    for (size_t i = 0; i < graphs.size(); ++i) views.push_back(passes::PlanCandidate{&graphs[i], ks[i]});
+    Expected<passes::PlanSelection> all = passes::selectTrainingPlan(views, tight.remat);
     REQUIRE(quick.ok() == all.ok());
     if (!quick.ok()) continue;
     CHECK(quick->microBatches == ks[all->graph]);
@@ -250,7 +252,7 @@ TEST_CASE("the training-step planner picks micro-batches and remat together") {
   // A fixed count is honoured.
   passes::TrainingPlanOptions fixed;
   fixed.microBatches = 4;
-  Expected<passes::RematChoice> four = passes::chooseTrainingPlan(forward, fixed);
+  Expected<passes::TrainingPlan> four = passes::chooseTrainingPlan(forward, fixed);
   REQUIRE(four.ok());
   CHECK(four->microBatches == 4);
   CHECK(four->report.microBatches == 4);

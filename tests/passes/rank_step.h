@@ -11,6 +11,7 @@
 #include "passes/data_parallel.h"
 #include "passes/micro_batch.h"
 #include "passes/pass_manager.h"
+#include "passes/plan/training_planner.h"
 #include "passes/schedule.h"
 
 namespace gradc::testing {
@@ -21,7 +22,7 @@ inline ir::Graph rankStep(const ir::Graph& forward, const passes::DataParallelOp
   Expected<ir::Graph> local = passes::partitionForward(forward, o);
   REQUIRE_MESSAGE(local.ok(), local.error().message);
   options.dataParallel = o;
-  Expected<passes::RematChoice> choice = passes::chooseTrainingPlan(*local, options);
+  Expected<passes::TrainingPlan> choice = passes::chooseTrainingPlan(*local, options);
   REQUIRE_MESSAGE(choice.ok(), choice.error().message);
   passes::PassManager pm;
   pm.add<passes::Schedule>();

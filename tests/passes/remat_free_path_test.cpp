@@ -15,7 +15,7 @@
 #include "passes/remat_free_path.h"
 #include "passes/schedule.h"
 #include "passes/step_graph.h"
-#include "passes/training_pipeline.h"
+#include "passes/plan/training_planner.h"
 #include "tests/bundled_model.h"
 
 using namespace gradc;
@@ -33,12 +33,12 @@ const Case kGpt2l{"gpt-mini", {{"layers", "2"}, {"batch", "2"}, {"seq", "16"}, {
 
 struct Step {
   ir::Graph forward;
-  std::optional<passes::RematChoice> base;
+  std::optional<passes::TrainingPlan> base;
   std::optional<passes::remat::Analysis> analysis;
   std::optional<passes::StepFacts> facts;
 
   explicit Step(const Case& c) : forward(testing::compileBundledModel(c.model, c.overrides)) {
-    Expected<passes::RematChoice> b = passes::chooseTrainingPlan(forward, bench::ilpStepOptions(RematStrategy::None, std::nullopt));
+    Expected<passes::TrainingPlan> b = passes::chooseTrainingPlan(forward, bench::ilpStepOptions(RematStrategy::None, std::nullopt));
     REQUIRE(b);
     base = std::move(*b);
     Expected<passes::remat::Analysis> a = passes::remat::analyze(base->graph);

@@ -11,7 +11,7 @@
 
 #include "bench/ilp_step.h"
 #include "passes/remat.h"
-#include "passes/training_pipeline.h"
+#include "passes/plan/training_planner.h"
 #include "tests/bundled_model.h"
 
 using namespace gradc;
@@ -53,7 +53,7 @@ TEST_CASE("remat against the exact optimum: within 5% at every proven budget, eq
     CAPTURE(o.c->name);
     CAPTURE(o.budget);
     const ir::Graph forward = testing::compileBundledModel(o.c->model, o.c->overrides);
-    Expected<passes::RematChoice> at =
+    Expected<passes::TrainingPlan> at =
         passes::chooseTrainingPlan(forward, bench::ilpStepOptions(passes::RematStrategy::Auto, o.budget));
     REQUIRE_MESSAGE(at, at.error().message);
     CAPTURE(at->report.plan);

@@ -91,24 +91,28 @@ struct Outcome {
   bool ok;
   std::int64_t peak = 0;
   std::string error;
-  passes::RematReport report;
+  passes::TrainingPlanReport report;
+  std::int64_t smallestFeasibleBytes = -1;  // of an infeasible budget (ErrorKind::InfeasibleBudget)
 };
 
 Outcome runRemat(const ir::Graph& joint, RematStrategy s, std::optional<std::int64_t> budget) {
   ir::Graph g = passes::remat::cloneGraph(joint);
   passes::RematPass pass(RematOptions{s, budget});
   Expected<bool> r = pass.run(g);
-  if (!r) return Outcome{false, 0, r.error().message, {}};
+  if (!r) {
+    const bool infeasible = r.error().kind == ErrorKind::InfeasibleBudget;
+    return Outcome{false, 0, r.error().message, {}, infeasible ? r.error().smallestFeasibleBytes : -1};
+  }
   checkRewritten(g);
   const std::int64_t peak = peakOf(g);
   CHECK(peak == pass.report().predictedPeakBytes);
   return Outcome{true, peak, {}, pass.report()};
 }
 
-std::int64_t smallestFeasible(const std::string& error) {
-  const std::optional<std::int64_t> bytes = passes::smallestFeasibleBudget(error);
-  REQUIRE_MESSAGE(bytes.has_value(), error);
-  return *bytes;
+// The smallest feasible budget a refusal carries, as a number (never read from its message).
+std::int64_t smallestFeasible(const Outcome& refused) {
+  REQUIRE_MESSAGE(refused.smallestFeasibleBytes > 0, refused.error);
+  return refused.smallestFeasibleBytes;
 }
 
 }  // namespace
@@ -222,7 +226,7 @@ TEST_CASE("budget sweep: peak <= budget, monotone, and the smallest feasible bud
         } else {
           CHECK(o.error.find("no plan fits") != std::string::npos);
           CHECK(o.error.find("dominated by") != std::string::npos);
-          const std::int64_t smallest = smallestFeasible(o.error);
+          const std::int64_t smallest = smallestFeasible(o);
           CHECK(smallest > budget);
           if (minimum >= 0) CHECK(smallest == minimum);
           minimum = smallest;
@@ -306,7 +310,7 @@ TEST_CASE("infeasible budgets: the error names the smallest feasible budget and 
   REQUIRE_FALSE(strict.ok);
   MESSAGE(strict.error);
   CHECK(strict.error.find("with --remat none") != std::string::npos);
-  CHECK(smallestFeasible(strict.error) == none);
+  CHECK(smallestFeasible(strict) == none);
   CHECK(strict.error.find("--remat auto fits") != std::string::npos);
   CHECK(runRemat(joint, RematStrategy::None, none).ok);
 

@@ -17,6 +17,7 @@
 #include "passes/fuse_loss.h"
 #include "passes/micro_batch.h"
 #include "passes/pass_manager.h"
+#include "passes/plan/training_planner.h"
 #include "passes/remat.h"
 #include "passes/schedule.h"
 #include "passes/shard_state.h"
@@ -42,7 +43,7 @@ passes::DataParallelOptions dp(int world, int rank, int shard) {
   return o;
 }
 
-Expected<passes::RematChoice> plan(const ir::Graph& forward, const passes::DataParallelOptions& o,
+Expected<passes::TrainingPlan> plan(const ir::Graph& forward, const passes::DataParallelOptions& o,
                                    passes::TrainingPlanOptions options = {}) {
   Expected<ir::Graph> local = passes::partitionForward(forward, o);
   REQUIRE_MESSAGE(local.ok(), local.error().message);
@@ -151,7 +152,7 @@ TEST_CASE("under a budget, auto picks the least stage that fits without recomput
   const ir::Graph forward = testing::compileBundledModel("gpt-mini", kTinyGpt);
   std::vector<std::int64_t> peak;
   for (int stage : {0, 1, 2}) {
-    Expected<passes::RematChoice> c = plan(forward, dp(2, 0, stage));
+    Expected<passes::TrainingPlan> c = plan(forward, dp(2, 0, stage));
     REQUIRE(c.ok());
     peak.push_back(c->report.predictedPeakBytes);
   }
@@ -161,7 +162,7 @@ TEST_CASE("under a budget, auto picks the least stage that fits without recomput
   options.lossChunks.mode = passes::LossChunking::Mode::Off;  // the fused loss is another way to fit
   auto chosen = [&](std::int64_t budget) {
     options.remat.budgetBytes = budget;
-    Expected<passes::RematChoice> c = plan(forward, dp(2, 0, -1), options);
+    Expected<passes::TrainingPlan> c = plan(forward, dp(2, 0, -1), options);
     REQUIRE_MESSAGE(c.ok(), c.error().message);
     CHECK(c->report.predictedPeakBytes <= budget);
     return c->shardStage;
@@ -171,14 +172,15 @@ TEST_CASE("under a budget, auto picks the least stage that fits without recomput
   CHECK(chosen(peak[1]) == 1);
   // Nothing fits: the smallest feasible budget is over every stage, and no more than stage 2's alone.
   options.remat.budgetBytes = 1000;
-  Expected<passes::RematChoice> none = plan(forward, dp(2, 0, -1), options);
+  Expected<passes::TrainingPlan> none = plan(forward, dp(2, 0, -1), options);
   REQUIRE_FALSE(none.ok());
-  const std::optional<std::int64_t> smallest = passes::smallestFeasibleBudget(none.error().message);
-  REQUIRE(smallest.has_value());
-  Expected<passes::RematChoice> stage2 = plan(forward, dp(2, 0, 2), options);
+  REQUIRE(none.error().kind == ErrorKind::InfeasibleBudget);
+  const std::int64_t smallest = none.error().smallestFeasibleBytes;
+  Expected<passes::TrainingPlan> stage2 = plan(forward, dp(2, 0, 2), options);
   REQUIRE_FALSE(stage2.ok());
-  CHECK(*smallest <= *passes::smallestFeasibleBudget(stage2.error().message));
-  options.remat.budgetBytes = *smallest;
+  REQUIRE(stage2.error().kind == ErrorKind::InfeasibleBudget);
+  CHECK(smallest <= stage2.error().smallestFeasibleBytes);
+  options.remat.budgetBytes = smallest;
   CHECK(plan(forward, dp(2, 0, -1), options).ok());
 }
 

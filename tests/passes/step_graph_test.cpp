@@ -16,10 +16,11 @@
 #include "passes/liveness.h"
 #include "passes/micro_batch.h"
 #include "passes/peak_bound.h"
+#include "passes/remat_free_path.h"
 #include "passes/remat_strategies.h"
 #include "passes/schedule.h"
 #include "passes/step_graph.h"
-#include "passes/training_pipeline.h"
+#include "passes/plan/training_planner.h"
 #include "tests/bundled_model.h"
 
 namespace gradc {
@@ -80,7 +81,7 @@ int checkProposals(ir::Graph& g) {
   REQUIRE_MESSAGE(a.ok(), a.error().message);
   const passes::StepFacts facts(g, passes::analyzeStorage(g));
   int count = 0;
-  for (const passes::remat::Candidate& c : passes::remat::candidates(*a, RematStrategy::Auto, &facts)) {
+  for (const passes::remat::Candidate& c : passes::remat::candidatesWithFreePath(*a, RematStrategy::Auto, &facts)) {
     CAPTURE(c.description);
     const passes::remat::RewritePlan plan = passes::remat::planRewrite(*a, c);
     const passes::StepGraph made = passes::buildStepGraph(facts, &plan);
@@ -99,9 +100,9 @@ int checkProposals(ir::Graph& g) {
   return count;
 }
 
-passes::RematChoice planned(const ir::Graph& forward, passes::TrainingPlanOptions options = {}) {
+passes::TrainingPlan planned(const ir::Graph& forward, passes::TrainingPlanOptions options = {}) {
   options.remat = passes::RematOptions{RematStrategy::None, std::nullopt};
-  Expected<passes::RematChoice> c = passes::chooseTrainingPlan(forward, options);
+  Expected<passes::TrainingPlan> c = passes::chooseTrainingPlan(forward, options);
   REQUIRE_MESSAGE(c.ok(), c.error().message);
   return std::move(*c);
 }
@@ -115,7 +116,7 @@ TEST_CASE("step graph: a proposal made from its plan equals the rewritten graph'
   };
   for (const auto& [name, dims] : models) {
     CAPTURE(name);
-    passes::RematChoice c = planned(testing::compileBundledModel(name, dims));
+    passes::TrainingPlan c = planned(testing::compileBundledModel(name, dims));
     const int proposals = checkProposals(c.graph);
     CHECK(proposals >= 4);
     MESSAGE(name << ": " << proposals << " proposals, each equal to its rewrite");
@@ -128,14 +129,14 @@ TEST_CASE("step graph: micro-batched, fused-loss, data-parallel and sharded step
   SUBCASE("two micro-batches") {
     passes::TrainingPlanOptions o;
     o.microBatches = 2;
-    passes::RematChoice c = planned(gpt, o);
+    passes::TrainingPlan c = planned(gpt, o);
     CHECK(c.microBatches == 2);
     checkProposals(c.graph);
   }
   SUBCASE("fused loss, at several chunk counts") {
     passes::TrainingPlanOptions o;
     o.lossChunks = passes::LossChunking{passes::LossChunking::Mode::Fixed, 4};
-    passes::RematChoice c = planned(gpt, o);
+    passes::TrainingPlan c = planned(gpt, o);
     REQUIRE(c.lossChunks == 4);
     checkProposals(c.graph);
   }
@@ -151,7 +152,7 @@ TEST_CASE("step graph: micro-batched, fused-loss, data-parallel and sharded step
     REQUIRE_MESSAGE(local.ok(), local.error().message);
     passes::TrainingPlanOptions o;
     o.dataParallel = dp;
-    passes::RematChoice c = planned(*local, o);
+    passes::TrainingPlan c = planned(*local, o);
     int collectives = 0;
     for (const auto& n : c.graph.nodes()) collectives += n->op().issuesCollective ? 1 : 0;
     CHECK(collectives > 2);
@@ -182,7 +183,7 @@ TEST_CASE("step graph: random DAGs with residual blocks and branches") {
     y += "loss: {op: mse, input: _, target: y}\n";
     frontend::SpecResult r = frontend::compileSpec(y, "sg.yaml");
     REQUIRE_MESSAGE(r.ok(), (r.diagnostics.empty() ? "" : r.diagnostics.front().message));
-    passes::RematChoice c = planned(*r.graph);
+    passes::TrainingPlan c = planned(*r.graph);
     checkProposals(c.graph);
   }
 }

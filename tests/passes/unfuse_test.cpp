@@ -7,7 +7,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/fuse.h"
-#include "passes/training_pipeline.h"
+#include "passes/plan/training_planner.h"
 #include "passes/unfuse.h"
 #include "tests/bundled_model.h"
 

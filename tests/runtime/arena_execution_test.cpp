@@ -23,6 +23,7 @@
 #include "passes/memory_plan.h"
 #include "passes/micro_batch.h"
 #include "passes/pass_manager.h"
+#include "passes/plan/training_planner.h"
 #include "passes/schedule.h"
 #include "runtime/executor.h"
 #include "runtime/memory_tracker.h"
@@ -84,7 +85,7 @@ passes::TrainingPlanOptions planOptions(const Case& c) {
 Step buildStep(const Case& c) {
   const ir::Graph forward = c.dtype == "f32" ? testing::compileBundledModel(c.model, c.dims)
                                              : testing::compileBundledModelAs(c.model, c.dtype, c.dims);
-  Expected<passes::RematChoice> choice = passes::chooseTrainingPlan(forward, planOptions(c));
+  Expected<passes::TrainingPlan> choice = passes::chooseTrainingPlan(forward, planOptions(c));
   REQUIRE_MESSAGE(choice.ok(), choice.error().message);
   Step step{std::move(choice->graph), {}};
   passes::PassManager pm;
@@ -233,10 +234,11 @@ TEST_CASE("arena execution: lstm-lm and lm-seed") {
   // (passes/remat_free_path.h), whose recomputed h_t also feed the forward's stack: recompute
   // nodes before the backward.
   Case path{"lstm-lm", {{"seq", "8"}, {"batch", "32"}, {"embed", "8"}, {"hidden", "16"}, {"vocab", "8"}}, "1", "auto"};
-  const Expected<passes::RematChoice> refused =
+  const Expected<passes::TrainingPlan> refused =
       passes::chooseTrainingPlan(testing::compileBundledModel(path.model, path.dims), planOptions(path));
   REQUIRE_FALSE(refused.ok());
-  path.budget = std::to_string(passes::smallestFeasibleBudget(refused.error().message).value_or(0));
+  REQUIRE(refused.error().kind == ErrorKind::InfeasibleBudget);
+  path.budget = std::to_string(refused.error().smallestFeasibleBytes);
   const Step step = buildStep(path);
   bool recomputedInForward = false;
   for (const auto& n : step.graph.nodes()) {

@@ -25,6 +25,7 @@
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 #include "passes/remat.h"
+#include "passes/remat_free_path.h"
 #include "passes/step_graph.h"
 #include "passes/strip_dropout.h"
 #include "runtime/executor.h"
@@ -376,7 +377,7 @@ TEST_CASE("remat on vs off: free recompute, alone at every tier and inside chain
     Expected<passes::remat::Analysis> analysis = passes::remat::analyze(g);
     REQUIRE(analysis.ok());
     const passes::StepFacts facts(g, passes::analyzeStorage(g));  // the free-recompute path included
-    for (const passes::remat::Candidate& c : passes::remat::candidates(*analysis, RematStrategy::Auto, &facts)) {
+    for (const passes::remat::Candidate& c : passes::remat::candidatesWithFreePath(*analysis, RematStrategy::Auto, &facts)) {
       const bool free = c.description.find("from what the backward keeps anyway") != std::string::npos ||
                         c.description.find("free values inside stored stages") != std::string::npos;
       if (!free) continue;

@@ -1,0 +1,48 @@
+#include "passes/plan/objective.h"
+
+#include <cstdio>
+
+namespace gradc::passes {
+
+bool Objective::precedes(const PlanCost& a, const PlanCost& b) {
+  if (a.recomputeFlops != b.recomputeFlops) return a.recomputeFlops < b.recomputeFlops;
+  if (a.microBatches != b.microBatches) return a.microBatches < b.microBatches;
+  if (a.shardStage != b.shardStage) return a.shardStage < b.shardStage;
+  if (a.lossChunks != b.lossChunks) return a.lossChunks < b.lossChunks;
+  return a.strategyRank < b.strategyRank;
+}
+
+bool Objective::admits(const PlanCost& cost, std::int64_t forwardFlops) const {
+  if (!maxRecomputePercent || cost.recomputeFlops == 0) return true;
+  return 100.0 * static_cast<double>(cost.recomputeFlops) <=
+         *maxRecomputePercent * static_cast<double>(forwardFlops);
+}
+
+std::string Objective::describe() const {
+  std::string out(planGoalName(goal));
+  if (maxRecomputePercent) {
+    char cap[64];
+    std::snprintf(cap, sizeof cap, ", at most %g%% recompute", *maxRecomputePercent);
+    out += cap;
+  }
+  return out;
+}
+
+std::string_view planGoalName(PlanGoal goal) {
+  switch (goal) {
+    case PlanGoal::LeastRecompute: return "least-recompute";
+    case PlanGoal::LeastPeak: return "least-peak";
+  }
+  return "?";
+}
+
+Expected<Objective> parseObjective(std::string_view goal, double maxRecomputePercent) {
+  Objective o;
+  if (goal == "least-recompute") o.goal = PlanGoal::LeastRecompute;
+  else if (goal == "least-peak") o.goal = PlanGoal::LeastPeak;
+  else return Error{"--objective: expected least-recompute or least-peak, got '" + std::string(goal) + "'"};
+  if (maxRecomputePercent >= 0) o.maxRecomputePercent = maxRecomputePercent;
+  return o;
+}
+
+}  // namespace gradc::passes

@@ -1,0 +1,90 @@
+#include "passes/plan/step_pipeline.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "passes/dce.h"
+#include "passes/fuse.h"
+#include "passes/micro_batch.h"
+#include "passes/shard_state.h"
+
+namespace gradc::passes {
+
+Expected<ConfigSpace> configSpace(const ir::Graph& forward, const TrainingPlanOptions& options, bool recordStages) {
+  if (options.microBatches < 0)
+    return Error{"the number of micro-batches must be positive (or 0 for auto), got " + std::to_string(options.microBatches)};
+  ConfigSpace v;
+  const bool gathered = options.dataParallel && options.dataParallel->communicates() &&
+                        options.dataParallel->placement == LossPlacement::Gather;
+  if (gathered && options.microBatches > 1)
+    return Error{"--loss-placement gather (the DataParallel baseline) runs whole batches; it does not combine with "
+                 "micro-batching"};
+  if (options.microBatches > 0 || gathered)
+    v.microBatches = {std::max(options.microBatches, 1)};
+  else if (options.remat.budgetBytes)
+    v.microBatches = microBatchCandidates(forward);
+  else
+    v.microBatches = {1};
+
+  // Fusing the loss (passes/fuse_loss.h): forced, or under auto one more family of graphs to
+  // choose from, when there is a budget to fit.
+  const LossChunking& chunking = options.lossChunks;
+  const bool fusable = countFusableLosses(forward) > 0;
+  if (chunking.mode == LossChunking::Mode::Fixed && !fusable)
+    return Error{"--loss-chunks " + std::to_string(chunking.chunks) + ": the loss cannot be fused: " +
+                 whyNoFusableLoss(forward) +
+                 (gathered ? " (the gather placement computes the loss on gathered logits; use --loss-placement local)"
+                           : "")};
+  v.unfused = chunking.mode != LossChunking::Mode::Fixed;
+  v.fused = fusable && (chunking.mode == LossChunking::Mode::Fixed ||
+                        (chunking.mode == LossChunking::Mode::Auto && options.remat.budgetBytes));
+  if (v.fused) {
+    v.fusedForward = remat::cloneGraph(forward);
+    const int first = chunking.mode == LossChunking::Mode::Fixed ? chunking.chunks : 1;
+    if (Expected<int> n = fuseLinearCrossEntropy(*v.fusedForward, first); !n) return n.error();
+    PassManager shown(PassManagerOptions{.verifyAfterChange = false,
+                                         .record = recordStages ? &v.fusedForwardStages : nullptr});
+    if (Status s = shown.show(*v.fusedForward, "fuse-loss"); !s) return s.error();
+  }
+
+  // ZeRO stages (passes/shard_state.h): the one asked for, or under auto with a budget every
+  // stage (without a budget auto means replicated).
+  if (options.dataParallel && options.dataParallel->world > 1) {
+    const int asked = options.dataParallel->shard;
+    if (asked > 0) v.shardStages = {asked};
+    else if (asked < 0 && options.remat.budgetBytes) v.shardStages = {0, 1, 2};
+  }
+  return v;
+}
+
+Expected<ir::Graph> buildConfiguredStep(const ir::Graph& from, ir::Graph* consumable, const StepConfig& config,
+                                        const TrainingPlanOptions& options, std::vector<RecordedStage>* record) {
+  PassManager pm(PassManagerOptions{.verifyAfterChange = false, .record = record});
+  Expected<ir::Graph> g = &from == consumable ? microBatchedGradients(std::move(*consumable), config.microBatches)
+                                              : microBatchedGradients(from, config.microBatches);
+  if (!g) {
+    if (options.dataParallel && options.dataParallel->world > 1)  // `from` is one rank's shard
+      return g.error().withContext("on each of the " + std::to_string(options.dataParallel->world) +
+                                   " data-parallel ranks (which hold 1/" + std::to_string(options.dataParallel->world) +
+                                   " of the batch): ");
+    return g.error();
+  }
+  if (Status s = pm.show(*g, "micro-batch"); !s) return s.error();
+  if (options.dataParallel) {
+    if (Status s = insertCollectives(*g, *options.dataParallel); !s) return s.error();
+    if (Status s = pm.show(*g, "collectives"); !s) return s.error();
+  }
+  if (options.optimizer) pm.add<OptimizerPass>(*options.optimizer);
+  if (options.optimizer && config.shardStage > 0) {
+    DataParallelOptions sharded = *options.dataParallel;
+    sharded.shard = config.shardStage;
+    pm.add<ShardStatePass>(sharded);
+  }
+  pm.add<DeadCodeElimination>();
+  if (options.fuseElementwise) pm.add<FuseElementwise>();
+  if (Expected<bool> r = pm.run(*g); !r) return r.error();
+  return std::move(*g);
+}
+
+}  // namespace gradc::passes

@@ -1,0 +1,72 @@
+// The training step before remat, as one pipeline definition shared by every configuration the
+// planner tries and by the step it finally emits:
+//
+//   forward (the rank's shard under data parallelism; fused-loss forward when fused)
+//   -> micro-batch     k micro-batches with gradient accumulation; k = 1 is autodiff
+//   -> collectives     bucketed gradient all-reduce (data parallelism)
+//   -> optimizer       the parameter updates
+//   -> shard-state     ZeRO: optimizer state (and gradients) sharded over the ranks
+//   -> dce
+//   -> fuse            elementwise regions as fused nodes (when asked)
+//
+// and the space of configurations a request allows (configSpace): micro-batch counts, ZeRO
+// stages, unfused and fused loss. The planner (passes/plan/training_planner.h) builds each
+// configuration it considers with buildConfiguredStep, unverified, and verifies once the graph
+// it keeps. With a record, every stage's IR is kept, so the emitted step's --print-after-all
+// and --dump-dir show the stages that made it without building it again.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/data_parallel.h"
+#include "passes/fuse_loss.h"
+#include "passes/optimizer.h"
+#include "passes/pass_manager.h"
+#include "passes/remat.h"
+
+namespace gradc::passes {
+
+// What a caller asks of the training step (the request the planner searches under).
+struct TrainingPlanOptions {
+  std::optional<OptimizerOptions> optimizer = OptimizerOptions{};  // nullopt: gradients as outputs
+  // Set for a data-parallel rank: `forward` is already partitioned (partitionForward), and the
+  // gradient collectives are inserted before the optimizer (insertCollectives), so the budget
+  // and the remat plan see the rank's shapes, buckets and communication buffers.
+  std::optional<DataParallelOptions> dataParallel;
+  RematOptions remat;  // strategy, budget, reserve and the objective (RematOptions::objective)
+  int microBatches = 1;  // 0: auto (with a budget: microBatchCandidates; without: 1)
+  LossChunking lossChunks;  // auto: fused only when that is the cheapest way to fit the budget
+  // Elementwise regions become fused nodes (passes/fuse.h) after the optimizer, before remat, so
+  // the search plans the fused step.
+  bool fuseElementwise = false;
+};
+
+// One point of the configuration space: how the step is built before remat.
+struct StepConfig {
+  int microBatches = 1;
+  int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
+  bool fusedLoss = false;
+};
+
+// The configurations a request allows, in the order the search builds them.
+struct ConfigSpace {
+  std::vector<int> microBatches;
+  std::vector<int> shardStages{0};
+  bool unfused = true;
+  bool fused = false;
+  std::optional<ir::Graph> fusedForward;       // the forward with its loss fused (when fused)
+  std::vector<RecordedStage> fusedForwardStages;  // its fuse-loss stage, when recorded
+};
+Expected<ConfigSpace> configSpace(const ir::Graph& forward, const TrainingPlanOptions& options,
+                                  bool recordStages = false);
+
+// The pipeline above for one configuration, from `from` (the forward, or the space's fused
+// forward); taking `consumable` over when it is `from` (one micro-batch then reuses its nodes).
+// Not verified. With `record`, its stages after the input are appended there.
+Expected<ir::Graph> buildConfiguredStep(const ir::Graph& from, ir::Graph* consumable, const StepConfig& config,
+                                        const TrainingPlanOptions& options,
+                                        std::vector<RecordedStage>* record = nullptr);
+
+}  // namespace gradc::passes

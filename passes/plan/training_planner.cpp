@@ -1,0 +1,161 @@
+#include "passes/plan/training_planner.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "ir/verifier.h"
+#include "passes/fuse_loss.h"
+#include "passes/liveness.h"
+#include "passes/micro_batch.h"
+#include "passes/schedule.h"
+
+namespace gradc::passes {
+
+namespace {
+
+// The step as it is (trainingStepAsIs); with `consumable` (== &forward), taking it over.
+Expected<ir::Graph> stepAsIs(const ir::Graph& forward, ir::Graph* consumable, TrainingPlanOptions options) {
+  options.remat = RematOptions{};  // no budget: one configuration
+  Expected<ConfigSpace> space = configSpace(forward, options);
+  if (!space) return space.error();
+  const StepConfig config{space->microBatches.front(), space->shardStages.front(), !space->unfused};
+  if (space->unfused) return buildConfiguredStep(forward, consumable, config, options);
+  return buildConfiguredStep(*space->fusedForward, nullptr, config, options);
+}
+
+}  // namespace
+
+Expected<TrainingPlan> chooseTrainingPlan(const ir::Graph& forward, const TrainingPlanOptions& options,
+                                          bool recordStages) {
+  Expected<ConfigSpace> space = configSpace(forward, options, recordStages);
+  if (!space) return space.error();
+  const std::vector<int>& ks = space->microBatches;
+  const std::vector<int>& stages = space->shardStages;
+  const LossChunking& chunking = options.lossChunks;
+
+  struct Built {
+    ir::Graph graph;
+    int microBatches;
+    std::vector<int> lossChunks;
+    int shardStage = 0;
+    std::vector<RecordedStage> stages;
+  };
+  std::vector<Built> graphs;
+  graphs.reserve(2 * ks.size() * stages.size());
+  auto select = [&]() -> Expected<TrainingPlan> {
+    std::vector<PlanCandidate> views;
+    for (Built& b : graphs) views.push_back(PlanCandidate{&b.graph, b.microBatches, b.lossChunks, b.shardStage});
+    Expected<PlanSelection> s = selectTrainingPlan(views, options.remat);
+    if (!s) return s.error();
+    Built& chosen = graphs[s->graph];
+    const int lossChunks = lossChunksOf(chosen.graph);
+    return TrainingPlan{std::move(chosen.graph), std::move(s->report), chosen.microBatches, lossChunks,
+                        chosen.shardStage, std::move(chosen.stages)};
+  };
+  auto build = [&](const StepConfig& config) -> Expected<Built> {
+    Built b{ir::Graph(forward.name()), config.microBatches, {}, config.shardStage, {}};
+    if (config.fusedLoss && recordStages) b.stages = space->fusedForwardStages;
+    const ir::Graph& from = config.fusedLoss ? *space->fusedForward : forward;
+    Expected<ir::Graph> g = buildConfiguredStep(from, nullptr, config, options, recordStages ? &b.stages : nullptr);
+    if (!g) return g.error();
+    if (Status s = verifyTrainingStep(*g); !s) return s.error();
+    b.graph = std::move(*g);
+    return b;
+  };
+  // Under least-recompute every plan without recompute comes first, by micro-batch count (then
+  // unfused before fused); with none, auto and chain one exists for every count (the step as it
+  // is). So while counts are built smallest first (each unfused, then fused), the first graph
+  // whose step fits as it is (a fused one at its finest chunking) is the choice, and larger
+  // counts (whose graphs grow with the count) need not be built at all.
+  const RematStrategy strategy = options.remat.strategy;
+  const bool keepFirst = options.remat.budgetBytes && options.remat.objective.firstFitEndsSearch() &&
+                         (strategy == RematStrategy::Auto || strategy == RematStrategy::None ||
+                          strategy == RematStrategy::Chain);
+  const bool several = ks.size() > 1 || stages.size() > 1 || (space->unfused && space->fused);
+  for (int k : ks)
+    for (int stage : stages) {
+      if (space->unfused) {
+        Expected<Built> b = build(StepConfig{k, stage, false});
+        if (!b) return b.error();
+        graphs.push_back(std::move(*b));
+        if (keepFirst && several && scheduledPeakBytes(graphs.back().graph) <= options.remat.planBudget())
+          return select();
+      }
+      if (space->fused) {
+        Expected<Built> b = build(StepConfig{k, stage, true});
+        if (!b) return b.error();
+        if (chunking.mode == LossChunking::Mode::Auto) b->lossChunks = lossChunkCandidates(b->graph);
+        graphs.push_back(std::move(*b));
+        if (keepFirst && several) {
+          // At its finest chunking (the selection sets the count of every proposal it measures).
+          Built& last = graphs.back();
+          if (!last.lossChunks.empty()) setLossChunks(last.graph, last.lossChunks.back());
+          if (scheduledPeakBytes(last.graph) <= options.remat.planBudget()) return select();
+        }
+      }
+    }
+  return select();
+}
+
+Expected<ir::Graph> trainingStepAsIs(const ir::Graph& forward, const TrainingPlanOptions& options) {
+  return stepAsIs(forward, nullptr, options);
+}
+
+Expected<ir::Graph> trainingStepAsIs(ir::Graph&& forward, const TrainingPlanOptions& options) {
+  return stepAsIs(forward, &forward, options);
+}
+
+Status verifyTrainingStep(const ir::Graph& step) {
+  if (Status s = ir::verify(step); !s)
+    return Error{"verifier failed on the training step: " + s.message(), ErrorKind::Internal};
+  return {};
+}
+
+Expected<bool> MemoryPlanPass::run(ir::Graph& graph) {
+  *out_ = planMemory(graph);
+  return false;
+}
+
+Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward, const ir::Graph* shard,
+                                                       const TrainingPlanOptions& options,
+                                                       const PassManagerOptions& pmOptions) {
+  const bool parallel = options.dataParallel && options.dataParallel->communicates();
+  std::optional<ir::Graph> partitioned;
+  if (parallel && !shard) {
+    Expected<ir::Graph> p = partitionForward(forward, *options.dataParallel);
+    if (!p) return p.error();
+    partitioned = std::move(*p);
+    shard = &*partitioned;
+  }
+  PassManager pm(pmOptions);
+  if (Status s = pm.show(forward, "input"); !s) return s.error();
+  if (parallel)
+    if (Status s = pm.show(*shard, "partition"); !s) return s.error();
+
+  Expected<TrainingPlan> chosen = chooseTrainingPlan(parallel ? *shard : forward, options, pmOptions.showsStages());
+  if (!chosen) return chosen.error();
+  partitioned.reset();
+  if (Status s = pm.show(chosen->stages); !s) return s.error();
+  if (Status s = pm.show(chosen->graph, "remat", chosen->report.recomputeNodes > 0); !s) return s.error();
+  // The search verified each configuration it built; remat's rewrite is verified here.
+  if (Status s = ir::verify(chosen->graph); !s)
+    return Error{"verifier failed after pass 'remat': " + s.message(), ErrorKind::Internal};
+
+  TrainingStepResult result{std::move(chosen->graph), std::move(chosen->report), {}, chosen->microBatches,
+                            chosen->lossChunks, chosen->shardStage};
+  pm.add<Schedule>();
+  pm.add<MemoryPlanPass>(&result.plan);
+  if (Expected<bool> ran = pm.run(result.graph); !ran) return ran.error();
+  // The search judged every proposal on its scheduled peak: the plan emitted must be that peak.
+  if (result.plan.peakBytes != result.remat.predictedPeakBytes)
+    return internalError("training planner", "the memory plan's peak (" + std::to_string(result.plan.peakBytes) +
+                                                 " bytes) differs from the scheduled peak the search chose on (" +
+                                                 std::to_string(result.remat.predictedPeakBytes) + " bytes)");
+  result.plan.strategy = std::string(rematStrategyName(result.remat.chosen));
+  result.plan.budgetBytes = options.remat.budgetBytes;
+  result.plan.reserveBytes = options.remat.reserveBytes;
+  return result;
+}
+
+}  // namespace gradc::passes

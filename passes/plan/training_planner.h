@@ -1,0 +1,93 @@
+// The training-step planner: chooses how a step is built -- micro-batch count, ZeRO stage,
+// fused-loss chunks and recompute plan -- for a byte budget and an objective, then emits the
+// step it chose.
+//
+// Search (chooseTrainingPlan): every configuration of the request's space
+// (passes/plan/step_pipeline.h) is built once with the one pipeline definition, unverified, then
+// verified once; selectTrainingPlan (passes/remat.h) measures the recompute proposals of all of
+// them together and applies the objective's choice (passes/plan/objective.h) to its graph. Built
+// in the objective's order (micro-batch count, then stage, then unfused before fused), so under
+// least-recompute the first configuration whose step fits as it is ends the search.
+//
+// Emission (buildTrainingStepPipeline): the graph the search chose -- not a rebuild -- is
+// verified, scheduled and memory-planned under a PassManager, and the stages that made it
+// (recorded during the search when --print-after-all or --dump-dir look) are shown before:
+//
+//   input -> [partition] -> [fuse-loss] -> micro-batch -> [collectives] -> optimizer
+//   -> [shard-state] -> dce -> [fuse] -> remat -> schedule -> memory-plan
+//
+// Invariant checked: the memory plan's peak is the scheduled peak the search chose on.
+#pragma once
+
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/memory_plan.h"
+#include "passes/pass.h"
+#include "passes/pass_manager.h"
+#include "passes/plan/step_pipeline.h"
+#include "passes/remat.h"
+
+namespace gradc::passes {
+
+// The search's choice: the step with its recompute plan applied (not yet scheduled).
+struct TrainingPlan {
+  ir::Graph graph;
+  TrainingPlanReport report;
+  int microBatches = 1;
+  int lossChunks = 0;  // the fused loss's chunks; 0: not fused
+  int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
+  std::vector<RecordedStage> stages;  // when recorded: the stages that built `graph`, before remat
+};
+
+// forward graph (one rank's shard under data parallelism) -> the chosen joint graph of one
+// training step. With `recordStages`, TrainingPlan::stages holds the chosen graph's stages.
+Expected<TrainingPlan> chooseTrainingPlan(const ir::Graph& forward, const TrainingPlanOptions& options,
+                                          bool recordStages = false);
+
+// The step chooseTrainingPlan chooses when nothing is recomputed and there is no budget to fit
+// (`options.remat` is ignored; auto micro-batches and ZeRO stage are 1 and 0, an auto fused
+// loss is not fused), built without measuring it and NOT verified: the caller runs
+// verifyTrainingStep on it (the summary does while it measures the recompute strategies on it).
+Expected<ir::Graph> trainingStepAsIs(const ir::Graph& forward, const TrainingPlanOptions& options);
+// The same, taking `forward` over: with one micro-batch its nodes become the step's instead of
+// a copy's. For callers done with the forward graph (a summary of a large spec); the graph is
+// left empty or unspecified.
+Expected<ir::Graph> trainingStepAsIs(ir::Graph&& forward, const TrainingPlanOptions& options);
+// ir::verify, its failure named as the training step's (ErrorKind::Internal: the passes broke it).
+Status verifyTrainingStep(const ir::Graph& step);
+
+// Plans the scheduled graph's memory into `out`; never changes the graph.
+class MemoryPlanPass final : public Pass {
+ public:
+  explicit MemoryPlanPass(MemoryPlan* out) : out_(out) {}
+  std::string_view name() const override { return "memory-plan"; }
+  Expected<bool> run(ir::Graph& graph) override;
+
+ private:
+  MemoryPlan* out_;
+};
+
+struct TrainingStepResult {
+  ir::Graph graph;  // scheduled
+  TrainingPlanReport remat;
+  MemoryPlan plan;
+  int microBatches = 1;
+  int lossChunks = 0;  // 0: the loss is not fused
+  int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
+};
+
+// Searches (chooseTrainingPlan), then emits the chosen step as described above, under a
+// PassManager with `pm` (verification, printing, dumps). With options.dataParallel set for a
+// world > 1, `shard` is this rank's partition of `forward` (partitionForward), or null to have
+// it partitioned here. The plan's strategy and budget are filled in.
+Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward, const ir::Graph* shard,
+                                                       const TrainingPlanOptions& options,
+                                                       const PassManagerOptions& pm = {});
+inline Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward,
+                                                              const TrainingPlanOptions& options,
+                                                              const PassManagerOptions& pm = {}) {
+  return buildTrainingStepPipeline(forward, nullptr, options, pm);
+}
+
+}  // namespace gradc::passes

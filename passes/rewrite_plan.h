@@ -1,0 +1,41 @@
+// A recompute rewrite as data: the clones of forward nodes to insert and the operands to
+// rewire to them. remat's planner writes one (remat::planRewrite, passes/remat_strategies.h) and
+// applies it (remat::applyRewrite); the step graph (passes/step_graph.h) measures the graph it
+// would make without touching the graph. A description both read, so neither depends on the
+// other.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace gradc::passes::remat {
+
+// Where a recompute node reads an operand: an original value, or a result of an earlier clone.
+struct Source {
+  const ir::Value* value = nullptr;
+  int clone = -1;
+  unsigned result = 0;
+};
+struct CloneOp {
+  const ir::Node* of;
+  size_t before;        // inserted before the node at this position
+  std::uint32_t first;  // its operands: RewritePlan::operands[first, first + of->numOperands())
+  std::uint32_t node;   // of->id(), kept here so that walking a plan need not load the nodes
+};
+struct Rewire {
+  ir::Node* node;
+  unsigned operand;
+  Source to;
+};
+struct RewritePlan {
+  std::vector<CloneOp> clones;  // in creation order (a valid program order)
+  std::vector<Source> operands;
+  std::vector<Rewire> rewires;
+  std::int64_t recomputeFlops = 0;
+  int onDemandClones = 0;  // clones the plan did not schedule (recomputed where needed)
+};
+
+}  // namespace gradc::passes::remat
