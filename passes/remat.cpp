@@ -480,9 +480,11 @@ Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs
     if (chunksAsGiven > 0) setLossChunks(*graphs[0].graph, chunksAsGiven);
     baseline = scheduledPeakBytes(*graphs[0].graph);
   }
+  PlanSelection out;
+  out.rewrite = remat::byIds(plan);
+  out.structure = remat::structureOf(*s.graph);
   chooser.apply(*chosen);
 
-  PlanSelection out;
   out.graph = chosen->graph;
   TrainingPlanReport& r = out.report;
   r.requested = options.strategy;

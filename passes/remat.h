@@ -69,6 +69,7 @@
 #include "passes/pass.h"
 #include "passes/plan/objective.h"
 #include "passes/remat_strategies.h"
+#include "passes/rewrite_by_ids.h"
 
 namespace gradc::passes {
 
@@ -138,6 +139,10 @@ struct PlanCandidate {
 struct PlanSelection {
   size_t graph = 0;  // index of the graph the chosen plan was applied to
   TrainingPlanReport report;
+  // The applied rewrite in ids, and the structure of the graph it was applied to (before it):
+  // what another rank built the same way applies instead of searching (passes/rewrite_by_ids.h).
+  remat::RewriteByIds rewrite;
+  std::uint64_t structure = 0;
 };
 // Chooses over the proposals of every graph together and applies the choice to its graph; the
 // other graphs are left unchanged. Order: recompute FLOPs, then micro-batch count, then the

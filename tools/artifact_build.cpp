@@ -36,32 +36,22 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
   std::optional<passes::TrainingPlanOptions> planOptions = parseTrainingPlanOptions(r.memory, opt);
   if (!planOptions) return kExitUserError;
 
-  // Every rank's step. Ranks differ in more than the loss placement (dropout draws each rank's
-  // rows of the one-device masks), so each is compiled; identical graphs share their files.
-  std::vector<TrainingStep> steps;
-  for (int rank = 0; rank < world; ++rank) {
-    Expected<passes::DataParallelOptions> parallel = r.parallel.forRank(rank);
-    if (!parallel) {
-      std::cerr << "gradc: error: " << parallel.error().message << "\n";
-      return kExitUserError;
-    }
-    // Every rank must run the same collectives: the ZeRO stage rank 0 chose (its peak is the
-    // largest: the gather placement loads it most) is every rank's.
-    if (rank > 0) parallel->shard = steps.front().shardStage;
-    passes::PassManagerOptions pm = r.passManager;
-    if (pm.dumpDir && world > 1) *pm.dumpDir /= "rank" + std::to_string(rank);
-    std::optional<TrainingStep> step = buildTrainingStep(*forward, *planOptions, exitCode, *parallel, pm);
-    if (!step) return exitCode;
-    if (world > 1)
-      for (const auto& n : step->graph.nodes())
+  // Every rank's step, decided once (rank 0's search; buildRankSteps). Ranks differ in more than
+  // the loss placement (dropout draws each rank's rows of the one-device masks), so each is
+  // built; identical graphs share their files.
+  std::optional<std::vector<TrainingStep>> built =
+      buildRankSteps(*forward, *planOptions, r.parallel, RankSteps::Every, r.passManager, exitCode);
+  if (!built) return exitCode;
+  std::vector<TrainingStep>& steps = *built;
+  if (world > 1)
+    for (const TrainingStep& step : steps)
+      for (const auto& n : step.graph.nodes())
         if (n->op().issuesCollective && n->numResults() > 0 && n->result(0)->type().dtype == ir::DType::bf16) {
           std::cerr << "gradc: error: --devices " << world << ": CPU ranks communicate through Gloo, which cannot "
                     << "sum bf16 tensors (this model's gradients or loss are bf16); train it in f32 or f16, or on one "
                        "device\n";
           return kExitUserError;
         }
-    steps.push_back(std::move(*step));
-  }
   if (!r.quiet) std::cerr << describeStep(steps.front()) << "\n";
 
   // Every rank's evaluation step, planned inside its training step's arena (which grows to

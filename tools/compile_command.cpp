@@ -57,23 +57,10 @@ int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
   if (!planOptions) return kExitUserError;
   // Rank 0, then (when it differs) the other ranks' step: one for all of them, or under ZeRO
   // every rank's (each owns other shards, whose longest segments set its update's workspace).
-  std::vector<TrainingStep> steps;
-  for (int rank = 0; rank < o.parallel.devices; ++rank) {
-    Expected<passes::DataParallelOptions> parallel = o.parallel.forRank(rank);
-    if (!parallel) {
-      std::cerr << "gradc: error: " << parallel.error().message << "\n";
-      return kExitUserError;
-    }
-    const bool sharded = rank > 0 && steps.front().shardStage > 0;
-    if (!sharded && rank == 1 && parallel->placement == passes::LossPlacement::Local) break;
-    if (!sharded && rank == 2) break;
-    if (rank > 0) parallel->shard = steps.front().shardStage;  // one stage for every rank
-    passes::PassManagerOptions pm = o.pipeline.passManagerOptions();
-    if (pm.dumpDir && o.parallel.devices > 1) *pm.dumpDir /= "rank" + std::to_string(rank);
-    std::optional<TrainingStep> step = buildTrainingStep(forward, *planOptions, exitCode, *parallel, pm);
-    if (!step) return exitCode;
-    steps.push_back(std::move(*step));
-  }
+  std::optional<std::vector<TrainingStep>> built = buildRankSteps(
+      forward, *planOptions, o.parallel, RankSteps::Distinct, o.pipeline.passManagerOptions(), exitCode);
+  if (!built) return exitCode;
+  std::vector<TrainingStep>& steps = *built;
   if (o.parallel.devices > 1) {
     std::vector<passes::RankPlan> ranks;
     for (int rank = 0; rank < o.parallel.devices; ++rank) {

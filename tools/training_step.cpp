@@ -236,7 +236,8 @@ std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const Memory
 
 std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const passes::TrainingPlanOptions& planOptions,
                                               int& exitCode, const passes::DataParallelOptions& parallel,
-                                              const passes::PassManagerOptions& pm) {
+                                              const passes::PassManagerOptions& pm,
+                                              const passes::PlanDecision* decided) {
   exitCode = kExitUserError;
   // Ranks other than 0 may have their own graph (loss placement gather): say whose error it is.
   const std::string who = parallel.world > 1 && parallel.rank > 0
@@ -257,15 +258,16 @@ std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const pa
     options.dataParallel = parallel;
   }
   Expected<passes::TrainingStepResult> built =
-      passes::buildTrainingStepPipeline(forward, shard ? &*shard : nullptr, options, pm);
+      passes::buildTrainingStepPipeline(forward, shard ? &*shard : nullptr, options, pm, decided);
   if (!built) {
     std::cerr << "gradc: error: " << who << built.error().message << "\n";
     exitCode = exitCodeFor(built.error());
     return std::nullopt;
   }
-  TrainingStep step{std::move(built->graph), built->remat, std::move(built->plan), built->microBatches,
-                    built->lossChunks, built->shardStage};
-  if (options.remat.budgetBytes && step.plan.peakBytes > options.remat.planBudget()) {
+  TrainingStep step{std::move(built->graph), built->remat,      std::move(built->plan),   built->microBatches,
+                    built->lossChunks,        built->shardStage, std::move(built->decision), built->appliedDecision};
+  // A decision applied from another rank is checked against the budget by buildRankSteps.
+  if (options.remat.budgetBytes && !step.appliedDecision && step.plan.peakBytes > options.remat.planBudget()) {
     // Remat checks its own prediction; the schedule never raises the peak. A failure here is a bug.
     std::cerr << "gradc: error: internal: the scheduled step needs " << step.plan.peakBytes
               << " bytes, over the budget of " << options.remat.planBudget() << "\n";
@@ -274,6 +276,60 @@ std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const pa
   }
   exitCode = kExitOk;
   return step;
+}
+
+std::optional<std::vector<TrainingStep>> buildRankSteps(const ir::Graph& forward,
+                                                        const passes::TrainingPlanOptions& options,
+                                                        const ParallelFlags& flags, RankSteps which,
+                                                        const passes::PassManagerOptions& pm, int& exitCode) {
+  const int world = flags.devices;
+  auto build = [&](int rank, const passes::PlanDecision* decided,
+                   std::optional<int> stage) -> std::optional<TrainingStep> {
+    Expected<passes::DataParallelOptions> parallel = flags.forRank(rank);
+    if (!parallel) {
+      std::cerr << "gradc: error: " << parallel.error().message << "\n";
+      exitCode = kExitUserError;
+      return std::nullopt;
+    }
+    if (stage) parallel->shard = *stage;  // every rank runs the same collectives
+    passes::PassManagerOptions rankPm = pm;
+    if (rankPm.dumpDir && world > 1) *rankPm.dumpDir /= "rank" + std::to_string(rank);
+    return buildTrainingStep(forward, options, exitCode, *parallel, rankPm, decided);
+  };
+  int decider = 0;
+  // Each restart moves the decision to a rank whose peak under the last one was larger.
+  for (int attempt = 0; attempt < world; ++attempt) {
+    std::optional<TrainingStep> decided = build(decider, nullptr, std::nullopt);
+    if (!decided) return std::nullopt;
+    const int stage = decided->shardStage;
+    std::vector<int> ranks{0};
+    if (which == RankSteps::Every || stage > 0)
+      for (int r = 1; r < world; ++r) ranks.push_back(r);
+    else if (world > 1 && flags.lossPlacement == "gather")
+      ranks.push_back(1);
+    std::vector<TrainingStep> steps;
+    std::optional<int> larger;
+    for (int rank : ranks) {
+      if (rank == decider) {
+        steps.push_back(std::move(*decided));
+        decided.reset();
+        continue;
+      }
+      const passes::PlanDecision& decision = decided ? decided->decision : steps[static_cast<size_t>(decider)].decision;
+      std::optional<TrainingStep> step = build(rank, &decision, stage);
+      if (!step) return std::nullopt;
+      if (options.remat.budgetBytes && step->plan.peakBytes > options.remat.planBudget()) {
+        larger = rank;
+        break;
+      }
+      steps.push_back(std::move(*step));
+    }
+    if (!larger) return steps;
+    decider = *larger;
+  }
+  std::cerr << "gradc: error: internal: no data-parallel rank's plan fits every rank under the budget\n";
+  exitCode = kExitInternal;
+  return std::nullopt;
 }
 
 std::string describeStep(const TrainingStep& step) {

@@ -79,6 +79,8 @@ struct TrainingStep {
   int microBatches = 1;
   int lossChunks = 0;  // 0: the loss is not fused
   int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
+  passes::PlanDecision decision;  // what was decided for this step (the other ranks apply it)
+  bool appliedDecision = false;   // built from another rank's decision (buildRankSteps)
 };
 
 // --budget, --remat, --micro-batches and --loss-chunks parsed once into the options every rank's step is
@@ -93,9 +95,30 @@ std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const Memory
 // of passes/training_pipeline.h, under a PassManager with `pm` (--print-after-all, --dump-dir).
 // With `parallel` (world > 1): the step of that rank, partitioned first, so the budget is per
 // device and applies to the rank's shapes.
+// Given `decided` (another rank's), the rank applies that decision instead of searching when its
+// graph is built like the deciding rank's (passes/plan/training_planner.h).
 std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const passes::TrainingPlanOptions& options,
                                               int& exitCode, const passes::DataParallelOptions& parallel = {},
-                                              const passes::PassManagerOptions& pm = {});
+                                              const passes::PassManagerOptions& pm = {},
+                                              const passes::PlanDecision* decided = nullptr);
+
+// Which ranks' steps buildRankSteps returns.
+enum class RankSteps {
+  Every,     // every rank's, in rank order (an artifact runs them all)
+  Distinct,  // rank 0's, then one step per other graph: rank 1's when the loss placement is gather
+             // (ranks 1.. share one graph), every rank's under ZeRO (each owns other shards)
+};
+// The data-parallel ranks' steps, decided once: rank 0's search decides the configuration and
+// recompute plan, and every other rank applies that decision to its own shard (searching only
+// when its graph is not built like rank 0's, as under the gather placement, with rank 0's ZeRO
+// stage). A budget fits the largest rank peak: when a rank's applied plan peaks over it (its
+// shards' workspaces are larger), that rank decides instead and the ranks are built again.
+// `pm`'s dump directory gets a rankN subdirectory per rank when world > 1. nullopt after
+// printing the error (exitCode says which).
+std::optional<std::vector<TrainingStep>> buildRankSteps(const ir::Graph& forward,
+                                                        const passes::TrainingPlanOptions& options,
+                                                        const ParallelFlags& parallel, RankSteps which,
+                                                        const passes::PassManagerOptions& pm, int& exitCode);
 
 // One line for the log: strategy, micro-batches, predicted peak vs budget, recompute overhead.
 std::string describeStep(const TrainingStep& step);

@@ -1,5 +1,6 @@
 #include "passes/plan/training_planner.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -8,6 +9,8 @@
 #include "passes/fuse_loss.h"
 #include "passes/liveness.h"
 #include "passes/micro_batch.h"
+#include "passes/remat_strategies.h"
+#include "passes/rewrite_by_ids.h"
 #include "passes/schedule.h"
 
 namespace gradc::passes {
@@ -50,8 +53,10 @@ Expected<TrainingPlan> chooseTrainingPlan(const ir::Graph& forward, const Traini
     if (!s) return s.error();
     Built& chosen = graphs[s->graph];
     const int lossChunks = lossChunksOf(chosen.graph);
+    PlanDecision decision{StepConfig{chosen.microBatches, chosen.shardStage, lossChunks > 0}, lossChunks,
+                          std::move(s->rewrite), s->structure, s->report};
     return TrainingPlan{std::move(chosen.graph), std::move(s->report), chosen.microBatches, lossChunks,
-                        chosen.shardStage, std::move(chosen.stages)};
+                        chosen.shardStage, std::move(chosen.stages), std::move(decision)};
   };
   auto build = [&](const StepConfig& config) -> Expected<Built> {
     Built b{ir::Graph(forward.name()), config.microBatches, {}, config.shardStage, {}};
@@ -98,6 +103,30 @@ Expected<TrainingPlan> chooseTrainingPlan(const ir::Graph& forward, const Traini
   return select();
 }
 
+Expected<std::optional<TrainingPlan>> applyPlanDecision(const ir::Graph& forward, const PlanDecision& decided,
+                                                        const TrainingPlanOptions& options, bool recordStages) {
+  std::vector<RecordedStage> stages;
+  std::optional<ir::Graph> fused;
+  if (decided.config.fusedLoss) {
+    fused = remat::cloneGraph(forward);
+    if (Expected<int> n = fuseLinearCrossEntropy(*fused, std::max(decided.lossChunks, 1)); !n) return n.error();
+    PassManager shown(PassManagerOptions{.verifyAfterChange = false, .record = recordStages ? &stages : nullptr});
+    if (Status s = shown.show(*fused, "fuse-loss"); !s) return s.error();
+  }
+  Expected<ir::Graph> g = buildConfiguredStep(fused ? *fused : forward, nullptr, decided.config, options,
+                                              recordStages ? &stages : nullptr);
+  if (!g) return g.error();
+  if (Status s = verifyTrainingStep(*g); !s) return s.error();
+  if (remat::structureOf(*g) != decided.structure) return std::optional<TrainingPlan>();
+  Expected<remat::RewritePlan> rewrite = remat::bindRewrite(decided.rewrite, *g);
+  if (!rewrite) return rewrite.error();
+  remat::applyRewrite(*g, *rewrite);
+  if (decided.lossChunks > 0) setLossChunks(*g, decided.lossChunks);
+  return std::optional<TrainingPlan>(TrainingPlan{std::move(*g), decided.report, decided.config.microBatches,
+                                                  decided.lossChunks, decided.config.shardStage, std::move(stages),
+                                                  decided});
+}
+
 Expected<ir::Graph> trainingStepAsIs(const ir::Graph& forward, const TrainingPlanOptions& options) {
   return stepAsIs(forward, nullptr, options);
 }
@@ -119,7 +148,8 @@ Expected<bool> MemoryPlanPass::run(ir::Graph& graph) {
 
 Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward, const ir::Graph* shard,
                                                        const TrainingPlanOptions& options,
-                                                       const PassManagerOptions& pmOptions) {
+                                                       const PassManagerOptions& pmOptions,
+                                                       const PlanDecision* decided) {
   const bool parallel = options.dataParallel && options.dataParallel->communicates();
   std::optional<ir::Graph> partitioned;
   if (parallel && !shard) {
@@ -133,7 +163,16 @@ Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward,
   if (parallel)
     if (Status s = pm.show(*shard, "partition"); !s) return s.error();
 
-  Expected<TrainingPlan> chosen = chooseTrainingPlan(parallel ? *shard : forward, options, pmOptions.showsStages());
+  const ir::Graph& rankForward = parallel ? *shard : forward;
+  std::optional<TrainingPlan> applied;
+  if (decided) {
+    Expected<std::optional<TrainingPlan>> a = applyPlanDecision(rankForward, *decided, options, pmOptions.showsStages());
+    if (!a) return a.error();
+    applied = std::move(*a);
+  }
+  const bool appliedDecision = applied.has_value();
+  Expected<TrainingPlan> chosen = applied ? Expected<TrainingPlan>(std::move(*applied))
+                                          : chooseTrainingPlan(rankForward, options, pmOptions.showsStages());
   if (!chosen) return chosen.error();
   partitioned.reset();
   if (Status s = pm.show(chosen->stages); !s) return s.error();
@@ -143,12 +182,16 @@ Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward,
     return Error{"verifier failed after pass 'remat': " + s.message(), ErrorKind::Internal};
 
   TrainingStepResult result{std::move(chosen->graph), std::move(chosen->report), {}, chosen->microBatches,
-                            chosen->lossChunks, chosen->shardStage};
+                            chosen->lossChunks, chosen->shardStage, std::move(chosen->decision), appliedDecision};
   pm.add<Schedule>();
   pm.add<MemoryPlanPass>(&result.plan);
   if (Expected<bool> ran = pm.run(result.graph); !ran) return ran.error();
-  // The search judged every proposal on its scheduled peak: the plan emitted must be that peak.
-  if (result.plan.peakBytes != result.remat.predictedPeakBytes)
+  if (appliedDecision) {
+    // This rank's own peak (its shards' update workspaces may differ from the deciding rank's).
+    result.remat.predictedPeakBytes = result.plan.peakBytes;
+    result.remat.savedBytes = result.remat.peakWithoutRematBytes - result.plan.peakBytes;
+  } else if (result.plan.peakBytes != result.remat.predictedPeakBytes)
+    // The search judged every proposal on its scheduled peak: the plan emitted must be that peak.
     return internalError("training planner", "the memory plan's peak (" + std::to_string(result.plan.peakBytes) +
                                                  " bytes) differs from the scheduled peak the search chose on (" +
                                                  std::to_string(result.remat.predictedPeakBytes) + " bytes)");

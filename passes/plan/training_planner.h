@@ -17,6 +17,10 @@
 //   -> [shard-state] -> dce -> [fuse] -> remat -> schedule -> memory-plan
 //
 // Invariant checked: the memory plan's peak is the scheduled peak the search chose on.
+//
+// Ranks: one rank's search decides for every data-parallel rank (PlanDecision); each other rank
+// builds that configuration from its own shard and applies the same rewrite, when its graph has
+// the deciding rank's structure (passes/rewrite_by_ids.h), and searches only when it does not.
 #pragma once
 
 #include <vector>
@@ -30,6 +34,18 @@
 
 namespace gradc::passes {
 
+// What a search decided, in a form another data-parallel rank applies to its own graph instead
+// of searching again (decided once for all ranks): the configuration, the fused loss's chunks
+// and the recompute rewrite in ids, with the structure of the graph it was decided on
+// (passes/rewrite_by_ids.h). The report is the deciding rank's.
+struct PlanDecision {
+  StepConfig config;
+  int lossChunks = 0;
+  remat::RewriteByIds rewrite;
+  std::uint64_t structure = 0;
+  TrainingPlanReport report;
+};
+
 // The search's choice: the step with its recompute plan applied (not yet scheduled).
 struct TrainingPlan {
   ir::Graph graph;
@@ -38,12 +54,20 @@ struct TrainingPlan {
   int lossChunks = 0;  // the fused loss's chunks; 0: not fused
   int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
   std::vector<RecordedStage> stages;  // when recorded: the stages that built `graph`, before remat
+  PlanDecision decision;
 };
 
 // forward graph (one rank's shard under data parallelism) -> the chosen joint graph of one
 // training step. With `recordStages`, TrainingPlan::stages holds the chosen graph's stages.
 Expected<TrainingPlan> chooseTrainingPlan(const ir::Graph& forward, const TrainingPlanOptions& options,
                                           bool recordStages = false);
+
+// `decided` applied to `forward` (another rank's shard, built the same way): its configuration
+// built with the pipeline definition and verified, then its rewrite and chunk count applied.
+// nullopt when this rank's graph is not built like the deciding rank's (structureOf differs:
+// under --loss-placement gather only rank 0 computes the loss); the caller searches then.
+Expected<std::optional<TrainingPlan>> applyPlanDecision(const ir::Graph& forward, const PlanDecision& decided,
+                                                        const TrainingPlanOptions& options, bool recordStages = false);
 
 // The step chooseTrainingPlan chooses when nothing is recomputed and there is no budget to fit
 // (`options.remat` is ignored; auto micro-batches and ZeRO stage are 1 and 0, an auto fused
@@ -75,15 +99,22 @@ struct TrainingStepResult {
   int microBatches = 1;
   int lossChunks = 0;  // 0: the loss is not fused
   int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
+  PlanDecision decision;  // what was decided (or applied), for the other ranks
+  // Built from another rank's decision: the plan's peak is this rank's own, which the deciding
+  // rank's search did not measure; the caller checks it against the budget.
+  bool appliedDecision = false;
 };
 
-// Searches (chooseTrainingPlan), then emits the chosen step as described above, under a
-// PassManager with `pm` (verification, printing, dumps). With options.dataParallel set for a
-// world > 1, `shard` is this rank's partition of `forward` (partitionForward), or null to have
-// it partitioned here. The plan's strategy and budget are filled in.
+// Searches (chooseTrainingPlan) -- or, given `decided` and a graph built like the deciding
+// rank's, applies that decision (applyPlanDecision) -- then emits the chosen step as described
+// above, under a PassManager with `pm` (verification, printing, dumps). With
+// options.dataParallel set for a world > 1, `shard` is this rank's partition of `forward`
+// (partitionForward), or null to have it partitioned here. The plan's strategy and budget are
+// filled in.
 Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward, const ir::Graph* shard,
                                                        const TrainingPlanOptions& options,
-                                                       const PassManagerOptions& pm = {});
+                                                       const PassManagerOptions& pm = {},
+                                                       const PlanDecision* decided = nullptr);
 inline Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward,
                                                               const TrainingPlanOptions& options,
                                                               const PassManagerOptions& pm = {}) {
