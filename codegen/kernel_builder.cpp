@@ -211,7 +211,7 @@ llvm::Function* addBufferArrayEntry(llvm::Module& module, const std::string& nam
 
 Status addFusedKernel(llvm::Module& module, const ir::Node& node, const std::string& name, Target target,
                       MathLibrary& math) {
-  if (node.opName() != "fused") return Error{"internal: codegen of a " + std::string(node.opName()) + " node", ErrorKind::Internal};
+  if (node.op().role != ir::OpRole::FusedRegion) return Error{"internal: codegen of a " + std::string(node.opName()) + " node", ErrorKind::Internal};
   Expected<std::shared_ptr<const ir::FusedBody>> steps = ir::cachedFusedBody(*ir::getString(node.attrs(), "body"));
   if (!steps) return steps.error();
   const std::vector<ir::TensorType> operands = node.operandTypes();

@@ -189,7 +189,7 @@ Expected<Built> build(const ir::Graph& graph, Target target) {
     const std::string name = ir::generatedKernelName(*n);
     if (name.empty() || !done.emplace(name, true).second) continue;
     // The GPU runtime's optimizer update is not generated (yet): the PTX holds the regions.
-    Status s = n->opName() == "fused" ? addFusedKernel(*out.module, *n, name, target, math)
+    Status s = n->op().role == ir::OpRole::FusedRegion ? addFusedKernel(*out.module, *n, name, target, math)
                : target == Target::Cpu ? addAdamwKernel(*out.module, n->operand(0)->type().dtype, name)
                                        : Status{};
     if (!s) return s.error().withContext("codegen of " + n->specName() + ": ");
@@ -250,7 +250,7 @@ std::vector<KernelInfo> listKernels(const ir::Graph& graph) {
     if (name.empty() || !seen.emplace(name, true).second) continue;
     const std::string body = ir::getString(n->attrs(), "body").value_or("one-pass AdamW update (adamw_step {fused = true})");
     KernelInfo info{name, {}, body};
-    if (n->opName() != "fused") info.specNames.push_back(std::string(n->opName()) + " @" + n->specName());
+    if (n->op().role != ir::OpRole::FusedRegion) info.specNames.push_back(std::string(n->opName()) + " @" + n->specName());
     if (Expected<std::shared_ptr<const ir::FusedBody>> b = ir::cachedFusedBody(body))
       for (const ir::FusedStep& s : (*b)->steps) info.specNames.push_back(std::string(s.op->name) + " @" + s.specName);
     kernels.push_back(std::move(info));

@@ -276,3 +276,15 @@ bool isLearned(const Value& param) {
 }
 
 }  // namespace gradc::ir
+
+namespace gradc::ir {
+
+std::vector<Value*> optimizerStateOperands(const Node& update) {
+  std::vector<Value*> state;
+  const OpInfo& op = update.op();
+  for (int i = op.stateBegin; i < op.stateEnd && static_cast<size_t>(i) < update.numOperands(); ++i)
+    state.push_back(update.operand(static_cast<size_t>(i)));
+  return state;
+}
+
+}  // namespace gradc::ir

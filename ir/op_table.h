@@ -17,6 +17,9 @@
 
 namespace gradc::ir {
 
+class Node;
+class Value;
+
 inline constexpr int kVariadic = -1;
 
 struct AttrSpec {
@@ -73,6 +76,18 @@ enum class Collective {
   AllGatherParams,
 };
 
+// Roles some passes and tools look ops up by.
+enum class OpRole : std::uint8_t {
+  None,
+  OptimizerUpdate,         // adamw_step, sgd_step: one parameter's update, in place
+  ShardedOptimizerUpdate,  // adamw_shard_step, sgd_shard_step: a ZeRO rank's update of its shard
+  GradientNorm,            // global_norm: the norm gradient clipping scales by
+  RunningStatsUpdate,      // running_stats_update: batch norm's running statistics
+  ClassificationLoss,      // cross_entropy
+  FusedLinearLoss,         // linear_cross_entropy: an LM head fused into its loss
+  FusedRegion,             // fused: a region of elementwise ops as one generated kernel
+};
+
 struct OpInfo {
   std::string_view name;
   int minInputs = 0;
@@ -103,8 +118,17 @@ struct OpInfo {
   // result. `auto` micro-batching never splits such a graph; an explicit count does, as
   // gradient accumulation does in PyTorch.
   bool batchStatistics = false;
+  // What the op is to the passes and tools that look for it: they compare roles, never names.
+  OpRole role = OpRole::None;
+  // Optimizer updates (OptimizerUpdate): operands [stateBegin, stateEnd) that the node has are
+  // the optimizer state it updates in place (adamw_step's m and v; sgd_step's momentum buffer).
+  int stateBegin = 0;
+  int stateEnd = 0;
   std::string_view summary;         // one line for docs and error hints
 };
+
+// An optimizer update's state operands, in order (OpInfo::stateBegin/stateEnd).
+std::vector<Value*> optimizerStateOperands(const Node& update);
 
 // Intra-op threads the kernels run with. Kernels that keep per-thread partial results
 // (layer_norm_backward's weight and bias gradients) need workspace in proportion, so a plan

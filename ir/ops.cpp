@@ -386,6 +386,7 @@ std::vector<OpInfo> forwardOps() {
                   "eps in [0, 1): the target distribution is (1 - eps) onehot + eps / C"}},
        .infer = inferCrossEntropy,
        .flops = flopsCrossEntropy, .workspaceBytes = workspaceCrossEntropy, .indexBound = crossEntropyClasses,
+       .role = OpRole::ClassificationLoss,
        .summary = "mean over targets (except ignore_index) of -log_softmax(logits)[target]; logits [..., C], target [...]"},
       {.name = "mse", .minInputs = 2, .maxInputs = 2, .infer = inferMse, .flops = flopsMse,
        .workspaceBytes = workspaceMse,

@@ -114,6 +114,7 @@ std::vector<OpInfo> batchNormOps() {
                  {"cumulative", AttrKind::Bool, false,
                   "true: the weight is 1 / (num_batches_tracked + 1), a cumulative average (momentum ignored)"}},
        .infer = inferRunningStatsUpdate, .flops = flopsRunningStatsUpdate, .sideEffects = true,
+       .role = OpRole::RunningStatsUpdate,
        .summary = "(running_mean, running_var, num_batches_tracked, mean, var): PyTorch's running statistics "
                   "update, in place"},
       {.name = "batch_norm_inference", .minInputs = 5, .maxInputs = 5, .attrs = {eps},

@@ -52,6 +52,7 @@ std::vector<OpInfo> fusedOps() {
       {.name = "fused", .minInputs = 1, .maxInputs = kVariadic,
        .attrs = {{"body", AttrKind::String, true, "the region's elementwise steps (ir/fused_body.h)"}},
        .infer = inferFused, .flops = flopsFused, .stridedReads = StridedReads::InPlace,
+       .role = OpRole::FusedRegion,
        .summary = "a region of elementwise ops run as one generated kernel; intermediates never stored"},
   };
 }

@@ -113,6 +113,7 @@ std::vector<OpInfo> fusedLossOps() {
        .attrs = {{"chunks", AttrKind::Int, true, "token chunks: the rows are processed ceil(rows / chunks) at a time"}},
        .infer = inferLinearCrossEntropy, .flops = flopsLinearCrossEntropy,
        .workspaceBytes = workspaceLinearCrossEntropy, .indexBound = targetClasses, .stridedReads = StridedReads::Rows,
+       .role = OpRole::FusedLinearLoss,
        .summary = "(x[..., D], w[V, D], target[...][, bias[V]]) -> (cross_entropy(linear(x, w, bias), target), its "
                   "gradients for x, w[, bias]) a chunk of rows at a time, never holding all the logits"},
   };

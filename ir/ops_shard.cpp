@@ -157,6 +157,7 @@ std::vector<OpInfo> shardOps() {
                  {"fused", AttrKind::Bool, false, "one pass per segment (set by the fuse pass)"}},
        .infer = inferAdamwShardStep, .flops = flopsAdamwShardStep, .workspaceBytes = workspaceAdamwShardStep,
        .sideEffects = true, .stridedReads = StridedReads::InPlace,
+       .role = OpRole::ShardedOptimizerUpdate,
        .summary = "(params..., grad..., m, v, lr, step, grad_scale): AdamW on this rank's shard; result: the "
                   "updated shard"},
       {.name = "sgd_shard_step", .minInputs = 4, .maxInputs = kVariadic,
@@ -166,6 +167,7 @@ std::vector<OpInfo> shardOps() {
                  noDecayParts},
        .infer = inferSgdShardStep, .flops = flopsSgdShardStep, .workspaceBytes = workspaceSgdShardStep,
        .sideEffects = true, .stridedReads = StridedReads::InPlace,
+       .role = OpRole::ShardedOptimizerUpdate,
        .summary = "(params..., grad..., lr, grad_scale[, momentum_buf]): SGD on this rank's shard; result: the "
                   "updated shard"},
       {.name = "norm_from_squares", .minInputs = 1, .maxInputs = 1, .infer = inferNormFromSquares,

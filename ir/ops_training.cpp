@@ -371,6 +371,7 @@ std::vector<OpInfo> trainingOps() {
                   "the sum of squares itself, without the root (a rank's part of a sharded norm)"}},
        .infer = inferGlobalNorm,
        .flops = flopsGlobalNorm, .workspaceBytes = workspaceGlobalNorm, .stridedReads = StridedReads::InPlace,
+       .role = OpRole::GradientNorm,
        .summary = "sqrt of the sum of squares of every operand: f32[]"},
       {.name = "clip_coef", .minInputs = 1, .maxInputs = 1,
        .attrs = {{"max_norm", AttrKind::Float, true, "largest gradient norm allowed"}}, .infer = inferClipCoef,
@@ -389,6 +390,7 @@ std::vector<OpInfo> trainingOps() {
                  {"weight_decay", AttrKind::Float, true, "L2 penalty added to the gradient"}},
        .infer = inferSgdStep, .flops = flopsSgdStep, .workspaceBytes = workspaceSgdStep, .sideEffects = true,
        .stridedReads = StridedReads::InPlace,
+       .role = OpRole::OptimizerUpdate, .stateBegin = 4, .stateEnd = 5,
        .summary = "(param, grad, lr, grad_scale[, momentum_buf]): PyTorch SGD update, in place"},
       {.name = "adamw_step", .minInputs = 7, .maxInputs = 7,
        .attrs = {{"beta1", AttrKind::Float, true, "first-moment decay"},
@@ -399,6 +401,7 @@ std::vector<OpInfo> trainingOps() {
                   "one pass over param, grad and moments (set by the fuse pass; default: PyTorch's op-by-op update)"}},
        .infer = inferAdamwStep, .flops = flopsAdamwStep, .workspaceBytes = workspaceAdamwStep, .sideEffects = true,
        .stridedReads = StridedReads::InPlace,
+       .role = OpRole::OptimizerUpdate, .stateBegin = 2, .stateEnd = 4,
        .summary = "(param, grad, m, v, lr, step, grad_scale): PyTorch AdamW update, in place"},
   };
 }

@@ -8,10 +8,10 @@ namespace gradc::passes {
 Expected<bool> BatchNormInference::run(ir::Graph& graph) {
   std::vector<ir::Node*> updates;
   for (const auto& node : graph.nodes())
-    if (node->opName() == "running_stats_update") updates.push_back(node.get());
+    if (node->op().role == ir::OpRole::RunningStatsUpdate) updates.push_back(node.get());
   for (ir::Node* update : updates) {
     ir::Node* norm = update->operand(3)->producer();
-    if (!norm || norm->opName() != "batch_norm")
+    if (!norm || !norm->op().batchStatistics)
       return Error{"batch-norm-inference: a running_stats_update does not read a batch_norm's statistics"};
     Expected<ir::Node*> eval =
         buildNode(graph, "batch-norm-inference", "batch_norm_inference",

@@ -12,16 +12,15 @@
 #include <string>
 #include <string_view>
 
+#include "ir/byte_format.h"
 #include "ir/status.h"
 
 namespace gradc::passes {
 
 Expected<std::int64_t> parseBytes(std::string_view text);
 
-// "212.3 MiB" (binary units, one decimal; plain "512 B" below 1 KiB). For messages and tables.
-std::string formatBytes(std::int64_t bytes);
-// "212.3 MiB (222,625,792 bytes)": the exact count next to the readable one, for errors that a
-// person will copy into a command line.
-std::string formatBytesExact(std::int64_t bytes);
+// Byte counts as gradc writes them (ir/byte_format.h).
+using ir::formatBytes;
+using ir::formatBytesExact;
 
 }  // namespace gradc::passes

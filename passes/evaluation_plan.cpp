@@ -7,8 +7,6 @@ namespace gradc::passes {
 
 namespace {
 
-bool persistentKind(const std::string& kind) { return kind == "param" || kind == "opt_state" || kind == "input"; }
-
 std::int64_t aligned(std::int64_t bytes) { return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment; }
 
 }  // namespace
@@ -21,7 +19,7 @@ Expected<EvaluationPlan> planEvaluationInside(const ir::Graph& eval, const Memor
   std::unordered_map<std::string, const PlannedBuffer*> hostPersistent;
   std::int64_t hostEnd = 0;
   for (const PlannedBuffer& b : host.buffers)
-    if (persistentKind(b.kind)) {
+    if (b.persistent()) {
       hostPersistent.emplace(b.name, &b);
       hostEnd = std::max(hostEnd, b.offset + aligned(b.size));
     }
@@ -31,7 +29,7 @@ Expected<EvaluationPlan> planEvaluationInside(const ir::Graph& eval, const Memor
   std::vector<Interval> intervals;
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     PlannedBuffer& b = plan.buffers[i];
-    const bool persistent = persistentKind(b.kind);
+    const bool persistent = b.persistent();
     if (persistent) {
       auto it = hostPersistent.find(b.name);
       if (it != hostPersistent.end() && it->second->kind == b.kind && it->second->type == b.type &&
@@ -40,8 +38,8 @@ Expected<EvaluationPlan> planEvaluationInside(const ir::Graph& eval, const Memor
         out.sharedBytes += b.size;
         continue;
       }
-      if (b.kind != "input")
-        return Error{"the evaluation step reads " + b.kind + " " + b.name + " (" + b.type +
+      if (b.kind != BufferKind::Input)
+        return Error{"the evaluation step reads " + std::string(ir::bufferKindName(b.kind)) + " " + b.name + " (" + b.type +
                      "), which the training step does not hold"};
     }
     others.push_back(i);

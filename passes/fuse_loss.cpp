@@ -14,13 +14,13 @@ namespace {
 
 constexpr std::string_view kFused = "linear_cross_entropy";
 
-bool isFusedLoss(const ir::Node& n) { return n.opName() == kFused; }
+bool isFusedLoss(const ir::Node& n) { return n.op().role == ir::OpRole::FusedLinearLoss; }
 
 // The linear node whose result is `logits`, when fusing may consume it.
 // The linear head of a forward cross_entropy that can be fused, or nullptr with `why` (when
 // given) saying what prevents it.
 ir::Node* fusableHead(const ir::Node& loss, std::string* why = nullptr) {
-  if (loss.opName() != "cross_entropy" || loss.phase() != ir::Phase::fwd) return nullptr;
+  if (loss.op().role != ir::OpRole::ClassificationLoss || loss.phase() != ir::Phase::fwd) return nullptr;
   auto refuse = [&](const std::string& reason) -> ir::Node* {
     if (why) *why = "its cross_entropy (" + std::string(loss.specName()) + ") " + reason;
     return nullptr;
@@ -103,7 +103,7 @@ std::vector<int> lossChunkCandidates(const ir::Graph& joint) {
   std::int64_t rows = std::numeric_limits<std::int64_t>::max();
   bool any = false;
   for (const auto& node : joint.nodes())
-    if (node->opName() == kFused) {
+    if (isFusedLoss(*node)) {
       rows = std::min(rows, node->operand(2)->type().numel());
       any = true;
     }

@@ -8,20 +8,6 @@ namespace gradc::passes {
 
 using Strides = std::vector<std::int64_t>;
 
-std::string_view bufferKindName(BufferKind kind) {
-  switch (kind) {
-    case BufferKind::Param: return "param";
-    case BufferKind::OptState: return "opt_state";
-    case BufferKind::Input: return "input";
-    case BufferKind::Activation: return "activation";
-    case BufferKind::Gradient: return "grad";
-    case BufferKind::Optimizer: return "optimizer";
-    case BufferKind::Recompute: return "recompute";
-    case BufferKind::Comm: return "comm";
-  }
-  return "?";
-}
-
 // ---- strides -----------------------------------------------------------------------------------
 
 Strides contiguousStrides(const ir::Shape& shape) {

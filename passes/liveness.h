@@ -33,12 +33,14 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/memory_plan.h"
 #include "passes/id_index.h"
 
 namespace gradc::passes {
 
-enum class BufferKind { Param, OptState, Input, Activation, Gradient, Optimizer, Recompute, Comm };
-std::string_view bufferKindName(BufferKind kind);
+// A buffer's kind (ir/memory_plan.h); liveness gives every kind but Workspace (workspaces are
+// per-step byte counts here, buffers only in the plan).
+using ir::BufferKind;
 
 struct Buffer {
   BufferKind kind;

@@ -191,18 +191,6 @@ std::int64_t assignOffsetsBestFit(const std::vector<Interval>& intervals, std::v
   return free.end();
 }
 
-double MemoryPlan::fragmentation() const {
-  return peakBytes > 0 ? static_cast<double>(arenaBytes) / static_cast<double>(peakBytes) : 1.0;
-}
-
-std::vector<size_t> MemoryPlan::liveAt(int step) const {
-  std::vector<size_t> live;
-  for (size_t i = 0; i < buffers.size(); ++i)
-    if (buffers[i].firstStep <= step && step <= buffers[i].lastStep && buffers[i].size > 0) live.push_back(i);
-  std::stable_sort(live.begin(), live.end(), [&](size_t a, size_t b) { return buffers[a].size > buffers[b].size; });
-  return live;
-}
-
 namespace {
 // Placement reserves every buffer rounded up to kBufferAlignment, so every offset is a multiple
 // of it; sizes, liveness and the peak stay exact.
@@ -242,12 +230,13 @@ MemoryPlan planMemory(const ir::Graph& graph) {
     PlannedBuffer pb;
     const ir::Value& v = *b.value;
     pb.name = names(&v);
-    pb.kind = std::string(bufferKindName(b.kind));
+    pb.kind = b.kind;
     pb.type = ir::toString(v.type());
     pb.size = b.bytes;
     pb.firstStep = b.firstStep;
     pb.lastStep = b.lastStep;
-    bool persistent = v.kind() != ir::ValueKind::Result;
+    const bool persistent = v.kind() != ir::ValueKind::Result;
+    pb.residency = persistent ? ir::Residency::Persistent : ir::Residency::Step;
     if (v.kind() == ir::ValueKind::Param) pb.specName = layerOfParam(v);
     else if (v.kind() == ir::ValueKind::Input) pb.specName = v.name();
     else {
@@ -265,7 +254,7 @@ MemoryPlan planMemory(const ir::Graph& graph) {
     pb.name = node.numResults() > 0 ? "workspace(" + names(node.result(0)) + ")"
                                     : "workspace(step " + std::to_string(i) + ")";
     pb.specName = node.specName();
-    pb.kind = "workspace";
+    pb.kind = BufferKind::Workspace;
     pb.size = ws;
     pb.firstStep = pb.lastStep = static_cast<int>(i);
     pb.producer = std::string(node.opName());

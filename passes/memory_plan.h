@@ -31,75 +31,20 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/memory_plan.h"
 #include "ir/status.h"
 
 namespace gradc::passes {
 
 inline constexpr std::int64_t kBufferAlignment = 64;
 
-struct PlannedBuffer {
-  std::string name;       // as printed in IR: "%12", "%wte.weight"; workspaces: "workspace(%12)"
-  std::string specName;   // the spec layer ("blocks.0.attn"); a parameter's layer; an input's name
-  std::string kind;       // param|opt_state|input|activation|grad|optimizer|recompute|workspace|comm
-  std::string type;       // "f32[16, 128, 256]"; empty for workspaces
-  std::int64_t size = 0;  // bytes
-  std::int64_t offset = 0;
-  int firstStep = 0;  // inclusive
-  int lastStep = 0;   // inclusive
-  std::string producer;  // op of the producing node; empty for parameters and inputs
-};
-
-// What runs at one step of the schedule.
-struct PlannedStep {
-  std::string op;
-  std::string phase;
-  std::string specName;
-};
-
-// A buffer of a rank's plan alive at that rank's peak (the per-rank view of plan JSON).
-struct RankBuffer {
-  std::string name;
-  std::string kind;
-  std::string type;
-  std::int64_t size = 0;
-};
-
-struct RankPlan {
-  int rank = 0;
-  std::int64_t peakBytes = 0;
-  std::int64_t arenaBytes = 0;
-  std::vector<RankBuffer> largestAtPeak;  // largest first; empty for a single-device plan
-};
-
-struct MemoryPlan {
-  std::string model;
-  std::optional<std::int64_t> budgetBytes;
-  // Device memory reserved beside the plan for the device's libraries (passes/remat.h:
-  // RematOptions::reserveBytes): peakBytes + reserveBytes fits budgetBytes.
-  std::int64_t reserveBytes = 0;
-  std::string strategy = "none";  // set by the caller (the remat strategy that produced the graph)
-  std::int64_t peakBytes = 0;
-  int peakStep = 0;
-  std::int64_t arenaBytes = 0;
-  std::int64_t persistentBytes = 0;
-  std::int64_t forwardFlops = 0;
-  std::int64_t backwardFlops = 0;
-  std::int64_t optimizerFlops = 0;
-  std::int64_t recomputeFlops = 0;
-  // The fused LM-head loss's chunk count (passes/fuse_loss.h); 0: not fused.
-  int lossChunks = 0;
-  // Persistent buffers (parameters, optimizer state, inputs) first, then results in schedule
-  // order, then workspaces in step order.
-  std::vector<PlannedBuffer> buffers;
-  std::vector<PlannedStep> steps;      // the schedule, one entry per step
-  std::vector<std::int64_t> timeline;  // live bytes per step, workspace included
-  std::vector<RankPlan> ranks;         // one entry per device
-
-  // arena / peak (1.0 when there is nothing to place).
-  double fragmentation() const;
-  // Indices of the buffers alive at `step`, largest first (ties by index).
-  std::vector<size_t> liveAt(int step) const;
-};
+// The plan's data types (ir/memory_plan.h), by their planner's names.
+using ir::BufferKind;
+using ir::MemoryPlan;
+using ir::PlannedBuffer;
+using ir::PlannedStep;
+using ir::RankBuffer;
+using ir::RankPlan;
 
 // Plans a graph in its current (schedule) order.
 MemoryPlan planMemory(const ir::Graph& graph);

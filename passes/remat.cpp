@@ -107,8 +107,7 @@ class Chooser {
   // withPath: auto also proposes the free-recompute path (passes/remat_free_path.h), which
   // costs a schedule per value it tries.
   Status add(ir::Graph& graph, int microBatches, RematStrategy strategy, bool withPath, std::vector<int> lossChunks = {},
-             int shardStage = 0, std::string_view onlyProposal = {},
-             std::shared_ptr<const remat::Analysis> analysis = nullptr) {
+             int shardStage = 0, std::shared_ptr<const remat::Analysis> analysis = nullptr) {
     if (!analysis) {
       Expected<remat::Analysis> a = remat::analyze(graph);
       if (!a) return a.error();
@@ -127,15 +126,6 @@ class Chooser {
     const StepFacts* measureOn =
         strategy == RematStrategy::Auto && withPath ? &factsAt(states_.size() - 1, added.lossChunks.back()) : nullptr;
     added.candidates = remat::candidatesWithFreePath(*added.analysis, strategy, measureOn);
-    if (!onlyProposal.empty()) {
-      std::erase_if(added.candidates, [&](const remat::Candidate& c) { return c.description != onlyProposal; });
-      if (added.candidates.empty()) {
-        states_.pop_back();
-        return Error{"internal: no " + std::string(rematStrategyName(strategy)) + " proposal '" +
-                     std::string(onlyProposal) + "' for this graph", ErrorKind::Internal};
-      }
-      added.candidates.resize(1);
-    }
     return {};
   }
 
@@ -360,6 +350,7 @@ std::string dominance(const ir::Graph& graph, const ScheduledLiveness& scheduled
       case BufferKind::Optimizer: parts["optimizer temporaries"] += b.bytes; break;
       case BufferKind::Recompute: parts["recomputed activations"] += b.bytes; break;
       case BufferKind::Comm: parts["communication buffers"] += b.bytes; break;
+      case BufferKind::Workspace: parts["kernel workspace"] += b.bytes; break;  // not a liveness buffer
     }
   }
   if (l.peakStep < static_cast<int>(l.workspaceBytes.size()) && l.workspaceBytes[static_cast<size_t>(l.peakStep)] > 0)
@@ -402,9 +393,9 @@ Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs
   const int chunksAsGiven = lossChunksOf(*graphs[0].graph);
   Measurements measured;
   Chooser chooser(&measured);
-  const bool withPath = options.budgetBytes.has_value() || !options.proposal.empty();
+  const bool withPath = options.budgetBytes.has_value();
   for (const PlanCandidate& g : graphs)
-    if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy, withPath, g.lossChunks, g.shardStage, options.proposal); !s)
+    if (Status s = chooser.add(*g.graph, g.microBatches, options.strategy, withPath, g.lossChunks, g.shardStage); !s)
       return s.error();
   const Objective& objective = options.objective;
   std::vector<Entry> order = chooser.entries(objective);
@@ -449,7 +440,7 @@ Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs
         Chooser all(&measured);
         for (size_t gi = 0; gi < graphs.size(); ++gi) {
           const PlanCandidate& g = graphs[gi];
-          if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto, true, g.lossChunks, g.shardStage, {},
+          if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto, true, g.lossChunks, g.shardStage,
                                   chooser.state(gi).analysis);
               !st)
             return st.error();
@@ -525,7 +516,7 @@ Status strategyRow(ir::Graph& joint, std::optional<std::int64_t> budget,
                    const std::shared_ptr<const remat::Analysis>& analysis, Measurements& measured,
                    RematStrategy strategy, std::optional<StrategySummary>& row) {
   Chooser chooser(&measured);
-  if (Status s = chooser.add(joint, 1, strategy, budget.has_value(), {}, 0, {}, analysis); !s) return s.error();
+  if (Status s = chooser.add(joint, 1, strategy, budget.has_value(), {}, 0, analysis); !s) return s.error();
   std::vector<Entry> order = chooser.entries(Objective{});
   StrategySummary r;
   r.strategy = strategy;

@@ -11,7 +11,7 @@
 //      (passes/remat_strategies.h).
 //   2. remat::candidates: the proposals of the requested strategy (auto: of all strategies),
 //      each with its exact recompute FLOPs (remat::planRewrite, no graph change). With a
-//      budget (or a proposal to re-apply), auto's include the free-recompute path
+//      budget, auto's include the free-recompute path
 //      (passes/remat_free_path.h), which is measured to be made: it depends on the graph only,
 //      so the proposal set still does not depend on the budget.
 //   3. Order: recompute FLOPs ascending, then micro-batch count, then loss chunks (unfused
@@ -83,10 +83,6 @@ struct RematOptions {
   // Which of the plans that fit is chosen (passes/plan/objective.h); the default is the order
   // described above.
   Objective objective;
-  // When set, only the strategy's proposal of this description (TrainingPlanReport::proposal) is
-  // considered: the training pipeline re-applies the search's choice this way, measuring one
-  // proposal instead of searching again.
-  std::string proposal;
 };
 
 struct TrainingPlanReport {

@@ -110,7 +110,7 @@ std::vector<Candidate> freePathCandidates(const Analysis& a, const StepFacts& fa
   for (size_t e = 1; e < byIndex.size() && repeated; ++e) {
     repeated = byIndex[e].size() == byIndex[0].size();
     for (size_t i = 0; i < byIndex[e].size() && repeated; ++i)
-      repeated = byIndex[e][i].first->producer()->opName() == byIndex[0][i].first->producer()->opName();
+      repeated = &byIndex[e][i].first->producer()->op() == &byIndex[0][i].first->producer()->op();
   }
   std::vector<Item> items;
   for (size_t e = 0; e < byIndex.size(); ++e)

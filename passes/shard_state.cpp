@@ -25,7 +25,7 @@ ir::Node* nextNode(const ir::Graph& g, const ir::Node* n) {
   return i < g.numNodes() ? g.nodes()[i].get() : nullptr;
 }
 
-bool isUpdate(const ir::Node& n) { return n.opName() == "adamw_step" || n.opName() == "sgd_step"; }
+bool isUpdate(const ir::Node& n) { return n.op().role == ir::OpRole::OptimizerUpdate; }
 
 // One gradient bucket and what reads its reduced parts.
 struct Bucket {
@@ -37,12 +37,8 @@ struct Bucket {
   std::int64_t total = 0;  // elements
 };
 
-// The optimizer-state operands of an update, in order: adamw_step's m and v (operands 2, 3),
-// sgd_step's momentum buffer (operand 4, when there is one).
-std::vector<ir::Value*> stateOperands(const ir::Node& update) {
-  if (update.opName() == "adamw_step") return {update.operand(2), update.operand(3)};
-  return update.numOperands() == 5 ? std::vector<ir::Value*>{update.operand(4)} : std::vector<ir::Value*>{};
-}
+// The optimizer-state operands of an update, in order (the op table's, ir::OpInfo::stateBegin).
+std::vector<ir::Value*> stateOperands(const ir::Node& update) { return ir::optimizerStateOperands(update); }
 
 // The replicated state's name prefix ("opt.adam_m."): its name before its parameter's, as the
 // optimizer pass named it.
@@ -122,7 +118,7 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
     const ir::AttrMap firstRest = withoutDecay(first.attrs());
     for (const ir::Node* u : b.updates) {
       const double decay = ir::getFloat(u->attrs(), "weight_decay").value_or(0.0);
-      bool same = u->opName() == kind && withoutDecay(u->attrs()) == firstRest &&
+      bool same = &u->op() == &first.op() && withoutDecay(u->attrs()) == firstRest &&
                   u->numOperands() == first.numOperands() &&
                   (decay == 0.0 || bucketDecay[k] == 0.0 || decay == bucketDecay[k]);
       if (decay != 0.0) bucketDecay[k] = decay;
@@ -136,7 +132,7 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
   // Gradient-norm clipping: the global_norm over the reduced gradients, when there is one.
   ir::Node* norm = nullptr;
   for (const auto& n : g.nodes())
-    if (n->opName() == "global_norm") norm = n.get();
+    if (n->op().role == ir::OpRole::GradientNorm) norm = n.get();
 
   // 2. Stage 2: reduce-scatters in place of the buckets' all-reduces.
   std::vector<ir::Value*> gradSource(buckets.size());  // the reduced shard (stage 2)
@@ -288,7 +284,7 @@ int shardStageOf(const ir::Graph& graph) {
   int stage = 0;
   for (const auto& n : graph.nodes()) {
     if (n->op().collective == ir::Collective::ReduceScatterStart) return 2;
-    if (n->opName() == "adamw_shard_step" || n->opName() == "sgd_shard_step") stage = 1;
+    if (n->op().role == ir::OpRole::ShardedOptimizerUpdate) stage = 1;
   }
   return stage;
 }

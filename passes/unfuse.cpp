@@ -56,7 +56,7 @@ Expected<UnfuseStats> unfuseElementwise(ir::Graph& graph) {
   UnfuseStats stats;
   std::vector<ir::Node*> fused;
   for (const auto& n : graph.nodes()) {
-    if (n->opName() == "fused") {
+    if (n->op().role == ir::OpRole::FusedRegion) {
       fused.push_back(n.get());
       continue;
     }
@@ -85,7 +85,7 @@ Expected<UnfuseStats> unfuseElementwise(ir::Graph& graph) {
     order.push_back(n);
   }
   graph.reorder(order);
-  graph.eraseIf([](const ir::Node& n) { return n.opName() == "fused"; });
+  graph.eraseIf([](const ir::Node& n) { return n.op().role == ir::OpRole::FusedRegion; });
   return stats;
 }
 
@@ -100,7 +100,7 @@ Expected<ReferenceStep> referenceStep(const ir::Graph& scheduled, const MemoryPl
   bool same = step.plan.persistentBytes == compiled.persistentBytes;
   for (size_t i = 0; same && i < compiled.buffers.size(); ++i) {
     const PlannedBuffer& b = compiled.buffers[i];
-    if (b.kind != "param" && b.kind != "opt_state" && b.kind != "input") break;
+    if (!b.persistent()) break;
     same = i < step.plan.buffers.size() && step.plan.buffers[i].name == b.name &&
            step.plan.buffers[i].offset == b.offset && step.plan.buffers[i].size == b.size;
   }

@@ -10,6 +10,7 @@
 #include "ir/verifier.h"
 #include "runtime/atomic_file.h"
 #include "runtime/kernel_trust.h"
+#include "runtime/plan_json.h"
 #include "runtime/sha256.h"
 #include "runtime/json_text.h"
 
@@ -232,10 +233,10 @@ Status checkRank(const ArtifactManifest& manifest, int rank) {
   return Status::success();
 }
 
-Expected<ArenaPlan> loadPlanFile(const fs::path& planFile) {
+Expected<ir::MemoryPlan> loadPlanFile(const fs::path& planFile) {
   Expected<std::string> planText = readFile(planFile);
   if (!planText) return corrupted(planFile, planText.error().message);
-  Expected<ArenaPlan> plan = arenaPlanFromJson(*planText);
+  Expected<ir::MemoryPlan> plan = planFromJson(*planText);
   if (!plan) return corrupted(planFile, plan.error().message);
   return plan;
 }
@@ -266,7 +267,7 @@ Expected<std::pair<std::string, std::string>> variantFiles(const fs::path& dir, 
 }
 }  // namespace
 
-Expected<ArenaPlan> loadRankPlan(const fs::path& dir, const ArtifactManifest& manifest, int rank, StepVariant variant) {
+Expected<ir::MemoryPlan> loadRankPlan(const fs::path& dir, const ArtifactManifest& manifest, int rank, StepVariant variant) {
   if (Status s = checkRank(manifest, rank); !s) return s.error();
   Expected<std::pair<std::string, std::string>> files =
       variantFiles(dir, manifest.ranks[static_cast<size_t>(rank)], variant);
@@ -286,7 +287,7 @@ Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifes
   if (!graph) return graph.error();
   if (variant == StepVariant::reference && needsGeneratedKernels(*graph))
     return corrupted(graphFile, "the reference step runs generated kernels, which it never has");
-  Expected<ArenaPlan> plan = loadPlanFile(dir / files->second);
+  Expected<ir::MemoryPlan> plan = loadPlanFile(dir / files->second);
   if (!plan) return plan.error();
   RankProgram program{std::move(*graph), std::move(*plan), nullptr, std::nullopt};
   if (!entry.evalGraphFile.empty()) {
@@ -295,7 +296,7 @@ Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifes
     if (!evalGraph) return evalGraph.error();
     if (needsGeneratedKernels(*evalGraph))
       return corrupted(dir / entry.evalGraphFile, "the evaluation step runs generated kernels, which it never has");
-    Expected<ArenaPlan> evalPlan = loadPlanFile(dir / entry.evalPlanFile);
+    Expected<ir::MemoryPlan> evalPlan = loadPlanFile(dir / entry.evalPlanFile);
     if (!evalPlan) return evalPlan.error();
     program.evaluation = EvaluationProgram{std::move(*evalGraph), std::move(*evalPlan), entry.evalSplits};
   }

@@ -37,7 +37,7 @@
 
 #include "ir/graph.h"
 #include "ir/status.h"
-#include "runtime/arena_plan.h"
+#include "ir/memory_plan.h"
 #include "runtime/generated_kernels.h"
 
 namespace gradc::runtime {
@@ -101,13 +101,13 @@ bool looksLikeArtifact(const std::filesystem::path& dir);
 
 struct EvaluationProgram {
   ir::Graph graph;  // scheduled; output "loss"
-  ArenaPlan plan;   // inside the training step's arena (passes/evaluation_plan.h)
+  ir::MemoryPlan plan;   // inside the training step's arena (passes/evaluation_plan.h)
   int splits = 1;   // runs per rank batch
 };
 
 struct RankProgram {
   ir::Graph graph;  // scheduled
-  ArenaPlan plan;
+  ir::MemoryPlan plan;
   std::shared_ptr<const GeneratedKernels> kernels;  // loaded when the graph has fused nodes
   std::optional<EvaluationProgram> evaluation;      // when the artifact has an evaluation step
 };
@@ -125,7 +125,7 @@ enum class StepVariant { compiled, reference };
 Expected<RankProgram> loadRankProgram(const std::filesystem::path& dir, const ArtifactManifest& manifest, int rank,
                                       bool trustKernels = false, StepVariant variant = StepVariant::compiled);
 // The memory plan of one rank alone (no graph parsed), e.g. to size a launch.
-Expected<ArenaPlan> loadRankPlan(const std::filesystem::path& dir, const ArtifactManifest& manifest, int rank,
+Expected<ir::MemoryPlan> loadRankPlan(const std::filesystem::path& dir, const ArtifactManifest& manifest, int rank,
                                  StepVariant variant = StepVariant::compiled);
 
 }  // namespace gradc::runtime

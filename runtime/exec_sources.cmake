@@ -1,5 +1,5 @@
 set(GRADC_RUNTIME_EXEC_SOURCES
-  ${CMAKE_CURRENT_SOURCE_DIR}/arena_plan.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/plan_json.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/blas_kernels.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/collective_context.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/counter_rng.cpp

@@ -79,7 +79,7 @@ Executor::ArenaAccount::~ArenaAccount() { MemoryTracker::addArenaBytes(-bytes); 
 
 Executor::~Executor() = default;
 
-Expected<Executor> Executor::create(const ir::Graph& graph, const ArenaPlan& plan, const ExecutorOptions& options) {
+Expected<Executor> Executor::create(const ir::Graph& graph, const ir::MemoryPlan& plan, const ExecutorOptions& options) {
   Expected<Executor> exec = create(graph);
   if (!exec) return exec;
   if (Status s = exec->bindArena(plan, options); !s)
@@ -87,11 +87,11 @@ Expected<Executor> Executor::create(const ir::Graph& graph, const ArenaPlan& pla
   return exec;
 }
 
-Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options) {
+Status Executor::bindArena(const ir::MemoryPlan& plan, const ExecutorOptions& options) {
   const ir::Graph& graph = *graph_;
   const auto& nodes = graph.nodes();
-  if (plan.steps != static_cast<int>(nodes.size()))
-    return Error{"the plan has " + std::to_string(plan.steps) + " steps, the graph " + std::to_string(nodes.size()) +
+  if (plan.steps.size() != nodes.size())
+    return Error{"the plan has " + std::to_string(plan.steps.size()) + " steps, the graph " + std::to_string(nodes.size()) +
                  " nodes"};
   device_ = options.device ? options.device : &cpuDevice();
   checkArena_ = options.checkArena;
@@ -123,7 +123,7 @@ Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options
   const ir::ValueNames names(graph);
   std::vector<bool> used(plan.buffers.size(), false);
   auto tensorAt = [&](const ir::Value* v, size_t index) -> Expected<at::Tensor> {
-    const ArenaBuffer& b = plan.buffers[index];
+    const ir::PlannedBuffer& b = plan.buffers[index];
     const ir::TensorType& type = v->type();
     if (b.size != type.bytes())
       return Error{"buffer '" + b.name + "' has " + std::to_string(b.size) + " bytes, the value (" +
@@ -167,7 +167,7 @@ Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options
                        std::string(node.opName()) + ") has no buffer in the plan"};
         continue;
       }
-      const ArenaBuffer& b = plan.buffers[it->second];
+      const ir::PlannedBuffer& b = plan.buffers[it->second];
       if (b.persistent() || b.firstStep != static_cast<int>(i))
         return Error{"buffer '" + b.name + "' starts at step " + std::to_string(b.firstStep) +
                      ", but its value is produced at step " + std::to_string(i)};
@@ -179,7 +179,7 @@ Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options
   std::int64_t persistent = 0;
   const int last = static_cast<int>(nodes.size()) - 1;
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
-    const ArenaBuffer& b = plan.buffers[i];
+    const ir::PlannedBuffer& b = plan.buffers[i];
     if (b.offset % static_cast<std::int64_t>(kArenaAlignment) != 0)
       return Error{"buffer '" + b.name + "' is at offset " + std::to_string(b.offset) + ", not a multiple of " +
                    std::to_string(kArenaAlignment) + " (a plan from an older gradc? recompile it)"};
@@ -211,7 +211,7 @@ Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options
   }
   if (Status s = checkPlanAgainstGraph(plan, byName, names); !s) return s;
   if (host)  // what is not shared must leave the host's weights, optimizer state and inputs alone
-    for (const ArenaBuffer& b : plan.buffers)
+    for (const ir::PlannedBuffer& b : plan.buffers)
       for (const Placed& h : host->persistent_)
         if (b.offset < h.offset + h.size && h.offset < b.offset + b.size &&
             !(b.persistent() && b.name == h.name && b.offset == h.offset && b.size == h.size))
@@ -231,13 +231,13 @@ Status Executor::bindArena(const ArenaPlan& plan, const ExecutorOptions& options
 // and the graph's outputs until the end; no two buffers alive at a common step share a byte
 // (persistent ones are alive at every step). A plan failing either would make one tensor
 // overwrite another while it is still read: a different model, silently.
-Status Executor::checkPlanAgainstGraph(const ArenaPlan& plan,
+Status Executor::checkPlanAgainstGraph(const ir::MemoryPlan& plan,
                                        const std::unordered_map<std::string_view, size_t>& byName,
                                        const ir::ValueNames& names) const {
   const ir::Graph& graph = *graph_;
   const auto& nodes = graph.nodes();
   const int last = static_cast<int>(nodes.size()) - 1;
-  auto bufferOf = [&](const ir::Value* v) -> const ArenaBuffer* {
+  auto bufferOf = [&](const ir::Value* v) -> const ir::PlannedBuffer* {
     for (;;) {  // a view without a buffer of its own reads its base's
       if (auto it = byName.find(names(v)); it != byName.end()) return &plan.buffers[it->second];
       if (!v->producer() || !v->producer()->op().view) return nullptr;
@@ -245,7 +245,7 @@ Status Executor::checkPlanAgainstGraph(const ArenaPlan& plan,
     }
   };
   auto liveUntil = [&](const ir::Value* v, int step, const std::string& reader) -> Status {
-    const ArenaBuffer* b = bufferOf(v);
+    const ir::PlannedBuffer* b = bufferOf(v);
     if (!b || b->persistent() || b->lastStep >= step) return {};
     return Error{"buffer '" + b->name + "' ends at step " + std::to_string(b->lastStep) + ", but " + names(v) +
                  " is read by " + reader + " (the plan does not belong to this graph, or was edited)"};
@@ -258,11 +258,11 @@ Status Executor::checkPlanAgainstGraph(const ArenaPlan& plan,
 
   std::vector<ir::ArenaInterval> intervals;
   intervals.reserve(plan.buffers.size());
-  for (const ArenaBuffer& b : plan.buffers)
+  for (const ir::PlannedBuffer& b : plan.buffers)
     intervals.push_back({b.offset, b.size, b.persistent() ? 0 : b.firstStep, b.persistent() ? last : b.lastStep});
   if (auto pair = ir::findArenaOverlap(intervals)) {
     auto describe = [&](size_t i) {
-      const ArenaBuffer& b = plan.buffers[i];
+      const ir::PlannedBuffer& b = plan.buffers[i];
       return "'" + b.name + "' (bytes " + std::to_string(b.offset) + ".." + std::to_string(b.offset + b.size) +
              ", steps " + std::to_string(intervals[i].firstStep) + ".." + std::to_string(intervals[i].lastStep) + ")";
     };

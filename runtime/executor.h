@@ -50,7 +50,7 @@
 
 #include "ir/graph.h"
 #include "ir/status.h"
-#include "runtime/arena_plan.h"
+#include "ir/memory_plan.h"
 #include "runtime/device.h"
 #include "runtime/generated_kernels.h"
 #include "runtime/kernels.h"
@@ -90,7 +90,7 @@ class Executor {
   static Expected<Executor> create(const ir::Graph& graph);
   // Arena execution of `plan`, which must be the memory plan of exactly this graph in this
   // order (names, sizes and steps are checked; a mismatch is an Error). Allocates the arena.
-  static Expected<Executor> create(const ir::Graph& graph, const ArenaPlan& plan, const ExecutorOptions& options = {});
+  static Expected<Executor> create(const ir::Graph& graph, const ir::MemoryPlan& plan, const ExecutorOptions& options = {});
 
   Executor(Executor&&) noexcept = default;
   Executor& operator=(Executor&&) noexcept = default;
@@ -178,8 +178,8 @@ class Executor {
   };
 
   explicit Executor(const ir::Graph& graph) : graph_(&graph) {}
-  Status bindArena(const ArenaPlan& plan, const ExecutorOptions& options);
-  Status checkPlanAgainstGraph(const ArenaPlan& plan, const std::unordered_map<std::string_view, size_t>& byName,
+  Status bindArena(const ir::MemoryPlan& plan, const ExecutorOptions& options);
+  Status checkPlanAgainstGraph(const ir::MemoryPlan& plan, const std::unordered_map<std::string_view, size_t>& byName,
                                const ir::ValueNames& names) const;
   Status checkPoison(const Placed& b, size_t step, const char* when) const;
   void poison(const Placed& b) const;

@@ -1,5 +1,7 @@
 #include "runtime/host_memory.h"
 
+#include "ir/byte_format.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -36,23 +38,7 @@ std::optional<std::int64_t> cgroupRoom(const char* limitPath, const char* usageP
 
 }  // namespace
 
-std::string describeBytes(std::int64_t bytes) {
-  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  std::string digits = std::to_string(bytes), grouped;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) grouped += ',';
-    grouped += digits[i];
-  }
-  char head[32];
-  std::snprintf(head, sizeof head, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return u == 0 ? head : std::string(head) + " (" + grouped + " bytes)";
-}
+std::string describeBytes(std::int64_t bytes) { return ir::formatBytesExact(bytes); }
 
 std::optional<std::int64_t> parseMemAvailable(std::string_view meminfo) {
   constexpr std::string_view key = "MemAvailable:";

@@ -23,7 +23,7 @@
 
 #include "ir/graph.h"
 #include "ir/status.h"
-#include "runtime/arena_plan.h"
+#include "ir/memory_plan.h"
 #include "runtime/communicator.h"
 #include "runtime/data.h"
 #include "runtime/device.h"
@@ -59,7 +59,7 @@ struct TrainerOptions {
   std::optional<std::int64_t> plannedPeakBytes;
   // The memory plan to execute (runtime/executor.h: one arena, every buffer at its planned
   // offset); nullopt, or GRADC_NO_ARENA=1 in the environment: reference-counted execution.
-  std::optional<ArenaPlan> arenaPlan;
+  std::optional<ir::MemoryPlan> arenaPlan;
   bool checkArena = false;  // poison and check free arena ranges (GRADC_ARENA_CHECK=1 also)
   // The generated kernels of the graph's fused nodes (the artifact's shared object); required
   // when the graph has fused nodes.

@@ -19,7 +19,7 @@
 #include "tools/commands.h"
 #include "tools/evaluation_step.h"
 #include "tools/output.h"
-#include "tools/plan_json.h"
+#include "runtime/plan_json.h"
 #include "tools/spec_loading.h"
 
 namespace gradc::tools {
@@ -95,13 +95,13 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
       GraphFiles g{stem + ".gir", stem + ".plan.json", "", ""};
       const size_t graphFile = files.size();
       files.push_back({g.graph, std::move(text)});
-      files.push_back({g.plan, planToJson(step.plan)});
+      files.push_back({g.plan, runtime::planToJson(step.plan)});
       if (!evals.empty()) {
         const EvaluationStep& e = evals[static_cast<size_t>(rank)];
         g.evalGraph = stem + ".eval.gir";
         g.evalPlan = stem + ".eval.plan.json";
         files.push_back({g.evalGraph, ir::printGraph(e.graph)});
-        files.push_back({g.evalPlan, planToJson(e.plan.plan)});
+        files.push_back({g.evalPlan, runtime::planToJson(e.plan.plan)});
       }
       if (runtime::needsGeneratedKernels(step.graph)) {
         Expected<std::string> so = codegen::buildCpuSharedObject(step.graph);
@@ -139,7 +139,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
         g.referenceGraph = stem + ".reference.gir";
         g.referencePlan = stem + ".reference.plan.json";
         files.push_back({g.referenceGraph, ir::printGraph(reference->graph)});
-        files.push_back({g.referencePlan, planToJson(reference->plan)});
+        files.push_back({g.referencePlan, runtime::planToJson(reference->plan)});
         if (r.withPtx) {
           Expected<std::string> ptx = codegen::emitPtx(step.graph);
           if (ptx) {

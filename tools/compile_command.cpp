@@ -4,7 +4,7 @@
 // ir and dot describe the forward graph (with --devices N, rank 0's); summary describes it and adds every recompute
 // strategy's peak and overhead for the training step; plan compiles the training step (with
 // --budget, --remat, --micro-batches; AdamW defaults) and writes its memory plan as JSON
-// (tools/plan_json.h, docs/memory.md); with --devices, of one data-parallel rank, with every
+// (runtime/plan_json.h, docs/memory.md); with --devices, of one data-parallel rank, with every
 // rank's peak (docs/parallel.md).
 #include <future>
 #include <iostream>
@@ -29,7 +29,7 @@
 #include "tools/compiler_heap.h"
 #include "tools/output.h"
 #include "tools/pipeline_options.h"
-#include "tools/plan_json.h"
+#include "runtime/plan_json.h"
 #include "tools/spec_loading.h"
 #include "tools/summary_report.h"
 #include "tools/training_step.h"
@@ -79,7 +79,7 @@ int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
     steps.front().plan.ranks = std::move(ranks);
   }
   std::optional<TrainingStep> step = std::move(steps.front());
-  if (Status s = writeOutput(o.pipeline.output, planToJson(step->plan)); !s)
+  if (Status s = writeOutput(o.pipeline.output, runtime::planToJson(step->plan)); !s)
     return reportWriteFailure(s);
   keepUntilExit(std::move(steps));
   keepUntilExit(std::move(step));
@@ -139,7 +139,7 @@ std::optional<std::string> lossChunkTable(const ir::Graph& forward, passes::Trai
   out += fmt::format("{:<8} {:<16} {:<16} {}\n", "off", "-", passes::formatBytes(unfusedPeak), "0 B");
   std::int64_t rows = 0;
   for (const auto& n : fused->graph.nodes())
-    if (n->opName() == "linear_cross_entropy") rows = n->operand(2)->type().numel();
+    if (n->op().role == ir::OpRole::FusedLinearLoss) rows = n->operand(2)->type().numel();
   for (int k : passes::lossChunkCandidates(fused->graph)) {
     passes::setLossChunks(fused->graph, k);
     const std::int64_t peak = passes::scheduledPeakBytes(fused->graph);

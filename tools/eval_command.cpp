@@ -45,7 +45,7 @@ int evalImages(ir::Graph& graph, const runtime::ImageInputs& in, runtime::Safete
   if (!data) return fail(data.error().message);
   // The logits of a cross_entropy loss, for the accuracy.
   const ir::Value* loss = graph.findOutput("loss");
-  const bool classifier = loss && loss->producer() && loss->producer()->opName() == "cross_entropy";
+  const bool classifier = loss && loss->producer() && loss->producer()->op().role == ir::OpRole::ClassificationLoss;
   if (classifier) graph.setOutput("logits", loss->producer()->operand(0));
   Expected<runtime::Executor> exec = runtime::Executor::create(graph);
   if (!exec) return fail(exec.error().message, kExitInternal);

@@ -1,6 +1,6 @@
 // gradc inspect PLAN.json [--top N] [--html OUT.html]
 //
-// A text report of a memory plan (tools/plan_json.h), for a person looking for where the bytes
+// A text report of a memory plan (runtime/plan_json.h), for a person looking for where the bytes
 // go: the peak and the buffers alive at it, largest first; the bytes at the peak by kind; a
 // chart of live bytes over the schedule; the arena and its fragmentation. --html also writes
 // the interactive timeline (tools/inspect_html.h). A file that is missing, not JSON, or not a
@@ -16,7 +16,7 @@
 #include "tools/flag_checks.h"
 #include "tools/inspect_html.h"
 #include "tools/output.h"
-#include "tools/plan_json.h"
+#include "runtime/plan_json.h"
 #include "tools/summary_report.h"
 
 namespace gradc::tools {
@@ -139,7 +139,7 @@ std::string report(const passes::MemoryPlan& plan, const InspectOptions& o) {
       std::string largest;
       for (size_t k = 0; k < r.largestAtPeak.size() && k < 2; ++k)
         largest += fmt::format("{}{} {} {}", k ? ", " : "; largest at its peak: ", formatBytes(r.largestAtPeak[k].size),
-                               r.largestAtPeak[k].kind, r.largestAtPeak[k].type);
+                               ir::bufferKindName(r.largestAtPeak[k].kind), r.largestAtPeak[k].type);
       out += fmt::format("  rank {}      peak {}, arena {}{}\n", r.rank, formatBytes(r.peakBytes),
                          formatBytes(r.arenaBytes), largest);
     }
@@ -169,7 +169,7 @@ std::string report(const passes::MemoryPlan& plan, const InspectOptions& o) {
   for (size_t k = 0; k < shown; ++k) {
     const passes::PlannedBuffer& b = plan.buffers[live[k]];
     out += fmt::format("  {:>10}  {:>6}  {:<10}  {:<{}}  {:<{}}  {:<{}}  {:>11}  {}\n", formatBytes(b.size),
-                       percent(b.size, plan.peakBytes), b.kind, b.name, nameW, b.specName.empty() ? "-" : b.specName,
+                       percent(b.size, plan.peakBytes), ir::bufferKindName(b.kind), b.name, nameW, b.specName.empty() ? "-" : b.specName,
                        specW, b.type.empty() ? "-" : b.type, typeW, fmt::format("{}..{}", b.firstStep, b.lastStep),
                        b.producer.empty() ? "-" : b.producer);
   }
@@ -179,14 +179,15 @@ std::string report(const passes::MemoryPlan& plan, const InspectOptions& o) {
   // By kind: bytes alive at the peak, and the most bytes of that kind alive at any one step.
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> atPeak;  // kind -> (bytes, count)
   for (size_t i : live) {
-    atPeak[plan.buffers[i].kind].first += plan.buffers[i].size;
-    ++atPeak[plan.buffers[i].kind].second;
+    auto& [bytes, count] = atPeak[std::string(ir::bufferKindName(plan.buffers[i].kind))];
+    bytes += plan.buffers[i].size;
+    ++count;
   }
   std::map<std::string, std::int64_t> maxAnyStep;
   if (!plan.timeline.empty()) {
     std::map<std::string, std::vector<std::int64_t>> delta;
     for (const passes::PlannedBuffer& b : plan.buffers) {
-      auto& d = delta[b.kind];
+      auto& d = delta[std::string(ir::bufferKindName(b.kind))];
       if (d.empty()) d.assign(plan.timeline.size() + 1, 0);
       d[static_cast<size_t>(b.firstStep)] += b.size;
       d[static_cast<size_t>(b.lastStep) + 1] -= b.size;
@@ -217,7 +218,7 @@ int runInspect(const InspectOptions& o) {
     std::cerr << "gradc: error: " << text.error().message << "\n";
     return kExitUserError;
   }
-  Expected<passes::MemoryPlan> plan = planFromJson(*text);
+  Expected<passes::MemoryPlan> plan = runtime::planFromJson(*text);
   if (!plan) {
     std::cerr << "gradc: error: " << o.plan << ": " << plan.error().message
               << " (expected a plan written by gradc compile SPEC --emit plan)\n";

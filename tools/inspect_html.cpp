@@ -26,7 +26,7 @@ std::string embeddedPlan(const passes::MemoryPlan& plan) {
   j["steps"] = std::move(steps);
   Json buffers = Json::array();
   for (const passes::PlannedBuffer& b : plan.buffers)
-    buffers.push_back({b.name, b.specName, b.kind, b.type, b.size, b.offset, b.firstStep, b.lastStep, b.producer});
+    buffers.push_back({b.name, b.specName, ir::bufferKindName(b.kind), b.type, b.size, b.offset, b.firstStep, b.lastStep, b.producer});
   j["buffers"] = std::move(buffers);
   std::string text = j.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
   std::string out;

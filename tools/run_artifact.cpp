@@ -182,7 +182,7 @@ Status checkHostMemory(const std::filesystem::path& dir, const runtime::Artifact
   std::int64_t needed = own.plan.arenaBytes, largest = own.plan.arenaBytes;
   if (allRanks)
     for (int r = 1; r < manifest.world(); ++r) {
-      Expected<runtime::ArenaPlan> plan = runtime::loadRankPlan(dir, manifest, r, variant);
+      Expected<ir::MemoryPlan> plan = runtime::loadRankPlan(dir, manifest, r, variant);
       if (!plan) return plan.error();
       needed += plan->arenaBytes;
       largest = std::max(largest, plan->arenaBytes);

@@ -87,7 +87,7 @@ int runSample(const SampleOptions& o) {
   const ir::Value* targets = graph->findNamed("targets");
   const ir::Value* loss = graph->findOutput("loss");
   const ir::Node* head = loss ? loss->producer() : nullptr;
-  if (!tokens || !targets || tokens->type().rank() != 2 || !head || head->opName() != "cross_entropy" ||
+  if (!tokens || !targets || tokens->type().rank() != 2 || !head || head->op().role != ir::OpRole::ClassificationLoss ||
       head->operand(0)->type().rank() != 3)
     return fail("gradc sample needs a language model: `tokens` and `targets` inputs [batch, seq] and a cross_entropy "
                 "loss over logits [batch, seq, vocab]; '" + o.spec + "' is not one");

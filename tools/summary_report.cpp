@@ -17,24 +17,9 @@ std::string scaled(double v, const char* const* units, int n, double base) {
 }
 }  // namespace
 
-std::string formatBytes(std::int64_t bytes) {
-  static const char* const units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
-  return scaled(static_cast<double>(bytes), units, 6, 1000.0);
-}
-
 std::string formatFlops(std::int64_t flops) {
   static const char* const units[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"};
   return scaled(static_cast<double>(flops), units, 6, 1000.0);
-}
-
-std::string formatCount(std::int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return n < 0 ? "-" + out : out;
 }
 
 std::string formatSummary(const ir::Graph& graph, const passes::GraphStats& s) {

@@ -1,5 +1,7 @@
 #include "runtime/cuda/cuda_device.h"
 
+#include "ir/byte_format.h"
+
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/addmm.h>
@@ -29,9 +31,7 @@ namespace {
 
 void releaseDevice(void* data, std::size_t) { (void)cudaFree(data); }
 
-std::string bytesText(std::size_t bytes) {
-  return std::to_string(bytes) + " bytes (" + std::to_string(bytes >> 20) + " MiB)";
-}
+std::string bytesText(std::size_t bytes) { return ir::formatBytesExact(static_cast<std::int64_t>(bytes)); }
 
 // The caching allocator's allocated bytes on a device, aggregated over its pools
 // (StatType::AGGREGATE, index 0). `auto`: the Stat type's namespace moved in LibTorch 2.x; its

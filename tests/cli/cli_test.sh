@@ -27,9 +27,9 @@ for model in "$src"/models/*.yaml; do
   if [ $rc -eq 0 ] && grep -q '^parameters' "$work/$name.txt"; then ok; else bad "$name: --emit summary"; fi
 done
 
-# The seed article's arithmetic: 32 x 250 x 40,000 logits = 320,000,000 elements = 1.28 GB.
-if grep -E '1\.28 GB .* 320,000,000 +f32\[32, 250, 40000\] +linear +lm_head' "$work/lm-seed.txt" >/dev/null; then ok
-else bad "lm-seed summary does not report the logits as 320,000,000 elements / 1.28 GB"; fi
+# The seed article's arithmetic: 32 x 250 x 40,000 logits = 320,000,000 elements = 1.28 GB (1.2 GiB).
+if grep -E '1\.2 GiB .* 320,000,000 +f32\[32, 250, 40000\] +linear +lm_head' "$work/lm-seed.txt" >/dev/null; then ok
+else bad "lm-seed summary does not report the logits as 320,000,000 elements / 1.2 GiB"; fi
 
 # --set overrides dims (and dependents), -o writes a file, --dump-dir writes every stage.
 run_gradc "$work/out" "$work/err" compile "$src/models/gpt-mini.yaml" --set batch=2 --set seq=64 --emit ir -o "$work/small.gir"

@@ -235,7 +235,7 @@ for placement in local gather; do
 done
 grep -q 'balance     max / min peak over 4 ranks: 1.000' "$work/seed-local.txt" && ok || bad "local placement is not balanced"
 grep -Eq 'balance     max / min peak over 4 ranks: 1\.5[0-9]+' "$work/seed-gather.txt" && ok || bad "gather balance"
-grep -q 'rank 0      peak 6.08 GB.*1.28 GB activation f32\[32, 250, 40000\], 1.28 GB grad f32\[32, 250, 40000\]' \
+grep -q 'rank 0      peak 5.7 GiB.*1.2 GiB activation f32\[32, 250, 40000\], 1.2 GiB grad f32\[32, 250, 40000\]' \
   "$work/seed-gather.txt" && ok || bad "rank 0 under gather: $(grep 'rank 0' "$work/seed-gather.txt")"
 
 # User errors, reported once by the launcher before any worker starts.

@@ -34,8 +34,11 @@ assert p["ranks"] == [{"rank": 0, "peak_bytes": p["peak_bytes"], "arena_bytes": 
 kinds = {"param", "opt_state", "input", "activation", "grad", "optimizer", "recompute", "workspace", "comm"}
 live = [0] * len(p["timeline"])
 for b in p["buffers"]:
-    assert set(b) == {"name", "spec_name", "kind", "type", "size", "offset", "first_step", "last_step", "producer"}, b
+    assert set(b) == {"name", "spec_name", "kind", "space", "residency", "type", "size", "offset", "first_step",
+                      "last_step", "producer"}, b
     assert b["kind"] in kinds, b
+    assert b["space"] == "device", b
+    assert b["residency"] == ("persistent" if b["kind"] in ("param", "opt_state", "input") else "step"), b
     assert 0 <= b["first_step"] <= b["last_step"] < len(p["timeline"]), b
     assert 0 <= b["offset"] and b["offset"] + b["size"] <= p["arena_bytes"], b
     for s in range(b["first_step"], b["last_step"] + 1):

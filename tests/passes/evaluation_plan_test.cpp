@@ -43,7 +43,7 @@ passes::MemoryPlan trainingPlan(const std::string& model, const Sets& sets) {
   return passes::planMemory(g);
 }
 
-bool persistent(const passes::PlannedBuffer& b) { return b.kind == "param" || b.kind == "opt_state" || b.kind == "input"; }
+bool persistent(const passes::PlannedBuffer& b) { return b.persistent(); }
 
 }  // namespace
 
@@ -65,7 +65,7 @@ TEST_CASE("evaluation plans read the parameters in place and use only the traini
     for (const auto& b : plan.buffers) {
       CAPTURE(b.name);
       auto it = hostPersistent.find(b.name);
-      if (b.kind == "param") {
+      if (b.kind == ir::BufferKind::Param) {
         REQUIRE(it != hostPersistent.end());
         CHECK(b.offset == it->second->offset);
         parameters += b.size;

@@ -278,7 +278,7 @@ TEST_CASE("views share their source's buffer; a reshape that cannot view copies;
   REQUIRE(plan.buffers.size() == 6);
   CHECK(plan.buffers[1].name == "%0");
   CHECK(plan.buffers[1].lastStep == 5);
-  CHECK(plan.buffers.back().kind == "workspace");
+  CHECK(plan.buffers.back().kind == ir::BufferKind::Workspace);
   CHECK(plan.buffers.back().name == "workspace(%3)");
   CHECK(plan.buffers.back().firstStep == 3);
 }

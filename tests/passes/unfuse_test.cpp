@@ -95,7 +95,7 @@ TEST_CASE("the reference step of bundled training steps: no generated kernels, t
       // Persistent buffers keep their offsets, so the evaluation step's shared buffers still match.
       for (size_t i = 0; i < step->plan.buffers.size(); ++i) {
         const passes::PlannedBuffer& b = step->plan.buffers[i];
-        if (b.kind != "param" && b.kind != "opt_state" && b.kind != "input") break;
+        if (!b.persistent()) break;
         REQUIRE(i < reference->plan.buffers.size());
         CHECK(reference->plan.buffers[i].name == b.name);
         CHECK(reference->plan.buffers[i].offset == b.offset);

@@ -33,6 +33,8 @@
 #undef CHECK  // c10 brings glog's CHECK; doctest's must win
 #include <doctest/doctest.h>
 
+#include "runtime/plan_json.h"
+
 using namespace gradc;
 
 namespace {
@@ -95,14 +97,11 @@ Step buildStep(const Case& c) {
   return step;
 }
 
-runtime::ArenaPlan arenaPlanOf(const passes::MemoryPlan& plan) {
-  runtime::ArenaPlan a;
-  a.arenaBytes = plan.arenaBytes;
-  a.peakBytes = plan.peakBytes;
-  a.steps = static_cast<int>(plan.steps.size());
-  for (const passes::PlannedBuffer& b : plan.buffers)
-    a.buffers.push_back({b.name, b.kind, b.size, b.offset, b.firstStep, b.lastStep});
-  return a;
+// The plan as the runtime reads it from an artifact: through the plan codec.
+ir::MemoryPlan arenaPlanOf(const passes::MemoryPlan& plan) {
+  Expected<ir::MemoryPlan> a = runtime::planFromJson(runtime::planToJson(plan));
+  REQUIRE_MESSAGE(a.ok(), a.error().message);
+  return std::move(*a);
 }
 
 runtime::TrainResult train(const Step& step, bool arena, std::int64_t steps = 3) {
@@ -158,7 +157,7 @@ void checkCase(const Case& c) {
   // Outside-arena bytes of every step within its planned workspace.
   std::vector<std::int64_t> workspace(step.plan.steps.size(), 0);
   for (const passes::PlannedBuffer& b : step.plan.buffers)
-    if (b.kind == "workspace") workspace[static_cast<size_t>(b.firstStep)] += b.size;
+    if (b.workspace()) workspace[static_cast<size_t>(b.firstStep)] += b.size;
   REQUIRE(arena.outsideArenaBytes.size() == workspace.size());
   std::ostringstream over;
   std::vector<std::int64_t> unplanned(workspace.size(), 0);  // oneDNN's bf16 GEMM scratchpad, by step

@@ -6,5 +6,6 @@ gradc_add_test(runtime_io_tests
   runtime/image_data_test.cpp
   runtime/checkpoint_test.cpp
   runtime/json_text_test.cpp
+  runtime/plan_codec_test.cpp
   runtime/kernel_trust_test.cpp
   LIBS gradc_runtime)

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "runtime/arena_plan.h"
+#include "runtime/plan_json.h"
 #include "runtime/artifact.h"
 #include "runtime/checkpoint.h"
 #include "tests/temp_dir.h"
@@ -41,7 +41,7 @@ TEST_CASE("json nesting: depth counts arrays and objects, not brackets inside st
 }
 
 TEST_CASE("json nesting: a plan, a manifest and a checkpoint nested 100,000 deep are refused, not a crash") {
-  Expected<ArenaPlan> plan = arenaPlanFromJson(nested("gradc-memory-plan", 100000));
+  Expected<ir::MemoryPlan> plan = planFromJson(nested("gradc-memory-plan", 100000));
   REQUIRE_FALSE(plan.ok());
   CHECK(plan.error().message.find("nested more than") != std::string::npos);
 

@@ -22,20 +22,20 @@
 #undef CHECK  // c10 brings glog's CHECK; doctest's must win
 #include <doctest/doctest.h>
 
+#include "runtime/plan_json.h"
+
 using namespace gradc;
 
 namespace {
 
 const testing::DimOverrides kDims{{"layers", "1"}, {"d_model", "64"}, {"heads", "2"}, {"seq", "32"}, {"batch", "4"}};
 
-runtime::ArenaPlan arenaPlanOf(const passes::MemoryPlan& plan, std::int64_t arenaBytes) {
-  runtime::ArenaPlan a;
-  a.arenaBytes = arenaBytes;
-  a.peakBytes = plan.peakBytes;
-  a.steps = static_cast<int>(plan.steps.size());
-  for (const passes::PlannedBuffer& b : plan.buffers)
-    a.buffers.push_back({b.name, b.kind, b.size, b.offset, b.firstStep, b.lastStep});
-  return a;
+// The plan as the runtime reads it (through the plan codec), in an arena of `arenaBytes`.
+ir::MemoryPlan arenaPlanOf(const passes::MemoryPlan& plan, std::int64_t arenaBytes) {
+  Expected<ir::MemoryPlan> a = runtime::planFromJson(runtime::planToJson(plan));
+  REQUIRE_MESSAGE(a.ok(), a.error().message);
+  a->arenaBytes = arenaBytes;
+  return std::move(*a);
 }
 
 struct Graphs {
@@ -126,13 +126,13 @@ TEST_CASE("an evaluation plan over a parameter, or beyond the shared arena, is r
 
   // An activation moved onto optimizer state, which the evaluation step does not read (so only
   // the check against the shared arena's persistent buffers can see it).
-  runtime::ArenaPlan over = arenaPlanOf(g.evaluationPlan.plan, g.evaluationPlan.plan.arenaBytes);
+  ir::MemoryPlan over = arenaPlanOf(g.evaluationPlan.plan, g.evaluationPlan.plan.arenaBytes);
   std::int64_t stateOffset = -1;
   for (const auto& b : g.trainingPlan.buffers)
-    if (b.kind == "opt_state") stateOffset = b.offset;
+    if (b.kind == ir::BufferKind::OptState) stateOffset = b.offset;
   REQUIRE(stateOffset >= 0);
   for (auto& b : over.buffers)
-    if (b.kind == "activation") {
+    if (b.kind == ir::BufferKind::Activation) {
       b.offset = stateOffset;
       break;
     }
@@ -140,7 +140,7 @@ TEST_CASE("an evaluation plan over a parameter, or beyond the shared arena, is r
   REQUIRE_FALSE(bad);
   CHECK(bad.error().message.find("overlaps") != std::string::npos);
 
-  runtime::ArenaPlan larger = arenaPlanOf(g.evaluationPlan.plan, g.evaluationPlan.arenaBytes + 64);
+  ir::MemoryPlan larger = arenaPlanOf(g.evaluationPlan.plan, g.evaluationPlan.arenaBytes + 64);
   Expected<runtime::Executor> big = runtime::Executor::create(g.evaluation, larger, shared);
   REQUIRE_FALSE(big);
   CHECK(big.error().message.find("the arena it shares has") != std::string::npos);

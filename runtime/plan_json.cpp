@@ -1,5 +1,6 @@
-#include "tools/plan_json.h"
+#include "runtime/plan_json.h"
 
+#include "ir/arena_overlap.h"
 #include "runtime/json_text.h"
 
 #include <nlohmann/json.hpp>
@@ -8,11 +9,11 @@
 #include <cmath>
 #include <cstdint>
 
-namespace gradc::tools {
+namespace gradc::runtime {
 
 using Json = nlohmann::ordered_json;
 
-std::string planToJson(const passes::MemoryPlan& plan) {
+std::string planToJson(const ir::MemoryPlan& plan) {
   Json j;
   j["format"] = kPlanFormat;
   j["version"] = kPlanVersion;
@@ -31,21 +32,24 @@ std::string planToJson(const passes::MemoryPlan& plan) {
   j["recompute_flops"] = plan.recomputeFlops;
   j["loss_chunks"] = plan.lossChunks;
   j["ranks"] = Json::array();
-  for (const passes::RankPlan& r : plan.ranks) {
+  for (const ir::RankPlan& r : plan.ranks) {
     Json e = {{"rank", r.rank}, {"peak_bytes", r.peakBytes}, {"arena_bytes", r.arenaBytes}};
     if (!r.largestAtPeak.empty()) {
       e["largest_at_peak"] = Json::array();
-      for (const passes::RankBuffer& b : r.largestAtPeak)
-        e["largest_at_peak"].push_back({{"name", b.name}, {"kind", b.kind}, {"type", b.type}, {"size", b.size}});
+      for (const ir::RankBuffer& b : r.largestAtPeak)
+        e["largest_at_peak"].push_back(
+            {{"name", b.name}, {"kind", ir::bufferKindName(b.kind)}, {"type", b.type}, {"size", b.size}});
     }
     j["ranks"].push_back(std::move(e));
   }
   j["buffers"] = Json::array();
-  for (const passes::PlannedBuffer& b : plan.buffers) {
+  for (const ir::PlannedBuffer& b : plan.buffers) {
     Json e;
     e["name"] = b.name;
     e["spec_name"] = b.specName;
-    e["kind"] = b.kind;
+    e["kind"] = ir::bufferKindName(b.kind);
+    e["space"] = ir::memorySpaceName(b.space);
+    e["residency"] = ir::residencyName(b.residency);
     e["type"] = b.type.empty() ? Json(nullptr) : Json(b.type);
     e["size"] = b.size;
     e["offset"] = b.offset;
@@ -55,7 +59,7 @@ std::string planToJson(const passes::MemoryPlan& plan) {
     j["buffers"].push_back(std::move(e));
   }
   j["steps"] = Json::array();
-  for (const passes::PlannedStep& s : plan.steps)
+  for (const ir::PlannedStep& s : plan.steps)
     j["steps"].push_back({{"op", s.op}, {"phase", s.phase}, {"spec_name", s.specName}});
   j["timeline"] = plan.timeline;
   // One buffer / step per line keeps large plans readable and diffable.
@@ -117,8 +121,8 @@ Expected<const Json*> array(const Json& obj, const std::string& path, std::strin
 
 }  // namespace
 
-Expected<passes::MemoryPlan> planFromJson(std::string_view text) {
-  if (std::string deep = runtime::jsonNestingError(text); !deep.empty()) return Error{deep};
+Expected<ir::MemoryPlan> planFromJson(std::string_view text) {
+  if (std::string deep = jsonNestingError(text); !deep.empty()) return Error{deep};
   Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error{"not valid JSON"};
   if (!j.is_object()) return Error{"not a memory plan: the top level is not an object"};
@@ -131,7 +135,7 @@ Expected<passes::MemoryPlan> planFromJson(std::string_view text) {
     return Error{"plan version " + std::to_string(version) + " is not supported (this gradc reads version " +
                  std::to_string(kPlanVersion) + ")"};
 
-  passes::MemoryPlan plan;
+  ir::MemoryPlan plan;
   GRADC_TRY(model, textField(j, root, "model"));
   plan.model = model;
   GRADC_TRY(strategy, textField(j, root, "strategy"));
@@ -200,12 +204,13 @@ Expected<passes::MemoryPlan> planFromJson(std::string_view text) {
     GRADC_TRY(rank, integer((*ranks)[i], path, "rank"));
     GRADC_TRY(rankPeak, integer((*ranks)[i], path, "peak_bytes"));
     GRADC_TRY(rankArena, integer((*ranks)[i], path, "arena_bytes"));
-    passes::RankPlan rp{static_cast<int>(rank), rankPeak, rankArena, {}};
+    ir::RankPlan rp{static_cast<int>(rank), rankPeak, rankArena, {}};
     if (const Json& e = (*ranks)[i]; e.contains("largest_at_peak") && e["largest_at_peak"].is_array())
       for (const Json& b : e["largest_at_peak"])
         if (b.is_object())
-          rp.largestAtPeak.push_back({b.value("name", ""), b.value("kind", ""), b.value("type", ""),
-                                      b.value("size", std::int64_t{0})});
+          rp.largestAtPeak.push_back({b.value("name", ""),
+                                      ir::parseBufferKind(b.value("kind", "")).value_or(ir::BufferKind::Activation),
+                                      b.value("type", ""), b.value("size", std::int64_t{0})});
     plan.ranks.push_back(std::move(rp));
   }
 
@@ -213,7 +218,7 @@ Expected<passes::MemoryPlan> planFromJson(std::string_view text) {
   for (size_t i = 0; i < buffers->size(); ++i) {
     const std::string path = "plan.buffers[" + std::to_string(i) + "]";
     const Json& e = (*buffers)[i];
-    passes::PlannedBuffer b;
+    ir::PlannedBuffer b;
     GRADC_TRY(name, textField(e, path, "name"));
     GRADC_TRY(spec, textField(e, path, "spec_name"));
     GRADC_TRY(kind, textField(e, path, "kind"));
@@ -224,12 +229,31 @@ Expected<passes::MemoryPlan> planFromJson(std::string_view text) {
     GRADC_TRY(last, integer(e, path, "last_step"));
     GRADC_TRY(producer, textField(e, path, "producer", /*nullable=*/true));
     if (size < 0 || offset < 0) return Error{path + ": size and offset must not be negative"};
+    if (!ir::insideArena({offset, size, 0, 0}, arena))
+      return Error{path + ".offset: " + std::to_string(size) + " bytes at offset " + std::to_string(offset) +
+                   " is not inside the arena of " + std::to_string(arena) + " bytes"};
+    std::optional<ir::BufferKind> bufferKind = ir::parseBufferKind(kind);
+    if (!bufferKind) return Error{path + ".kind: unknown buffer kind \"" + kind + "\""};
+    b.kind = *bufferKind;
+    b.residency = ir::defaultResidency(b.kind);
+    if (e.contains("space")) {
+      GRADC_TRY(space, textField(e, path, "space"));
+      std::optional<ir::MemorySpace> parsed = ir::parseMemorySpace(space);
+      if (!parsed) return Error{path + ".space: unknown memory space \"" + space + "\""};
+      b.space = *parsed;
+    }
+    if (e.contains("residency")) {
+      GRADC_TRY(residency, textField(e, path, "residency"));
+      std::optional<ir::Residency> parsed = ir::parseResidency(residency);
+      if (!parsed) return Error{path + ".residency: expected \"persistent\" or \"step\", got \"" + residency + "\""};
+      b.residency = *parsed;
+    }
+    if (b.workspace() && b.persistent()) return Error{path + ": a workspace cannot be persistent"};
     if (first < 0 || last < first || (steps > 0 && last >= steps))
       return Error{path + ": steps " + std::to_string(first) + ".." + std::to_string(last) +
                    " are not a range inside the timeline's " + std::to_string(steps) + " steps"};
     b.name = name;
     b.specName = spec;
-    b.kind = kind;
     b.type = type;
     b.size = size;
     b.offset = offset;
@@ -243,4 +267,4 @@ Expected<passes::MemoryPlan> planFromJson(std::string_view text) {
 
 #undef GRADC_TRY
 
-}  // namespace gradc::tools
+}  // namespace gradc::runtime
