@@ -37,9 +37,6 @@ struct Bucket {
   std::int64_t total = 0;  // elements
 };
 
-// The optimizer-state operands of an update, in order (the op table's, ir::OpInfo::stateBegin).
-std::vector<ir::Value*> stateOperands(const ir::Node& update) { return ir::optimizerStateOperands(update); }
-
 // The replicated state's name prefix ("opt.adam_m."): its name before its parameter's, as the
 // optimizer pass named it.
 Expected<std::string> statePrefix(const ir::Value& state, const ir::Value& param) {
@@ -172,7 +169,7 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
     const std::int64_t s = ir::shardSize(b.total, world);
     const ir::TensorType shardType{b.params[0]->type().dtype, {s}};
     std::vector<ir::Value*> state;
-    for (const ir::Value* replicated : stateOperands(first)) {
+    for (const ir::Value* replicated : ir::optimizerStateOperands(first)) {
       Expected<std::string> prefix = statePrefix(*replicated, *b.params[0]);
       if (!prefix) return prefix.error();
       const std::string name = *prefix + "bucket" + std::to_string(b.number);
@@ -188,7 +185,7 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
     }
     for (const ir::Node* u : b.updates) {
       dead.insert(u);
-      for (const ir::Value* v : stateOperands(*u)) oldState.insert(v);
+      for (const ir::Value* v : ir::optimizerStateOperands(*u)) oldState.insert(v);
     }
     std::vector<ir::Value*> operands(b.params.begin(), b.params.end());
     if (o.shard == 2) {

@@ -40,12 +40,10 @@ Expected<ConfigSpace> configSpace(const ir::Graph& forward, const TrainingPlanOp
   v.fused = fusable && (chunking.mode == LossChunking::Mode::Fixed ||
                         (chunking.mode == LossChunking::Mode::Auto && options.remat.budgetBytes));
   if (v.fused) {
-    v.fusedForward = remat::cloneGraph(forward);
     const int first = chunking.mode == LossChunking::Mode::Fixed ? chunking.chunks : 1;
-    if (Expected<int> n = fuseLinearCrossEntropy(*v.fusedForward, first); !n) return n.error();
-    PassManager shown(PassManagerOptions{.verifyAfterChange = false,
-                                         .record = recordStages ? &v.fusedForwardStages : nullptr});
-    if (Status s = shown.show(*v.fusedForward, "fuse-loss"); !s) return s.error();
+    Expected<ir::Graph> fused = fusedLossForward(forward, first, recordStages ? &v.fusedForwardStages : nullptr);
+    if (!fused) return fused.error();
+    v.fusedForward = std::move(*fused);
   }
 
   // ZeRO stages (passes/shard_state.h): the one asked for, or under auto with a budget every
@@ -56,6 +54,14 @@ Expected<ConfigSpace> configSpace(const ir::Graph& forward, const TrainingPlanOp
     else if (asked < 0 && options.remat.budgetBytes) v.shardStages = {0, 1, 2};
   }
   return v;
+}
+
+Expected<ir::Graph> fusedLossForward(const ir::Graph& forward, int chunks, std::vector<RecordedStage>* record) {
+  ir::Graph fused = remat::cloneGraph(forward);
+  if (Expected<int> n = fuseLinearCrossEntropy(fused, chunks); !n) return n.error();
+  PassManager shown(PassManagerOptions{.verifyAfterChange = false, .record = record});
+  if (Status s = shown.show(fused, "fuse-loss"); !s) return s.error();
+  return fused;
 }
 
 Expected<ir::Graph> buildConfiguredStep(const ir::Graph& from, ir::Graph* consumable, const StepConfig& config,

@@ -62,6 +62,10 @@ struct ConfigSpace {
 Expected<ConfigSpace> configSpace(const ir::Graph& forward, const TrainingPlanOptions& options,
                                   bool recordStages = false);
 
+// `forward` with its loss fused into `chunks` chunks (the fuse-loss stage); with `record`, that
+// stage is appended there.
+Expected<ir::Graph> fusedLossForward(const ir::Graph& forward, int chunks, std::vector<RecordedStage>* record = nullptr);
+
 // The pipeline above for one configuration, from `from` (the forward, or the space's fused
 // forward); taking `consumable` over when it is `from` (one micro-batch then reuses its nodes).
 // Not verified. With `record`, its stages after the input are appended there.

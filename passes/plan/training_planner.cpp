@@ -108,10 +108,9 @@ Expected<std::optional<TrainingPlan>> applyPlanDecision(const ir::Graph& forward
   std::vector<RecordedStage> stages;
   std::optional<ir::Graph> fused;
   if (decided.config.fusedLoss) {
-    fused = remat::cloneGraph(forward);
-    if (Expected<int> n = fuseLinearCrossEntropy(*fused, std::max(decided.lossChunks, 1)); !n) return n.error();
-    PassManager shown(PassManagerOptions{.verifyAfterChange = false, .record = recordStages ? &stages : nullptr});
-    if (Status s = shown.show(*fused, "fuse-loss"); !s) return s.error();
+    Expected<ir::Graph> f = fusedLossForward(forward, std::max(decided.lossChunks, 1), recordStages ? &stages : nullptr);
+    if (!f) return f.error();
+    fused = std::move(*f);
   }
   Expected<ir::Graph> g = buildConfiguredStep(fused ? *fused : forward, nullptr, decided.config, options,
                                               recordStages ? &stages : nullptr);
