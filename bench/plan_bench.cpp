@@ -36,7 +36,7 @@
 #include "passes/autodiff.h"
 #include "passes/budget.h"
 #include "passes/dce.h"
-#include "passes/liveness.h"
+#include "passes/memory/liveness.h"
 #include "passes/micro_batch.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"

@@ -41,7 +41,7 @@
 #include "bench/segment_points.h"
 #include "frontend/spec.h"
 #include "passes/budget.h"
-#include "passes/liveness.h"
+#include "passes/memory/liveness.h"
 #include "passes/micro_batch.h"
 #include "passes/id_index.h"
 #include "passes/plan/training_planner.h"

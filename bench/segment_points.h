@@ -30,7 +30,7 @@ inline std::vector<SegmentPoint> checkpointSequentialPoints(ir::Graph& g, const 
   std::vector<SegmentPoint> points;
   for (int k : counts) {
     const passes::remat::Candidate c = passes::remat::segmentsCandidate(a, k);
-    const passes::remat::RewritePlan p = passes::remat::planRewrite(a, c);
+    const passes::RewritePlan p = passes::remat::planRewrite(a, c);
     const passes::remat::AppliedRewrite applied = passes::remat::applyRewrite(g, p);
     const std::int64_t peak = passes::scheduledPeakBytes(g);
     passes::remat::undoRewrite(g, applied);

@@ -75,14 +75,21 @@ std::int64_t Node::flops() const {
   return opFlops(*op_, ins, attrs_, outs);
 }
 
-std::int64_t Node::workspaceBytes() const {
+std::int64_t Node::workspaceBytes(int kernelThreads) const {
   if (!op_->workspaceBytes) return 0;
   auto ins = operandTypes();
   auto outs = resultTypes();
-  return opWorkspaceBytes(*op_, ins, attrs_, outs);
+  return opWorkspaceBytes(*op_, ins, attrs_, outs, kernelThreads);
 }
 
 // ---- Graph -----------------------------------------------------------------------------------
+
+int Graph::kernelThreads() const { return static_cast<int>(std::max<std::int64_t>(getInt(attrs_, "kernel_threads").value_or(1), 1)); }
+
+void Graph::setKernelThreads(int threads) {
+  if (threads > 1) attrs_["kernel_threads"] = std::int64_t{threads};
+  else attrs_.erase("kernel_threads");
+}
 
 Graph::~Graph() { releaseNodes(); }
 

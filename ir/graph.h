@@ -109,7 +109,9 @@ class Node {
   void setSpecName(std::string name) { specName_ = std::move(name); }
 
   std::int64_t flops() const;
-  std::int64_t workspaceBytes() const;
+  // Bytes the kernel allocates beyond its results, run with `kernelThreads` intra-op threads
+  // (its graph's kernelThreads()).
+  std::int64_t workspaceBytes(int kernelThreads) const;
   // Dense number of this node in its graph, below Graph::nodeIdBound() (as Value::id()).
   std::uint32_t id() const { return id_; }
 
@@ -153,6 +155,12 @@ class Graph {
   // Graph-wide attributes: "seed", "model", ...
   const AttrMap& attrs() const { return attrs_; }
   AttrMap& attrs() { return attrs_; }
+  // Intra-op threads the graph's kernels run with, a parameter of its plan: kernels that keep
+  // per-thread partial results (layer_norm_backward's weight and bias gradients) need
+  // workspace in proportion. The graph attribute "kernel_threads", absent for 1. Passes derive
+  // graphs with their source's attributes, so it is set once, on the graph a build starts from.
+  int kernelThreads() const;
+  void setKernelThreads(int threads);
 
   Value* addInput(std::string name, TensorType type);
   Value* addParam(std::string name, TensorType type, AttrMap attrs = {});

@@ -33,6 +33,8 @@ struct AttrSpec {
 struct OpContext {
   std::span<const TensorType> inputs;
   const AttrMap& attrs;
+  // Intra-op threads the kernel runs with (Graph::kernelThreads); read by workspace rules only.
+  int kernelThreads = 1;
 };
 
 using InferFn = Expected<std::vector<TensorType>> (*)(const OpContext& ctx);
@@ -43,7 +45,7 @@ using CostFn = std::int64_t (*)(const OpContext& ctx, std::span<const TensorType
 using IndexBoundFn = std::optional<std::int64_t> (*)(const OpContext& ctx, size_t operand);
 
 // How a view op's results get their strides from operand 0's (OpInfo::viewLayout; the memory
-// planner's storage model implements each, passes/liveness.cpp).
+// planner's storage model implements each, passes/memory/liveness.cpp).
 enum class ViewLayout {
   None,         // not a view
   Transpose,    // two axes swapped (attributes dim0, dim1)
@@ -54,7 +56,7 @@ enum class ViewLayout {
 };
 
 // How the op's kernel reads strided operands (OpInfo::stridedReads), for the planner's hidden
-// copies (passes/liveness.h). Mirrors runtime/kernels_*.cpp.
+// copies (passes/memory/liveness.h). Mirrors runtime/kernels_*.cpp.
 enum class StridedReads {
   Copied,   // ATen copies every strided operand to contiguous memory for the call (the default)
   InPlace,  // reads any strides in place (TensorIterator ops, concatenation, reductions, scatters)
@@ -130,13 +132,6 @@ struct OpInfo {
 // An optimizer update's state operands, in order (OpInfo::stateBegin/stateEnd).
 std::vector<Value*> optimizerStateOperands(const Node& update);
 
-// Intra-op threads the kernels run with. Kernels that keep per-thread partial results
-// (layer_norm_backward's weight and bias gradients) need workspace in proportion, so a plan
-// depends on it: a compiled artifact records the count it was planned for and the runtime runs
-// with exactly that many. Process-wide; 1 until set.
-int kernelThreads();
-void setKernelThreads(int threads);
-
 // Bytes ATen allocates for one Scalar operand of an elementwise op on `dtype` tensors while it
 // runs: the wrapped f64 number, and its cast to `dtype` (none for f64).
 std::int64_t scalarOperandBytes(DType dtype);
@@ -157,10 +152,12 @@ Expected<std::vector<TensorType>> inferResultTypes(const OpInfo& op, std::span<c
 
 std::int64_t opFlops(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
                      std::span<const TensorType> results);
+// With `kernelThreads` intra-op threads (Graph::kernelThreads: a plan's parameter, which the
+// runtime then runs with).
 std::int64_t opWorkspaceBytes(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
-                              std::span<const TensorType> results);
+                              std::span<const TensorType> results, int kernelThreads);
 // Bytes read and written by one execution: operands plus results plus workspace.
 std::int64_t opBytesAccessed(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
-                             std::span<const TensorType> results);
+                             std::span<const TensorType> results, int kernelThreads);
 
 }  // namespace gradc::ir

@@ -414,13 +414,6 @@ const std::vector<OpInfo>& table() {
 }
 }  // namespace
 
-namespace {
-int gKernelThreads = 1;
-}  // namespace
-
-int kernelThreads() { return gKernelThreads; }
-void setKernelThreads(int threads) { gKernelThreads = threads < 1 ? 1 : threads; }
-
 std::int64_t scalarOperandBytes(DType dtype) { return 8 + (dtype == DType::f64 ? 0 : dtypeSize(dtype)); }
 
 const OpInfo* findOp(std::string_view name) {
@@ -472,13 +465,13 @@ std::int64_t opFlops(const OpInfo& op, std::span<const TensorType> inputs, const
 }
 
 std::int64_t opWorkspaceBytes(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
-                              std::span<const TensorType> results) {
-  return op.workspaceBytes ? op.workspaceBytes(OpContext{inputs, attrs}, results) : 0;
+                              std::span<const TensorType> results, int kernelThreads) {
+  return op.workspaceBytes ? op.workspaceBytes(OpContext{inputs, attrs, std::max(kernelThreads, 1)}, results) : 0;
 }
 
 std::int64_t opBytesAccessed(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
-                             std::span<const TensorType> results) {
-  std::int64_t bytes = opWorkspaceBytes(op, inputs, attrs, results);
+                             std::span<const TensorType> results, int kernelThreads) {
+  std::int64_t bytes = opWorkspaceBytes(op, inputs, attrs, results, kernelThreads);
   for (const TensorType& t : inputs) bytes += t.bytes();
   for (const TensorType& t : results) bytes += t.bytes();
   return bytes;

@@ -168,7 +168,7 @@ std::int64_t workspaceCrossEntropyBackward(const OpContext& c, Types) {
 // 2 x threads x D values.
 std::int64_t workspaceLayerNormBackward(const OpContext& c, Types) {
   const TensorType& x = c.inputs[1];
-  return 2 * kernelThreads() * x.shape.back() * dtypeSize(x.dtype);
+  return 2 * c.kernelThreads * x.shape.back() * dtypeSize(x.dtype);
 }
 
 // One 0-dim f32 norm per operand and their stack (4 bytes each), and the final norm's 0-dim

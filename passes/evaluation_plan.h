@@ -24,7 +24,7 @@
 
 #include "ir/graph.h"
 #include "ir/status.h"
-#include "passes/memory_plan.h"
+#include "passes/memory/memory_plan.h"
 
 namespace gradc::passes {
 

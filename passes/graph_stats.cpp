@@ -41,7 +41,7 @@ GraphStats computeGraphStats(const ir::Graph& graph) {
   bool sawBackward = false;
   for (const auto& node : graph.nodes()) {
     std::int64_t flops = node->flops();
-    std::int64_t workspace = node->workspaceBytes();
+    std::int64_t workspace = node->workspaceBytes(graph.kernelThreads());
     if (workspace > s.maxWorkspaceBytes) {
       s.maxWorkspaceBytes = workspace;
       s.maxWorkspaceNode = node->specName() + " (" + std::string(node->opName()) + ")";

@@ -503,7 +503,7 @@ Expected<Analysis> analyze(ir::Graph& graph) {
         const size_t limit = window >= 1 ? windowEnd[static_cast<size_t>(window) - 1] : bwdEnd;
         const ir::Node* n = nodes[p].get();
         chain::Stage& st = ep.model[static_cast<size_t>(window)];
-        std::int64_t temporary = n->workspaceBytes();
+        std::int64_t temporary = n->workspaceBytes(graph.kernelThreads());
         for (size_t r = 0; r < n->numResults(); ++r) {
           const ir::Value* v = n->result(r);
           bool survives = v->isGraphOutput();

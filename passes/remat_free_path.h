@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "passes/remat_strategies.h"
-#include "passes/step_graph.h"
+#include "passes/memory/step_graph.h"
 
 namespace gradc::passes::remat {
 

@@ -19,18 +19,18 @@ namespace {
 class CopyTable {
  public:
   void resize(size_t n) {
-    source_.assign(n, Source{});
+    source_.assign(n, RewriteSource{});
     held_.assign(n, 0);
   }
-  const Source* find(int id) const { return held_[static_cast<size_t>(id)] ? &source_[static_cast<size_t>(id)] : nullptr; }
-  void set(int id, Source s) {
+  const RewriteSource* find(int id) const { return held_[static_cast<size_t>(id)] ? &source_[static_cast<size_t>(id)] : nullptr; }
+  void set(int id, RewriteSource s) {
     source_[static_cast<size_t>(id)] = s;
     held_[static_cast<size_t>(id)] = 1;
   }
   void erase(int id) { held_[static_cast<size_t>(id)] = 0; }
 
  private:
-  std::vector<Source> source_;
+  std::vector<RewriteSource> source_;
   std::vector<std::uint8_t> held_;
 };
 
@@ -77,7 +77,7 @@ class Planner {
       if (ops_) advance(use.label);
       for (unsigned i : use.operands) {
         const ir::Value* v = use.node->operand(i);
-        Source s = resolve(v);
+        RewriteSource s = resolve(v);
         if (s.clone >= 0 || s.value != v) plan_.rewires.push_back(Rewire{use.node, i, s});
       }
     };
@@ -119,11 +119,11 @@ class Planner {
       if (op.kind == chain::OpKind::ForwardAll) {
         keptStage_[static_cast<size_t>(op.stage)] = true;
         for (const ir::Value* v : st.stored)
-          if (const ValueInfo* it = a_.values.find(v)) full_.set(it->id, Source{v});
+          if (const ValueInfo* it = a_.values.find(v)) full_.set(it->id, RewriteSource{v});
       } else {
         clearBound(op.stage);
         for (const ir::Value* v : st.boundary)
-          if (const ValueInfo* it = a_.values.find(v)) bound_.set(it->id, Source{v});
+          if (const ValueInfo* it = a_.values.find(v)) bound_.set(it->id, RewriteSource{v});
         transient_[static_cast<size_t>(op.stage)] = op.kind == chain::OpKind::ForwardTransient;
       }
       consumeTransientInput(op.stage);
@@ -217,7 +217,7 @@ class Planner {
       const int id = emit(step.node, first, step.flops);
       for (unsigned r = 0; r < step.numResults; ++r)
         if (const ValueInfo* info = resultInfo_[step.results + r]) {
-          local_[static_cast<size_t>(info->id)] = Source{nullptr, id, r};
+          local_[static_cast<size_t>(info->id)] = RewriteSource{nullptr, id, r};
           localStamp_[static_cast<size_t>(info->id)] = stamp_;
         }
     }
@@ -249,28 +249,28 @@ class Planner {
   }
 
   // The copy of v that readers should use now, or nullopt when v must be recomputed.
-  std::optional<Source> lookup(const ir::Value* v) const { return lookup(v, a_.values.find(v)); }
+  std::optional<RewriteSource> lookup(const ir::Value* v) const { return lookup(v, a_.values.find(v)); }
   // The same, given v's entry in the value table (nullptr: not in it).
-  std::optional<Source> lookup(const ir::Value* v, const ValueInfo* info) const {
-    if (!info || info->episode != episode_) return Source{v};
+  std::optional<RewriteSource> lookup(const ir::Value* v, const ValueInfo* info) const {
+    if (!info || info->episode != episode_) return RewriteSource{v};
     const int id = info->id;
     // A prefix value (stage -1) is in the table only to be recomputed by plans dropping freeDrop.
-    if (info->stage < 0 && !free_) return Source{v};
-    if (selective_ && !dropped(v)) return Source{v};
+    if (info->stage < 0 && !free_) return RewriteSource{v};
+    if (selective_ && !dropped(v)) return RewriteSource{v};
     if (!selective_ && info->stage >= 0) {
       // The schedule's copies first: a full forward replaces older on-demand ones. With
       // selective recompute inside stored stages, a cheap value the first pass stored is
       // recomputed on demand instead (its recomputed copies are used as they are).
-      if (const Source* s = full_.find(id); s && !(selectiveInside_ && s->clone < 0 && dropped(v)))
+      if (const RewriteSource* s = full_.find(id); s && !(selectiveInside_ && s->clone < 0 && dropped(v)))
         return *s;
       // ... and, as selective does, the other values of a stage the first pass stored are read
       // where they are (the inputs of its recomputed cheap values).
       if (selectiveInside_ && keptStage_[static_cast<size_t>(info->stage)] && !dropped(v))
-        return Source{v};
-      if (const Source* s = bound_.find(id)) return *s;
+        return RewriteSource{v};
+      if (const RewriteSource* s = bound_.find(id)) return *s;
     }
-    if (info->stage < 0 && !dropped(v)) return Source{v};
-    if (const Source* s = cache_.find(id)) return *s;
+    if (info->stage < 0 && !dropped(v)) return RewriteSource{v};
+    if (const RewriteSource* s = cache_.find(id)) return *s;
     return std::nullopt;
   }
 
@@ -283,9 +283,9 @@ class Planner {
 
   // lookup(), recomputing v (and what it needs) on demand; iterative, so long chains of
   // dropped values cannot exhaust the stack.
-  Source resolve(const ir::Value* v) { return resolve(v, a_.values.find(v)); }
-  Source resolve(const ir::Value* v, const ValueInfo* info) {
-    if (std::optional<Source> s = lookup(v, info)) return *s;
+  RewriteSource resolve(const ir::Value* v) { return resolve(v, a_.values.find(v)); }
+  RewriteSource resolve(const ir::Value* v, const ValueInfo* info) {
+    if (std::optional<RewriteSource> s = lookup(v, info)) return *s;
     std::vector<const ir::Node*> work = {v->producer()};
     while (!work.empty()) {
       const ir::Node* n = work.back();
@@ -309,7 +309,7 @@ class Planner {
       if (!selective_) ++plan_.onDemandClones;
       for (unsigned r = 0; r < n->numResults(); ++r)
         if (const ValueInfo* it = a_.values.find(n->result(r))) {
-          cache_.set(it->id, Source{nullptr, id, r});
+          cache_.set(it->id, RewriteSource{nullptr, id, r});
           cached_.push_back(it->id);
         }
       work.pop_back();
@@ -333,8 +333,8 @@ class Planner {
   std::vector<int> cached_;
   std::vector<bool> transient_;
   std::vector<bool> keptStage_;  // stored by the first pass (selectiveInside_ reads their values)
-  std::vector<Source> local_;
-  std::vector<Source> sources_;  // one node's operands while they are resolved
+  std::vector<RewriteSource> local_;
+  std::vector<RewriteSource> sources_;  // one node's operands while they are resolved
   std::vector<std::uint32_t> localStamp_;
   std::uint32_t stamp_ = 0;
   std::vector<int> compiled_[2];  // by stage: index in forwards_ of its boundary-only [0] and full [1] forward
@@ -357,19 +357,19 @@ void pruneUnused(RewritePlan& plan, const std::vector<std::int64_t>& flops) {
   for (size_t i = 0; i < n; ++i)
     end[i] = i + 1 < n ? plan.clones[i + 1].first : static_cast<std::uint32_t>(plan.operands.size());
   auto operandsOf = [&](size_t i) {
-    return std::span<Source>(plan.operands).subspan(plan.clones[i].first, end[i] - plan.clones[i].first);
+    return std::span<RewriteSource>(plan.operands).subspan(plan.clones[i].first, end[i] - plan.clones[i].first);
   };
   std::vector<int> uses(n, 0);
   for (const Rewire& r : plan.rewires)
     if (r.to.clone >= 0) ++uses[static_cast<size_t>(r.to.clone)];
   for (size_t i = 0; i < n; ++i)
-    for (const Source& s : operandsOf(i))
+    for (const RewriteSource& s : operandsOf(i))
       if (s.clone >= 0) ++uses[static_cast<size_t>(s.clone)];
   std::vector<bool> keep(n, true);
   for (size_t i = n; i-- > 0;) {
     if (uses[i] > 0) continue;
     keep[i] = false;
-    for (const Source& s : operandsOf(i))
+    for (const RewriteSource& s : operandsOf(i))
       if (s.clone >= 0) --uses[static_cast<size_t>(s.clone)];
   }
   // Compacted in place: a kept clone's operands move only towards the front.
@@ -381,7 +381,7 @@ void pruneUnused(RewritePlan& plan, const std::vector<std::int64_t>& flops) {
     renumber[i] = static_cast<int>(keptClones);
     CloneOp c = plan.clones[i];
     const std::uint32_t first = keptOperands;
-    for (Source s : operandsOf(i)) {
+    for (RewriteSource s : operandsOf(i)) {
       if (s.clone >= 0) s.clone = renumber[static_cast<size_t>(s.clone)];  // earlier, so renumbered
       plan.operands[keptOperands++] = s;
     }
@@ -419,7 +419,7 @@ AppliedRewrite applyRewrite(ir::Graph& graph, const RewritePlan& plan) {
   graph.setInsertionPoint(nullptr);
   std::vector<ir::Node*> created;
   created.reserve(plan.clones.size());
-  auto value = [&](const Source& s) -> ir::Value* {
+  auto value = [&](const RewriteSource& s) -> ir::Value* {
     if (s.clone >= 0) return created[static_cast<size_t>(s.clone)]->result(s.result);
     return const_cast<ir::Value*>(s.value);
   };

@@ -103,7 +103,7 @@
 
 #include "ir/graph.h"
 #include "passes/remat_chain.h"
-#include "passes/rewrite_plan.h"
+#include "passes/memory/rewrite_plan.h"
 
 namespace gradc::passes {
 

@@ -6,7 +6,7 @@ namespace gradc::passes::remat {
 
 namespace {
 
-SourceById sourceById(const Source& s) {
+SourceById sourceById(const RewriteSource& s) {
   return SourceById{s.clone >= 0 ? 0u : s.value->id(), s.clone, s.result};
 }
 
@@ -44,7 +44,7 @@ RewriteByIds byIds(const RewritePlan& plan) {
   out.clones.reserve(plan.clones.size());
   for (const CloneOp& c : plan.clones) out.clones.push_back({c.of->id(), c.before, c.first});
   out.operands.reserve(plan.operands.size());
-  for (const Source& s : plan.operands) out.operands.push_back(sourceById(s));
+  for (const RewriteSource& s : plan.operands) out.operands.push_back(sourceById(s));
   out.rewires.reserve(plan.rewires.size());
   for (const Rewire& r : plan.rewires) out.rewires.push_back({r.node->id(), r.operand, sourceById(r.to)});
   return out;
@@ -63,16 +63,16 @@ Expected<RewritePlan> bindRewrite(const RewriteByIds& plan, const ir::Graph& gra
     return internalError("remat", "the recompute plan does not fit this graph: " + what);
   };
   auto node = [&](std::uint32_t id) { return id < nodes.size() ? nodes[id] : nullptr; };
-  auto source = [&](const SourceById& s) -> Expected<Source> {
-    if (s.clone >= 0) return Source{nullptr, s.clone, s.result};
+  auto source = [&](const SourceById& s) -> Expected<RewriteSource> {
+    if (s.clone >= 0) return RewriteSource{nullptr, s.clone, s.result};
     if (s.value >= values.size() || !values[s.value]) return unbound("no value " + std::to_string(s.value));
-    return Source{values[s.value], -1, s.result};
+    return RewriteSource{values[s.value], -1, s.result};
   };
   RewritePlan out;
   out.recomputeFlops = plan.recomputeFlops;
   out.operands.reserve(plan.operands.size());
   for (const SourceById& s : plan.operands) {
-    Expected<Source> bound = source(s);
+    Expected<RewriteSource> bound = source(s);
     if (!bound) return bound.error();
     out.operands.push_back(*bound);
   }
@@ -88,7 +88,7 @@ Expected<RewritePlan> bindRewrite(const RewriteByIds& plan, const ir::Graph& gra
   for (const RewireById& r : plan.rewires) {
     ir::Node* n = node(r.node);
     if (!n || r.operand >= n->numOperands()) return unbound("no operand " + std::to_string(r.operand) + " of node " + std::to_string(r.node));
-    Expected<Source> to = source(r.to);
+    Expected<RewriteSource> to = source(r.to);
     if (!to) return to.error();
     out.rewires.push_back(Rewire{n, r.operand, *to});
   }

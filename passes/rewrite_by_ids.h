@@ -1,4 +1,4 @@
-// A recompute rewrite (passes/rewrite_plan.h) written in node and value ids instead of pointers,
+// A recompute rewrite (passes/memory/rewrite_plan.h) written in node and value ids instead of pointers,
 // so that the rewrite one graph's planner chose is applied to another graph built the same way:
 // the step of another data-parallel rank, whose nodes and values carry the same ids, ops, types
 // and wiring and differ only in attributes (a rank's dropout stream, the shards it owns).
@@ -16,7 +16,7 @@
 
 #include "ir/graph.h"
 #include "ir/status.h"
-#include "passes/rewrite_plan.h"
+#include "passes/memory/rewrite_plan.h"
 
 namespace gradc::passes::remat {
 

@@ -9,9 +9,9 @@
 #include <span>
 #include <string>
 
-#include "passes/adjacency.h"
-#include "passes/liveness.h"
-#include "passes/step_graph.h"
+#include "passes/memory/adjacency.h"
+#include "passes/memory/liveness.h"
+#include "passes/memory/step_graph.h"
 
 namespace gradc::passes {
 
@@ -258,7 +258,7 @@ ScheduledLiveness scheduleAndAnalyze(const ir::Graph& graph, const StorageModel&
   ScheduledLiveness out;
   out.order.reserve(order.size());
   for (int i : order) out.order.push_back(step.nodes[static_cast<size_t>(i)]);
-  out.liveness = analyzeLiveness(graph, storage, out.order);
+  out.liveness = analyzeLiveness(graph, storage, step, order);
   return out;
 }
 

@@ -28,8 +28,8 @@
 //     side effects, no collectives; two places only when one lowered the peak): recomputing before an independent node that allocates
 //     frees the run's temporaries before that node's results exist (on a 4-layer MLP this
 //     lowers the smallest feasible step by 12%, matching the exact MILP's placement).
-//   Each round's order is measured with the liveness model (passes/liveness.h), as its peak
-//   over the step graph (passes/step_graph.h: the dependence and storage facts the rounds
+//   Each round's order is measured with the liveness sweep (passes/memory/lifetimes.h), as its peak
+//   over the step graph (passes/memory/step_graph.h: the dependence and storage facts the rounds
 //   read); the best eager variant is kept unless its predicted peak is higher than the input
 //   order's.
 //
@@ -49,9 +49,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "passes/liveness.h"
+#include "passes/memory/liveness.h"
 #include "passes/pass.h"
-#include "passes/step_graph.h"
+#include "passes/memory/step_graph.h"
 
 namespace gradc::passes {
 
@@ -77,7 +77,7 @@ ScheduledLiveness scheduleAndAnalyze(const ir::Graph& graph, const StorageModel&
 // scheduleAndAnalyze(graph).liveness.peakBytes.
 std::int64_t scheduledPeakBytes(const ir::Graph& graph);
 
-// The same on a step graph (passes/step_graph.h), for planners that measure a rewrite without
+// The same on a step graph (passes/memory/step_graph.h), for planners that measure a rewrite without
 // making it: the order over node indices, and (peak != nullptr) its peak;
 // scheduledPeak(buildStepGraph(StepFacts(g, storage))).bytes == scheduledPeakBytes(g).
 std::vector<int> scheduleOrder(const StepGraph& graph, StepPeak* peak = nullptr);

@@ -5,7 +5,7 @@
 // node's phase; the users of each fused result read the matching step's result. Every one-pass
 // optimizer update (the op table's Bool attribute `fused`, set by passes/fuse.h) takes its
 // ATen-backed form (fused = false). Nothing else changes: the other nodes keep their order and
-// attributes, so a step graph in schedule order stays one, and planMemory() (passes/memory_plan.h)
+// attributes, so a step graph in schedule order stays one, and planMemory() (passes/memory/memory_plan.h)
 // plans the result directly (each intermediate of a region is now a buffer of its own, and a
 // region's inputs can die at their last step rather than at the region's end, so the peak
 // differs, mostly upwards; the persistent buffers, and so their offsets, stay the same).
@@ -24,7 +24,7 @@
 
 #include "ir/graph.h"
 #include "ir/status.h"
-#include "passes/memory_plan.h"
+#include "passes/memory/memory_plan.h"
 
 namespace gradc::passes {
 

@@ -1,5 +1,6 @@
 #include "runtime/op_profile.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/ones.h>
@@ -17,12 +18,13 @@ namespace gradc::runtime {
 
 namespace {
 
-// Bytes one execution reads and writes: operands, results and declared workspace.
+// Bytes one execution reads and writes: operands, results and declared workspace (for the
+// intra-op threads the kernels ran with).
 std::int64_t bytesAccessed(const ir::Node& node) {
   std::vector<ir::TensorType> inputs;
   for (const ir::Value* v : node.operands()) inputs.push_back(v->type());
   std::vector<ir::TensorType> results = node.resultTypes();
-  return ir::opBytesAccessed(node.op(), inputs, node.attrs(), results);
+  return ir::opBytesAccessed(node.op(), inputs, node.attrs(), results, at::get_num_threads());
 }
 
 template <class F>

@@ -54,7 +54,7 @@ struct TrainerOptions {
   bool progress = true;               // progress bar / log lines on stderr
   bool profile = false;               // time per op kind over the steps after the first, printed at the end
   bool trace = false;                 // record a trace-event file of the run (runtime/trace.h) into TrainResult
-  // The memory planner's predicted peak of one step of this graph (passes/memory_plan.h),
+  // The memory planner's predicted peak of one step of this graph (passes/memory/memory_plan.h),
   // reported beside the measured peak as peak_bytes_planned; nullopt: not planned.
   std::optional<std::int64_t> plannedPeakBytes;
   // The memory plan to execute (runtime/executor.h: one arena, every buffer at its planned

@@ -31,7 +31,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
   if (!forward) return exitCode;
   const int world = r.parallel.devices;
   const int threads = kernelThreadsFor(world);
-  ir::setKernelThreads(threads);
+  forward->setKernelThreads(threads);  // the plan is made for the threads the runtime will run with
   const passes::OptimizerOptions opt = r.optimizer.options();
   std::optional<passes::TrainingPlanOptions> planOptions = parseTrainingPlanOptions(r.memory, opt);
   if (!planOptions) return kExitUserError;

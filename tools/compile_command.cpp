@@ -19,7 +19,7 @@
 #include "passes/micro_batch.h"
 #include "passes/dce.h"
 #include "passes/fuse_loss.h"
-#include "passes/liveness.h"
+#include "passes/memory/liveness.h"
 #include "passes/pass_manager.h"
 #include "passes/plan/training_planner.h"
 #include "passes/schedule.h"

@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "passes/memory_plan.h"
+#include "passes/memory/memory_plan.h"
 
 namespace gradc::tools {
 

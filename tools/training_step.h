@@ -12,7 +12,7 @@
 
 #include "ir/graph.h"
 #include "passes/data_parallel.h"
-#include "passes/memory_plan.h"
+#include "passes/memory/memory_plan.h"
 #include "passes/micro_batch.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"

@@ -7,7 +7,7 @@
 
 #include "ir/verifier.h"
 #include "passes/fuse_loss.h"
-#include "passes/liveness.h"
+#include "passes/memory/liveness.h"
 #include "passes/micro_batch.h"
 #include "passes/remat_strategies.h"
 #include "passes/rewrite_by_ids.h"
@@ -117,7 +117,7 @@ Expected<std::optional<TrainingPlan>> applyPlanDecision(const ir::Graph& forward
   if (!g) return g.error();
   if (Status s = verifyTrainingStep(*g); !s) return s.error();
   if (remat::structureOf(*g) != decided.structure) return std::optional<TrainingPlan>();
-  Expected<remat::RewritePlan> rewrite = remat::bindRewrite(decided.rewrite, *g);
+  Expected<RewritePlan> rewrite = remat::bindRewrite(decided.rewrite, *g);
   if (!rewrite) return rewrite.error();
   remat::applyRewrite(*g, *rewrite);
   if (decided.lossChunks > 0) setLossChunks(*g, decided.lossChunks);

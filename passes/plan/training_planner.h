@@ -4,7 +4,7 @@
 //
 // Search (chooseTrainingPlan): every configuration of the request's space
 // (passes/plan/step_pipeline.h) is built once with the one pipeline definition, unverified, then
-// verified once; selectTrainingPlan (passes/remat.h) measures the recompute proposals of all of
+// verified once; selectTrainingPlan (passes/plan/plan_selection.h) measures the recompute proposals of all of
 // them together and applies the objective's choice (passes/plan/objective.h) to its graph. Built
 // in the objective's order (micro-batch count, then stage, then unfused before fused), so under
 // least-recompute the first configuration whose step fits as it is ends the search.
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "passes/memory_plan.h"
+#include "passes/memory/memory_plan.h"
 #include "passes/pass.h"
 #include "passes/pass_manager.h"
 #include "passes/plan/step_pipeline.h"

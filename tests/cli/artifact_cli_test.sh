@@ -213,5 +213,28 @@ compare "$work/arena2.json" "$work/refcount2.json" "$work/arena2" "$work/refcoun
   || bad "2 ranks: arena != refcount"
 peaks_equal "$work/arena2.json" && ok || bad "2 ranks: measured peak != planned on some rank"
 
+# The intra-op thread count is a parameter of the plan: the graph records the count its
+# workspaces were sized for (layer_norm_backward keeps per-thread partial rows), the manifest
+# the count the runtime runs with, and the two must agree.
+OMP_NUM_THREADS=3 "$gradc" compile "$src/models/gpt-mini.yaml" "${small[@]}" -o "$work/T3" 2>/dev/null && ok \
+  || bad "compile with OMP_NUM_THREADS=3"
+grep -q "kernel_threads = 3" "$work/T3/step.gir" && grep -q '"kernel_threads": 3' "$work/T3/manifest.json" && ok \
+  || bad "the graph and manifest do not record 3 kernel threads: $(head -1 "$work/T3/step.gir")"
+OMP_NUM_THREADS=1 "$gradc" compile "$src/models/gpt-mini.yaml" "${small[@]}" -o "$work/T1" 2>/dev/null
+python3 - "$work/T1/step.plan.json" "$work/T3/step.plan.json" <<'PY' && ok || bad "3 threads did not plan 2 more layer_norm_backward rows each"
+import json, sys
+def ln_workspace(path):
+    return sorted(b["size"] for b in json.load(open(path))["buffers"] if b["kind"] == "workspace" and b["producer"] == "layer_norm_backward")
+one, three = ln_workspace(sys.argv[1]), ln_workspace(sys.argv[2])
+sys.exit(0 if one and len(one) == len(three) and all(t > o for o, t in zip(one, three)) else 1)
+PY
+rm -rf "$work/T3-edited" && cp -r "$work/T3" "$work/T3-edited"
+sed -i 's/"kernel_threads": 3/"kernel_threads": 5/' "$work/T3-edited/manifest.json"
+python3 "$src/tests/cli/reseal_artifact.py" "$work/T3-edited"
+timeout 60 "$run_bin" "$work/T3-edited" --synthetic --steps 1 >/dev/null 2>"$work/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "made for 3 intra-op threads, but the manifest runs 5" "$work/err" && ok \
+  || bad "a manifest running other threads than planned: exit $rc, $(tail -1 "$work/err")"
+
 echo "artifact cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -76,7 +76,7 @@ TEST_CASE("a graph with a fused node round-trips and verifies") {
   REQUIRE(n);
   g.setOutput("y", (*n)->result());
   CHECK((*n)->flops() == 2 * 32);  // one add and one relu per element
-  CHECK((*n)->workspaceBytes() == 0);
+  CHECK((*n)->workspaceBytes(1) == 0);
   REQUIRE(verify(g));
   const std::string text = printGraph(g);
   Expected<Graph> back = parseGraph(text, "t.gir");

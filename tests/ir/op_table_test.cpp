@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/graph.h"
 #include "ir/op_table.h"
 
 using namespace gradc;
@@ -383,6 +384,25 @@ TEST_CASE("every op in the table has accepted and rejected inference cases") {
   }
 }
 
+TEST_CASE("layer_norm_backward's workspace is per intra-op thread: the graph's kernel_threads, a plan parameter") {
+  const OpInfo* op = findOp("layer_norm_backward");
+  REQUIRE(op);
+  const std::vector<TensorType> in{f32({4, 8}), f32({4, 8}), f32({4, 1}), f32({4, 1}), f32({8}), f32({8})};
+  const std::vector<TensorType> out{f32({4, 8}), f32({8}), f32({8})};
+  // ATen's per-thread partial weight and bias gradient rows: 2 x threads x D floats.
+  CHECK(opWorkspaceBytes(*op, in, {}, out, 1) == 2 * 1 * 8 * 4);
+  CHECK(opWorkspaceBytes(*op, in, {}, out, 6) == 2 * 6 * 8 * 4);
+  CHECK(opWorkspaceBytes(*op, in, {}, out, 0) == 2 * 1 * 8 * 4);  // no thread count below one
+
+  Graph g;
+  CHECK(g.kernelThreads() == 1);
+  g.setKernelThreads(6);
+  CHECK(g.kernelThreads() == 6);
+  CHECK(getInt(g.attrs(), "kernel_threads") == 6);
+  g.setKernelThreads(1);  // the default is not written: graphs planned for one thread print as before
+  CHECK(g.attrs().empty());
+}
+
 TEST_CASE("convolution workspace: one sample's im2col matrix, none for pointwise windows") {
   const OpInfo* conv2d = findOp("conv2d");
   REQUIRE(conv2d);
@@ -390,15 +410,15 @@ TEST_CASE("convolution workspace: one sample's im2col matrix, none for pointwise
   const std::vector<TensorType> out{f32({2, 6, 4, 4})};
   // Two samples of 16 output pixels in one GEMM (convChunkSamples): the chunk's column matrix
   // [C/g * kh * kw, 2 * 16] and its [O/g, 2 * 16] result, in floats.
-  CHECK(opWorkspaceBytes(*conv2d, in, conv(2, 1, 1, 2), out) == (2 * 9 + 3) * 2 * 16 * 4);
+  CHECK(opWorkspaceBytes(*conv2d, in, conv(2, 1, 1, 2), out, 1) == (2 * 9 + 3) * 2 * 16 * 4);
   CHECK(opFlops(*conv2d, in, conv(2, 1, 1, 2), out) == 2 * 2 * 9 * 2 * 6 * 16);
   // 64x64 outputs (kConvGemmColumns pixels): one sample per GEMM, its column matrix only;
   // pointwise windows none.
   const std::vector<TensorType> big{f32({2, 4, 64, 64}), f32({6, 4, 3, 3})};
   const std::vector<TensorType> bigOut{f32({2, 6, 64, 64})};
-  CHECK(opWorkspaceBytes(*conv2d, big, conv(1, 1, 1, 1), bigOut) == 4 * 9 * 4096 * 4);
+  CHECK(opWorkspaceBytes(*conv2d, big, conv(1, 1, 1, 1), bigOut, 1) == 4 * 9 * 4096 * 4);
   const std::vector<TensorType> pin{f32({2, 4, 64, 64}), f32({6, 4, 1, 1})};
-  CHECK(opWorkspaceBytes(*conv2d, pin, conv(1, 0, 1, 1), bigOut) == 0);
+  CHECK(opWorkspaceBytes(*conv2d, pin, conv(1, 0, 1, 1), bigOut, 1) == 0);
   CHECK(findOp("batch_norm")->batchStatistics);
   CHECK(findOp("running_stats_update")->sideEffects);
 }
@@ -421,8 +441,8 @@ TEST_CASE("FLOP and workspace rules") {
   std::vector<TensorType> in{f32({32, 250, 40000}), i64({32, 250})};
   auto out = inferResultTypes(ce, in, {});
   REQUIRE(out.ok());
-  CHECK(opWorkspaceBytes(ce, in, {}, *out) == 1'280'000'004);
-  CHECK(opBytesAccessed(ce, in, {}, *out) == std::int64_t{1'280'000'004} + 1'280'000'000 + 32 * 250 * 8 + 4);
+  CHECK(opWorkspaceBytes(ce, in, {}, *out, 1) == 1'280'000'004);
+  CHECK(opBytesAccessed(ce, in, {}, *out, 1) == std::int64_t{1'280'000'004} + 1'280'000'000 + 32 * 250 * 8 + 4);
 
   // The fused LM-head loss holds one chunk of logits: 40000 classes x ceil(8000 / 16) = 500 rows
   // x 4 bytes, plus per-row columns (3 x 500), the 8000 row loss terms and 1 / N, never the
@@ -433,7 +453,7 @@ TEST_CASE("FLOP and workspace rules") {
   std::vector<TensorType> fin{f32({32, 250, 768}), f32({40000, 768}), i64({32, 250})};
   auto fout = inferResultTypes(fused, fin, sixteen);
   REQUIRE(fout.ok());
-  CHECK(opWorkspaceBytes(fused, fin, sixteen, *fout) == (500 * 40000 + 3 * 500 + 8000 + 1) * 4);
+  CHECK(opWorkspaceBytes(fused, fin, sixteen, *fout, 1) == (500 * 40000 + 3 * 500 + 8000 + 1) * 4);
   CHECK(linearCrossEntropyChunkRows(8000, 16) == 500);
   CHECK(linearCrossEntropyChunkRows(10, 3) == 4);
   CHECK(linearCrossEntropyChunkRows(10, 50) == 1);
@@ -443,7 +463,7 @@ TEST_CASE("FLOP and workspace rules") {
   std::vector<TensorType> narrow{f32({32, 250, 768}), f32({40000, 768}), {DType::i32, {32, 250}}};
   auto nout = inferResultTypes(fused, narrow, sixteen);
   REQUIRE(nout.ok());
-  CHECK(opWorkspaceBytes(fused, narrow, sixteen, *nout) == (500 * 40000 + 3 * 500 + 8000 + 1) * 4 + 8000 * 8);
+  CHECK(opWorkspaceBytes(fused, narrow, sixteen, *nout, 1) == (500 * 40000 + 3 * 500 + 8000 + 1) * 4 + 8000 * 8);
 
   // rope's cos and sin tables [S, Dh/2] and the positions and frequencies they come from.
   const OpInfo& rope = *findOp("rope");
@@ -451,7 +471,7 @@ TEST_CASE("FLOP and workspace rules") {
   std::vector<TensorType> rin{f32({2, 16, 4, 8})};
   auto rout = inferResultTypes(rope, rin, ra);
   REQUIRE(rout.ok());
-  CHECK(opWorkspaceBytes(rope, rin, ra, *rout) == (2 * 16 * 4 + 16 + 4) * 4);
+  CHECK(opWorkspaceBytes(rope, rin, ra, *rout, 1) == (2 * 16 * 4 + 16 + 4) * 4);
 }
 
 // What the memory planner and the data-parallel runtime read from the table, for every op: a

@@ -22,12 +22,12 @@
 #include "frontend/spec.h"
 #include "passes/budget.h"
 #include "passes/micro_batch.h"
-#include "passes/peak_bound.h"
+#include "passes/memory/peak_bound.h"
 #include "passes/remat.h"
 #include "passes/remat_free_path.h"
 #include "passes/remat_strategies.h"
 #include "passes/schedule.h"
-#include "passes/step_graph.h"
+#include "passes/memory/step_graph.h"
 #include "passes/plan/training_planner.h"
 #include "tests/bundled_model.h"
 
@@ -267,7 +267,7 @@ loss: {op: mse, input: _, target: y}
   checkContract(compileText(yaml, "attention"), "attention");
 }
 
-// The lower bound that prunes the search (passes/peak_bound.h) holds at every node, in the
+// The lower bound that prunes the search (passes/memory/peak_bound.h) holds at every node, in the
 // input order and in the scheduled order, on every strategy's graph: what it claims is alive
 // while a node runs is at most what the liveness model finds alive then.
 TEST_CASE("peak lower bound: never above the live bytes at its node, in any order tried") {
@@ -363,7 +363,7 @@ struct GptMiniStep {
     analysis = std::move(*a);
   }
   // The scheduled peak of the step with a proposal's rewrite applied.
-  std::int64_t peakWith(const passes::remat::RewritePlan& p) {
+  std::int64_t peakWith(const passes::RewritePlan& p) {
     const passes::remat::AppliedRewrite applied = passes::remat::applyRewrite(base->graph, p);
     const std::int64_t peak = passes::scheduledPeakBytes(base->graph);
     passes::remat::undoRewrite(base->graph, applied);
@@ -405,7 +405,7 @@ TEST_CASE("budget contract: gpt-mini never recomputes more than a checkpoint_seq
   for (int k = 2; k <= stages; ++k) {
     CAPTURE(k);
     const passes::remat::Candidate c = passes::remat::segmentsCandidate(*a, k);
-    const passes::remat::RewritePlan p = passes::remat::planRewrite(*a, c);
+    const passes::RewritePlan p = passes::remat::planRewrite(*a, c);
     const std::int64_t peak = step.peakWith(p);
     CAPTURE(peak);
     options.remat = passes::RematOptions{RematStrategy::Auto, peak};
@@ -428,7 +428,7 @@ TEST_CASE("budget contract: gpt-mini recomputes inside its blocks where that bea
   const passes::StepFacts facts(base->graph, passes::analyzeStorage(base->graph));
   for (const passes::remat::Candidate& c : passes::remat::candidatesWithFreePath(*a, RematStrategy::Auto, &facts)) {
     if (c.description.find("inside stored stages") != std::string::npos) continue;
-    const passes::remat::RewritePlan p = passes::remat::planRewrite(*a, c);
+    const passes::RewritePlan p = passes::remat::planRewrite(*a, c);
     wholeStages.emplace_back(step.peakWith(p), p.recomputeFlops);
   }
   int inside = 0;
@@ -458,7 +458,7 @@ TEST_CASE("budget contract: free recompute on an 8-step LSTM and a 2-layer GPT b
     std::int64_t freePeak = -1;
     const passes::StepFacts facts(base->graph, passes::analyzeStorage(base->graph));
     for (const passes::remat::Candidate& c : passes::remat::candidatesWithFreePath(*a, RematStrategy::Auto, &facts)) {
-      const passes::remat::RewritePlan p = passes::remat::planRewrite(*a, c);
+      const passes::RewritePlan p = passes::remat::planRewrite(*a, c);
       const std::int64_t peak = step.peakWith(p);
       const bool free = c.description.find("from what the backward keeps anyway") != std::string::npos ||
                         c.description.find("free values inside") != std::string::npos;
@@ -472,7 +472,7 @@ TEST_CASE("budget contract: free recompute on an 8-step LSTM and a 2-layer GPT b
     for (const auto& [peak, flops] : others) otherSmallest = std::min(otherSmallest, peak);
     CHECK(freePeak <= otherSmallest);
     if (model == "lstm-lm") CHECK(freePeak < otherSmallest);
-    const std::int64_t full = step.peakWith(passes::remat::RewritePlan{});
+    const std::int64_t full = step.peakWith(passes::RewritePlan{});
     int far = 0;
     for (int i = 0; i <= 4; ++i) {
       const std::int64_t budget = otherSmallest + (full - otherSmallest) * i / 5;
@@ -500,7 +500,7 @@ std::pair<int, int> checkChainWithoutBudget(const ir::Graph& forward) {
   REQUIRE(a);
   std::vector<std::pair<std::int64_t, std::int64_t>> proposals;  // peak, recompute FLOPs
   for (const passes::remat::Candidate& c : passes::remat::candidates(*a, RematStrategy::Chain)) {
-    const passes::remat::RewritePlan p = passes::remat::planRewrite(*a, c);
+    const passes::RewritePlan p = passes::remat::planRewrite(*a, c);
     const passes::remat::AppliedRewrite applied = passes::remat::applyRewrite(base->graph, p);
     proposals.push_back({passes::scheduledPeakBytes(base->graph), p.recomputeFlops});
     passes::remat::undoRewrite(base->graph, applied);

@@ -14,7 +14,7 @@
 #include "ir/verifier.h"
 #include "passes/data_parallel.h"
 #include "frontend/spec.h"
-#include "passes/memory_plan.h"
+#include "passes/memory/memory_plan.h"
 #include "passes/micro_batch.h"
 #include "passes/pass_manager.h"
 #include "passes/plan/training_planner.h"

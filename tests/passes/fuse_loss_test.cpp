@@ -15,7 +15,7 @@
 #include "passes/autodiff.h"
 #include "passes/data_parallel.h"
 #include "passes/fuse_loss.h"
-#include "passes/liveness.h"
+#include "passes/memory/liveness.h"
 #include "passes/micro_batch.h"
 #include "passes/plan/training_planner.h"
 

@@ -17,7 +17,7 @@
 #include "passes/autodiff.h"
 #include "passes/dce.h"
 #include "passes/optimizer.h"
-#include "passes/liveness.h"
+#include "passes/memory/liveness.h"
 #include "passes/micro_batch.h"
 #include "frontend/spec.h"
 

@@ -102,7 +102,7 @@ TEST_CASE("rank decision: under the gather placement rank 1's graph differs, so 
 TEST_CASE("rank decision: a rewrite bound to a graph without its nodes is an internal error") {
   passes::remat::RewriteByIds plan;
   plan.clones.push_back({/*of=*/1000000, /*before=*/0, /*first=*/0});
-  Expected<passes::remat::RewritePlan> bound = passes::remat::bindRewrite(plan, model());
+  Expected<passes::RewritePlan> bound = passes::remat::bindRewrite(plan, model());
   REQUIRE_FALSE(bound.ok());
   CHECK(bound.error().kind == ErrorKind::Internal);
 }

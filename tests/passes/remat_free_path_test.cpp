@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "bench/ilp_step.h"
-#include "passes/liveness.h"
+#include "passes/memory/liveness.h"
 #include "passes/remat.h"
 #include "passes/remat_free_path.h"
 #include "passes/schedule.h"
-#include "passes/step_graph.h"
+#include "passes/memory/step_graph.h"
 #include "passes/plan/training_planner.h"
 #include "tests/bundled_model.h"
 
@@ -47,7 +47,7 @@ struct Step {
     facts.emplace(base->graph, passes::analyzeStorage(base->graph));
   }
   std::int64_t peak(const passes::remat::Candidate& c) const {
-    const passes::remat::RewritePlan plan = passes::remat::planRewrite(*analysis, c);
+    const passes::RewritePlan plan = passes::remat::planRewrite(*analysis, c);
     return passes::scheduledPeak(passes::buildStepGraph(*facts, &plan)).bytes;
   }
 };
@@ -105,9 +105,9 @@ TEST_CASE("free-recompute path: recomputes for the tail's forward readers, below
   for (const passes::remat::Candidate& c : path) least = std::min(least, step.peak(c));
   CHECK(least < others);
   // Some clone of the path's last proposal runs before the backward: for the stack.
-  const passes::remat::RewritePlan last = passes::remat::planRewrite(*step.analysis, path.back());
+  const passes::RewritePlan last = passes::remat::planRewrite(*step.analysis, path.back());
   bool inForward = false;
-  for (const passes::remat::CloneOp& clone : last.clones)
+  for (const passes::CloneOp& clone : last.clones)
     inForward = inForward || clone.before < step.analysis->episodes[0].forwardEnd;
   CHECK(inForward);
   MESSAGE("lstm8: the path reaches " << least << " bytes, the other proposals " << others);

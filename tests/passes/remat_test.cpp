@@ -22,7 +22,7 @@
 #include "passes/autodiff.h"
 #include "passes/budget.h"
 #include "passes/dce.h"
-#include "passes/liveness.h"
+#include "passes/memory/liveness.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 #include "passes/registry.h"

@@ -16,7 +16,7 @@
 #include "ir/verifier.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
-#include "passes/liveness.h"
+#include "passes/memory/liveness.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 #include "passes/schedule.h"

@@ -1,25 +1,33 @@
-// The step graph (passes/step_graph.h) is what every budget decision is measured on, so it must
+// The step graph (passes/memory/step_graph.h) is what every budget decision is measured on, so it must
 // be exactly the graph it stands for:
 //   - a proposal's step graph built from the plan, without rewriting, equals the step graph of
 //     the rewritten graph, field by field, for every proposal of every strategy;
-//   - its peak over an order is the liveness analysis's peak over that order (and its step).
+//   - the liveness sweep over it (passes/memory/lifetimes.h, the one model every peak and every
+//     plan comes from) agrees, step by step, with a direct reading of the model's definition on
+//     the IR: a buffer lives from its producer's step to the last step reading it through any
+//     alias (graph outputs to the end), persistent values throughout, plus the running node's
+//     workspace.
 // On bundled models (dense, recurrent, attention, convolutional), micro-batched, fused-loss,
 // data-parallel and ZeRO-sharded steps, and random DAGs.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "frontend/spec.h"
 #include "passes/data_parallel.h"
-#include "passes/liveness.h"
+#include "passes/memory/lifetimes.h"
+#include "passes/memory/liveness.h"
 #include "passes/micro_batch.h"
-#include "passes/peak_bound.h"
+#include "passes/memory/peak_bound.h"
 #include "passes/remat_free_path.h"
 #include "passes/remat_strategies.h"
 #include "passes/schedule.h"
-#include "passes/step_graph.h"
+#include "passes/memory/step_graph.h"
 #include "passes/plan/training_planner.h"
 #include "tests/bundled_model.h"
 
@@ -55,8 +63,43 @@ void checkEqual(const passes::StepGraph& made, const passes::StepGraph& real) {
   CHECK(made.persistentBytes == real.persistentBytes);
 }
 
-// The peak of the step graph over the program order and the scheduled order, against the
-// liveness analysis over the same orders.
+// The model's definition read directly on the IR, over `order`: the live bytes at each step.
+std::vector<std::int64_t> referenceLiveBytes(const ir::Graph& g, const passes::StorageModel& storage,
+                                             const std::vector<const ir::Node*>& order) {
+  std::map<const ir::Value*, std::pair<int, int>> interval;  // owner -> [first, last]
+  const int last = static_cast<int>(order.size()) - 1;
+  for (int s = 0; s <= last; ++s) {
+    const ir::Node& node = *order[static_cast<size_t>(s)];
+    for (const ir::Value* operand : node.operands()) {
+      auto it = interval.find(storage.owner(operand));
+      if (it != interval.end()) it->second.second = std::max(it->second.second, s);
+    }
+    for (size_t r = 0; r < node.numResults(); ++r)
+      if (!storage.isView(node.result(r))) interval[node.result(r)] = {s, s};
+  }
+  for (const ir::GraphOutput& out : g.outputs()) {
+    auto it = interval.find(storage.owner(out.value));
+    if (it != interval.end()) it->second.second = last;
+  }
+  std::int64_t persistent = 0;
+  for (const auto& p : g.params()) persistent += p->type().bytes();
+  for (const auto& in : g.inputs()) persistent += in->type().bytes();
+  std::vector<std::int64_t> delta(order.size() + 1, 0);
+  for (const auto& [owner, span] : interval) {
+    delta[static_cast<size_t>(span.first)] += owner->type().bytes();
+    delta[static_cast<size_t>(span.second) + 1] -= owner->type().bytes();
+  }
+  std::vector<std::int64_t> live(order.size(), 0);
+  std::int64_t running = persistent;
+  for (size_t s = 0; s < order.size(); ++s) {
+    running += delta[s];
+    live[s] = running + storage.workspaceBytes(order[s]);
+  }
+  return live;
+}
+
+// The sweep over the program order and the scheduled order, against the reference; the peak
+// and its step, the liveness buffers' intervals, and the lower bound under the peak.
 void checkPeaks(const ir::Graph& g) {
   const passes::StorageModel storage = passes::analyzeStorage(g);
   const passes::StepGraph step = passes::buildStepGraph(passes::StepFacts(g, storage));
@@ -64,10 +107,34 @@ void checkPeaks(const ir::Graph& g) {
   for (const std::vector<int>& order : {passes::programOrder(step), scheduled}) {
     std::vector<const ir::Node*> nodes;
     for (int i : order) nodes.push_back(step.nodes[static_cast<size_t>(i)]);
+    const std::vector<std::int64_t> reference = referenceLiveBytes(g, storage, nodes);
     const passes::Liveness l = passes::analyzeLiveness(g, storage, nodes);
+    CHECK(l.liveBytes == reference);
+    std::int64_t peak = l.persistentBytes;
+    int peakStep = 0;
+    for (size_t s = 0; s < reference.size(); ++s)
+      if (reference[s] > peak) {
+        peak = reference[s];
+        peakStep = static_cast<int>(s);
+      }
     const passes::StepPeak p = passes::stepPeak(step, order);
-    CHECK(p.bytes == l.peakBytes);
-    CHECK(p.step == l.peakStep);
+    CHECK(p.bytes == peak);
+    CHECK(p.step == peakStep);
+    CHECK(l.peakBytes == peak);
+    CHECK(l.peakStep == peakStep);
+    // Each step's live bytes are the buffers alive at it plus the running node's workspace.
+    std::vector<std::int64_t> delta(nodes.size() + 1, 0);
+    for (const passes::Buffer& b : l.buffers) {
+      delta[static_cast<size_t>(b.firstStep)] += b.bytes;
+      delta[static_cast<size_t>(b.lastStep) + 1] -= b.bytes;
+    }
+    std::vector<std::int64_t> fromBuffers(nodes.size(), 0);
+    std::int64_t running = 0;
+    for (size_t s = 0; s < nodes.size(); ++s) {
+      running += delta[s];
+      fromBuffers[s] = running + l.workspaceBytes[s];
+    }
+    CHECK(fromBuffers == reference);
     CHECK(passes::peakLowerBoundNear(step, order, p.step) <= p.bytes);
   }
   CHECK(passes::scheduledPeak(step).bytes == passes::scheduledPeakBytes(g));
@@ -83,7 +150,7 @@ int checkProposals(ir::Graph& g) {
   int count = 0;
   for (const passes::remat::Candidate& c : passes::remat::candidatesWithFreePath(*a, RematStrategy::Auto, &facts)) {
     CAPTURE(c.description);
-    const passes::remat::RewritePlan plan = passes::remat::planRewrite(*a, c);
+    const passes::RewritePlan plan = passes::remat::planRewrite(*a, c);
     const passes::StepGraph made = passes::buildStepGraph(facts, &plan);
     const passes::remat::AppliedRewrite applied = passes::remat::applyRewrite(g, plan);
     const passes::StepGraph real = passes::buildStepGraph(passes::StepFacts(g, passes::analyzeStorage(g)));

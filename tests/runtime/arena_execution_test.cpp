@@ -20,7 +20,7 @@
 #include "ir/op_table.h"
 #include "ir/printer.h"
 #include "passes/budget.h"
-#include "passes/memory_plan.h"
+#include "passes/memory/memory_plan.h"
 #include "passes/micro_batch.h"
 #include "passes/pass_manager.h"
 #include "passes/plan/training_planner.h"
@@ -70,7 +70,6 @@ struct Step {
 
 // The options `gradc train` plans the case's step with (tools/training_step.cpp).
 passes::TrainingPlanOptions planOptions(const Case& c) {
-  ir::setKernelThreads(at::get_num_threads());  // the runtime's threads: per-thread workspace is planned for them
   passes::TrainingPlanOptions o;
   o.optimizer = passes::OptimizerOptions{};
   o.optimizer->kind = c.optimizer;
@@ -85,8 +84,9 @@ passes::TrainingPlanOptions planOptions(const Case& c) {
 
 // The training step as `gradc train` builds it (tools/training_step.cpp).
 Step buildStep(const Case& c) {
-  const ir::Graph forward = c.dtype == "f32" ? testing::compileBundledModel(c.model, c.dims)
-                                             : testing::compileBundledModelAs(c.model, c.dtype, c.dims);
+  ir::Graph forward = c.dtype == "f32" ? testing::compileBundledModel(c.model, c.dims)
+                                       : testing::compileBundledModelAs(c.model, c.dtype, c.dims);
+  forward.setKernelThreads(at::get_num_threads());  // the runtime's threads: per-thread workspace is planned for them
   Expected<passes::TrainingPlan> choice = passes::chooseTrainingPlan(forward, planOptions(c));
   REQUIRE_MESSAGE(choice.ok(), choice.error().message);
   Step step{std::move(choice->graph), {}};

@@ -20,7 +20,7 @@
 #include "passes/autodiff.h"
 #include "passes/dce.h"
 #include "passes/fuse_loss.h"
-#include "passes/liveness.h"
+#include "passes/memory/liveness.h"
 #include "passes/pass_manager.h"
 #include "passes/remat.h"
 #include "runtime/executor.h"

@@ -20,13 +20,13 @@
 #include "tests/bundled_model.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
-#include "passes/liveness.h"
+#include "passes/memory/liveness.h"
 #include "passes/micro_batch.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 #include "passes/remat.h"
 #include "passes/remat_free_path.h"
-#include "passes/step_graph.h"
+#include "passes/memory/step_graph.h"
 #include "passes/strip_dropout.h"
 #include "runtime/executor.h"
 #include "runtime/init.h"
@@ -295,7 +295,7 @@ TEST_CASE("micro-batching with dropout: runs, and every micro-batch draws its ow
 namespace {
 // A proposal's rewrite applied to g (the baseline's joint graph) computes the baseline's
 // outputs bit for bit; g is restored after.
-void checkRewriteBitIdentical(ir::Graph& g, const passes::remat::RewritePlan& plan, const Baseline& base) {
+void checkRewriteBitIdentical(ir::Graph& g, const passes::RewritePlan& plan, const Baseline& base) {
   const passes::remat::AppliedRewrite applied = passes::remat::applyRewrite(g, plan);
   const Run run = execute(g, base.initial, base.inputs);
   for (const auto& [name, tensor] : base.reference.outputs) {
@@ -352,7 +352,7 @@ TEST_CASE("remat on vs off: chain schedules that also recompute cheap values ins
     for (const passes::remat::Candidate& c : passes::remat::candidates(*analysis, RematStrategy::Chain)) {
       if (c.description.find("inside stored stages") == std::string::npos) continue;
       CAPTURE(c.description);
-      const passes::remat::RewritePlan plan = passes::remat::planRewrite(*analysis, c);
+      const passes::RewritePlan plan = passes::remat::planRewrite(*analysis, c);
       CHECK(!plan.clones.empty());
       checkRewriteBitIdentical(g, plan, base);
       ++mine;
@@ -382,7 +382,7 @@ TEST_CASE("remat on vs off: free recompute, alone at every tier and inside chain
                         c.description.find("free values inside stored stages") != std::string::npos;
       if (!free) continue;
       CAPTURE(c.description);
-      const passes::remat::RewritePlan plan = passes::remat::planRewrite(*analysis, c);
+      const passes::RewritePlan plan = passes::remat::planRewrite(*analysis, c);
       CHECK(!plan.clones.empty());
       checkRewriteBitIdentical(g, plan, base);
       modelsWithFree.insert(m.name);

@@ -8,7 +8,7 @@
 #include "passes/batch_norm_inference.h"
 #include "passes/dce.h"
 #include "passes/evaluation_plan.h"
-#include "passes/memory_plan.h"
+#include "passes/memory/memory_plan.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 #include "passes/schedule.h"

@@ -1,4 +1,4 @@
-#include "passes/peak_bound.h"
+#include "passes/memory/peak_bound.h"
 
 #include <algorithm>
 #include <vector>

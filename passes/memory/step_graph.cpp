@@ -1,9 +1,9 @@
-#include "passes/step_graph.h"
+#include "passes/memory/step_graph.h"
 
 #include <algorithm>
 #include <numeric>
 
-#include "passes/rewrite_plan.h"
+#include "passes/memory/rewrite_plan.h"
 
 namespace gradc::passes {
 
@@ -21,11 +21,8 @@ StepFacts::StepFacts(const ir::Graph& graph, const StorageModel& storage) : grap
   seq_.assign(n, 0);
   std::vector<int> paramIndex(graph.valueIdBound(), -1);
   numParams_ = graph.params().size();
-  for (size_t p = 0; p < graph.params().size(); ++p) {
-    paramIndex[graph.params()[p]->id()] = static_cast<int>(p);
-    persistentBytes_ += graph.params()[p]->type().bytes();
-  }
-  for (const auto& in : graph.inputs()) persistentBytes_ += in->type().bytes();
+  for (size_t p = 0; p < graph.params().size(); ++p) paramIndex[graph.params()[p]->id()] = static_cast<int>(p);
+  for (const ir::Value* v : persistentValues(graph)) persistentBytes_ += v->type().bytes();
 
   std::vector<char> written(numParams_, 0);
   std::vector<int> stamp(numParams_, -1);
@@ -98,7 +95,7 @@ struct Operand {
 
 class StepGraphBuilder {
  public:
-  StepGraphBuilder(const StepFacts& f, const remat::RewritePlan* plan) : f_(f), plan_(plan) {}
+  StepGraphBuilder(const StepFacts& f, const RewritePlan* plan) : f_(f), plan_(plan) {}
 
   StepGraph build() {
     placeNodes();
@@ -199,7 +196,7 @@ class StepGraphBuilder {
     const int id = o.clone >= 0 ? f_.results_[static_cast<size_t>(cloneBase_[static_cast<size_t>(o.clone)])][o.result] : o.value;
     return f_.storage_[static_cast<size_t>(id)] == StepFacts::Storage::Owns;
   }
-  static Operand fromSource(const remat::Source& s) {
+  static Operand fromSource(const RewriteSource& s) {
     return Operand{s.value ? static_cast<int>(s.value->id()) : -1, s.clone, s.result};
   }
 
@@ -209,14 +206,14 @@ class StepGraphBuilder {
     const int clone = cloneOf_[static_cast<size_t>(i)];
     const auto o = static_cast<size_t>(origin_[static_cast<size_t>(i)]);
     if (clone >= 0) {
-      const remat::CloneOp& c = plan_->clones[static_cast<size_t>(clone)];
+      const CloneOp& c = plan_->clones[static_cast<size_t>(clone)];
       for (size_t k = 0; k < f_.operands_[o].size(); ++k) operands_.push_back(fromSource(plan_->operands[c.first + k]));
       return;
     }
     for (int v : f_.operands_[o]) operands_.push_back(Operand{v});
     if (!plan_) return;
     for (int r : rewiresOf_[static_cast<size_t>(origin_[static_cast<size_t>(i)])]) {
-      const remat::Rewire& w = plan_->rewires[static_cast<size_t>(r)];
+      const Rewire& w = plan_->rewires[static_cast<size_t>(r)];
       operands_[w.operand] = fromSource(w.to);
     }
   }
@@ -321,7 +318,7 @@ class StepGraphBuilder {
   }
 
   const StepFacts& f_;
-  const remat::RewritePlan* plan_;
+  const RewritePlan* plan_;
   StepGraph g_;
   std::vector<int> origin_;   // per new node: the facts' node it is (or copies)
   std::vector<int> cloneOf_;  // per new node: its clone index, or -1
@@ -336,42 +333,9 @@ class StepGraphBuilder {
   std::vector<int> firstProducer_;
 };
 
-StepGraph buildStepGraph(const StepFacts& facts, const remat::RewritePlan* plan) {
+StepGraph buildStepGraph(const StepFacts& facts, const RewritePlan* plan) {
   if (plan && plan->clones.empty() && plan->rewires.empty()) plan = nullptr;
   return StepGraphBuilder(facts, plan).build();
-}
-
-// ---- the peak ------------------------------------------------------------------------------------
-
-StepPeak stepPeak(const StepGraph& g, std::span<const int> order) {
-  const size_t steps = order.size();
-  StepPeak peak{g.persistentBytes, 0};
-  if (steps == 0) return peak;
-  std::vector<int> at(g.size(), 0);
-  for (size_t s = 0; s < steps; ++s) at[static_cast<size_t>(order[s])] = static_cast<int>(s);
-  std::vector<std::int64_t> delta(steps + 1, 0);
-  for (size_t grp = 0; grp < g.groupBytes.size(); ++grp) {
-    const int first = at[static_cast<size_t>(g.groupProducer[grp])];
-    int last = first;
-    if (g.groupPinned[grp]) last = static_cast<int>(steps) - 1;
-    else
-      for (int u : g.groupUsers[grp]) last = std::max(last, at[static_cast<size_t>(u)]);
-    delta[static_cast<size_t>(first)] += g.groupBytes[grp];
-    delta[static_cast<size_t>(last) + 1] -= g.groupBytes[grp];
-  }
-  std::int64_t running = g.persistentBytes;
-  for (size_t s = 0; s < steps; ++s) {
-    running += delta[s];
-    const std::int64_t live = running + g.workspace[static_cast<size_t>(order[s])];
-    if (live > peak.bytes) peak = StepPeak{live, static_cast<int>(s)};
-  }
-  return peak;
-}
-
-std::vector<int> programOrder(const StepGraph& g) {
-  std::vector<int> order(g.size());
-  std::iota(order.begin(), order.end(), 0);
-  return order;
 }
 
 }  // namespace gradc::passes

@@ -1,4 +1,4 @@
-#include "passes/liveness.h"
+#include "passes/memory/storage.h"
 
 #include <algorithm>
 #include <cassert>
@@ -183,6 +183,38 @@ std::int64_t matmulCopies(const ir::TensorType& ta, const Strides& sa, const ir:
 
 }  // namespace
 
+// ---- roles -------------------------------------------------------------------------------------
+
+StorageRole storageRoleOf(const ir::Value& owner) {
+  BufferKind kind = BufferKind::Activation;
+  switch (owner.kind()) {
+    case ir::ValueKind::Param:
+      kind = ir::getString(owner.attrs(), "role").value_or("") == "opt_state" ? BufferKind::OptState : BufferKind::Param;
+      break;
+    case ir::ValueKind::Input: kind = BufferKind::Input; break;
+    case ir::ValueKind::Result:
+      switch (owner.producer()->phase()) {
+        case ir::Phase::fwd: kind = BufferKind::Activation; break;
+        case ir::Phase::bwd: kind = BufferKind::Gradient; break;
+        case ir::Phase::opt: kind = BufferKind::Optimizer; break;
+        case ir::Phase::recompute: kind = BufferKind::Recompute; break;
+        case ir::Phase::comm: kind = BufferKind::Comm; break;
+      }
+      return StorageRole{kind, Residency::Step};
+  }
+  return StorageRole{kind, ir::defaultResidency(kind)};
+}
+
+std::vector<const ir::Value*> persistentValues(const ir::Graph& graph) {
+  std::vector<const ir::Value*> out;
+  out.reserve(graph.params().size() + graph.inputs().size());
+  for (const auto& p : graph.params())
+    if (storageRoleOf(*p).residency == Residency::Persistent) out.push_back(p.get());
+  for (const auto& in : graph.inputs())
+    if (storageRoleOf(*in).residency == Residency::Persistent) out.push_back(in.get());
+  return out;
+}
+
 // ---- the storage model -------------------------------------------------------------------------
 
 bool StorageModel::contiguous(const ir::Value* v) const { return isContiguous(v->type().shape, strides(v)); }
@@ -202,6 +234,7 @@ StorageModel analyzeStorage(const ir::Graph& graph) {
   m.valueIndex_ = IdIndex<ir::Value>(graph.valueIdBound());
   m.info_.reserve(graph.valueIdBound());
   m.nodeIndex_ = IdIndex<ir::Node>(graph.nodeIdBound());
+  const int threads = graph.kernelThreads();  // the plan's parameter (ir::Graph::kernelThreads)
   for (const auto& p : graph.params())
     m.add(p.get(), StorageModel::Info{p.get(), contiguousStrides(p->type().shape)});
   for (const auto& in : graph.inputs())
@@ -245,93 +278,11 @@ StorageModel analyzeStorage(const ir::Graph& graph) {
         }
         break;
     }
-    std::int64_t workspace = node.workspaceBytes() + copies;
+    std::int64_t workspace = node.workspaceBytes(threads) + copies;
     if (workspace > 0 && m.nodeIndex_.insert(&node, static_cast<int>(m.nodes_.size())))
       m.nodes_.push_back(StorageModel::NodeCost{workspace, copies});
   }
   return m;
-}
-
-// ---- liveness ----------------------------------------------------------------------------------
-
-namespace {
-BufferKind kindOfResult(const ir::Node& node) {
-  switch (node.phase()) {
-    case ir::Phase::fwd: return BufferKind::Activation;
-    case ir::Phase::bwd: return BufferKind::Gradient;
-    case ir::Phase::opt: return BufferKind::Optimizer;
-    case ir::Phase::recompute: return BufferKind::Recompute;
-    case ir::Phase::comm: return BufferKind::Comm;
-  }
-  return BufferKind::Activation;
-}
-}  // namespace
-
-Liveness analyzeLiveness(const ir::Graph& graph) {
-  std::vector<const ir::Node*> order;
-  order.reserve(graph.numNodes());
-  for (const auto& n : graph.nodes()) order.push_back(n.get());
-  return analyzeLiveness(graph, analyzeStorage(graph), order);
-}
-
-Liveness analyzeLiveness(const ir::Graph& graph, const StorageModel& storage, std::span<const ir::Node* const> order) {
-  Liveness l;
-  l.bufferOf = IdIndex<ir::Value>(graph.valueIdBound());
-  const int steps = static_cast<int>(order.size());
-  const int last = std::max(steps - 1, 0);
-  auto persistent = [&](const ir::Value* v, BufferKind kind) {
-    l.bufferOf.insert(v, static_cast<int>(l.buffers.size()));
-    l.buffers.push_back(Buffer{kind, v->type().bytes(), 0, last, v, {}});
-    l.persistentBytes += v->type().bytes();
-  };
-  for (const auto& p : graph.params())
-    persistent(p.get(), ir::getString(p->attrs(), "role").value_or("") == "opt_state" ? BufferKind::OptState
-                                                                                       : BufferKind::Param);
-  for (const auto& in : graph.inputs()) persistent(in.get(), BufferKind::Input);
-
-  l.workspaceBytes.assign(static_cast<size_t>(steps), 0);
-  l.copyBytes.assign(static_cast<size_t>(steps), 0);
-  for (int i = 0; i < steps; ++i) {
-    const ir::Node& node = *order[static_cast<size_t>(i)];
-    l.workspaceBytes[static_cast<size_t>(i)] = storage.workspaceBytes(&node);
-    l.copyBytes[static_cast<size_t>(i)] = storage.copyBytes(&node);
-    for (size_t r = 0; r < node.numResults(); ++r) {
-      const ir::Value* v = node.result(r);
-      if (storage.isView(v)) {
-        const auto source = static_cast<size_t>(l.bufferOf.get(storage.owner(v)));
-        l.bufferOf.insert(v, static_cast<int>(source));
-        l.buffers[source].aliases.push_back(v);
-        continue;
-      }
-      l.bufferOf.insert(v, static_cast<int>(l.buffers.size()));
-      l.buffers.push_back(Buffer{kindOfResult(node), v->type().bytes(), i, i, v, {}});
-    }
-    for (const ir::Value* operand : node.operands()) {
-      Buffer& b = l.buffers[static_cast<size_t>(l.bufferOf.get(operand))];
-      b.lastStep = std::max(b.lastStep, i);
-    }
-  }
-  for (const ir::GraphOutput& out : graph.outputs())
-    l.buffers[static_cast<size_t>(l.bufferOf.get(out.value))].lastStep = last;
-
-  // Difference array over steps: +bytes at firstStep, -bytes after lastStep.
-  std::vector<std::int64_t> delta(static_cast<size_t>(last) + 2, 0);
-  for (const Buffer& b : l.buffers) {
-    delta[static_cast<size_t>(b.firstStep)] += b.bytes;
-    delta[static_cast<size_t>(b.lastStep) + 1] -= b.bytes;
-  }
-  l.liveBytes.assign(static_cast<size_t>(steps), 0);
-  std::int64_t running = 0;
-  l.peakBytes = l.persistentBytes;
-  for (int i = 0; i < steps; ++i) {
-    running += delta[static_cast<size_t>(i)];
-    l.liveBytes[static_cast<size_t>(i)] = running + l.workspaceBytes[static_cast<size_t>(i)];
-    if (l.liveBytes[static_cast<size_t>(i)] > l.peakBytes) {
-      l.peakBytes = l.liveBytes[static_cast<size_t>(i)];
-      l.peakStep = i;
-    }
-  }
-  return l;
 }
 
 }  // namespace gradc::passes

@@ -1,13 +1,14 @@
 // StepGraph: a training step's dependence and storage facts over dense indices -- all that the
-// schedule pass (passes/schedule.h), the liveness peak and the peak lower bound
-// (passes/peak_bound.h) read -- built from a graph, or from a graph and a remat rewrite plan
-// without creating a node. The remat planner measures each proposal on one of these instead of
-// rewriting the IR and undoing the rewrite (one set of flat arrays per proposal, no per-node
-// allocation).
+// schedule pass (passes/schedule.h), the liveness sweep (passes/memory/lifetimes.h) and the peak
+// lower bound (passes/memory/peak_bound.h) read -- built from a graph, or from a graph and a
+// rewrite plan (passes/memory/rewrite_plan.h) without creating a node. The remat planner
+// measures each proposal on one of these instead of rewriting the IR and undoing the rewrite
+// (one set of flat arrays per proposal, no per-node allocation).
 //
-// Model: exactly passes/liveness.h's. A storage group is a result that owns its storage (views
-// join their owner's group, operand 0's); parameters and inputs have no group (alive throughout,
-// in persistentBytes). A node allocates the groups it owns when it runs; a group is freed after
+// Model: the storage model's (passes/memory/storage.h). A storage group is a step-scoped result
+// that owns its storage (views join their owner's group, operand 0's); persistent values
+// (storageRoleOf: parameters, optimizer state, inputs) have no group and are counted in
+// persistentBytes. A node allocates the groups it owns when it runs; a group is freed after
 // the last node that reads it through any alias; groups of graph outputs (pinned) live to the
 // end.
 //
@@ -24,8 +25,8 @@
 // every proposal of every strategy):
 //   - buildStepGraph(StepFacts(g), &plan) equals buildStepGraph(StepFacts(applyRewrite(g, plan)))
 //     field by field;
-//   - stepPeak(buildStepGraph(StepFacts(g)), order) == analyzeLiveness(g, storage, order).peakBytes
-//     (and its step) for every topological order;
+//   - analyzeLiveness (passes/memory/liveness.h) is the sweep over buildStepGraph(StepFacts(g)),
+//     so the plan's buffers and every peak the planners compare come from one model;
 //   - groups are numbered in node order: node i owns groups [groupStart[i], groupStart[i+1]).
 #pragma once
 
@@ -35,14 +36,12 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "passes/adjacency.h"
-#include "passes/liveness.h"
+#include "passes/memory/adjacency.h"
+#include "passes/memory/storage.h"
 
 namespace gradc::passes {
 
-namespace remat {
 struct RewritePlan;
-}
 
 enum StepFlag : std::uint8_t {
   kStepRecompute = 1,          // phase recompute (a clone, or a node the graph already recomputes)
@@ -109,17 +108,7 @@ struct StepGraph {
 };
 
 // The step graph of the facts' graph, or (plan != nullptr) of the graph that
-// remat::applyRewrite(graph, *plan) would make, without touching the graph.
-StepGraph buildStepGraph(const StepFacts& facts, const remat::RewritePlan* plan = nullptr);
-
-// The peak of the liveness model over `order` (a topological order of node indices) and the
-// first step reaching it: analyzeLiveness's peakBytes and peakStep, without its buffers.
-struct StepPeak {
-  std::int64_t bytes = 0;
-  int step = 0;
-};
-StepPeak stepPeak(const StepGraph& graph, std::span<const int> order);
-// The identity order 0 .. n-1 (the graph's program order).
-std::vector<int> programOrder(const StepGraph& graph);
+// applying the plan (remat::applyRewrite) would make, without touching the graph.
+StepGraph buildStepGraph(const StepFacts& facts, const RewritePlan* plan = nullptr);
 
 }  // namespace gradc::passes

@@ -1,4 +1,4 @@
-#include "passes/memory_plan.h"
+#include "passes/memory/memory_plan.h"
 
 #include <algorithm>
 #include <map>
@@ -7,7 +7,7 @@
 #include "ir/arena_overlap.h"
 #include "ir/printer.h"
 #include "passes/fuse_loss.h"
-#include "passes/liveness.h"
+#include "passes/memory/liveness.h"
 
 namespace gradc::passes {
 
@@ -235,8 +235,8 @@ MemoryPlan planMemory(const ir::Graph& graph) {
     pb.size = b.bytes;
     pb.firstStep = b.firstStep;
     pb.lastStep = b.lastStep;
-    const bool persistent = v.kind() != ir::ValueKind::Result;
-    pb.residency = persistent ? ir::Residency::Persistent : ir::Residency::Step;
+    const bool persistent = b.residency == ir::Residency::Persistent;
+    pb.residency = b.residency;
     if (v.kind() == ir::ValueKind::Param) pb.specName = layerOfParam(v);
     else if (v.kind() == ir::ValueKind::Input) pb.specName = v.name();
     else {

@@ -1,16 +1,16 @@
 // A lower bound on the peak of every execution order of a graph, cheap enough to prune budget
-// decisions before scheduling (passes/remat.cpp).
+// decisions before scheduling (passes/plan/proposal_set.h).
 //
 // Bound at a node v: whatever order the schedule pass picks, while v runs these are alive:
 //   - the persistent bytes (parameters, optimizer state, inputs);
-//   - v's workspace (op table + hidden copies, passes/liveness.h) and v's own results;
+//   - v's workspace (op table + hidden copies, passes/memory/liveness.h) and v's own results;
 //   - every other storage buffer (a result that owns its storage; views join their owner's)
 //     whose producer is an ancestor of v and that is read by v or a descendant of v, or is a
 //     graph output (kept to the end): its producer must have run before v and its reader after.
 // Ancestors and descendants follow data edges only; the order edges the scheduler adds
 // (in-place updates, collectives) only remove orders, so the bound stays a bound.
 //
-// Algorithm: on the step graph (passes/step_graph.h), one backward walk from v (ancestors) and
+// Algorithm: on the step graph (passes/memory/step_graph.h), one backward walk from v (ancestors) and
 // one forward walk (descendants), then one pass over the nodes. O(nodes + uses) per node bounded; peakLowerBoundNear adds one pass for
 // the longest paths.
 //
@@ -23,8 +23,8 @@
 #include <span>
 
 #include "ir/graph.h"
-#include "passes/liveness.h"
-#include "passes/step_graph.h"
+#include "passes/memory/storage.h"
+#include "passes/memory/step_graph.h"
 
 namespace gradc::passes {
 

@@ -1,5 +1,5 @@
 // Adjacency lists over dense node (or group) indices, all in one array (compressed rows), for
-// the planners' dependence graphs (passes/schedule.cpp, passes/peak_bound.cpp): one allocation
+// the planners' dependence graphs (passes/schedule.cpp, passes/memory/peak_bound.cpp): one allocation
 // per graph instead of one per node.
 #pragma once
 

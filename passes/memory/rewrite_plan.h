@@ -1,8 +1,8 @@
-// A recompute rewrite as data: the clones of forward nodes to insert and the operands to
-// rewire to them. remat's planner writes one (remat::planRewrite, passes/remat_strategies.h) and
-// applies it (remat::applyRewrite); the step graph (passes/step_graph.h) measures the graph it
-// would make without touching the graph. A description both read, so neither depends on the
-// other.
+// A graph edit as data: copies of existing nodes to insert, and operands to rewire to them.
+// The recompute planner writes one (remat::planRewrite, passes/remat_strategies.h) and applies
+// it (remat::applyRewrite); the memory model's step graph (passes/memory/step_graph.h) measures
+// the graph it would make without touching the graph. A neutral description both read: the
+// memory model does not depend on remat.
 #pragma once
 
 #include <cstddef>
@@ -11,10 +11,10 @@
 
 #include "ir/graph.h"
 
-namespace gradc::passes::remat {
+namespace gradc::passes {
 
-// Where a recompute node reads an operand: an original value, or a result of an earlier clone.
-struct Source {
+// Where an inserted copy (or a rewired operand) reads: an original value, or a result of an earlier clone.
+struct RewriteSource {
   const ir::Value* value = nullptr;
   int clone = -1;
   unsigned result = 0;
@@ -28,14 +28,14 @@ struct CloneOp {
 struct Rewire {
   ir::Node* node;
   unsigned operand;
-  Source to;
+  RewriteSource to;
 };
 struct RewritePlan {
   std::vector<CloneOp> clones;  // in creation order (a valid program order)
-  std::vector<Source> operands;
+  std::vector<RewriteSource> operands;
   std::vector<Rewire> rewires;
   std::int64_t recomputeFlops = 0;
   int onDemandClones = 0;  // clones the plan did not schedule (recomputed where needed)
 };
 
-}  // namespace gradc::passes::remat
+}  // namespace gradc::passes

@@ -1,7 +1,7 @@
 // Memory plan: every byte a training step holds on a device, when, and where.
 //
 // Input: a graph in schedule order (after the schedule pass). Stages:
-//   1. Liveness (passes/liveness.h): one buffer per storage (views share their owner's), each
+//   1. Liveness (passes/memory/liveness.h): one buffer per storage (views share their owner's), each
 //      alive over an inclusive interval of steps; a workspace buffer per step that needs one
 //      (op-table workspace and hidden copies of strided operands), alive during that step only.
 //      The timeline is the live bytes per step; the predicted peak is its maximum (at least the
