@@ -86,10 +86,7 @@ std::int64_t Node::workspaceBytes(int kernelThreads) const {
 
 int Graph::kernelThreads() const { return static_cast<int>(std::max<std::int64_t>(getInt(attrs_, "kernel_threads").value_or(1), 1)); }
 
-void Graph::setKernelThreads(int threads) {
-  if (threads > 1) attrs_["kernel_threads"] = std::int64_t{threads};
-  else attrs_.erase("kernel_threads");
-}
+void Graph::setKernelThreads(int threads) { attrs_["kernel_threads"] = std::int64_t{std::max(threads, 1)}; }
 
 Graph::~Graph() { releaseNodes(); }
 

@@ -157,8 +157,9 @@ class Graph {
   AttrMap& attrs() { return attrs_; }
   // Intra-op threads the graph's kernels run with, a parameter of its plan: kernels that keep
   // per-thread partial results (layer_norm_backward's weight and bias gradients) need
-  // workspace in proportion. The graph attribute "kernel_threads", absent for 1. Passes derive
-  // graphs with their source's attributes, so it is set once, on the graph a build starts from.
+  // workspace in proportion. The graph attribute "kernel_threads"; a graph without it is
+  // planned for 1 (`--emit ir` and `--emit plan` do not set it). Passes derive graphs with
+  // their source's attributes, so it is set once, on the graph a build starts from.
   int kernelThreads() const;
   void setKernelThreads(int threads);
 

@@ -45,7 +45,7 @@ using CostFn = std::int64_t (*)(const OpContext& ctx, std::span<const TensorType
 using IndexBoundFn = std::optional<std::int64_t> (*)(const OpContext& ctx, size_t operand);
 
 // How a view op's results get their strides from operand 0's (OpInfo::viewLayout; the memory
-// planner's storage model implements each, passes/memory/liveness.cpp).
+// planner's storage model implements each, passes/memory/storage.cpp).
 enum class ViewLayout {
   None,         // not a view
   Transpose,    // two axes swapped (attributes dim0, dim1)
@@ -56,7 +56,7 @@ enum class ViewLayout {
 };
 
 // How the op's kernel reads strided operands (OpInfo::stridedReads), for the planner's hidden
-// copies (passes/memory/liveness.h). Mirrors runtime/kernels_*.cpp.
+// copies (passes/memory/storage.h). Mirrors runtime/kernels_*.cpp.
 enum class StridedReads {
   Copied,   // ATen copies every strided operand to contiguous memory for the call (the default)
   InPlace,  // reads any strides in place (TensorIterator ops, concatenation, reductions, scatters)
@@ -88,6 +88,7 @@ enum class OpRole : std::uint8_t {
   ClassificationLoss,      // cross_entropy
   FusedLinearLoss,         // linear_cross_entropy: an LM head fused into its loss
   FusedRegion,             // fused: a region of elementwise ops as one generated kernel
+  LinearLayer,             // linear: x @ W^T (+ b), the LM head a fused loss can absorb
 };
 
 struct OpInfo {
@@ -126,6 +127,11 @@ struct OpInfo {
   // the optimizer state it updates in place (adamw_step's m and v; sgd_step's momentum buffer).
   int stateBegin = 0;
   int stateEnd = 0;
+  // Optimizer updates: the op applying the same update to a ZeRO rank's shard of a bucket
+  // (ShardedOptimizerUpdate, passes/shard_state.h). Its operands: the bucket's parameters, their
+  // gradients (or the reduced gradient shard), then this op's operands after the gradient in
+  // this op's order, the state operands replaced by their shards.
+  std::string_view shardedForm;
   std::string_view summary;         // one line for docs and error hints
 };
 

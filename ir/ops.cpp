@@ -305,6 +305,7 @@ std::vector<OpInfo> forwardOps() {
        .stridedReads = StridedReads::Matmul,
        .summary = "batched matrix product [..., m, k] @ [..., k, n] -> [..., m, n], batch dims broadcast"},
       {.name = "linear", .minInputs = 2, .maxInputs = 3, .infer = inferLinear, .flops = flopsLinear,
+       .role = OpRole::LinearLayer,
        .summary = "x[..., in] @ weight[out, in]^T (+ bias[out]) -> [..., out]"},
       {.name = "relu", .minInputs = 1, .maxInputs = 1, .infer = inferUnaryFloat, .flops = perResultElement<1>,
        .elementwise = true, .stridedReads = StridedReads::InPlace,

@@ -390,7 +390,7 @@ std::vector<OpInfo> trainingOps() {
                  {"weight_decay", AttrKind::Float, true, "L2 penalty added to the gradient"}},
        .infer = inferSgdStep, .flops = flopsSgdStep, .workspaceBytes = workspaceSgdStep, .sideEffects = true,
        .stridedReads = StridedReads::InPlace,
-       .role = OpRole::OptimizerUpdate, .stateBegin = 4, .stateEnd = 5,
+       .role = OpRole::OptimizerUpdate, .stateBegin = 4, .stateEnd = 5, .shardedForm = "sgd_shard_step",
        .summary = "(param, grad, lr, grad_scale[, momentum_buf]): PyTorch SGD update, in place"},
       {.name = "adamw_step", .minInputs = 7, .maxInputs = 7,
        .attrs = {{"beta1", AttrKind::Float, true, "first-moment decay"},
@@ -401,7 +401,7 @@ std::vector<OpInfo> trainingOps() {
                   "one pass over param, grad and moments (set by the fuse pass; default: PyTorch's op-by-op update)"}},
        .infer = inferAdamwStep, .flops = flopsAdamwStep, .workspaceBytes = workspaceAdamwStep, .sideEffects = true,
        .stridedReads = StridedReads::InPlace,
-       .role = OpRole::OptimizerUpdate, .stateBegin = 2, .stateEnd = 4,
+       .role = OpRole::OptimizerUpdate, .stateBegin = 2, .stateEnd = 4, .shardedForm = "adamw_shard_step",
        .summary = "(param, grad, m, v, lr, step, grad_scale): PyTorch AdamW update, in place"},
   };
 }

@@ -32,7 +32,7 @@ ir::Node* fusableHead(const ir::Node& loss, std::string* why = nullptr) {
     return refuse("has label_smoothing, which the fused loss does not support yet (its targets are one-hot)");
   ir::Value* logits = loss.operand(0);
   ir::Node* head = logits->producer();
-  if (!head || head->opName() != "linear" || head->phase() != ir::Phase::fwd)
+  if (!head || head->op().role != ir::OpRole::LinearLayer || head->phase() != ir::Phase::fwd)
     return refuse("does not read a linear layer's output (the fused loss needs cross_entropy of a linear layer)");
   if (logits->isGraphOutput() || logits->uses().size() != 1)
     return refuse("reads logits that are also used elsewhere, so they must exist whole");

@@ -101,8 +101,14 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
   // update: every update of the bucket must agree on them, except weight decay, which a decay
   // group may leave off (0) for some parameters: those the sharded update lists in
   // no_decay_parts, and the bucket's decay is that of the others.
-  const std::string kind(buckets[0].updates[0]->opName());
-  const size_t scalarsFrom = kind == "adamw_step" ? 4 : 2, scalars = kind == "adamw_step" ? 3 : 2;
+  // An update's operands other than its parameter, gradient and state (OpInfo::stateBegin/End):
+  // the learning rate, step and gradient scale, which one sharded update shares.
+  auto sharedScalars = [](const ir::Node& update) {
+    std::vector<size_t> at;
+    for (size_t i = 2; i < update.numOperands(); ++i)
+      if (static_cast<int>(i) < update.op().stateBegin || static_cast<int>(i) >= update.op().stateEnd) at.push_back(i);
+    return at;
+  };
   auto withoutDecay = [](const ir::AttrMap& attrs) {
     ir::AttrMap rest = attrs;
     rest.erase("weight_decay");
@@ -112,6 +118,8 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
   for (size_t k = 0; k < buckets.size(); ++k) {
     const Bucket& b = buckets[k];
     const ir::Node& first = *b.updates[0];
+    if (first.op().shardedForm.empty())
+      return internalError("optimizer-state sharding", "the update op '" + std::string(first.opName()) + "' has no sharded form");
     const ir::AttrMap firstRest = withoutDecay(first.attrs());
     for (const ir::Node* u : b.updates) {
       const double decay = ir::getFloat(u->attrs(), "weight_decay").value_or(0.0);
@@ -119,7 +127,7 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
                   u->numOperands() == first.numOperands() &&
                   (decay == 0.0 || bucketDecay[k] == 0.0 || decay == bucketDecay[k]);
       if (decay != 0.0) bucketDecay[k] = decay;
-      for (size_t i = scalarsFrom; same && i < scalarsFrom + scalars; ++i) same = u->operand(i) == first.operand(i);
+      for (size_t i : sharedScalars(first)) same = same && u->operand(i) == first.operand(i);
       if (!same)
         return Error{"optimizer-state sharding: the updates of bucket " + std::to_string(b.number) +
                      " differ in op, hyperparameters or step scalars; one sharded update cannot apply them"};
@@ -205,18 +213,15 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
       if (bucketDecay[k] != 0.0 && ir::getFloat(b.updates[i]->attrs(), "weight_decay").value_or(0.0) == 0.0)
         noDecay.push_back(static_cast<std::int64_t>(i));
     if (!noDecay.empty()) attrs["no_decay_parts"] = std::move(noDecay);
-    Expected<ir::Node*> update = nullptr;
-    if (kind == "adamw_step") {
-      // (p, grad, m, v, lr, step, scale)
-      for (ir::Value* v : state) operands.push_back(v);
-      for (size_t i : {4, 5, 6}) operands.push_back(first.operand(i));
-      update = emitAt(g, nullptr, "adamw_shard_step", operands, attrs, ir::Phase::opt);
-    } else {
-      // (p, grad, lr, scale[, momentum])
-      for (size_t i : {2, 3}) operands.push_back(first.operand(i));
-      for (ir::Value* v : state) operands.push_back(v);
-      update = emitAt(g, nullptr, "sgd_shard_step", operands, attrs, ir::Phase::opt);
+    // The update's operands after its gradient, in its order, its state replaced by the shards
+    // (adamw: m, v, lr, step, scale; sgd: lr, scale[, momentum]).
+    const int stateBegin = first.op().stateBegin;
+    for (size_t i = 2; i < first.numOperands(); ++i) {
+      const int at = static_cast<int>(i);
+      operands.push_back(at >= stateBegin && at < first.op().stateEnd ? state[static_cast<size_t>(at - stateBegin)]
+                                                                       : first.operand(i));
     }
+    Expected<ir::Node*> update = emitAt(g, nullptr, first.op().shardedForm, operands, attrs, ir::Phase::opt);
     if (!update) return update.error();
     shardUpdates.push_back(*update);
   }

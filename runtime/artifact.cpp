@@ -288,11 +288,13 @@ Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifes
   if (variant == StepVariant::reference && needsGeneratedKernels(*graph))
     return corrupted(graphFile, "the reference step runs generated kernels, which it never has");
   // The plan's workspaces were sized for the graph's kernel_threads, and the runtime runs with
-  // the manifest's count. (A graph without the attribute was written before it was recorded
-  // there, when the manifest's count was the one planned for.)
-  if (ir::getInt(graph->attrs(), "kernel_threads") && graph->kernelThreads() != manifest.kernelThreads)
-    return corrupted(graphFile, "its plan was made for " + std::to_string(graph->kernelThreads()) +
-                                    " intra-op threads, but the manifest runs " + std::to_string(manifest.kernelThreads));
+  // the manifest's count. (Every artifact's graph records it; one without the attribute was
+  // written before it did, when the manifest's count was the one planned for.)
+  if (ir::getInt(graph->attrs(), "kernel_threads") && graph->kernelThreads() != manifest.kernelThreads) {
+    auto threads = [](int n) { return std::to_string(n) + " intra-op thread" + (n == 1 ? "" : "s"); };
+    return corrupted(graphFile, "its plan was made for " + threads(graph->kernelThreads()) + ", but the manifest runs " +
+                                    threads(manifest.kernelThreads));
+  }
   Expected<ir::MemoryPlan> plan = loadPlanFile(dir / files->second);
   if (!plan) return plan.error();
   RankProgram program{std::move(*graph), std::move(*plan), nullptr, std::nullopt};

@@ -331,7 +331,7 @@ Status checkResults(const ir::Node& node, std::span<const at::Tensor> results,
       return Error{"kernel '" + std::string(node.opName()) + "' result " + std::to_string(i) + " is " +
                    describeTensor(results[i]) + ", the IR type is " + ir::toString(expected)};
     if (node.op().view) continue;
-    // The memory planner's model of non-view ops (passes/memory/liveness.h).
+    // The memory planner's model of non-view ops (passes/memory/storage.h).
     if (!results[i].is_contiguous())
       return Error{"kernel '" + std::string(node.opName()) + "' result " + std::to_string(i) +
                    " is not contiguous (non-view kernels return fresh contiguous tensors)"};

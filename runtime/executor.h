@@ -218,7 +218,7 @@ std::string describeTensor(const at::Tensor& tensor);
 
 // Ok when the kernel's results are exactly the node's IR results (count, dtype, shape) and,
 // for ops that are not views (OpInfo::view), fresh: contiguous and sharing no storage with the
-// operands -- the memory planner's model (passes/memory/liveness.h). Otherwise an Error naming the
+// operands -- the memory planner's model (passes/memory/storage.h). Otherwise an Error naming the
 // node. The executor runs it after every node: a mismatch is a kernel bug, and catching it at
 // the node saves a long hunt downstream.
 Status checkResults(const ir::Node& node, std::span<const at::Tensor> results,

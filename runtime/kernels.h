@@ -19,7 +19,7 @@
 //    here accepts strided inputs, so materialising them would only cost memory and time.
 //    Every other kernel returns fresh, contiguous storage (also sum_to when nothing was
 //    broadcast and dropout with p = 0 copy), which the executor checks, so the memory
-//    planner's aliasing model (passes/memory/liveness.h) is exact.
+//    planner's aliasing model (passes/memory/storage.h) is exact.
 //    Memory consequences, for whoever plans or measures memory: a view costs no bytes of
 //    its own but keeps its base's whole buffer alive until the view dies (a select of one
 //    row pins the full tensor; the parts of a split share one buffer until the last part

@@ -108,7 +108,7 @@ using Results = std::vector<at::Tensor>;
 
 // ---- memory behaviour --------------------------------------------------------------------------
 //
-// What the memory planner assumes (passes/memory/liveness.h), and these kernels guarantee: a non-view
+// What the memory planner assumes (passes/memory/storage.h), and these kernels guarantee: a non-view
 // op writes its results into resultBuffer() -- the planned arena buffer, or a fresh tensor --
 // contiguous, sharing no storage with its operands. The `_out` variants run the same
 // arithmetic as the functional ATen ops (same TensorIterator loops, same bits) and read

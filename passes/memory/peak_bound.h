@@ -3,7 +3,7 @@
 //
 // Bound at a node v: whatever order the schedule pass picks, while v runs these are alive:
 //   - the persistent bytes (parameters, optimizer state, inputs);
-//   - v's workspace (op table + hidden copies, passes/memory/liveness.h) and v's own results;
+//   - v's workspace (op table + hidden copies, passes/memory/storage.h) and v's own results;
 //   - every other storage buffer (a result that owns its storage; views join their owner's)
 //     whose producer is an ancestor of v and that is read by v or a descendant of v, or is a
 //     graph output (kept to the end): its producer must have run before v and its reader after.

@@ -17,8 +17,9 @@
 //      chunks), then a fixed strategy rank (none, selective, chain, sqrt, memory-poor), then
 //      proposal index. Neither the proposals nor this order depend on the budget. A fused
 //      graph's proposals are measured at each of its chunk counts.
-//   4. With a budget: the first proposal in that order whose scheduled peak (the rewrite
-//      applied, the schedule pass's order, its liveness, the rewrite undone) is <= the budget:
+//   4. With a budget: the first proposal in that order whose scheduled peak (the schedule
+//      pass's order over the step graph the rewrite would make, passes/memory/step_graph.h) is
+//      <= the budget:
 //      the peak the emitted memory plan will have, not the input order's (which the schedule
 //      pass can lower by a sixth). Scheduling is the costly part, so each proposal first gets
 //      two cheap facts: its program-order peak (an upper bound: the schedule never does worse

@@ -65,7 +65,7 @@ struct ProposalGraph {
   int microBatches = 1;
   std::vector<int> lossChunks;  // the counts to measure; {current} when not varied (0: unfused)
   int shardStage = 0;
-  std::shared_ptr<const remat::Analysis> analysis;  // shared by choosers over the same graph
+  std::shared_ptr<const remat::Analysis> analysis;  // shared by the sets over the same graph
   std::vector<remat::Candidate> candidates;
 };
 
@@ -80,16 +80,16 @@ struct Proposal {
   int rank;
 };
 
-// One memo entry, worked out once: the first proposals to need it computes it holding the
-// entry's lock; a proposals on another thread that needs it meanwhile waits for it instead of
-// computing it again.
+// One memo entry, worked out once: the first set to need it computes it holding the entry's
+// lock; a set on another thread that needs it meanwhile waits for it instead of computing it
+// again.
 template <typename T>
 struct Slot {
   std::mutex lock;
   std::optional<T> value;
 };
 
-// What a proposals has worked out, by graph index, and choosers over the same graphs (different
+// What a set has worked out, by graph index, and sets over the same graphs (different
 // strategies, possibly on different threads: summarizeStrategies) share: a proposal's
 // description names its plan, so rewrite plans are kept by (graph, description), measurements
 // by (graph, description, loss chunks), and step facts by (graph, loss chunks). Map entries
@@ -111,9 +111,9 @@ struct Measurements {
 
 class ProposalSet {
  public:
-  // With `shared`, measurements are kept there (for other choosers over the same graphs).
+  // With `shared`, measurements are kept there (for other sets over the same graphs).
   explicit ProposalSet(Measurements* shared = nullptr) : known_(shared ? shared : &own_) {}
-  ProposalSet(const ProposalSet&) = delete;  // known_ may point into the proposals itself
+  ProposalSet(const ProposalSet&) = delete;  // known_ may point into the set itself
   ProposalSet& operator=(const ProposalSet&) = delete;
 
   // withPath: auto also proposes the free-recompute path (passes/remat_free_path.h), which

@@ -384,6 +384,24 @@ TEST_CASE("every op in the table has accepted and rejected inference cases") {
   }
 }
 
+TEST_CASE("op roles: every optimizer update names a sharded form that is a sharded update") {
+  int updates = 0;
+  for (const OpInfo& op : allOps()) {
+    if (op.role != OpRole::OptimizerUpdate) continue;
+    CAPTURE(op.name);
+    ++updates;
+    CHECK(op.stateBegin >= 2);  // parameter and gradient come first
+    CHECK(op.stateBegin < op.stateEnd);
+    const OpInfo* sharded = findOp(op.shardedForm);
+    REQUIRE(sharded);
+    CHECK(sharded->role == OpRole::ShardedOptimizerUpdate);
+    CHECK(sharded->sideEffects);
+  }
+  CHECK(updates == 2);  // adamw_step, sgd_step
+  REQUIRE(findOp("linear"));
+  CHECK(findOp("linear")->role == OpRole::LinearLayer);
+}
+
 TEST_CASE("layer_norm_backward's workspace is per intra-op thread: the graph's kernel_threads, a plan parameter") {
   const OpInfo* op = findOp("layer_norm_backward");
   REQUIRE(op);
@@ -399,8 +417,9 @@ TEST_CASE("layer_norm_backward's workspace is per intra-op thread: the graph's k
   g.setKernelThreads(6);
   CHECK(g.kernelThreads() == 6);
   CHECK(getInt(g.attrs(), "kernel_threads") == 6);
-  g.setKernelThreads(1);  // the default is not written: graphs planned for one thread print as before
-  CHECK(g.attrs().empty());
+  g.setKernelThreads(0);  // stated, so an artifact's graph always records its count
+  CHECK(g.kernelThreads() == 1);
+  CHECK(getInt(g.attrs(), "kernel_threads") == 1);
 }
 
 TEST_CASE("convolution workspace: one sample's im2col matrix, none for pointwise windows") {

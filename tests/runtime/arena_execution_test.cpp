@@ -82,11 +82,18 @@ passes::TrainingPlanOptions planOptions(const Case& c) {
   return o;
 }
 
-// The training step as `gradc train` builds it (tools/training_step.cpp).
-Step buildStep(const Case& c) {
+// The case's forward graph, planned for the runtime's threads (per-thread workspace is sized
+// for them), as `gradc train` plans it.
+ir::Graph forwardOf(const Case& c) {
   ir::Graph forward = c.dtype == "f32" ? testing::compileBundledModel(c.model, c.dims)
                                        : testing::compileBundledModelAs(c.model, c.dtype, c.dims);
-  forward.setKernelThreads(at::get_num_threads());  // the runtime's threads: per-thread workspace is planned for them
+  forward.setKernelThreads(at::get_num_threads());
+  return forward;
+}
+
+// The training step as `gradc train` builds it (tools/training_step.cpp).
+Step buildStep(const Case& c) {
+  const ir::Graph forward = forwardOf(c);
   Expected<passes::TrainingPlan> choice = passes::chooseTrainingPlan(forward, planOptions(c));
   REQUIRE_MESSAGE(choice.ok(), choice.error().message);
   Step step{std::move(choice->graph), {}};
@@ -234,7 +241,7 @@ TEST_CASE("arena execution: lstm-lm and lm-seed") {
   // nodes before the backward.
   Case path{"lstm-lm", {{"seq", "8"}, {"batch", "32"}, {"embed", "8"}, {"hidden", "16"}, {"vocab", "8"}}, "1", "auto"};
   const Expected<passes::TrainingPlan> refused =
-      passes::chooseTrainingPlan(testing::compileBundledModel(path.model, path.dims), planOptions(path));
+      passes::chooseTrainingPlan(forwardOf(path), planOptions(path));
   REQUIRE_FALSE(refused.ok());
   REQUIRE(refused.error().kind == ErrorKind::InfeasibleBudget);
   path.budget = std::to_string(refused.error().smallestFeasibleBytes);
