@@ -229,20 +229,20 @@ one, three = ln_workspace(sys.argv[1]), ln_workspace(sys.argv[2])
 sys.exit(0 if one and len(one) == len(three) and all(t > o for o, t in zip(one, three)) else 1)
 PY
 grep -q "kernel_threads = 1" "$work/T1/step.gir" && ok || bad "a graph planned for 1 thread does not say so"
-rm -rf "$work/T1-edited" && cp -r "$work/T1" "$work/T1-edited"
-sed -i 's/"kernel_threads": 1/"kernel_threads": 4/' "$work/T1-edited/manifest.json"
-python3 "$src/tests/cli/reseal_artifact.py" "$work/T1-edited"
-timeout 60 "$run_bin" "$work/T1-edited" --synthetic --steps 1 >/dev/null 2>"$work/err"
-rc=$?
-[ $rc -eq 2 ] && grep -q "made for 1 intra-op thread, but the manifest runs 4" "$work/err" && ok \
-  || bad "a 1-thread plan run with 4 threads: exit $rc, $(tail -1 "$work/err")"
-rm -rf "$work/T3-edited" && cp -r "$work/T3" "$work/T3-edited"
-sed -i 's/"kernel_threads": 3/"kernel_threads": 5/' "$work/T3-edited/manifest.json"
-python3 "$src/tests/cli/reseal_artifact.py" "$work/T3-edited"
-timeout 60 "$run_bin" "$work/T3-edited" --synthetic --steps 1 >/dev/null 2>"$work/err"
-rc=$?
-[ $rc -eq 2 ] && grep -q "made for 3 intra-op threads, but the manifest runs 5" "$work/err" && ok \
-  || bad "a manifest running other threads than planned: exit $rc, $(tail -1 "$work/err")"
+# runs_other_threads NAME PLANNED RUN EXPECTED: the artifact NAME's manifest edited to run RUN
+# threads (resealed) is refused with EXPECTED in its error.
+runs_other_threads() {
+  local name=$1 planned=$2 run=$3 expected=$4
+  rm -rf "$work/$name-edited" && cp -r "$work/$name" "$work/$name-edited"
+  sed -i "s/\"kernel_threads\": $planned/\"kernel_threads\": $run/" "$work/$name-edited/manifest.json"
+  python3 "$src/tests/cli/reseal_artifact.py" "$work/$name-edited"
+  timeout 60 "$run_bin" "$work/$name-edited" --synthetic --steps 1 >/dev/null 2>"$work/err"
+  local rc=$?
+  [ $rc -eq 2 ] && grep -q "$expected" "$work/err" && ok \
+    || bad "a $planned-thread plan run with $run threads: exit $rc, $(tail -1 "$work/err")"
+}
+runs_other_threads T1 1 4 "made for 1 intra-op thread, but the manifest runs 4"
+runs_other_threads T3 3 5 "made for 3 intra-op threads, but the manifest runs 5"
 
 echo "artifact cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
