@@ -137,14 +137,18 @@ Expected<std::int64_t> batchSize(const ir::Graph& forward) {
   return batch;
 }
 
+bool batchSplitsExactly(const ir::Graph& forward) {
+  for (const auto& n : forward.nodes())
+    if (n->op().batchStatistics) return false;
+  return batchMixingNode(forward) == nullptr;
+}
+
 std::vector<int> microBatchCandidates(const ir::Graph& forward) {
   std::vector<int> ks;
   Expected<std::int64_t> batch = batchSize(forward);
   if (!batch) return {1};
-  // Splitting would change batch statistics (OpInfo::batchStatistics): only an explicit count.
-  for (const auto& n : forward.nodes())
-    if (n->op().batchStatistics) return {1};
-  if (batchMixingNode(forward)) return {1};
+  // Splitting would change batch statistics or mix examples: only an explicit count.
+  if (!batchSplitsExactly(forward)) return {1};
   for (int k = 1; k <= kMaxAutoMicroBatches && k <= *batch; ++k)
     if (*batch % k == 0) ks.push_back(k);
   return ks;

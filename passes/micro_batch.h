@@ -53,6 +53,10 @@ Expected<ir::Graph> microBatchedGradients(ir::Graph&& forward, int k);
 // nullptr when there is none or the batch cannot be split.
 const ir::Node* batchMixingNode(const ir::Graph& forward);
 
+// Whether splitting the batch keeps the step's results: no batch statistics
+// (OpInfo::batchStatistics) and no node that mixes examples (batchMixingNode).
+bool batchSplitsExactly(const ir::Graph& forward);
+
 // What `--micro-batches auto` tries: the divisors of the batch up to kMaxAutoMicroBatches; only 1
 // for a graph with batch statistics (OpInfo::batchStatistics) or a node that mixes examples
 // (batchMixingNode), whose results a split would change.

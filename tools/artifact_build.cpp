@@ -20,19 +20,26 @@
 #include "tools/evaluation_step.h"
 #include "tools/output.h"
 #include "runtime/plan_json.h"
+#include "tools/batch_choice.h"
 #include "tools/spec_loading.h"
 
 namespace gradc::tools {
 
 int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
   int exitCode = kExitOk;
-  SpecSource source;
-  std::optional<ir::Graph> forward = loadSpec(r.spec, r.sets, exitCode, &source);
-  if (!forward) return exitCode;
   const int world = r.parallel.devices;
   const int threads = kernelThreadsFor(world);
-  forward->setKernelThreads(threads);  // the plan is made for the threads the runtime will run with
   const passes::OptimizerOptions opt = r.optimizer.options();
+  // --set batch=auto: chosen for the threads this artifact's plan is made for.
+  std::vector<std::string> sets = r.sets;
+  std::optional<BatchChoice> batch;
+  if (int code = resolveAutoBatch({r.spec, &r.memory, &r.parallel, opt, threads}, sets, batch); code != kExitOk)
+    return code;
+  if (batch && !r.quiet) std::cerr << batch->describe() << "\n";
+  SpecSource source;
+  std::optional<ir::Graph> forward = loadSpec(r.spec, sets, exitCode, &source);
+  if (!forward) return exitCode;
+  forward->setKernelThreads(threads);  // the plan is made for the threads the runtime will run with
   std::optional<passes::TrainingPlanOptions> planOptions = parseTrainingPlanOptions(r.memory, opt);
   if (!planOptions) return kExitUserError;
 
@@ -164,6 +171,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
                           {"remat", r.memory.remat},
                           {"micro_batches", r.memory.microBatches},
                           {"loss_chunks", r.memory.lossChunks},
+                          {"batch_multiple", r.memory.batchMultiple},
                           {"fuse", !r.memory.noFuse},
                           {"devices", world},
                           {"loss_placement", r.parallel.lossPlacement},
@@ -209,10 +217,14 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
               (first.shardStage == 1 ? " (optimizer state sharded)" : " (optimizer state and gradients sharded)");
     flags["parallel_summary"] = line;
   }
+  if (batch) {
+    flags["batch_search"] = batch->toJson();
+    flags["batch_summary"] = batch->describe();
+  }
   m.flagsJson = flags.dump();
   // What checkpoints record of the run's configuration (as before artifacts existed).
   nlohmann::json config = {{"spec", r.spec},
-                           {"set", r.sets},
+                           {"set", sets},
                            {"optimizer", r.optimizer.optimizer},
                            {"lr", r.optimizer.lr},
                            {"min_lr", opt.resolvedMinLr()},

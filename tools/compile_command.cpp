@@ -1,4 +1,4 @@
-// gradc compile SPEC [--set k=v]... [--emit ir|dot|summary|plan|llvm|ptx] [-o FILE] [--budget B] [--remat S]
+// gradc compile SPEC [--set k=v | --set batch=auto]... [--emit ir|dot|summary|plan|llvm|ptx] [-o FILE] [--budget B] [--remat S]
 //   [--micro-batches K|auto] [--loss-chunks K|auto|off] [--devices N] [--loss-placement local|gather] [--bucket-mib M]
 //
 // ir and dot describe the forward graph (with --devices N, rank 0's); summary describes it and adds every recompute
@@ -25,6 +25,7 @@
 #include "passes/schedule.h"
 #include "passes/shard_state.h"
 #include "tools/artifact_build.h"
+#include "tools/batch_choice.h"
 #include "tools/commands.h"
 #include "tools/compiler_heap.h"
 #include "tools/output.h"
@@ -186,7 +187,7 @@ std::optional<std::string> shardTable(const ir::Graph& forward, passes::Training
 // The forward graph's summary, then every recompute strategy's predicted peak and overhead on
 // the training step (AdamW), under --budget when given. The step takes the forward graph over
 // when nothing after it reads the forward (a large spec's summary then holds one graph, not two).
-int emitSummary(ir::Graph& fullForward, const CompileOptions& o) {
+int emitSummary(ir::Graph& fullForward, const CompileOptions& o, const std::optional<BatchChoice>& batch) {
   // With --devices N: rank 0's graph, so sizes and strategies are per device.
   std::optional<ir::Graph> partitioned;
   passes::TrainingPlanOptions options;
@@ -197,7 +198,8 @@ int emitSummary(ir::Graph& fullForward, const CompileOptions& o) {
     options.dataParallel = *o.parallel.forRank(0);
   }
   ir::Graph& forward = partitioned ? *partitioned : fullForward;
-  std::string text = formatSummary(forward, passes::computeGraphStats(forward));
+  std::string text = batch ? batch->describe() + "\n\n" : std::string();
+  text += formatSummary(forward, passes::computeGraphStats(forward));
   if (partitioned)
     text += "\n(rank 0 of " + std::to_string(o.parallel.devices) + " data-parallel ranks, loss placement " +
             o.parallel.lossPlacement + ": per-device sizes)\n";
@@ -276,8 +278,16 @@ int runCompile(const CompileOptions& o) {
     return buildArtifact(request, o.pipeline.output);
   }
   tuneHeapForCompiling();
+  // --set batch=auto: the batch is chosen first, then the spec compiled at it (plans made for
+  // one thread, as every --emit here).
+  std::vector<std::string> sets = o.sets;
+  std::optional<BatchChoice> batch;
+  if (int code = resolveAutoBatch({o.spec, &o.memory, &o.parallel, o.optimizer.options(), 0}, sets, batch);
+      code != kExitOk)
+    return code;
+  if (batch && o.pipeline.emit != "summary") std::cerr << batch->describe() << "\n";
   int exitCode = kExitOk;
-  std::optional<ir::Graph> graph = loadSpec(o.spec, o.sets, exitCode);
+  std::optional<ir::Graph> graph = loadSpec(o.spec, sets, exitCode);
   if (!graph) return exitCode;
   struct KeepForward {  // the spec's graph, however the command ends
     std::optional<ir::Graph>& graph;
@@ -294,7 +304,7 @@ int runCompile(const CompileOptions& o) {
     std::cerr << "gradc: error: " << ran.error().message << "\n";
     return kExitInternal;
   }
-  if (o.pipeline.emit == "summary") return emitSummary(*graph, o);
+  if (o.pipeline.emit == "summary") return emitSummary(*graph, o, batch);
   if (o.parallel.devices > 1) {
     std::optional<ir::Graph> local = rankZeroForward(*graph, o);
     return local ? emitGraph(*local, o.pipeline) : kExitUserError;

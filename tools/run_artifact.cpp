@@ -349,7 +349,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   const bool quiet = o.quiet || rank != 0;
   nlohmann::json flags = runtime::parseJsonBounded(manifest->flagsJson);
   if (!quiet) {
-    for (const char* key : {"summary", "parallel_summary"})
+    for (const char* key : {"summary", "batch_summary", "parallel_summary"})
       if (std::optional<std::string> line = flagText(flags, {key})) std::cerr << *line << "\n";
     if (variant == runtime::StepVariant::reference)
       if (std::optional<std::string> line = flagText(flags, {"reference", "summary"})) std::cerr << *line << "\n";

@@ -47,6 +47,9 @@ void MemoryFlags::addTo(CLI::App& cmd) {
   cmd.add_option("--max-recompute", maxRecompute,
                  "Consider only plans that recompute at most PCT percent of one forward's FLOPs")
       ->check(numberIn(0, 1e9, /*closedHigh=*/true));
+  cmd.add_option("--batch-multiple", batchMultiple,
+                 "With --set batch=auto: the batch searched is a multiple of N (per rank with --devices)")
+      ->check(integerIn(1, 1 << 20));
   cmd.add_flag("--no-fuse", noFuse,
                "Run every elementwise op as its own kernel (default: regions of elementwise ops are fused into "
                "generated kernels whose intermediates are never stored)");

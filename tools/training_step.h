@@ -30,6 +30,7 @@ struct MemoryFlags {
   std::string deviceReserve;        // --device-reserve: "" (none), "cuda" or a size
   std::string objective = "least-recompute";  // --objective (passes/plan/objective.h)
   double maxRecompute = -1;                   // --max-recompute PCT; negative: no cap
+  std::int64_t batchMultiple = 0;             // --batch-multiple N with --set batch=auto; 0: not given
 
   void addTo(CLI::App& cmd);
 };
