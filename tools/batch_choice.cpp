@@ -67,8 +67,8 @@ std::string BatchChoice::describe() const {
   if (search.chosen)
     line += fmt::format(" (predicted peak {}: {})", passes::formatBytes(search.chosen->peakBytes), search.chosen->plan);
   if (search.next)
-    line += fmt::format("; {} {} needs {} (its smallest feasible budget)", world > 1 ? "per-rank batch" : "batch",
-                        search.next->batch, passes::formatBytes(search.next->smallestFeasibleBytes));
+    line += fmt::format("; {} {} needs at least {}", world > 1 ? "per-rank batch" : "batch",
+                        search.next->batch, passes::formatBytesExact(search.next->smallestFeasibleBytes));
   if (search.reachedMax) line += "; larger batches were not searched";
   line += fmt::format("; {} {} planned in {:.1f} s", search.probes.size(),
                       plural(static_cast<std::int64_t>(search.probes.size()), "batch", "batches"), seconds);
