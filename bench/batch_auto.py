@@ -19,6 +19,7 @@ baseline exceeds the budget (the same measurement as gradc's). Each trial is a f
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -65,6 +66,77 @@ def gradc_side(runner, model, budget):
     return entry
 
 
+def step_run(runner, model, batch, flags, steps=4):
+    """One gradc train run at `batch`: median step time after the first, and the predicted step
+    time from the memory plan line."""
+    runner.count += 1
+    mfile = os.path.join(runner.tmp, f"s{runner.count}.json")
+    cmd = [runner.gradc, "train", runner.spec(model), "--set", f"batch={batch}", "--synthetic", "--steps", str(steps),
+           "--metrics-out", mfile] + flags
+    r = subprocess.run(cmd, capture_output=True, text=True, env=runner.env)
+    if r.returncode != 0:
+        return {"error": r.stderr.strip()[-300:]}
+    with open(mfile) as f:
+        times = [x["step_time_s"] for x in json.load(f)["steps"]][1:]
+    plan = next((line for line in r.stderr.splitlines() if line.startswith("memory plan:")), "")
+    predicted = None
+    if "predicted step time " in plan:
+        predicted = float(plan.split("predicted step time ", 1)[1].split(" s", 1)[0])
+    return {"measured_s": statistics.median(times), "predicted_s": predicted, "plan": plan.replace("memory plan: ", "")}
+
+
+def throughput_side(runner, model, budgets, log, repeats):
+    """--objective throughput: the chosen batch's measured samples/s against every batch it
+    compared (each planned for the least predicted time) and the largest batch's least-recompute
+    plan, measured `repeats` times in alternation; predicted vs measured step time."""
+    table = os.path.join(runner.tmp, "cost-table.json")
+    r = subprocess.run([runner.gradc, "train", runner.spec(model), "--synthetic", "--steps", "5", "--profile",
+                        "--cost-table-out", table], capture_output=True, text=True, env=runner.env)
+    if r.returncode != 0:
+        return {"error": r.stderr[-300:]}
+    with open(table) as f:
+        cost_table = json.load(f)
+    rows = []
+    for budget in budgets:
+        out = os.path.join(runner.tmp, f"tp-{model}-{budget}")
+        flags = ["--budget", str(budget), "--objective", "throughput", "--cost-table", table]
+        t0 = time.monotonic()
+        c = subprocess.run([runner.gradc, "compile", runner.spec(model), "--set", "batch=auto", "-o", out] + flags,
+                           capture_output=True, text=True, env=runner.env)
+        compile_s = time.monotonic() - t0
+        if c.returncode != 0:
+            rows.append({"budget_bytes": budget, "error": c.stderr[-300:]})
+            continue
+        with open(os.path.join(out, "manifest.json")) as f:
+            search = json.load(f)["flags"]["batch_search"]
+        batches = sorted({p["batch"] for p in search["probes"] + search.get("compared", []) if p["fits"]})
+        runs = {b: [] for b in batches}
+        largest = search["largest_per_rank"]
+        runs["largest, least-recompute"] = []
+        for _ in range(repeats):
+            for b in batches:
+                runs[b].append(step_run(runner, model, b, flags))
+            runs["largest, least-recompute"].append(step_run(runner, model, largest, ["--budget", str(budget)]))
+        measured = []
+        for key, rs in runs.items():
+            ok = [x for x in rs if "error" not in x]
+            if not ok:
+                continue
+            b = largest if key == "largest, least-recompute" else key
+            m = statistics.median(x["measured_s"] for x in ok)
+            measured.append({"batch": b, "config": "least-recompute" if isinstance(key, str) else "throughput",
+                             "measured_s": m, "predicted_s": ok[0]["predicted_s"], "samples_per_s": b / m,
+                             "plan": ok[0]["plan"]})
+            log(f"throughput {model} {budget // MiB} MiB batch {b} ({measured[-1]['config']}): measured {m:.3f} s, "
+                f"predicted {ok[0]['predicted_s']}")
+        best = max(measured, key=lambda x: x["samples_per_s"])
+        chosen = next(x for x in measured if x["batch"] == search["per_rank"] and x["config"] == "throughput")
+        rows.append({"budget_bytes": budget, "chosen": search["per_rank"], "summary": search["summary"],
+                     "compile_s": round(compile_s, 2), "measured": measured, "best": best,
+                     "chosen_vs_best": chosen["samples_per_s"] / best["samples_per_s"]})
+    return {"cost_table_source": cost_table["source"], "rows": rows}
+
+
 def torch_side(runner, model, budget, log):
     """Lightning's finder by trial: power (doubling), then binsearch."""
     trials = []
@@ -99,6 +171,35 @@ def torch_side(runner, model, budget, log):
 
 def fmt(b):
     return "—" if b is None else f"{b / MiB:.1f} MiB"
+
+
+def throughput_markdown(tp, threads):
+    md = ["## `--objective throughput`: the chosen batch's measured samples/s against the alternatives", "",
+          f"Method: bench/batch_auto.py ({threads} intra-op threads). A cost table is fitted from one profiled run "
+          "(`gradc train models/gpt-mini.yaml --synthetic --steps 5 --profile --cost-table-out T`, the bundled batch "
+          "16). `gradc compile --set batch=auto --budget B --objective throughput --cost-table T` chooses; every batch "
+          "it compared is then trained (4 steps, median step time of steps 2-4, runs alternated, median over repeats) "
+          "with the same flags, and the largest batch also with the default objective's plan (least recompute).", ""]
+    if "error" in tp:
+        return "\n".join(md + ["error: " + tp["error"]]) + "\n"
+    for row in tp["rows"]:
+        if "error" in row:
+            md += [f"budget {fmt(row['budget_bytes'])}: error {row['error']}", ""]
+            continue
+        md += [f"**Budget {fmt(row['budget_bytes'])}**: chosen batch {row['chosen']} (compile {row['compile_s']:.1f} s); "
+               f"its measured samples/s are {100 * row['chosen_vs_best']:.1f}% of the best measured (batch "
+               f"{row['best']['batch']}, {row['best']['config']}).", "",
+               "| batch | plan | predicted step | measured step | predicted / measured | samples/s measured |",
+               "|---|---|---|---|---|---|"]
+        for x in sorted(row["measured"], key=lambda x: (x["batch"], x["config"])):
+            mark = " **(chosen)**" if x["batch"] == row["chosen"] and x["config"] == "throughput" else ""
+            pred, meas = x["predicted_s"], x["measured_s"]
+            pred_text = "—" if pred is None else f"{pred:.3f} s"
+            ratio_text = "—" if pred is None else f"{pred / meas:.2f}"
+            md.append(f"| {x['batch']}{mark} | {x['plan']} | {pred_text} | {meas:.3f} s | {ratio_text} | "
+                      f"{x['samples_per_s']:.1f} |")
+        md.append("")
+    return "\n".join(md) + "\n"
 
 
 def markdown(rows, threads):
@@ -137,26 +238,38 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sections", default="largest,throughput")
+    ap.add_argument("--repeats", type=int, default=2)
     a = ap.parse_args()
+    sections = a.sections.split(",")
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
 
-    rows = []
+    os.makedirs(a.out, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         runner = compare.Runner(os.path.abspath(a.gradc), a.threads, tmp, log)
-        for model, mib in (QUICK if a.quick else FULL):
-            budget = mib * MiB
-            g = gradc_side(runner, model, budget)
-            log(f"gradc {model} {mib} MiB: {g.get('summary', g.get('error'))}")
-            t = torch_side(runner, model, budget, log)
-            rows.append({"model": model, "budget_bytes": budget, "gradc": g, "torch": t})
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "batch_auto.json"), "w") as f:
-        json.dump({"threads": a.threads, "rows": rows}, f, indent=1)
-    with open(os.path.join(a.out, "batch_auto.md"), "w") as f:
-        f.write(markdown(rows, a.threads))
-    print(markdown(rows, a.threads))
+        if "largest" in sections:
+            rows = []
+            for model, mib in (QUICK if a.quick else FULL):
+                budget = mib * MiB
+                g = gradc_side(runner, model, budget)
+                log(f"gradc {model} {mib} MiB: {g.get('summary', g.get('error'))}")
+                t = torch_side(runner, model, budget, log)
+                rows.append({"model": model, "budget_bytes": budget, "gradc": g, "torch": t})
+            with open(os.path.join(a.out, "batch_auto.json"), "w") as f:
+                json.dump({"threads": a.threads, "rows": rows}, f, indent=1)
+            with open(os.path.join(a.out, "batch_auto.md"), "w") as f:
+                f.write(markdown(rows, a.threads))
+            print(markdown(rows, a.threads))
+        if "throughput" in sections:
+            budgets = [128 * MiB] if a.quick else [128 * MiB, 256 * MiB]
+            tp = throughput_side(runner, "gpt-mini", budgets, log, 1 if a.quick else a.repeats)
+            with open(os.path.join(a.out, "batch_throughput.json"), "w") as f:
+                json.dump({"threads": a.threads, **tp}, f, indent=1)
+            with open(os.path.join(a.out, "batch_throughput.md"), "w") as f:
+                f.write(throughput_markdown(tp, a.threads))
+            print(throughput_markdown(tp, a.threads))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #include "runtime/op_profile.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/ones.h>
@@ -50,6 +51,14 @@ MachinePeaks measureMachinePeaks() {
   at::Tensor src = at::ones({elems}), dst = at::empty({elems});
   dst.copy_(src);
   p.bandwidthGBs = 2.0 * 4 * static_cast<double>(elems) / bestSeconds([&] { dst.copy_(src); }) / 1e9;
+  at::Tensor x = at::ones({64}), y = at::ones({64}), z = at::ones({64});
+  double dispatch = 1e30;
+  for (int round = 0; round < 5; ++round) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 2000; ++i) at::add_out(z, x, y);
+    dispatch = std::min(dispatch, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 2000);
+  }
+  p.dispatchSeconds = dispatch;
   return p;
 }
 
@@ -62,6 +71,23 @@ void OpProfile::add(const ir::Node& node, std::chrono::nanoseconds elapsed) {
 void OpProfile::addStep(double seconds) {
   ++steps_;
   stepSeconds_ += seconds;
+}
+
+ir::CostTable OpProfile::costTable(double dispatchSeconds, int threads, std::string source) const {
+  std::vector<ir::CostSample> samples;
+  std::int64_t kernelNs = 0, calls = 0;
+  for (const auto& [node, e] : byNode_) {
+    if (e.calls == 0) continue;
+    samples.push_back({std::string(node->opName()), static_cast<double>(node->flops()),
+                       static_cast<double>(bytesAccessed(*node)),
+                       static_cast<double>(e.ns) / 1e9 / static_cast<double>(e.calls), static_cast<double>(e.calls)});
+    kernelNs += e.ns;
+    calls += e.calls;
+  }
+  ir::CostTable table = ir::fitCostTable(samples, dispatchSeconds, threads, std::move(source));
+  if (calls > 0 && steps_ > 0)
+    table.perNodeOverhead = std::max(0.0, stepSeconds_ - static_cast<double>(kernelNs) / 1e9) / static_cast<double>(calls);
+  return table;
 }
 
 std::string OpProfile::format(int top, const MachinePeaks* peaks) const {

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <string>
 
+#include "ir/cost_table.h"
 #include "ir/graph.h"
 
 namespace gradc::runtime {
@@ -19,6 +20,7 @@ namespace gradc::runtime {
 struct MachinePeaks {
   double gemmGflops = 0;
   double bandwidthGBs = 0;
+  double dispatchSeconds = 0;  // one small kernel call (an add of 64 floats, best of 5 x 2000)
 };
 MachinePeaks measureMachinePeaks();
 
@@ -34,6 +36,10 @@ class OpProfile {
   // of operands, results and workspace), and their fractions of the machine's GEMM peak and
   // memory bandwidth.
   std::string format(int top = 20, const MachinePeaks* peaks = nullptr) const;
+
+  // Each op kind's kernel time fitted over its nodes (ir::fitCostTable: one sample per node,
+  // its mean time per call), and the executor's time between kernels spread over the nodes.
+  ir::CostTable costTable(double dispatchSeconds, int threads, std::string source) const;
 
  private:
   struct Entry {

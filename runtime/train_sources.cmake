@@ -4,6 +4,7 @@ set(GRADC_RUNTIME_TRAIN_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/init_from.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/metrics.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/op_profile.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/cost_probe.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/progress.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/shard_checkpoint.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/synthetic_inputs.cpp

@@ -53,6 +53,9 @@ struct TrainerOptions {
   std::string config = "{}";          // JSON object stored in checkpoints (optimizer settings, ...)
   bool progress = true;               // progress bar / log lines on stderr
   bool profile = false;               // time per op kind over the steps after the first, printed at the end
+  // With profile: each op kind's kernel time fitted and written here, for the planner's
+  // throughput objective (runtime/cost_probe.h).
+  std::optional<std::filesystem::path> costTableOut;
   bool trace = false;                 // record a trace-event file of the run (runtime/trace.h) into TrainResult
   // The memory planner's predicted peak of one step of this graph (passes/memory/memory_plan.h),
   // reported beside the measured peak as peak_bytes_planned; nullopt: not planned.

@@ -61,34 +61,61 @@ std::string planLine(const passes::TrainingPlanReport& report) {
 std::string BatchChoice::describe() const {
   std::string line = fmt::format("batch: {}={}", dim, global());
   if (world > 1) line += fmt::format(" ({} per rank on {} ranks)", perRank(), world);
-  line += fmt::format(", the largest{} whose step fits the budget of {}", 
-                      multiple > 1 ? fmt::format(" multiple of {}", multiple) : std::string(),
-                      passes::formatBytes(budgetBytes));
-  if (search.chosen)
-    line += fmt::format(" (predicted peak {}: {})", passes::formatBytes(search.chosen->peakBytes), search.chosen->plan);
+  const std::string multipleText = multiple > 1 ? fmt::format(" multiple of {}", multiple) : std::string();
+  if (throughput) {
+    line += fmt::format(", the batch{} with the most predicted samples per second under the budget of {} ({:.1f}/s, "
+                        "{:.3f} s per step; predicted peak {}: {})",
+                        multipleText, passes::formatBytes(budgetBytes), samplesPerSecond(chosen), chosen.stepSeconds,
+                        passes::formatBytes(chosen.peakBytes), chosen.plan);
+    if (search.chosen && search.chosen->batch != chosen.batch)
+      line += fmt::format("; the largest that fits, {}, predicts {:.1f}/s ({})", search.chosen->batch * world,
+                          samplesPerSecond(*search.chosen), search.chosen->plan);
+  } else {
+    line += fmt::format(", the largest{} whose step fits the budget of {} (predicted peak {}: {})", multipleText,
+                        passes::formatBytes(budgetBytes), passes::formatBytes(chosen.peakBytes), chosen.plan);
+  }
   if (search.next)
     line += fmt::format("; {} {} needs at least {}", world > 1 ? "per-rank batch" : "batch",
                         search.next->batch, passes::formatBytesExact(search.next->smallestFeasibleBytes));
   if (search.reachedMax) line += "; larger batches were not searched";
-  line += fmt::format("; {} {} planned in {:.1f} s", search.probes.size(),
-                      plural(static_cast<std::int64_t>(search.probes.size()), "batch", "batches"), seconds);
+  const size_t planned = search.probes.size() + candidates.size() + static_cast<size_t>(zeroRecomputeProbes);
+  line += fmt::format("; {} {} planned in {:.1f} s", planned, plural(static_cast<std::int64_t>(planned), "batch", "batches"),
+                      seconds);
   return line;
 }
 
+namespace {
+
+nlohmann::json probeJson(const passes::BatchProbe& p) {
+  nlohmann::json j = {{"batch", p.batch}, {"fits", p.fits}, {"seconds", p.seconds}};
+  if (p.fits) {
+    j["peak_bytes"] = p.peakBytes;
+    j["plan"] = p.plan;
+    if (p.stepSeconds > 0) j["predicted_step_seconds"] = p.stepSeconds;
+  } else {
+    j["smallest_feasible_bytes"] = p.smallestFeasibleBytes;
+  }
+  return j;
+}
+
+}  // namespace
+
 nlohmann::json BatchChoice::toJson() const {
   nlohmann::json probes = nlohmann::json::array();
-  for (const passes::BatchProbe& p : search.probes) {
-    nlohmann::json j = {{"batch", p.batch}, {"fits", p.fits}, {"seconds", p.seconds}};
-    if (p.fits) {
-      j["peak_bytes"] = p.peakBytes;
-      j["plan"] = p.plan;
-    } else j["smallest_feasible_bytes"] = p.smallestFeasibleBytes;
-    probes.push_back(std::move(j));
-  }
+  for (const passes::BatchProbe& p : search.probes) probes.push_back(probeJson(p));
   nlohmann::json j = {{"dim", dim},           {"per_rank", perRank()},   {"global", global()},
                       {"devices", world},     {"multiple", multiple},    {"budget_bytes", budgetBytes},
-                      {"probes", probes},     {"seconds", seconds},      {"summary", describe()}};
-  if (search.chosen) j["peak_bytes"] = search.chosen->peakBytes;
+                      {"probes", probes},     {"seconds", seconds},      {"summary", describe()},
+                      {"peak_bytes", chosen.peakBytes},
+                      {"objective", throughput ? "throughput" : "largest"}};
+  if (search.chosen) j["largest_per_rank"] = search.chosen->batch;
+  if (throughput) {
+    nlohmann::json compared = nlohmann::json::array();
+    for (const passes::BatchProbe& p : candidates) compared.push_back(probeJson(p));
+    j["compared"] = compared;
+    j["predicted_step_seconds"] = chosen.stepSeconds;
+    j["predicted_samples_per_second"] = samplesPerSecond(chosen);
+  }
   if (search.next)
     j["next"] = {{"per_rank", search.next->batch}, {"smallest_feasible_bytes", search.next->smallestFeasibleBytes}};
   return j;
@@ -205,6 +232,7 @@ int resolveAutoBatch(const BatchRequest& r, std::vector<std::string>& sets, std:
       result.fits = true;
       result.peakBytes = plan->report.predictedPeakBytes + options->remat.reserveBytes;
       result.plan = planLine(plan->report);
+      result.stepSeconds = plan->report.predictedStepSeconds;
     } else if (plan.error().kind == ErrorKind::InfeasibleBudget && plan.error().smallestFeasibleBytes > 0) {
       result.smallestFeasibleBytes = plan.error().smallestFeasibleBytes;
     } else {
@@ -247,6 +275,41 @@ int resolveAutoBatch(const BatchRequest& r, std::vector<std::string>& sets, std:
               << ", needs " << passes::formatBytesExact(smallest.smallestFeasibleBytes)
               << " (its smallest feasible budget)\n";
     return kExitUserError;
+  }
+  c.chosen = *c.search.chosen;
+  if (options->remat.objective.goal == passes::PlanGoal::Throughput) {
+    c.throughput = true;
+    // The batches compared: every fitting probe, the largest halved (in multiples), and the
+    // largest that fits without recompute (a search of its own, capped at 0%).
+    std::vector<passes::BatchProbe> compared;
+    for (const passes::BatchProbe& p : c.search.probes)
+      if (p.fits) compared.push_back(p);
+    auto known = [&](std::int64_t b) {
+      return std::any_of(compared.begin(), compared.end(), [&](const passes::BatchProbe& p) { return p.batch == b; });
+    };
+    std::vector<std::int64_t> more;
+    for (std::int64_t b = c.search.batch / 2; b >= c.multiple && more.size() < 4; b /= 2)
+      more.push_back(b / c.multiple * c.multiple);
+    passes::TrainingPlanOptions uncapped = *options;
+    options->remat.objective.maxRecomputePercent = 0;
+    Expected<passes::BatchSearchResult> plain = passes::searchLargestBatch(probe, search);
+    *options = uncapped;
+    if (plain) c.zeroRecomputeProbes = static_cast<int>(plain->probes.size());
+    if (plain && plain->batch > 0) more.push_back(plain->batch);
+    for (std::int64_t b : more) {
+      if (b < c.multiple || known(b)) continue;
+      Expected<passes::BatchProbe> p = probe(b);
+      if (!p) {
+        std::cerr << "gradc: error: " << p.error().message << "\n";
+        return exitCodeFor(p.error());
+      }
+      p->batch = b;
+      if (p->fits) compared.push_back(*p);
+      c.candidates.push_back(*p);
+    }
+    for (const passes::BatchProbe& p : compared)
+      if (c.samplesPerSecond(p) > c.samplesPerSecond(c.chosen)) c.chosen = p;
+    c.seconds = secondsSince(started);
   }
   std::erase_if(sets, [&](const std::string& kv) { return kv.rfind(*dim + "=", 0) == 0; });
   sets.push_back(*dim + "=" + std::to_string(c.global()));

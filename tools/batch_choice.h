@@ -34,11 +34,21 @@ struct BatchChoice {
   int world = 1;
   std::int64_t multiple = 1;
   std::int64_t budgetBytes = 0;
-  passes::BatchSearchResult search;
+  passes::BatchSearchResult search;  // the largest batch that fits
+  // --objective throughput: the batch with the most predicted samples per second among the
+  // candidates (every fitting batch probed, the largest halved up to four times, and the
+  // largest that fits without recompute), each planned for the least predicted step time.
+  bool throughput = false;
+  passes::BatchProbe chosen;               // the answer (the largest, unless throughput)
+  std::vector<passes::BatchProbe> candidates;  // throughput: the batches planned beyond the search
+  int zeroRecomputeProbes = 0;             // throughput: the search for the largest without recompute
   double seconds = 0;  // the whole search
 
-  std::int64_t perRank() const { return search.batch; }
-  std::int64_t global() const { return search.batch * world; }
+  std::int64_t perRank() const { return chosen.batch; }
+  std::int64_t global() const { return chosen.batch * world; }
+  double samplesPerSecond(const passes::BatchProbe& p) const {
+    return p.stepSeconds > 0 ? static_cast<double>(p.batch * world) / p.stepSeconds : 0;
+  }
   // One line: the chosen batch, its peak, the next batch's smallest feasible budget, the cost.
   std::string describe() const;
   nlohmann::json toJson() const;  // the manifest's "batch_search"

@@ -106,6 +106,9 @@ void RunFlags::addTo(CLI::App& cmd) {
                  "rank, communication on its own track, live bytes as a counter");
   cmd.add_flag("-q,--quiet", quiet, "No progress output");
   cmd.add_flag("--profile", profile, "At the end, print the time per op kind (steps after the first)");
+  cmd.add_option("--cost-table-out", costTableOut,
+                 "With --profile: fit each op kind's kernel time and write the table, for --objective throughput "
+                 "--cost-table FILE");
   cmd.add_flag("--trust-kernels", trustKernels,
                "Load the artifact's native kernels even when they were not compiled by this user on this machine "
                "(docs/artifact.md: the kernels are machine code run in this process)");
@@ -145,6 +148,10 @@ std::vector<std::string> RunFlags::toArgs() const {
   if (!saveBest.empty()) a.insert(a.end(), {"--save-best", saveBest});
   if (quiet) a.push_back("--quiet");
   if (profile) a.push_back("--profile");
+  if (!costTableOut.empty()) {
+    a.push_back("--cost-table-out");
+    a.push_back(costTableOut);
+  }
   if (verbose) a.push_back("--verbose");
   if (trustKernels) a.push_back("--trust-kernels");
   if (noGeneratedKernels) a.push_back("--no-generated-kernels");
@@ -399,6 +406,13 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   t.comm = comm.get();
   t.device = device;
   t.profile = o.profile;
+  if (!o.costTableOut.empty()) {
+    if (!o.profile) {
+      std::cerr << "gradc: error: --cost-table-out fits the kernel times --profile measures: give --profile too\n";
+      return kExitUserError;
+    }
+    t.costTableOut = o.costTableOut;
+  }
   t.trace = !o.traceOut.empty();
   // Off the host the device's libraries hold memory beside the arena for the whole run: the
   // prediction is the plan's peak plus what they hold, which its reserve should cover.

@@ -42,6 +42,7 @@ struct RunFlags {
   std::string saveBest;
   bool quiet = false;
   bool profile = false;
+  std::string costTableOut;  // --cost-table-out FILE ("" none)
   bool verbose = false;       // the libraries' own log lines too (runtime/library_logging.h)
   bool trustKernels = false;  // load an artifact's native kernels without the user's tag (runtime/kernel_trust.h)
   bool noGeneratedKernels = false;  // run the artifact's reference step: no native kernels at all

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <map>
+#include <memory>
 
 #include "passes/budget.h"
 #include "passes/micro_batch.h"
@@ -12,6 +14,7 @@
 #include "passes/schedule.h"
 #include "passes/shard_state.h"
 #include "passes/plan/training_planner.h"
+#include "runtime/cost_probe.h"
 #include "runtime/cpu_cores.h"
 #include "runtime/cuda/library_reserve.h"
 #include "tools/commands.h"
@@ -40,13 +43,17 @@ void MemoryFlags::addTo(CLI::App& cmd) {
                  "it). Default: none, as on the CPU");
   cmd.add_option("--objective", objective,
                  "Which plan that fits --budget is chosen: least-recompute (the fewest recompute FLOPs, then the "
-                 "fewest micro-batches, the lowest ZeRO stage, the fewest loss chunks) or least-peak (the least "
-                 "memory; with --max-recompute, the least memory that much extra compute buys)")
-      ->check(CLI::IsMember({"least-recompute", "least-peak"}))
+                 "fewest micro-batches, the lowest ZeRO stage, the fewest loss chunks), least-peak (the least "
+                 "memory; with --max-recompute, the least memory that much extra compute buys) or throughput (the "
+                 "least predicted step time; with --set batch=auto, the batch with the most samples per second)")
+      ->check(CLI::IsMember({"least-recompute", "least-peak", "throughput"}))
       ->capture_default_str();
   cmd.add_option("--max-recompute", maxRecompute,
                  "Consider only plans that recompute at most PCT percent of one forward's FLOPs")
       ->check(numberIn(0, 1e9, /*closedHigh=*/true));
+  cmd.add_option("--cost-table", costTable,
+                 "With --objective throughput: the kernel-time table step times are predicted from (written by "
+                 "gradc train --profile --cost-table-out FILE); default: a one-second probe of this machine");
   cmd.add_option("--batch-multiple", batchMultiple,
                  "With --set batch=auto: the batch searched is a multiple of N (per rank with --devices)")
       ->check(integerIn(1, 1 << 20));
@@ -209,6 +216,28 @@ std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const Memory
     return std::nullopt;
   }
   options.remat.objective = *objective;
+  if (!flags.costTable.empty() && objective->goal != passes::PlanGoal::Throughput) {
+    std::cerr << "gradc: error: --cost-table predicts step times for --objective throughput; give that too\n";
+    return std::nullopt;
+  }
+  if (objective->goal == passes::PlanGoal::Throughput) {
+    // One table per process: the probe takes about a second.
+    static std::map<std::string, std::shared_ptr<const ir::CostTable>> loaded;
+    std::shared_ptr<const ir::CostTable>& table = loaded[flags.costTable];
+    if (!table) {
+      if (flags.costTable.empty()) {
+        table = std::make_shared<const ir::CostTable>(runtime::probeCostTable(kernelThreadsFor(1)));
+      } else {
+        Expected<ir::CostTable> read = runtime::readCostTable(flags.costTable);
+        if (!read) {
+          std::cerr << "gradc: error: " << read.error().message << "\n";
+          return std::nullopt;
+        }
+        table = std::make_shared<const ir::CostTable>(std::move(*read));
+      }
+    }
+    options.remat.objective.costs = table;
+  }
   if (flags.microBatches == "auto") {
     if (!options.remat.budgetBytes) {
       std::cerr << "gradc: error: --micro-batches auto needs --budget (it picks the count that fits)\n";
@@ -349,6 +378,8 @@ std::string describeStep(const TrainingStep& step) {
   if (step.shardStage > 0)
     line += fmt::format(", ZeRO stage {} ({})", step.shardStage,
                         step.shardStage == 1 ? "optimizer state sharded" : "optimizer state and gradients sharded");
+  if (step.remat.predictedStepSeconds > 0)
+    line += fmt::format(", predicted step time {:.3f} s", step.remat.predictedStepSeconds);
   return line;
 }
 

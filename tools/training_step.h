@@ -31,6 +31,7 @@ struct MemoryFlags {
   std::string objective = "least-recompute";  // --objective (passes/plan/objective.h)
   double maxRecompute = -1;                   // --max-recompute PCT; negative: no cap
   std::int64_t batchMultiple = 0;             // --batch-multiple N with --set batch=auto; 0: not given
+  std::string costTable;                      // --cost-table FILE for --objective throughput ("": probe)
 
   void addTo(CLI::App& cmd);
 };

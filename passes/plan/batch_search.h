@@ -43,6 +43,7 @@ struct BatchProbe {
   std::int64_t peakBytes = 0;              // fits: the chosen plan's predicted peak
   std::int64_t smallestFeasibleBytes = 0;  // refused: the least budget any plan at this batch fits
   std::string plan;                        // fits: what the chosen plan does, in one line
+  double stepSeconds = -1;                 // fits, with a cost table: the plan's predicted step time
   double seconds = 0;                      // the probe's compile time
 };
 

@@ -12,10 +12,20 @@ bool Objective::precedes(const PlanCost& a, const PlanCost& b) {
   return a.strategyRank < b.strategyRank;
 }
 
+bool Objective::before(const PlanCost& a, const PlanCost& b) const {
+  if (goal == PlanGoal::Throughput && a.seconds != b.seconds) return a.seconds < b.seconds;
+  return precedes(a, b);
+}
+
 bool Objective::admits(const PlanCost& cost, std::int64_t forwardFlops) const {
   if (!maxRecomputePercent || cost.recomputeFlops == 0) return true;
   return 100.0 * static_cast<double>(cost.recomputeFlops) <=
          *maxRecomputePercent * static_cast<double>(forwardFlops);
+}
+
+Status Objective::check() const {
+  if (goal == PlanGoal::Throughput && !costs) return Error{"the throughput objective needs a step-time cost table"};
+  return Status::success();
 }
 
 std::string Objective::describe() const {
@@ -32,6 +42,7 @@ std::string_view planGoalName(PlanGoal goal) {
   switch (goal) {
     case PlanGoal::LeastRecompute: return "least-recompute";
     case PlanGoal::LeastPeak: return "least-peak";
+    case PlanGoal::Throughput: return "throughput";
   }
   return "?";
 }
@@ -40,7 +51,8 @@ Expected<Objective> parseObjective(std::string_view goal, double maxRecomputePer
   Objective o;
   if (goal == "least-recompute") o.goal = PlanGoal::LeastRecompute;
   else if (goal == "least-peak") o.goal = PlanGoal::LeastPeak;
-  else return Error{"--objective: expected least-recompute or least-peak, got '" + std::string(goal) + "'"};
+  else if (goal == "throughput") o.goal = PlanGoal::Throughput;
+  else return Error{"--objective: expected least-recompute, least-peak or throughput, got '" + std::string(goal) + "'"};
   if (maxRecomputePercent >= 0) o.maxRecomputePercent = maxRecomputePercent;
   return o;
 }

@@ -9,6 +9,10 @@
 //       memory-poor). Without a budget each strategy applies its own plan (passes/remat.h).
 //   least-peak: the plan with the least scheduled peak (ties: the earlier in that order); with
 //       a budget it must fit, or the budget is infeasible.
+//   throughput: the plan with the least predicted step time (ir/cost_table.h: the configuration's
+//       step summed node by node, plus its recompute clones) whose step fits (ties: the order
+//       above). The fastest plan need not be the least-recompute one: more micro-batches cost
+//       calls, sharding costs communication, and a larger chunk count costs per-call time.
 // Either takes a recompute cap (--max-recompute PCT, of one forward): plans that recompute more
 // are not candidates, so "the least memory at most 30% extra compute buys" is one request.
 //
@@ -18,10 +22,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "ir/cost_table.h"
 #include "ir/status.h"
 
 namespace gradc::passes {
@@ -33,19 +39,25 @@ struct PlanCost {
   int shardStage = 0;
   int lossChunks = 0;  // 0: the loss is not fused
   int strategyRank = 0;
+  double seconds = 0;  // predicted step time (throughput objective only)
 };
 
-enum class PlanGoal : std::uint8_t { LeastRecompute, LeastPeak };
+enum class PlanGoal : std::uint8_t { LeastRecompute, LeastPeak, Throughput };
 
 struct Objective {
   PlanGoal goal = PlanGoal::LeastRecompute;
   std::optional<double> maxRecomputePercent;  // of one forward; nullopt: no cap
+  std::shared_ptr<const ir::CostTable> costs;  // throughput: the step-time model (required)
 
   // The total order above (a strict weak order; the search keeps ties in proposal order).
   static bool precedes(const PlanCost& a, const PlanCost& b);
+  // The order the search takes plans in: throughput by predicted seconds first, then precedes.
+  bool before(const PlanCost& a, const PlanCost& b) const;
   // Whether a plan is a candidate at all: within the recompute cap.
   bool admits(const PlanCost& cost, std::int64_t forwardFlops) const;
   bool firstFitEndsSearch() const { return goal == PlanGoal::LeastRecompute; }
+  // The throughput objective without its table is a caller's error.
+  Status check() const;
   // "least-peak, at most 30% recompute": for summaries and refusals.
   std::string describe() const;
 };

@@ -75,6 +75,7 @@ std::string describe(const remat::Candidate& c, int microBatches, int lossChunks
 
 Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs, const RematOptions& options) {
   if (graphs.empty()) return Error{"remat: no graph to plan"};
+  if (Status s = options.objective.check(); !s) return s.error();
   if (options.budgetBytes && *options.budgetBytes <= 0) return Error{"remat: the budget must be positive"};
   if (options.budgetBytes && options.planBudget() <= 0)
     return Error{"a budget of " + formatBytesExact(*options.budgetBytes) + " leaves nothing for the step beside the " +
@@ -145,6 +146,8 @@ Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs
     }
   } else if (objective.goal == PlanGoal::LeastPeak) {
     chosen = smallestPeak(proposals, order);
+  } else if (objective.goal == PlanGoal::Throughput) {
+    chosen = order.front();  // nothing to fit: the fastest
   } else {
     chosen = withoutBudget(proposals, order, options.strategy);
   }
@@ -185,6 +188,7 @@ Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs
   r.candidates = static_cast<int>(proposals.size());
   r.evaluated = proposals.evaluated();
   r.scheduled = proposals.scheduled();
+  if (objective.costs) r.predictedStepSeconds = objective.costs->stepSeconds(*s.graph);
   return out;
 }
 

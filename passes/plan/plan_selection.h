@@ -102,6 +102,7 @@ struct TrainingPlanReport {
   int candidates = 0;   // proposals considered
   int evaluated = 0;    // proposals whose program-order peak and lower bound were measured
   int scheduled = 0;    // proposals also scheduled (the bounds decided the others)
+  double predictedStepSeconds = -1;  // with a cost table (the throughput objective); -1: none
 
   // Recompute FLOPs as a percentage of one forward.
   double recomputePercent() const {

@@ -67,6 +67,7 @@ struct ProposalGraph {
   int shardStage = 0;
   std::shared_ptr<const remat::Analysis> analysis;  // shared by the sets over the same graph
   std::vector<remat::Candidate> candidates;
+  std::optional<double> seconds;  // predicted step time without recompute (throughput only)
 };
 
 struct Proposal {
@@ -78,6 +79,7 @@ struct Proposal {
   int shardStage;
   int lossChunks;
   int rank;
+  double seconds = 0;  // predicted step time (throughput only): the graph's plus its clones'
 };
 
 // One memo entry, worked out once: the first set to need it computes it holding the entry's
@@ -150,13 +152,28 @@ class ProposalSet {
         for (size_t k = 0; k < states_[g].lossChunks.size(); ++k) {
           Proposal e{g, c, k, plan(g, c).recomputeFlops, states_[g].microBatches, states_[g].shardStage,
                   states_[g].lossChunks[k], strategyRank(states_[g].candidates[c].strategy)};
-          if (objective.admits(cost(e), states_[g].analysis->forwardFlops)) out.push_back(e);
+          if (!objective.admits(cost(e), states_[g].analysis->forwardFlops)) continue;
+          if (objective.costs) e.seconds = predictedSeconds(g, c, *objective.costs);
+          out.push_back(e);
         }
     std::stable_sort(out.begin(), out.end(),
-                     [](const Proposal& x, const Proposal& y) { return Objective::precedes(cost(x), cost(y)); });
+                     [&](const Proposal& x, const Proposal& y) { return objective.before(cost(x), cost(y)); });
     return out;
   }
-  static PlanCost cost(const Proposal& e) { return PlanCost{e.flops, e.microBatches, e.shardStage, e.lossChunks, e.rank}; }
+  static PlanCost cost(const Proposal& e) {
+    return PlanCost{e.flops, e.microBatches, e.shardStage, e.lossChunks, e.rank, e.seconds};
+  }
+
+  // The step time the cost table predicts for proposal c of graph g: the graph's nodes, plus a
+  // second run of each node the rewrite clones.
+  double predictedSeconds(size_t g, size_t c, const ir::CostTable& costs) {
+    ProposalGraph& s = states_[g];
+    const int threads = s.graph->kernelThreads();
+    if (!s.seconds) s.seconds = costs.stepSeconds(*s.graph);
+    double total = *s.seconds;
+    for (const CloneOp& clone : plan(g, c).clones) total += costs.nodeSeconds(*clone.of, threads);
+    return total;
+  }
 
   const RewritePlan& plan(size_t g, size_t c) {
     const ProposalGraph& s = states_[g];

@@ -61,6 +61,29 @@ timeout 300 "$gradc" compile "$src/models/resnet18-cifar.yaml" --set image=8 --s
   grep -Eq "^batch: batch=[0-9]+, the largest whose step fits .*, 1 micro-batch[,)]" "$work/err" && ok ||
   bad "batch norm with auto micro-batches: $(cat "$work/err")"
 
+# --objective throughput: a cost table fitted from a profiled run, then the batch with the most
+# predicted samples per second, reported with the largest and the batches compared.
+timeout 300 "$gradc" train "$spec" "${small[@]}" --set batch=4 --synthetic --steps 3 --profile \
+  --cost-table-out "$work/costs.json" >"$work/log" 2>&1 &&
+  [ "$(json "$work/costs.json" 'd["format"] == "gradc-cost-table" and d["ops"]["matmul"]["per_call_s"] >= 0')" = True ] &&
+  ok || bad "--cost-table-out: $(tail -2 "$work/log")"
+compile --set batch=auto --budget $budget --objective throughput --cost-table "$work/costs.json" -o "$work/t" \
+  >"$work/log" 2>&1 && ok || bad "throughput: $(tail -2 "$work/log")"
+grep -Eq "^batch: batch=[0-9]+, the batch with the most predicted samples per second under the budget of 24.0 MiB \([0-9.]+/s" \
+  "$work/log" && ok || bad "throughput line: $(head -2 "$work/log")"
+[ "$(json "$work/t/manifest.json" 'all(p["predicted_step_seconds"] > 0 for p in d["flags"]["batch_search"]["probes"] + d["flags"]["batch_search"]["compared"] if p["fits"]) and d["flags"]["batch_search"]["per_rank"] <= d["flags"]["batch_search"]["largest_per_rank"]')" = True ] &&
+  ok || bad "throughput manifest: $(json "$work/t/manifest.json" 'd["flags"]["batch_search"]')"
+# Without a table the probe of this machine predicts.
+compile --set batch=auto --budget $budget --objective throughput --emit plan -o "$work/p.json" 2>"$work/err" &&
+  grep -q "most predicted samples per second" "$work/err" && ok || bad "throughput with the probe: $(cat "$work/err")"
+echo '{"format": "other"}' >"$work/bad.json"
+expect_exit2 "a foreign cost table" "not a gradc cost table" \
+  compile --set batch=4 --objective throughput --cost-table "$work/bad.json" --emit plan -o "$work/x.json"
+expect_exit2 "a cost table without throughput" "--cost-table predicts step times for --objective throughput" \
+  compile --set batch=4 --cost-table "$work/costs.json" --emit plan -o "$work/x.json"
+expect_exit2 "--cost-table-out without --profile" "give --profile too" \
+  timeout 300 "$gradc" train "$spec" "${small[@]}" --set batch=4 --synthetic --steps 1 --cost-table-out "$work/c2.json"
+
 # Misuse.
 expect_exit2 "no budget" "batch=auto needs --budget" compile --set batch=auto --emit plan -o "$work/x.json"
 expect_exit2 "no such dim" "the spec has no dim 'batchh' \(its dims are 'batch', " \

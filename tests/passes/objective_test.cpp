@@ -2,6 +2,7 @@
 // least-peak, each under an optional recompute cap, and what an infeasible budget carries.
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -73,6 +74,53 @@ TEST_CASE("objective: parsing and a cap no plan meets") {
   REQUIRE_FALSE(p.ok());
   CHECK(p.error().kind == ErrorKind::User);
   CHECK(p.error().message.find("no sqrt plan recomputes at most 0%") != std::string::npos);
+}
+
+// A table where a FLOP costs 1 ns, a byte 0.1 ns and a call 10 us: recompute and micro-batch
+// calls both cost time.
+std::shared_ptr<const ir::CostTable> testCosts() {
+  auto t = std::make_shared<ir::CostTable>();
+  t->fallback = ir::OpCost{1e-5, 1e-9, 1e-10};
+  return t;
+}
+
+TEST_CASE("objective: throughput chooses the fitting plan with the least predicted step time") {
+  const ir::Graph forward = testing::compileBundledModel(
+      "gpt-mini", {{"batch", "4"}, {"seq", "32"}, {"d_model", "64"}, {"heads", "2"}, {"layers", "4"}});
+  const std::shared_ptr<const ir::CostTable> costs = testCosts();
+  auto plan = [&](PlanGoal goal, std::optional<std::int64_t> budget, int microBatches) {
+    TrainingPlanOptions o = withObjective(goal, std::nullopt, budget);
+    o.remat.objective.costs = costs;
+    o.microBatches = microBatches;
+    Expected<TrainingPlan> p = passes::chooseTrainingPlan(forward, o);
+    REQUIRE_MESSAGE(p.ok(), p.error().message);
+    return std::move(*p);
+  };
+  // Without a budget: nothing recomputed, one micro-batch, its time the table's sum.
+  const TrainingPlan fastest = plan(PlanGoal::Throughput, std::nullopt, 0);
+  CHECK(fastest.report.recomputeFlops == 0);
+  CHECK(fastest.microBatches == 1);
+  CHECK(fastest.report.predictedStepSeconds == doctest::Approx(costs->stepSeconds(fastest.graph)));
+  // Under budgets between the least peak and the step as it is, over micro-batch counts too:
+  // the choice predicts no more time than least-recompute's choice, measured with the same table.
+  const TrainingPlan least = plan(PlanGoal::LeastPeak, std::nullopt, 1);
+  for (double f : {0.25, 0.5, 0.75}) {
+    const std::int64_t budget =
+        least.report.predictedPeakBytes +
+        static_cast<std::int64_t>(f * static_cast<double>(fastest.report.predictedPeakBytes - least.report.predictedPeakBytes));
+    CAPTURE(budget);
+    const TrainingPlan quick = plan(PlanGoal::Throughput, budget, 0);
+    const TrainingPlan cheap = plan(PlanGoal::LeastRecompute, budget, 0);
+    CHECK(quick.report.predictedPeakBytes <= budget);
+    CHECK(quick.report.predictedStepSeconds == doctest::Approx(costs->stepSeconds(quick.graph)));
+    CHECK(quick.report.predictedStepSeconds <= costs->stepSeconds(cheap.graph) * (1 + 1e-9));
+  }
+  // The objective needs its table.
+  TrainingPlanOptions bare = withObjective(PlanGoal::Throughput, std::nullopt, std::nullopt);
+  Expected<TrainingPlan> refused = passes::chooseTrainingPlan(forward, bare);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("cost table") != std::string::npos);
+  CHECK(passes::parseObjective("throughput", -1).value().goal == PlanGoal::Throughput);
 }
 
 }  // namespace

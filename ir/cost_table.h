@@ -1,0 +1,67 @@
+// Predicted kernel time, per op kind: what the throughput objective (passes/plan/objective.h)
+// weighs plans by. Each op kind k has a linear model of one call,
+//
+//     seconds = perCall_k + perFlop_k x FLOPs + perByte_k x bytes accessed
+//
+// (FLOPs and bytes from the op table, bytes for the plan's intra-op threads), and every node
+// also costs perNodeOverhead (the executor's work between kernels). A step's time is the sum
+// over its nodes: the runtime runs one kernel at a time, so the sum is the model.
+//
+// Tables come from two sources (runtime/cost_probe.h):
+//   - a profile: `gradc train --profile --cost-table-out FILE` times every kernel call of a real
+//     run. perCall is the machine's dispatch time (one tiny kernel call, measured), and each op
+//     kind's perFlop and perByte are fitted by least squares over its nodes' times beyond that
+//     (fitCostTable, non-negative: the best fit over the subsets of the two terms whose
+//     coefficients come out >= 0). No per-kind constant is fitted: one run's nodes of a kind
+//     often share one size, and a constant would not grow with the batch the planner asks
+//     about. Kinds the run did not have use the fallback, fitted over every node;
+//   - a probe: the machine's GEMM rate, memory bandwidth and per-call dispatch time, measured in
+//     about a second, as the fallback for every kind (a roofline summed, not maxed).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace gradc::ir {
+
+class Graph;
+class Node;
+
+struct OpCost {
+  double perCall = 0;  // seconds
+  double perFlop = 0;  // seconds per FLOP
+  double perByte = 0;  // seconds per byte accessed
+  double seconds(double flops, double bytes) const { return perCall + perFlop * flops + perByte * bytes; }
+};
+
+struct CostTable {
+  int kernelThreads = 1;            // the threads the times were measured with
+  std::string source;               // "probe", or "profile of MODEL at batch B"
+  std::map<std::string, OpCost, std::less<>> ops;  // by op name (ir::OpInfo::name)
+  OpCost fallback;                  // kinds not in `ops`
+  double perNodeOverhead = 0;       // seconds between kernels, per node
+
+  const OpCost& costOf(std::string_view op) const;
+  double nodeSeconds(const Node& node, int kernelThreads) const;
+  // The sum over the graph's nodes (with the graph's kernel threads for bytes).
+  double stepSeconds(const Graph& graph) const;
+};
+
+// One timed kernel call of a profile.
+struct CostSample {
+  std::string op;
+  double flops = 0;
+  double bytes = 0;
+  double seconds = 0;
+  double calls = 1;  // weight: how many calls the sample's time averages
+};
+
+// The per-kind fits described above, each with perCall = `dispatchSeconds`; `fallback` the fit
+// over all samples.
+CostTable fitCostTable(std::span<const CostSample> samples, double dispatchSeconds, int kernelThreads,
+                       std::string source);
+
+}  // namespace gradc::ir
