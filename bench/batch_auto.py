@@ -37,11 +37,19 @@ STEPS_PER_TRIAL = 3  # Lightning's default
 INIT_VAL = 2         # Lightning's default
 
 
-def gradc_side(runner, model, budget):
+def runtime_overhead(runner, model):
+    """gradc's RSS beyond its tracked tensors at the bundled batch (LibTorch's and OpenBLAS's
+    buffers, the executor), rounded up to a MiB, as bench/compare.py's maxbatch section measures it."""
+    r = runner.gradc_train(model, compare.models.DEFAULT_DIMS[model]["batch"], 2, [], mem=True)
+    return -(-(r["peak_rss_bytes"] - r["peak_tracked"]) // MiB) * MiB
+
+
+def gradc_side(runner, model, budget, reserve=0):
     spec = runner.spec(model)
-    out = os.path.join(runner.tmp, f"{model}-{budget}")
+    out = os.path.join(runner.tmp, f"{model}-{budget}-{reserve}")
+    flags = ["--device-reserve", str(reserve)] if reserve else []
     t0 = time.monotonic()
-    r = subprocess.run([runner.gradc, "compile", spec, "--set", "batch=auto", "--budget", str(budget), "-o", out],
+    r = subprocess.run([runner.gradc, "compile", spec, "--set", "batch=auto", "--budget", str(budget), "-o", out] + flags,
                        capture_output=True, text=True, env=runner.env)
     compile_s = time.monotonic() - t0
     if r.returncode != 0:
@@ -50,9 +58,9 @@ def gradc_side(runner, model, budget):
         search = json.load(f)["flags"]["batch_search"]
     mfile = os.path.join(runner.tmp, f"m-{model}-{budget}.json")
     cmd = [runner.gradc, "train", spec, "--set", "batch=auto", "--budget", str(budget), "--synthetic", "--steps", "2",
-           "--metrics-out", mfile]
+           "--metrics-out", mfile] + flags
     m = compare.run_measured(cmd, runner.mem_env)
-    entry = {"batch": search["per_rank"], "compile_s": round(compile_s, 2), "search_s": search["seconds"],
+    entry = {"batch": search["per_rank"], "reserve_bytes": reserve, "compile_s": round(compile_s, 2), "search_s": search["seconds"],
              "probes": [[p["batch"], p["fits"]] for p in search["probes"]], "summary": search["summary"],
              "next": search.get("next"), "peak_planned_bytes": search.get("peak_bytes"), "train_rc": m["rc"],
              "peak_rss_bytes": m.get("peak_rss_bytes")}
@@ -209,21 +217,25 @@ def markdown(rows, threads):
           "batches planned), then one `gradc train` run at that answer: the arena's measured peak vs the plan's, "
           "and the peak RSS above the idle baseline against B x 1.05 + 8 MiB. PyTorch eager: Lightning's finder by "
           f"trial (init_val {INIT_VAL}, {STEPS_PER_TRIAL} steps per trial, one process per trial), a trial failing "
-          "when its peak RSS above the idle baseline exceeds B; power = doubling, binsearch = then bisecting.", "",
+          "when its peak RSS above the idle baseline exceeds B; power = doubling, binsearch = then bisecting. The "
+          "second gradc row of each budget reserves, with `--device-reserve`, gradc's RSS beyond its tracked tensors "
+          "(LibTorch's and OpenBLAS's buffers, measured at the bundled batch as in bench/compare.py), so that the plan "
+          "and the libraries together are held to B.", "",
           "| model | budget | gradc batch | gradc plan | next batch: smallest feasible budget | gradc compile | "
           "measured = planned | gradc peak RSS (limit) | PyTorch power: batch (trials, steps) | "
           "PyTorch binsearch: batch (trials, steps) | PyTorch finder wall time |",
           "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        g, t, B = r["gradc"], r["torch"], r["budget_bytes"]
+    for r, g in [(r, g) for r in rows for g in (r["gradc"], r.get("gradc_reserved")) if g]:
+        t, B = r["torch"], r["budget_bytes"]
         if "error" in g:
             md.append(f"| {r['model']} | {fmt(B)} | error: {g['error']} | | | | | | | | |")
             continue
         plan = g["summary"].split("(predicted peak ", 1)[-1].split(")", 1)[0]
         nxt = g.get("next") or {}
         same = g.get("peak_measured_bytes") is not None and g["peak_measured_bytes"] == g.get("peak_bytes_planned")
+        reserved = f" (`--device-reserve {g['reserve_bytes'] // MiB}MiB`)" if g.get("reserve_bytes") else ""
         md.append(
-            f"| {r['model']} | {fmt(B)} | {g['batch']} | {plan} | {nxt.get('per_rank')}: "
+            f"| {r['model']} | {fmt(B)} | {g['batch']}{reserved} | {plan} | {nxt.get('per_rank')}: "
             f"{fmt(nxt.get('smallest_feasible_bytes'))} | {g['compile_s']:.1f} s ({len(g['probes'])} batches) | "
             f"{'yes' if same else '**no**'} ({fmt(g.get('peak_measured_bytes'))}) | {fmt(g.get('peak_rss_bytes'))} "
             f"({fmt(B * 1.05 + 8 * MiB)}{'' if g['rss_within'] else ', **over**'}) | {t['power']} "
@@ -255,8 +267,11 @@ def main():
                 budget = mib * MiB
                 g = gradc_side(runner, model, budget)
                 log(f"gradc {model} {mib} MiB: {g.get('summary', g.get('error'))}")
+                overhead = runtime_overhead(runner, model)
+                gr = gradc_side(runner, model, budget, overhead)
+                log(f"gradc {model} {mib} MiB, --device-reserve {overhead}: {gr.get('summary', gr.get('error'))}")
                 t = torch_side(runner, model, budget, log)
-                rows.append({"model": model, "budget_bytes": budget, "gradc": g, "torch": t})
+                rows.append({"model": model, "budget_bytes": budget, "gradc": g, "gradc_reserved": gr, "torch": t})
             with open(os.path.join(a.out, "batch_auto.json"), "w") as f:
                 json.dump({"threads": a.threads, "rows": rows}, f, indent=1)
             with open(os.path.join(a.out, "batch_auto.md"), "w") as f:

@@ -9,12 +9,16 @@
 //
 // Tables come from two sources (runtime/cost_probe.h):
 //   - a profile: `gradc train --profile --cost-table-out FILE` times every kernel call of a real
-//     run. perCall is the machine's dispatch time (one tiny kernel call, measured), and each op
-//     kind's perFlop and perByte are fitted by least squares over its nodes' times beyond that
-//     (fitCostTable, non-negative: the best fit over the subsets of the two terms whose
-//     coefficients come out >= 0). No per-kind constant is fitted: one run's nodes of a kind
-//     often share one size, and a constant would not grow with the batch the planner asks
-//     about. Kinds the run did not have use the fallback, fitted over every node;
+//     run and fits each op kind by non-negative least squares over its nodes (fitCostTable: the
+//     best fit over the subsets of terms whose coefficients come out >= 0). perCall starts at
+//     the machine's dispatch time (one tiny kernel call, measured); a kind's own constant
+//     beyond it is fitted only when its nodes' sizes span a factor of two or more, since a
+//     constant fitted on one size would not grow with the batch the planner asks about. When
+//     a kind's FLOPs and bytes rise together (one size, or one shape family: the two columns
+//     nearly collinear, correlation above 0.99), the data cannot tell them apart, and the
+//     term the probe's roofline says binds (FLOPs x per-FLOP vs bytes x per-byte of
+//     `roofline`) is fitted alone. Kinds the run did not have use the fallback, fitted the
+//     same way over every node;
 //   - a probe: the machine's GEMM rate, memory bandwidth and per-call dispatch time, measured in
 //     about a second, as the fallback for every kind (a roofline summed, not maxed).
 #pragma once
@@ -37,6 +41,8 @@ struct OpCost {
   double seconds(double flops, double bytes) const { return perCall + perFlop * flops + perByte * bytes; }
 };
 
+// A node whose kernel runs in chunks (attribute `chunks`: the fused LM-head loss) makes one
+// call per chunk.
 struct CostTable {
   int kernelThreads = 1;            // the threads the times were measured with
   std::string source;               // "probe", or "profile of MODEL at batch B"
@@ -46,6 +52,8 @@ struct CostTable {
 
   const OpCost& costOf(std::string_view op) const;
   double nodeSeconds(const Node& node, int kernelThreads) const;
+  // The same node run in `chunks` chunks (its workspace and calls at that count).
+  double nodeSeconds(const Node& node, int kernelThreads, std::int64_t chunks) const;
   // The sum over the graph's nodes (with the graph's kernel threads for bytes).
   double stepSeconds(const Graph& graph) const;
 };
@@ -59,9 +67,10 @@ struct CostSample {
   double calls = 1;  // weight: how many calls the sample's time averages
 };
 
-// The per-kind fits described above, each with perCall = `dispatchSeconds`; `fallback` the fit
-// over all samples.
-CostTable fitCostTable(std::span<const CostSample> samples, double dispatchSeconds, int kernelThreads,
+// The per-kind fits described above; `roofline` (the probe's dispatch, per-FLOP and per-byte
+// times) gives the dispatch time and decides collinear kinds. `fallback` is the fit over all
+// samples.
+CostTable fitCostTable(std::span<const CostSample> samples, const OpCost& roofline, int kernelThreads,
                        std::string source);
 
 }  // namespace gradc::ir

@@ -44,8 +44,7 @@ ir::CostTable probeCostTable(int threads) {
   ir::CostTable t;
   t.kernelThreads = std::max(threads, 1);
   t.source = "probe";
-  t.fallback = ir::OpCost{peaks.dispatchSeconds, peaks.gemmGflops > 0 ? 1.0 / (peaks.gemmGflops * 1e9) : 0,
-                          peaks.bandwidthGBs > 0 ? 1.0 / (peaks.bandwidthGBs * 1e9) : 0};
+  t.fallback = OpProfile::roofline(peaks);
   return t;
 }
 

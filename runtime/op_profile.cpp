@@ -73,7 +73,12 @@ void OpProfile::addStep(double seconds) {
   stepSeconds_ += seconds;
 }
 
-ir::CostTable OpProfile::costTable(double dispatchSeconds, int threads, std::string source) const {
+ir::OpCost OpProfile::roofline(const MachinePeaks& peaks) {
+  return ir::OpCost{peaks.dispatchSeconds, peaks.gemmGflops > 0 ? 1.0 / (peaks.gemmGflops * 1e9) : 0,
+                    peaks.bandwidthGBs > 0 ? 1.0 / (peaks.bandwidthGBs * 1e9) : 0};
+}
+
+std::optional<ir::CostTable> OpProfile::costTable(const MachinePeaks& peaks, int threads, std::string source) const {
   std::vector<ir::CostSample> samples;
   std::int64_t kernelNs = 0, calls = 0;
   for (const auto& [node, e] : byNode_) {
@@ -84,7 +89,8 @@ ir::CostTable OpProfile::costTable(double dispatchSeconds, int threads, std::str
     kernelNs += e.ns;
     calls += e.calls;
   }
-  ir::CostTable table = ir::fitCostTable(samples, dispatchSeconds, threads, std::move(source));
+  if (samples.empty() || steps_ == 0) return std::nullopt;
+  ir::CostTable table = ir::fitCostTable(samples, roofline(peaks), threads, std::move(source));
   if (calls > 0 && steps_ > 0)
     table.perNodeOverhead = std::max(0.0, stepSeconds_ - static_cast<double>(kernelNs) / 1e9) / static_cast<double>(calls);
   return table;

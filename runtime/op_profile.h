@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 #include <string>
 
@@ -38,8 +39,11 @@ class OpProfile {
   std::string format(int top = 20, const MachinePeaks* peaks = nullptr) const;
 
   // Each op kind's kernel time fitted over its nodes (ir::fitCostTable: one sample per node,
-  // its mean time per call), and the executor's time between kernels spread over the nodes.
-  ir::CostTable costTable(double dispatchSeconds, int threads, std::string source) const;
+  // its mean time per call; `peaks` the roofline), and the executor's time between kernels
+  // spread over the nodes. Empty when no step was profiled.
+  std::optional<ir::CostTable> costTable(const MachinePeaks& peaks, int threads, std::string source) const;
+  // The probe's dispatch, per-FLOP and per-byte times.
+  static ir::OpCost roofline(const MachinePeaks& peaks);
 
  private:
   struct Entry {

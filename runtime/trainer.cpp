@@ -552,10 +552,11 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   if (exec->usesArena())
     for (auto& [name, t] : result.state) t = onHost ? t.clone() : t.cpu();
   if (o.profile && rank == 0) std::fputs(profile.format(20, peaks ? &*peaks : nullptr).c_str(), stderr);
-  if (o.profile && o.costTableOut && rank == 0) {
-    const ir::CostTable table =
-        profile.costTable(peaks ? peaks->dispatchSeconds : 0, at::get_num_threads(), "profile of " + o.model);
-    if (Status s = writeFileAtomic(*o.costTableOut, costTableToJson(table)); !s)
+  if (o.profile && o.costTableOut && rank == 0 && peaks) {
+    const std::optional<ir::CostTable> table = profile.costTable(*peaks, at::get_num_threads(), "profile of " + o.model);
+    if (!table)
+      return Error{"--cost-table-out: no step was timed (the first step of a run is not profiled): train 2 steps or more"};
+    if (Status s = writeFileAtomic(*o.costTableOut, costTableToJson(*table)); !s)
       return Error{"--cost-table-out: " + s.message(), ErrorKind::Environment};
   }
   if (!o.comm) {

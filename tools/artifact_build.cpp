@@ -40,7 +40,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
   std::optional<ir::Graph> forward = loadSpec(r.spec, sets, exitCode, &source);
   if (!forward) return exitCode;
   forward->setKernelThreads(threads);  // the plan is made for the threads the runtime will run with
-  std::optional<passes::TrainingPlanOptions> planOptions = parseTrainingPlanOptions(r.memory, opt);
+  std::optional<passes::TrainingPlanOptions> planOptions = parseTrainingPlanOptions(r.memory, opt, threads);
   if (!planOptions) return kExitUserError;
 
   // Every rank's step, decided once (rank 0's search; buildRankSteps). Ranks differ in more than

@@ -163,9 +163,10 @@ int resolveAutoBatch(const BatchRequest& r, std::vector<std::string>& sets, std:
     std::cerr << "gradc: error: --set " << *dim << "=auto needs --budget: the largest batch whose step fits it\n";
     return kExitUserError;
   }
-  std::optional<passes::TrainingPlanOptions> options = parseTrainingPlanOptions(memory, r.optimizer);
-  if (!options) return kExitUserError;
   const int world = parallel.devices;
+  std::optional<passes::TrainingPlanOptions> options =
+      parseTrainingPlanOptions(memory, r.optimizer, r.kernelThreads > 0 ? r.kernelThreads : kernelThreadsFor(world));
+  if (!options) return kExitUserError;
   Expected<passes::DataParallelOptions> rankZero = parallel.forRank(0);
   if (!rankZero) {
     std::cerr << "gradc: error: " << rankZero.error().message << "\n";
@@ -253,11 +254,21 @@ int resolveAutoBatch(const BatchRequest& r, std::vector<std::string>& sets, std:
   if (autoMicro) search.multiple = std::lcm(c.multiple, static_cast<std::int64_t>(passes::kMaxAutoMicroBatches));
   Expected<passes::BatchSearchResult> found = passes::searchLargestBatch(probe, search);
   if (found && autoMicro && found->batch == 0 && search.multiple > c.multiple) {
-    const passes::BatchProbe smallest = *found->next;
+    const passes::BatchSearchResult coarse = std::move(*found);
+    const passes::BatchProbe& smallest = *coarse.next;  // the first multiple of 64, refused
     search.maxBatch = search.multiple - 1;
     search.multiple = c.multiple;
+    search.start = std::min(search.start, search.maxBatch);
     found = passes::searchLargestBatch(probe, search);
-    if (found && found->batch == 0) found->next = smallest.batch < found->next->batch ? smallest : *found->next;
+    if (found) {
+      found->probes.insert(found->probes.begin(), coarse.probes.begin(), coarse.probes.end());
+      if (found->batch == 0) {
+        found->next = smallest.batch < found->next->batch ? smallest : *found->next;
+      } else if (found->reachedMax && smallest.batch == found->batch + c.multiple) {
+        found->next = smallest;  // the next multiple is the refused 64
+        found->reachedMax = false;
+      }
+    }
   } else if (found) {
     c.multiple = search.multiple;
   }

@@ -54,7 +54,7 @@ struct CompileOptions {
 // buffers at the peak (ranks other than 0 share one graph, so one is compiled for all).
 int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
   int exitCode = kExitOk;
-  std::optional<passes::TrainingPlanOptions> planOptions = parseTrainingPlanOptions(o.memory, o.optimizer.options());
+  std::optional<passes::TrainingPlanOptions> planOptions = parseTrainingPlanOptions(o.memory, o.optimizer.options(), kernelThreadsFor(o.parallel.devices));
   if (!planOptions) return kExitUserError;
   // Rank 0, then (when it differs) the other ranks' step: one for all of them, or under ZeRO
   // every rank's (each owns other shards, whose longest segments set its update's workspace).
@@ -91,7 +91,7 @@ int emitPlan(const ir::Graph& forward, const CompileOptions& o) {
 // step under --devices N), each after a comment naming its ops and their spec layers.
 int emitKernels(const ir::Graph& forward, const CompileOptions& o) {
   int exitCode = kExitOk;
-  std::optional<passes::TrainingPlanOptions> planOptions = parseTrainingPlanOptions(o.memory, o.optimizer.options());
+  std::optional<passes::TrainingPlanOptions> planOptions = parseTrainingPlanOptions(o.memory, o.optimizer.options(), kernelThreadsFor(o.parallel.devices));
   if (!planOptions) return kExitUserError;
   Expected<passes::DataParallelOptions> parallel = o.parallel.forRank(0);
   if (!parallel) {

@@ -411,6 +411,10 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
       std::cerr << "gradc: error: --cost-table-out fits the kernel times --profile measures: give --profile too\n";
       return kExitUserError;
     }
+    if (o.resume.empty() && o.steps < 2) {
+      std::cerr << "gradc: error: --cost-table-out: the first step of a run is not timed: train 2 steps or more\n";
+      return kExitUserError;
+    }
     t.costTableOut = o.costTableOut;
   }
   t.trace = !o.traceOut.empty();

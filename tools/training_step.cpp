@@ -190,7 +190,8 @@ std::optional<std::int64_t> parseDeviceReserve(const MemoryFlags& flags) {
 }
 
 std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const MemoryFlags& flags,
-                                                                    const passes::OptimizerOptions& optimizer) {
+                                                                    const passes::OptimizerOptions& optimizer,
+                                                                    int kernelThreads) {
   passes::TrainingPlanOptions options;
   options.optimizer = optimizer;
   if (!flags.budget.empty()) {
@@ -221,18 +222,22 @@ std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const Memory
     return std::nullopt;
   }
   if (objective->goal == passes::PlanGoal::Throughput) {
-    // One table per process: the probe takes about a second.
-    static std::map<std::string, std::shared_ptr<const ir::CostTable>> loaded;
-    std::shared_ptr<const ir::CostTable>& table = loaded[flags.costTable];
+    // One table per file (or probe) and thread count per process: the probe takes about a second.
+    static std::map<std::pair<std::string, int>, std::shared_ptr<const ir::CostTable>> loaded;
+    std::shared_ptr<const ir::CostTable>& table = loaded[{flags.costTable, kernelThreads}];
     if (!table) {
       if (flags.costTable.empty()) {
-        table = std::make_shared<const ir::CostTable>(runtime::probeCostTable(kernelThreadsFor(1)));
+        table = std::make_shared<const ir::CostTable>(runtime::probeCostTable(kernelThreads));
       } else {
         Expected<ir::CostTable> read = runtime::readCostTable(flags.costTable);
         if (!read) {
           std::cerr << "gradc: error: " << read.error().message << "\n";
           return std::nullopt;
         }
+        if (read->kernelThreads != kernelThreads)
+          std::cerr << "gradc: warning: --cost-table " << flags.costTable << " was measured with "
+                    << read->kernelThreads << " intra-op thread(s), and this step runs with " << kernelThreads
+                    << ": its predicted times may rank plans differently\n";
         table = std::make_shared<const ir::CostTable>(std::move(*read));
       }
     }

@@ -90,8 +90,11 @@ struct TrainingStep {
 // after printing the error (exit code 2).
 // --device-reserve in bytes (0 when not given); nullopt after printing the error.
 std::optional<std::int64_t> parseDeviceReserve(const MemoryFlags& flags);
+// `kernelThreads`: the intra-op threads the step will run with (--objective throughput probes
+// the machine with them, and warns when a --cost-table was measured with others).
 std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const MemoryFlags& flags,
-                                                                    const passes::OptimizerOptions& optimizer);
+                                                                    const passes::OptimizerOptions& optimizer,
+                                                                    int kernelThreads);
 
 // The step, or nullopt after printing the error (exitCode says which): the training pipeline
 // of passes/training_pipeline.h, under a PassManager with `pm` (--print-after-all, --dump-dir).

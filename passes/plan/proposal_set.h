@@ -67,7 +67,7 @@ struct ProposalGraph {
   int shardStage = 0;
   std::shared_ptr<const remat::Analysis> analysis;  // shared by the sets over the same graph
   std::vector<remat::Candidate> candidates;
-  std::optional<double> seconds;  // predicted step time without recompute (throughput only)
+  std::map<int, double> seconds;  // predicted step time without recompute, by chunk count (throughput only)
 };
 
 struct Proposal {
@@ -153,7 +153,7 @@ class ProposalSet {
           Proposal e{g, c, k, plan(g, c).recomputeFlops, states_[g].microBatches, states_[g].shardStage,
                   states_[g].lossChunks[k], strategyRank(states_[g].candidates[c].strategy)};
           if (!objective.admits(cost(e), states_[g].analysis->forwardFlops)) continue;
-          if (objective.costs) e.seconds = predictedSeconds(g, c, *objective.costs);
+          if (objective.costs) e.seconds = predictedSeconds(g, c, e.lossChunks, *objective.costs);
           out.push_back(e);
         }
     std::stable_sort(out.begin(), out.end(),
@@ -164,14 +164,25 @@ class ProposalSet {
     return PlanCost{e.flops, e.microBatches, e.shardStage, e.lossChunks, e.rank, e.seconds};
   }
 
-  // The step time the cost table predicts for proposal c of graph g: the graph's nodes, plus a
-  // second run of each node the rewrite clones.
-  double predictedSeconds(size_t g, size_t c, const ir::CostTable& costs) {
+  // The step time the cost table predicts for proposal c of graph g at `lossChunks`: the
+  // graph's nodes (a fused loss at that chunk count), plus a second run of each node the
+  // rewrite clones.
+  double predictedSeconds(size_t g, size_t c, int lossChunks, const ir::CostTable& costs) {
     ProposalGraph& s = states_[g];
     const int threads = s.graph->kernelThreads();
-    if (!s.seconds) s.seconds = costs.stepSeconds(*s.graph);
-    double total = *s.seconds;
-    for (const CloneOp& clone : plan(g, c).clones) total += costs.nodeSeconds(*clone.of, threads);
+    auto known = s.seconds.find(lossChunks);
+    if (known == s.seconds.end()) {
+      double total = 0;
+      for (const auto& n : s.graph->nodes())
+        total += lossChunks > 0 && ir::getInt(n->attrs(), "chunks") ? costs.nodeSeconds(*n, threads, lossChunks)
+                                                                     : costs.nodeSeconds(*n, threads);
+      known = s.seconds.emplace(lossChunks, total).first;
+    }
+    double total = known->second;
+    for (const CloneOp& clone : plan(g, c).clones)
+      total += lossChunks > 0 && ir::getInt(clone.of->attrs(), "chunks")
+                   ? costs.nodeSeconds(*clone.of, threads, lossChunks)
+                   : costs.nodeSeconds(*clone.of, threads);
     return total;
   }
 

@@ -114,6 +114,21 @@ TEST_CASE("objective: throughput chooses the fitting plan with the least predict
     CHECK(quick.report.predictedPeakBytes <= budget);
     CHECK(quick.report.predictedStepSeconds == doctest::Approx(costs->stepSeconds(quick.graph)));
     CHECK(quick.report.predictedStepSeconds <= costs->stepSeconds(cheap.graph) * (1 + 1e-9));
+    // With the loss fused at any chunk count the planner may take: never slower than a fixed
+    // count that fits (each chunk is a call, each count its own workspace).
+    TrainingPlanOptions fused = withObjective(PlanGoal::Throughput, std::nullopt, budget);
+    fused.remat.objective.costs = costs;
+    fused.lossChunks = passes::LossChunking{};  // auto
+    Expected<TrainingPlan> any = passes::chooseTrainingPlan(forward, fused);
+    REQUIRE_MESSAGE(any.ok(), any.error().message);
+    for (int k : {1, 4, 16}) {
+      fused.lossChunks = passes::LossChunking{passes::LossChunking::Mode::Fixed, k};
+      Expected<TrainingPlan> fixed = passes::chooseTrainingPlan(forward, fused);
+      if (!fixed) continue;
+      CAPTURE(k);
+      CHECK(any->report.predictedStepSeconds <= fixed->report.predictedStepSeconds * (1 + 1e-9));
+      CHECK(fixed->report.predictedStepSeconds == doctest::Approx(costs->stepSeconds(fixed->graph)));
+    }
   }
   // The objective needs its table.
   TrainingPlanOptions bare = withObjective(PlanGoal::Throughput, std::nullopt, std::nullopt);
