@@ -230,7 +230,7 @@ def markdown(rows, threads):
         if "error" in g:
             md.append(f"| {r['model']} | {fmt(B)} | error: {g['error']} | | | | | | | | |")
             continue
-        plan = g["summary"].split("(predicted peak ", 1)[-1].split(")", 1)[0]
+        plan = g["summary"].split("(predicted peak ", 1)[-1].split("); ", 1)[0]
         nxt = g.get("next") or {}
         same = g.get("peak_measured_bytes") is not None and g["peak_measured_bytes"] == g.get("peak_bytes_planned")
         reserved = f" (`--device-reserve {g['reserve_bytes'] // MiB}MiB`)" if g.get("reserve_bytes") else ""
