@@ -2,7 +2,10 @@
 
 #include <ATen/Parallel.h>
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -59,6 +62,16 @@ std::string costTableToJson(const ir::CostTable& table) {
                       {"fallback", costJson(table.fallback)},
                       {"ops", ops}};
   return j.dump(1) + "\n";
+}
+
+Status writeCostTable(const std::filesystem::path& path, const OpProfile& profile, const MachinePeaks& peaks,
+                      std::string source) {
+  const std::optional<ir::CostTable> table = profile.costTable(peaks, at::get_num_threads(), std::move(source));
+  if (!table)
+    return Error{"--cost-table-out: no step was timed (the first step of a run is not profiled): train 2 steps or more"};
+  if (Status s = writeFileAtomic(path, costTableToJson(*table)); !s)
+    return Error{"--cost-table-out: " + s.message(), ErrorKind::Environment};
+  return Status::success();
 }
 
 Expected<ir::CostTable> readCostTable(const std::filesystem::path& path) {

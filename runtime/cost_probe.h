@@ -9,6 +9,7 @@
 
 #include "ir/cost_table.h"
 #include "ir/status.h"
+#include "runtime/op_profile.h"
 
 namespace gradc::runtime {
 
@@ -20,6 +21,10 @@ ir::CostTable probeCostTable(int threads);
 // {"format": "gradc-cost-table", "version": 1, "kernel_threads", "source", "per_node_overhead_s",
 //  "fallback": {"per_call_s", "per_flop_s", "per_byte_s"}, "ops": {NAME: {...}}}
 std::string costTableToJson(const ir::CostTable& table);
+// The table fitted from `profile` (OpProfile::costTable, with the current intra-op threads),
+// written atomically to `path`; an Error when no step was timed or the write fails.
+Status writeCostTable(const std::filesystem::path& path, const OpProfile& profile, const MachinePeaks& peaks,
+                      std::string source);
 Expected<ir::CostTable> readCostTable(const std::filesystem::path& path);
 
 }  // namespace gradc::runtime

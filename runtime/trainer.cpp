@@ -29,7 +29,6 @@
 #include "runtime/init.h"
 #include "runtime/init_from.h"
 #include "runtime/memory_tracker.h"
-#include "runtime/atomic_file.h"
 #include "runtime/cost_probe.h"
 #include "runtime/op_profile.h"
 #include "runtime/trace.h"
@@ -552,13 +551,8 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   if (exec->usesArena())
     for (auto& [name, t] : result.state) t = onHost ? t.clone() : t.cpu();
   if (o.profile && rank == 0) std::fputs(profile.format(20, peaks ? &*peaks : nullptr).c_str(), stderr);
-  if (o.profile && o.costTableOut && rank == 0 && peaks) {
-    const std::optional<ir::CostTable> table = profile.costTable(*peaks, at::get_num_threads(), "profile of " + o.model);
-    if (!table)
-      return Error{"--cost-table-out: no step was timed (the first step of a run is not profiled): train 2 steps or more"};
-    if (Status s = writeFileAtomic(*o.costTableOut, costTableToJson(*table)); !s)
-      return Error{"--cost-table-out: " + s.message(), ErrorKind::Environment};
-  }
+  if (o.profile && o.costTableOut && rank == 0 && peaks)
+    if (Status s = writeCostTable(*o.costTableOut, profile, *peaks, "profile of " + o.model); !s) return s.error();
   if (!o.comm) {
     result.metrics.ranks.push_back(
         RankMetrics{0, peak, o.plannedPeakBytes, std::nullopt, exec->stepsBeyondPlan(5), exec->devicePeakStep()});

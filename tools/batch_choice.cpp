@@ -181,7 +181,7 @@ int resolveAutoBatch(const BatchRequest& r, std::vector<std::string>& sets, std:
   c.multiple = std::max<std::int64_t>(memory.batchMultiple, 1);
   if (options->microBatches > 1) c.multiple = std::lcm(c.multiple, static_cast<std::int64_t>(options->microBatches));
 
-  Expected<std::string> source = readInput(r.spec, 16 << 20);
+  Expected<std::string> source = readInput(r.spec, static_cast<size_t>(frontend::SpecOptions{}.maxSourceBytes));
   if (!source) {
     std::cerr << "gradc: error: " << source.error().message << "\n";
     return kExitUserError;

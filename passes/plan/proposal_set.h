@@ -170,19 +170,18 @@ class ProposalSet {
   double predictedSeconds(size_t g, size_t c, int lossChunks, const ir::CostTable& costs) {
     ProposalGraph& s = states_[g];
     const int threads = s.graph->kernelThreads();
+    auto seconds = [&](const ir::Node& n) {
+      return lossChunks > 0 && ir::getInt(n.attrs(), "chunks") ? costs.nodeSeconds(n, threads, lossChunks)
+                                                                : costs.nodeSeconds(n, threads);
+    };
     auto known = s.seconds.find(lossChunks);
     if (known == s.seconds.end()) {
       double total = 0;
-      for (const auto& n : s.graph->nodes())
-        total += lossChunks > 0 && ir::getInt(n->attrs(), "chunks") ? costs.nodeSeconds(*n, threads, lossChunks)
-                                                                     : costs.nodeSeconds(*n, threads);
+      for (const auto& n : s.graph->nodes()) total += seconds(*n);
       known = s.seconds.emplace(lossChunks, total).first;
     }
     double total = known->second;
-    for (const CloneOp& clone : plan(g, c).clones)
-      total += lossChunks > 0 && ir::getInt(clone.of->attrs(), "chunks")
-                   ? costs.nodeSeconds(*clone.of, threads, lossChunks)
-                   : costs.nodeSeconds(*clone.of, threads);
+    for (const CloneOp& clone : plan(g, c).clones) total += seconds(*clone.of);
     return total;
   }
 
