@@ -26,6 +26,11 @@ std::vector<OpInfo> shardOps();        // ir/ops_shard.cpp
 
 namespace rules {
 
+// Workspace rules of the matrix products (ir/ops_gemm_workspace.cpp): oneDNN's scratchpad in bf16.
+std::int64_t workspaceMatmul(const OpContext& c, std::span<const TensorType> results);
+std::int64_t workspaceLinear(const OpContext& c, std::span<const TensorType> results);
+std::int64_t workspaceLinearWeightGrad(const OpContext& c, std::span<const TensorType> results);
+
 using Results = Expected<std::vector<TensorType>>;
 
 // FLOP counts of shapes near the element limit can exceed int64: they saturate instead.

@@ -17,4 +17,5 @@ set(GRADC_RUNTIME_EXEC_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_optimizer.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_transformer.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/memory_tracker.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/onednn_products.cpp
 )

@@ -29,6 +29,7 @@
 #include <ATen/ops/triu.h>
 
 #include "runtime/device.h"
+#include "runtime/onednn_products.h"
 #include "runtime/kernels.h"
 
 namespace gradc::runtime {
@@ -255,7 +256,9 @@ Results linearWeightGradKernel(const KernelArgs& a) {
   const at::Tensor& g = a.operands[0];
   const at::Tensor& x = a.operands[1];
   at::Tensor out = resultBuffer(a);
-  return {at::mm_out(out, g.reshape({-1, g.size(-1)}).t(), x.reshape({-1, x.size(-1)}))};
+  const at::Tensor gt = g.reshape({-1, g.size(-1)}).t(), x2d = x.reshape({-1, x.size(-1)});
+  if (oneDnnProduct2d(a.node, gt, x2d, nullptr, out)) return {out};  // bf16 on the CPU
+  return {at::mm_out(out, gt, x2d)};
 }
 
 Results fullKernel(const KernelArgs& a) {

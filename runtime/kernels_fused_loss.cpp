@@ -3,9 +3,11 @@
 //
 // Shape legend: N rows (the target's elements), V classes, D features, c rows per chunk
 // (ir::linearCrossEntropyChunkRows). The temporaries are allocated once, before the loop, and
-// are exactly the op table's declared workspace; every ATen call in the loop writes into a
+// are exactly the op table's declared workspace (in bf16 also one product's oneDNN scratchpad at
+// a time, runtime/onednn_products.h); every ATen call in the loop writes into a
 // slice of them or of a result (`_out` variants and in-place ops), so the loop allocates
-// nothing and the chunk buffers are reused.
+// nothing else and the chunk buffers are reused.
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/amax.h>
@@ -19,6 +21,7 @@
 
 #include "ir/op_table.h"
 #include "runtime/kernels.h"
+#include "runtime/onednn_products.h"
 
 namespace gradc::runtime {
 namespace {
@@ -58,15 +61,23 @@ Results linearCrossEntropyKernel(const KernelArgs& a) {
   at::Tensor ones = bias ? at::empty({c}, options).fill_(1.0) : at::Tensor();
   at::Tensor terms = at::empty({n, 1}, options);
   at::Tensor invN = at::empty({}, options).fill_(1.0 / static_cast<double>(n));
+  // bf16 on the CPU: the products on oneDNN, each with this much scratchpad (declared workspace);
+  // elsewhere (0) ATen's.
+  const std::int64_t scratch =
+      ir::linearCrossEntropyProductScratch(n, intAttr(a.node, "chunks"), features, classes, bias,
+                                           a.node.operand(0)->type().dtype, at::get_num_threads());
+  const at::Tensor* biasOperand = bias ? &a.operands[3] : nullptr;
   for (std::int64_t begin = 0; begin < n; begin += c) {
     const std::int64_t rows = std::min(c, n - begin);
     at::Tensor chunk = logits.narrow(0, 0, rows);
     const at::Tensor xChunk = x.narrow(0, begin, rows);
     const at::Tensor targetChunk = target.narrow(0, begin, rows);
-    if (bias)
-      at::addmm_out(chunk, a.operands[3], xChunk, w.t());
-    else
-      at::mm_out(chunk, xChunk, w.t());
+    if (!oneDnnProduct2d(xChunk, w.t(), biasOperand, chunk, scratch)) {
+      if (bias)
+        at::addmm_out(chunk, a.operands[3], xChunk, w.t());
+      else
+        at::mm_out(chunk, xChunk, w.t());
+    }
     at::Tensor term = terms.narrow(0, begin, rows);
     at::gather_out(term, chunk, 1, targetChunk);
     at::Tensor m = rowMax.narrow(0, 0, rows);
@@ -79,11 +90,14 @@ Results linearCrossEntropyKernel(const KernelArgs& a) {
     chunk.scatter_add_(1, targetChunk, minusOne.narrow(0, 0, rows));
     chunk.mul_(invN);
     at::Tensor gradXChunk = gradXRows.narrow(0, begin, rows);
-    at::mm_out(gradXChunk, chunk, w);
-    if (begin == 0)
-      at::mm_out(gradW, chunk.t(), xChunk);
-    else
-      gradW.addmm_(chunk.t(), xChunk);
+    if (!oneDnnProduct2d(chunk, w, nullptr, gradXChunk, scratch)) at::mm_out(gradXChunk, chunk, w);
+    const bool accumulate = begin > 0;
+    if (!oneDnnProduct2d(chunk.t(), xChunk, nullptr, gradW, scratch, accumulate)) {
+      if (accumulate)
+        gradW.addmm_(chunk.t(), xChunk);
+      else
+        at::mm_out(gradW, chunk.t(), xChunk);
+    }
     if (bias) {
       if (begin == 0)
         at::mv_out(gradB, chunk.t(), ones.narrow(0, 0, rows));

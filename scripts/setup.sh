@@ -11,7 +11,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache clang libclang-rt-14-dev
   libyaml-cpp-dev doctest-dev libcli11-dev nlohmann-json3-dev libfmt-dev
-  libtorch-dev libgloo-dev libgoogle-glog-dev libopenblas0-openmp libsleef3 llvm-16-dev
+  libtorch-dev libgloo-dev libgoogle-glog-dev libopenblas0-openmp libsleef3 llvm-16-dev libdnnl-dev
   python3-torch procps
 )
 highs=0

@@ -7,12 +7,12 @@
 //    ranges poisoned and checked);
 //  - no op allocates more than its declared workspace beyond its results, and that workspace is
 //    served from the step's planned range of the arena.
-// bf16 steps (gpt-mini, llama) are held to the same, except that their matrix products add
-// oneDNN's scratchpad, which the plan does not declare (docs/memory.md, "bf16"): the measured
-// peak is the planned live bytes plus that scratchpad at its steps, to the byte.
+// bf16 steps (gpt-mini, llama, the fused loss) are held to the same: their matrix products run
+// on oneDNN with the scratchpad the plan declares (docs/memory.md, "bf16").
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -127,14 +127,6 @@ runtime::TrainResult train(const Step& step, bool arena, std::int64_t steps = 3)
   return std::move(*r);
 }
 
-// bf16 matrix products: ATen 1.13 runs them on oneDNN (on CPUs with AVX-512 BW/VL/DQ), whose
-// scratchpad (packed operand panels, per thread) depends on the CPU's instruction set, cache
-// sizes and thread count, not on the shapes alone, so no op-table rule declares it
-// (docs/memory.md). Everything else in a bf16 step is planned to the byte.
-bool unplannedGemmScratchpad(const std::string& op) {
-  return op == "linear" || op == "matmul" || op == "linear_weight_grad";
-}
-
 bool sameBits(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
          std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(), a.nbytes()) == 0;
@@ -167,37 +159,21 @@ void checkCase(const Case& c) {
     if (b.workspace()) workspace[static_cast<size_t>(b.firstStep)] += b.size;
   REQUIRE(arena.outsideArenaBytes.size() == workspace.size());
   std::ostringstream over;
-  std::vector<std::int64_t> unplanned(workspace.size(), 0);  // oneDNN's bf16 GEMM scratchpad, by step
   for (size_t i = 0; i < workspace.size(); ++i) {
     if (arena.outsideArenaBytes[i] <= workspace[i]) continue;
-    if (c.dtype == "bf16" && unplannedGemmScratchpad(step.plan.steps[i].op)) {
-      unplanned[i] = arena.outsideArenaBytes[i] - workspace[i];
-      continue;
-    }
     over << " step " << i << " (" << step.plan.steps[i].op << "): " << arena.outsideArenaBytes[i] << " > "
          << workspace[i] << ";";
   }
   CHECK_MESSAGE(over.str().empty(), "ops allocating beyond their declared workspace:" << over.str());
 
-  // The measured peak is the plan's, to the byte, once the GEMM scratchpad (zero for f32) is
-  // added at its steps: planned buffers live at each step, plus what its kernel allocated
-  // beyond its workspace.
+  // The measured peak is the plan's, to the byte, in every dtype (bf16 products included: their
+  // oneDNN scratchpad is declared workspace, ir/ops_gemm_workspace.cpp).
   std::vector<std::int64_t> live(workspace.size(), 0);
   for (const passes::PlannedBuffer& b : step.plan.buffers)
     for (int i = std::max(b.firstStep, 0); i <= b.lastStep && i < static_cast<int>(live.size()); ++i)
       live[static_cast<size_t>(i)] += b.size;
-  std::int64_t planned = 0, expected = 0, scratchpad = 0;
-  for (size_t i = 0; i < live.size(); ++i) {
-    planned = std::max(planned, live[i]);
-    expected = std::max(expected, live[i] + unplanned[i]);
-    scratchpad = std::max(scratchpad, unplanned[i]);
-  }
-  CHECK(planned == step.plan.peakBytes);
-  CHECK(arena.metrics.ranks.at(0).peakBytesMeasured == expected);
-  if (c.dtype == "f32") CHECK(arena.metrics.ranks.at(0).peakBytesMeasured == step.plan.peakBytes);
-  if (scratchpad > 0)
-    MESSAGE(nameOf(c) << ": GEMM scratchpad beside the plan, largest " << scratchpad << " B; measured peak "
-                      << arena.metrics.ranks.at(0).peakBytesMeasured << ", planned " << step.plan.peakBytes);
+  CHECK(*std::max_element(live.begin(), live.end()) == step.plan.peakBytes);
+  CHECK(arena.metrics.ranks.at(0).peakBytesMeasured == step.plan.peakBytes);
 
   // What escaped the arena to the heap, by op (reported; bounded by the workspace above).
   std::map<std::string, std::int64_t> escaped;
@@ -274,12 +250,13 @@ TEST_CASE("arena execution: gpt2 (tied), llama (rope, GQA, RMSNorm, SwiGLU), ber
   checkCase({"bert-mlm", bert, "", "chain", 2});
 }
 
-TEST_CASE("arena execution: bf16 gpt-mini and llama: planned to the byte but for the GEMM scratchpad") {
+TEST_CASE("arena execution: bf16 gpt-mini and llama: measured peak == planned, oneDNN scratchpads included") {
   runtime::MemoryTracker::install();
   using Kind = passes::OptimizerOptions::Kind;
   const testing::DimOverrides gpt{{"batch", "2"}, {"seq", "32"}, {"d_model", "64"}, {"layers", "2"}};
   checkCase({"gpt-mini", gpt, "", "none", 1, Kind::AdamW, 0, "off", "bf16"});
   checkCase({"gpt-mini", gpt, "", "selective", 1, Kind::Sgd, 0.5, "off", "bf16"});
+  checkCase({"gpt-mini", gpt, "", "none", 1, Kind::AdamW, 0, "3", "bf16"});  // the fused loss, 3 chunks
   const testing::DimOverrides llama{{"batch", "2"}, {"seq", "32"}, {"vocab", "64"}, {"d_model", "64"}, {"heads", "4"},
                                     {"kv_heads", "2"}, {"layers", "2"}, {"d_ff", "96"}};
   checkCase({"llama", llama, "", "none", 1, Kind::AdamW, 0, "off", "bf16"});

@@ -9,4 +9,5 @@ gradc_add_test(runtime_exec_tests
   runtime/device_paths_test.cpp
   runtime/memory_tracker_test.cpp
   runtime/blas_kernels_test.cpp
-  LIBS gradc_runtime)
+  runtime/onednn_products_test.cpp
+  LIBS gradc_runtime gradc_onednn)

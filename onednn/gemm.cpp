@@ -1,0 +1,209 @@
+// bf16 products on oneDNN's matmul (see gemm.h). Primitive descriptors and primitives are built
+// once per (product, thread count) and cached for the life of the process: building one
+// JIT-compiles its kernels, far more than a small product's run.
+#include "onednn/gemm.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#if GRADC_WITH_ONEDNN
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace gradc::onednn {
+
+#if GRADC_WITH_ONEDNN
+namespace {
+
+using Dims = dnnl::memory::dims;
+using DataType = dnnl::memory::data_type;
+
+dnnl::engine& cpuEngine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// The bytes between an operand's first and last element, plus one element's worth: what a
+// batch of one spans (its batch stride is never used).
+std::int64_t extent(const MatrixLayout& l) { return (l.rows - 1) * l.rowStride + (l.cols - 1) * l.colStride + 1; }
+
+dnnl::memory::desc operandDesc(const MatrixLayout& l, bool batched) {
+  if (!batched) return dnnl::memory::desc(Dims{l.rows, l.cols}, DataType::bf16, Dims{l.rowStride, l.colStride});
+  const std::int64_t batchStride = l.batch == 1 ? extent(l) : l.batchStride;
+  return dnnl::memory::desc(Dims{l.batch, l.rows, l.cols}, DataType::bf16, Dims{batchStride, l.rowStride, l.colStride});
+}
+
+dnnl::memory::desc resultDesc(const Product& p) {
+  const std::int64_t m = p.a.rows, n = p.b.cols;
+  if (!p.batched) return dnnl::memory::desc(Dims{m, n}, DataType::bf16, Dims{n, 1});
+  return dnnl::memory::desc(Dims{p.batch, m, n}, DataType::bf16, Dims{m * n, n, 1});
+}
+
+dnnl::memory::desc biasDesc(const Product& p) {
+  const std::int64_t n = p.b.cols;
+  if (!p.batched) return dnnl::memory::desc(Dims{1, n}, DataType::bf16, Dims{n, 1});
+  return dnnl::memory::desc(Dims{1, 1, n}, DataType::bf16, Dims{n, n, 1});
+}
+
+struct Compiled {
+  std::optional<dnnl::matmul::primitive_desc> pd;  // none: no kernel for this product here
+  std::optional<dnnl::matmul> primitive;           // built on first run
+  std::int64_t scratchpad = 0;
+};
+
+std::vector<std::int64_t> keyOf(const Product& p, int threads) {
+  std::vector<std::int64_t> key{threads, p.batch, p.batched, p.bias, p.accumulate};
+  for (const MatrixLayout* l : {&p.a, &p.b})
+    key.insert(key.end(), {l->batch, l->rows, l->cols, l->batchStride, l->rowStride, l->colStride});
+  return key;
+}
+
+std::mutex cacheMutex;
+std::map<std::vector<std::int64_t>, Compiled> cache;
+
+// The OpenMP thread count oneDNN reads while building a descriptor, set for one scope.
+class ThreadsScope {
+ public:
+  explicit ThreadsScope(int threads) : before_(omp_get_max_threads()) { omp_set_num_threads(std::max(threads, 1)); }
+  ~ThreadsScope() { omp_set_num_threads(before_); }
+  ThreadsScope(const ThreadsScope&) = delete;
+  ThreadsScope& operator=(const ThreadsScope&) = delete;
+
+ private:
+  int before_;
+};
+
+// The cached entry of this product at `threads`, built when missing. Caller holds cacheMutex.
+Compiled& compiled(const Product& p, int threads) {
+  auto [it, inserted] = cache.try_emplace(keyOf(p, threads));
+  if (!inserted) return it->second;
+  Compiled& c = it->second;
+  ThreadsScope scope(threads);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (p.accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  try {
+    const dnnl::memory::desc a = operandDesc(p.a, p.batched), b = operandDesc(p.b, p.batched);
+    dnnl::matmul::desc desc = p.bias ? dnnl::matmul::desc(a, b, biasDesc(p), resultDesc(p))
+                                     : dnnl::matmul::desc(a, b, resultDesc(p));
+    dnnl::matmul::primitive_desc pd(desc, attr, cpuEngine());
+    // The reference implementation runs anywhere, at a small fraction of a BLAS's speed: a CPU
+    // without a bf16 kernel is left to ATen.
+    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return c;
+    c.scratchpad = static_cast<std::int64_t>(pd.scratchpad_desc().get_size());
+    c.pd = std::move(pd);
+  } catch (const dnnl::error&) {
+    // No implementation for this layout: nothing cached but the answer.
+  }
+  return c;
+}
+
+// The layouts a BLAS reads without a copy: row- or column-major, dense or with a padded leading
+// dimension (a slice of a wider matrix).
+std::array<MatrixLayout, 4> layoutsOf(std::int64_t batch, std::int64_t rows, std::int64_t cols) {
+  std::array<MatrixLayout, 4> out;
+  auto set = [&](MatrixLayout& l, bool rowMajor, std::int64_t pad) {
+    l.batch = batch;
+    l.rows = rows;
+    l.cols = cols;
+    l.rowStride = rowMajor ? cols + pad : 1;
+    l.colStride = rowMajor ? 1 : rows + pad;
+    l.batchStride = extent(l);
+  };
+  set(out[0], true, 0);
+  set(out[1], false, 0);
+  set(out[2], true, cols);
+  set(out[3], false, rows);
+  return out;
+}
+
+}  // namespace
+
+bool available() {
+  static const bool yes = [] {
+    Product p;
+    p.a = {1, 16, 32, 16 * 32, 32, 1};
+    p.b = {1, 32, 16, 32 * 16, 16, 1};
+    return scratchpadBytes(p, 1).has_value();
+  }();
+  return yes;
+}
+
+std::optional<std::int64_t> scratchpadBytes(const Product& product, int threads) {
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  const Compiled& c = compiled(product, threads);
+  if (!c.pd) return std::nullopt;
+  return c.scratchpad;
+}
+
+std::int64_t scratchpadBound(const ProductShape& s, int threads) {
+  if (s.m <= 0 || s.k <= 0 || s.n <= 0 || s.batch <= 0 || !available()) return 0;
+  std::int64_t bound = 0;
+  for (const MatrixLayout& a : layoutsOf(s.broadcastA ? 1 : s.batch, s.m, s.k))
+    for (const MatrixLayout& b : layoutsOf(s.broadcastB ? 1 : s.batch, s.k, s.n)) {
+      Product p{.batch = s.batch, .batched = s.batched, .a = a, .b = b, .bias = s.bias, .accumulate = s.accumulate};
+      bound = std::max(bound, scratchpadBytes(p, threads).value_or(0));
+    }
+  return bound;
+}
+
+std::string run(const Product& product, const void* a, const void* b, const void* bias, void* c, void* scratch,
+                std::int64_t scratchBytes) {
+  const int threads = omp_get_max_threads();
+  dnnl::matmul primitive;
+  dnnl::matmul::primitive_desc pd;
+  {
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    Compiled& entry = compiled(product, threads);
+    if (!entry.pd) return "oneDNN has no bf16 matmul kernel for this layout";
+    if (entry.scratchpad > scratchBytes)
+      return "oneDNN needs a scratchpad of " + std::to_string(entry.scratchpad) + " bytes, the plan holds " +
+             std::to_string(scratchBytes);
+    if (!entry.primitive) entry.primitive = dnnl::matmul(*entry.pd);
+    primitive = *entry.primitive;
+    pd = *entry.pd;
+  }
+  dnnl::engine& engine = cpuEngine();
+  auto memory = [&](const dnnl::memory::desc& d, const void* p) { return dnnl::memory(d, engine, const_cast<void*>(p)); };
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, memory(pd.src_desc(), a)},
+      {DNNL_ARG_WEIGHTS, memory(pd.weights_desc(), b)},
+      {DNNL_ARG_DST, memory(pd.dst_desc(), c)},
+  };
+  if (pd.scratchpad_desc().get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), scratch));
+  if (product.bias) args.emplace(DNNL_ARG_BIAS, memory(pd.bias_desc(), bias));
+  dnnl::stream stream(engine);
+  primitive.execute(stream, args);
+  stream.wait();
+  return {};
+}
+
+std::string implementation(const Product& product, int threads) {
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  const Compiled& c = compiled(product, threads);
+  return c.pd ? std::string(c.pd->impl_info_str()) : std::string();
+}
+
+#else  // !GRADC_WITH_ONEDNN
+
+bool available() { return false; }
+std::optional<std::int64_t> scratchpadBytes(const Product&, int) { return std::nullopt; }
+std::int64_t scratchpadBound(const ProductShape&, int) { return 0; }
+std::string run(const Product&, const void*, const void*, const void*, void*, void*, std::int64_t) {
+  return "gradc was built without oneDNN";
+}
+std::string implementation(const Product&, int) { return {}; }
+
+#endif
+
+}  // namespace gradc::onednn
