@@ -9,6 +9,9 @@
 // conv2d_input_grad(grad, w){..., input_shape} and conv2d_weight_grad(grad, x){..., weight_shape}
 //   are its two backward GEMMs (col2im of w^T grad; grad times the im2col matrix), each with
 //   the same column workspace; the bias gradient is a sum over (N, OH, OW).
+//   In f32, where oneDNN has a blocked kernel for the problem (onednn/conv.h), the three run
+//   there instead: their workspace is then oneDNN's answer for the pass (the blocked copies of
+//   its operands and result, and its scratchpad), asked with the plan's thread count.
 // max_pool2d(x){kernel, stride, padding, dilation, ceil_mode} -> (y, indices i64), the indices
 //   of each window's maximum (saved for backward, as PyTorch saves them);
 //   max_pool2d_backward(grad, indices){..., input_shape} scatters grad to them.
@@ -21,6 +24,7 @@
 // beyond what their own arithmetic reads.
 #include <string>
 
+#include "ir/conv_problem.h"
 #include "ir/op_rules.h"
 #include "ir/window_geometry.h"
 
@@ -152,9 +156,27 @@ std::int64_t columnBytes(const OpContext& c, const TensorType& w, const TensorTy
   if (g.pointwise()) return 0;
   return saturatingMul(saturatingMul(rows, pixels), dtypeSize(y.dtype));
 }
-std::int64_t workspaceConv2d(const OpContext& c, Types r) { return columnBytes(c, c.inputs[1], r[0]); }
-std::int64_t workspaceConv2dInputGrad(const OpContext& c, Types) { return columnBytes(c, c.inputs[1], c.inputs[0]); }
-std::int64_t workspaceConv2dWeightGrad(const OpContext& c, Types r) { return columnBytes(c, r[0], c.inputs[0]); }
+// oneDNN's workspace for the pass over x, w, y (f32 only); nullopt: the im2col kernel runs.
+std::optional<std::int64_t> oneDnnBytes(const OpContext& c, onednn::ConvPass pass, const TensorType& x,
+                                        const TensorType& w, const TensorType& y, bool bias) {
+  if (x.dtype != DType::f32) return std::nullopt;
+  std::optional<onednn::ConvShape> s = oneDnnConvShape(c.attrs, x.shape, w.shape, y.shape, bias);
+  if (!s) return std::nullopt;
+  return onednn::convWorkspaceBytes(*s, pass, c.kernelThreads);
+}
+
+std::int64_t workspaceConv2d(const OpContext& c, Types r) {
+  return oneDnnBytes(c, onednn::ConvPass::Forward, c.inputs[0], c.inputs[1], r[0], c.inputs.size() == 3)
+      .value_or(columnBytes(c, c.inputs[1], r[0]));
+}
+std::int64_t workspaceConv2dInputGrad(const OpContext& c, Types r) {
+  return oneDnnBytes(c, onednn::ConvPass::InputGrad, r[0], c.inputs[1], c.inputs[0], false)
+      .value_or(columnBytes(c, c.inputs[1], c.inputs[0]));
+}
+std::int64_t workspaceConv2dWeightGrad(const OpContext& c, Types r) {
+  return oneDnnBytes(c, onednn::ConvPass::WeightGrad, c.inputs[1], r[0], c.inputs[0], false)
+      .value_or(columnBytes(c, r[0], c.inputs[0]));
+}
 
 // ---- pooling --------------------------------------------------------------------------------
 

@@ -11,9 +11,7 @@
 #include <vector>
 
 #if GRADC_WITH_ONEDNN
-#include <omp.h>
-
-#include <oneapi/dnnl/dnnl.hpp>
+#include "onednn/common.h"
 #endif
 
 namespace gradc::onednn {
@@ -23,11 +21,8 @@ namespace {
 
 using Dims = dnnl::memory::dims;
 using DataType = dnnl::memory::data_type;
-
-dnnl::engine& cpuEngine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
+using detail::cpuEngine;
+using detail::ThreadsScope;
 
 // The bytes between an operand's first and last element, plus one element's worth: what a
 // batch of one spans (its batch stride is never used).
@@ -67,18 +62,6 @@ std::vector<std::int64_t> keyOf(const Product& p, int threads) {
 std::mutex cacheMutex;
 std::map<std::vector<std::int64_t>, Compiled> cache;
 
-// The OpenMP thread count oneDNN reads while building a descriptor, set for one scope.
-class ThreadsScope {
- public:
-  explicit ThreadsScope(int threads) : before_(omp_get_max_threads()) { omp_set_num_threads(std::max(threads, 1)); }
-  ~ThreadsScope() { omp_set_num_threads(before_); }
-  ThreadsScope(const ThreadsScope&) = delete;
-  ThreadsScope& operator=(const ThreadsScope&) = delete;
-
- private:
-  int before_;
-};
-
 // The cached entry of this product at `threads`, built when missing. Caller holds cacheMutex.
 Compiled& compiled(const Product& p, int threads) {
   auto [it, inserted] = cache.try_emplace(keyOf(p, threads));
@@ -97,9 +80,8 @@ Compiled& compiled(const Product& p, int threads) {
     dnnl::matmul::desc desc = p.bias ? dnnl::matmul::desc(a, b, biasDesc(p), resultDesc(p))
                                      : dnnl::matmul::desc(a, b, resultDesc(p));
     dnnl::matmul::primitive_desc pd(desc, attr, cpuEngine());
-    // The reference implementation runs anywhere, at a small fraction of a BLAS's speed: a CPU
-    // without a bf16 kernel is left to ATen.
-    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return c;
+    // A CPU without a bf16 kernel (only the reference one) is left to ATen.
+    if (detail::isReference(pd.impl_info_str())) return c;
     c.scratchpad = static_cast<std::int64_t>(pd.scratchpad_desc().get_size());
     c.pd = std::move(pd);
   } catch (const dnnl::error&) {

@@ -17,5 +17,6 @@ set(GRADC_RUNTIME_EXEC_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_optimizer.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_transformer.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/memory_tracker.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/onednn_conv.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/onednn_products.cpp
 )

@@ -1,7 +1,8 @@
 // Kernels of the convolution and pooling ops (ir/ops_conv.cpp) and of batch normalisation
 // (ir/ops_batch_norm.cpp).
 //
-// Convolution is one GEMM per sample and group against the sample's im2col matrix
+// Convolution in f32 runs on oneDNN's blocked kernels where it has one (runtime/onednn_conv.h);
+// otherwise (f64, no oneDNN) it is one GEMM per sample and group against the sample's im2col matrix
 // [C/g * kh * kw, OH * OW] (ATen's im2col/col2im), written straight into the planned result;
 // the column matrix is the only memory a convolution kernel allocates (the op table's
 // workspace), and pointwise windows (1x1, stride 1, no padding) need none: the image is its own
@@ -34,6 +35,7 @@
 #include "ir/window_geometry.h"
 #include "runtime/kernels.h"
 #include "runtime/kernels_conv_device.h"
+#include "runtime/onednn_conv.h"
 
 namespace gradc::runtime {
 namespace {
@@ -176,8 +178,9 @@ void fillColumns(const at::Tensor& x, const ConvLoop& l, std::int64_t first, std
 // y[n, group] = w[group] @ columns(x[n, group]) (+ bias).
 Results conv2dKernel(const KernelArgs& a) {
   if (!a.operands[0].is_cpu()) return conv_device::conv2d(a);
-  const at::Tensor x = a.operands[0].contiguous(), w = a.operands[1].contiguous();
   at::Tensor y = resultBuffer(a);
+  if (oneDnnConv2d(a, onednn::ConvPass::Forward, y)) return {y};
+  const at::Tensor x = a.operands[0].contiguous(), w = a.operands[1].contiguous();
   const ConvLoop l = convLoop(a.node, x.sizes(), w.sizes(), y.sizes());
   const ir::DType dtype = a.node.result()->type().dtype;
   if (const std::int64_t chunk = ir::convChunkSamples(l.N, l.outPixels()); chunk > 1) {
@@ -206,8 +209,9 @@ Results conv2dKernel(const KernelArgs& a) {
 // gx[n, group] = col2im(w[group]^T @ grad[n, group]).
 Results conv2dInputGradKernel(const KernelArgs& a) {
   if (!a.operands[0].is_cpu()) return conv_device::conv2dInputGrad(a);
-  const at::Tensor gy = a.operands[0].contiguous(), w = a.operands[1].contiguous();
   at::Tensor gx = resultBuffer(a);
+  if (oneDnnConv2d(a, onednn::ConvPass::InputGrad, gx)) return {gx};
+  const at::Tensor gy = a.operands[0].contiguous(), w = a.operands[1].contiguous();
   const ConvLoop l = convLoop(a.node, gx.sizes(), w.sizes(), gy.sizes());
   const ir::DType dtype = a.node.result()->type().dtype;
   if (const std::int64_t chunk = ir::convChunkSamples(l.N, l.outPixels()); chunk > 1) {
@@ -248,8 +252,9 @@ Results conv2dInputGradKernel(const KernelArgs& a) {
 // gw[group] = sum over n of grad[n, group] @ columns(x[n, group])^T, accumulated in place.
 Results conv2dWeightGradKernel(const KernelArgs& a) {
   if (!a.operands[0].is_cpu()) return conv_device::conv2dWeightGrad(a);
-  const at::Tensor gy = a.operands[0].contiguous(), x = a.operands[1].contiguous();
   at::Tensor gw = resultBuffer(a);
+  if (oneDnnConv2d(a, onednn::ConvPass::WeightGrad, gw)) return {gw};
+  const at::Tensor gy = a.operands[0].contiguous(), x = a.operands[1].contiguous();
   const ConvLoop l = convLoop(a.node, x.sizes(), gw.sizes(), gy.sizes());
   const ir::DType dtype = a.node.result()->type().dtype;
   if (const std::int64_t chunk = ir::convChunkSamples(l.N, l.outPixels()); chunk > 1) {

@@ -108,8 +108,13 @@ std::string OpProfile::format(int top, const MachinePeaks* peaks) const {
   std::vector<std::pair<std::string, Entry>> rows(byOp.begin(), byOp.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
   std::int64_t kernelNs = 0;
-  for (const auto& [name, e] : rows) kernelNs += e.ns;
+  double stepFlops = 0;
+  for (const auto& [name, e] : rows) {
+    kernelNs += e.ns;
+    stepFlops += e.flops;
+  }
   const double steps = std::max<std::int64_t>(steps_, 1);
+  stepFlops /= steps;
   std::string out;
   char line[256];
   std::snprintf(line, sizeof line, "profile over %lld steps: %.1f ms per step, %.1f ms of it in kernels\n",
@@ -119,6 +124,14 @@ std::string OpProfile::format(int top, const MachinePeaks* peaks) const {
     std::snprintf(line, sizeof line, "machine (probe): f32 GEMM %.1f GFLOP/s, memory %.1f GB/s\n", peaks->gemmGflops,
                   peaks->bandwidthGBs);
     out += line;
+    // The whole step's roofline: its FLOPs at the probe's GEMM rate are a lower bound on its time.
+    if (peaks->gemmGflops > 0 && stepFlops > 0) {
+      const double boundMs = stepFlops / (peaks->gemmGflops * 1e9) * 1e3, stepMs = stepSeconds_ * 1e3 / steps;
+      std::snprintf(line, sizeof line,
+                    "roofline: %.2f GFLOP per step, %.1f ms at the GEMM probe's rate; the step takes %.2fx that\n",
+                    stepFlops / 1e9, boundMs, stepMs / boundMs);
+      out += line;
+    }
     std::snprintf(line, sizeof line, "  %-34s %10s %12s %8s %9s %7s %8s %7s\n", "op (phase)", "calls/step", "ms/step",
                   "share", "GFLOP/s", "%gemm", "GB/s", "%mem");
   } else {

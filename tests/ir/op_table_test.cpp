@@ -9,6 +9,7 @@
 
 #include "ir/graph.h"
 #include "ir/op_table.h"
+#include "onednn/conv.h"
 
 using namespace gradc;
 using namespace gradc::ir;
@@ -422,22 +423,34 @@ TEST_CASE("layer_norm_backward's workspace is per intra-op thread: the graph's k
   CHECK(getInt(g.attrs(), "kernel_threads") == 1);
 }
 
-TEST_CASE("convolution workspace: one sample's im2col matrix, none for pointwise windows") {
+TEST_CASE("convolution workspace: one sample's im2col matrix (f64), oneDNN's answer (f32)") {
   const OpInfo* conv2d = findOp("conv2d");
   REQUIRE(conv2d);
-  const std::vector<TensorType> in{f32({2, 4, 8, 8}), f32({6, 2, 3, 3})};
-  const std::vector<TensorType> out{f32({2, 6, 4, 4})};
+  auto f64 = [](Shape s) { return TensorType{DType::f64, std::move(s)}; };
+  const std::vector<TensorType> in{f64({2, 4, 8, 8}), f64({6, 2, 3, 3})};
+  const std::vector<TensorType> out{f64({2, 6, 4, 4})};
   // Two samples of 16 output pixels in one GEMM (convChunkSamples): the chunk's column matrix
-  // [C/g * kh * kw, 2 * 16] and its [O/g, 2 * 16] result, in floats.
-  CHECK(opWorkspaceBytes(*conv2d, in, conv(2, 1, 1, 2), out, 1) == (2 * 9 + 3) * 2 * 16 * 4);
+  // [C/g * kh * kw, 2 * 16] and its [O/g, 2 * 16] result, in doubles.
+  CHECK(opWorkspaceBytes(*conv2d, in, conv(2, 1, 1, 2), out, 1) == (2 * 9 + 3) * 2 * 16 * 8);
   CHECK(opFlops(*conv2d, in, conv(2, 1, 1, 2), out) == 2 * 2 * 9 * 2 * 6 * 16);
   // 64x64 outputs (kConvGemmColumns pixels): one sample per GEMM, its column matrix only;
   // pointwise windows none.
-  const std::vector<TensorType> big{f32({2, 4, 64, 64}), f32({6, 4, 3, 3})};
-  const std::vector<TensorType> bigOut{f32({2, 6, 64, 64})};
-  CHECK(opWorkspaceBytes(*conv2d, big, conv(1, 1, 1, 1), bigOut, 1) == 4 * 9 * 4096 * 4);
-  const std::vector<TensorType> pin{f32({2, 4, 64, 64}), f32({6, 4, 1, 1})};
+  const std::vector<TensorType> big{f64({2, 4, 64, 64}), f64({6, 4, 3, 3})};
+  const std::vector<TensorType> bigOut{f64({2, 6, 64, 64})};
+  CHECK(opWorkspaceBytes(*conv2d, big, conv(1, 1, 1, 1), bigOut, 1) == 4 * 9 * 4096 * 8);
+  const std::vector<TensorType> pin{f64({2, 4, 64, 64}), f64({6, 4, 1, 1})};
   CHECK(opWorkspaceBytes(*conv2d, pin, conv(1, 0, 1, 1), bigOut, 1) == 0);
+  // f32: oneDNN's workspace for the pass (blocked copies and scratchpad) where it has a kernel,
+  // at the thread count asked; else the same im2col rule.
+  const std::vector<TensorType> in32{f32({2, 4, 64, 64}), f32({6, 4, 3, 3})};
+  const std::vector<TensorType> out32{f32({2, 6, 64, 64})};
+  onednn::ConvShape shape{.n = 2, .c = 4, .h = 64, .w = 64, .o = 6, .kh = 3, .kw = 3, .oh = 64, .ow = 64,
+                          .padding = {1, 1}};
+  for (int threads : {1, 2}) {
+    const std::optional<std::int64_t> onednn = onednn::convWorkspaceBytes(shape, onednn::ConvPass::Forward, threads);
+    CHECK(opWorkspaceBytes(*conv2d, in32, conv(1, 1, 1, 1), out32, threads) ==
+          onednn.value_or(std::int64_t{4 * 9 * 4096 * 4}));
+  }
   CHECK(findOp("batch_norm")->batchStatistics);
   CHECK(findOp("running_stats_update")->sideEffects);
 }

@@ -10,4 +10,5 @@ gradc_add_test(runtime_exec_tests
   runtime/memory_tracker_test.cpp
   runtime/blas_kernels_test.cpp
   runtime/onednn_products_test.cpp
+  runtime/onednn_conv_test.cpp
   LIBS gradc_runtime gradc_onednn)

@@ -1,0 +1,49 @@
+// conv2d's kernels on oneDNN (see onednn_conv.h).
+#include "runtime/onednn_conv.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+
+#include "ir/conv_problem.h"
+
+namespace gradc::runtime {
+
+namespace {
+
+ir::Shape shapeOf(const at::Tensor& t) { return ir::Shape(t.sizes().begin(), t.sizes().end()); }
+
+}  // namespace
+
+bool oneDnnConv2d(const KernelArgs& a, onednn::ConvPass pass, const at::Tensor& result) {
+  const at::Tensor& first = a.operands[0];
+  if (!first.device().is_cpu() || first.scalar_type() != at::kFloat) return false;
+  // The operands in the layout the op reads (contiguous: strided ones are the planner's copies).
+  const at::Tensor op0 = first.contiguous(), op1 = a.operands[1].contiguous();
+  const bool bias = pass == onednn::ConvPass::Forward && a.operands.size() == 3;
+  const at::Tensor b = bias ? a.operands[2].contiguous() : at::Tensor();
+  onednn::ConvBuffers buffers;
+  std::optional<onednn::ConvShape> shape;
+  switch (pass) {
+    case onednn::ConvPass::Forward:  // (x, w[, bias]) -> y
+      shape = ir::oneDnnConvShape(a.node.attrs(), shapeOf(op0), shapeOf(op1), shapeOf(result), bias);
+      buffers = {.x = op0.data_ptr(), .w = op1.data_ptr(), .bias = bias ? b.data_ptr() : nullptr, .y = result.data_ptr()};
+      break;
+    case onednn::ConvPass::InputGrad:  // (gy, w) -> gx
+      shape = ir::oneDnnConvShape(a.node.attrs(), shapeOf(result), shapeOf(op1), shapeOf(op0), false);
+      buffers = {.w = op1.data_ptr(), .gy = op0.data_ptr(), .gx = result.data_ptr()};
+      break;
+    case onednn::ConvPass::WeightGrad:  // (gy, x) -> gw
+      shape = ir::oneDnnConvShape(a.node.attrs(), shapeOf(op1), shapeOf(result), shapeOf(op0), false);
+      buffers = {.x = op1.data_ptr(), .gy = op0.data_ptr(), .gw = result.data_ptr()};
+      break;
+  }
+  if (!shape) return false;
+  const int threads = at::get_num_threads();
+  const std::optional<std::int64_t> needed = onednn::convWorkspaceBytes(*shape, pass, threads);
+  const std::int64_t declared = a.node.workspaceBytes(threads);
+  if (!needed || *needed > declared) return false;
+  at::Tensor workspace = at::empty({declared}, first.options().dtype(at::kByte));
+  return onednn::runConv(*shape, pass, buffers, workspace.data_ptr(), declared).empty();
+}
+
+}  // namespace gradc::runtime
