@@ -93,7 +93,7 @@ dnnl::primitive_attr userScratchpad() {
   return attr;
 }
 
-// Lays the pass's operands out in the workspace and builds their reorders.
+// Lays the pass's operands out in the workspace and describes their reorders (built on the first run).
 void layOut(Compiled& c, std::int64_t primitiveScratchpad) {
   std::int64_t offset = 0, scratchpad = primitiveScratchpad;
   for (Operand& op : c.operands) {

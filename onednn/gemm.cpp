@@ -24,8 +24,8 @@ using DataType = dnnl::memory::data_type;
 using detail::cpuEngine;
 using detail::ThreadsScope;
 
-// The bytes between an operand's first and last element, plus one element's worth: what a
-// batch of one spans (its batch stride is never used).
+// Elements from an operand's first to its last, inclusive: what a batch of one spans (its batch
+// stride is never used, but oneDNN wants one).
 std::int64_t extent(const MatrixLayout& l) { return (l.rows - 1) * l.rowStride + (l.cols - 1) * l.colStride + 1; }
 
 dnnl::memory::desc operandDesc(const MatrixLayout& l, bool batched) {
