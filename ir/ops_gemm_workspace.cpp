@@ -12,12 +12,6 @@ namespace gradc::ir::rules {
 
 namespace {
 
-std::int64_t product(std::span<const std::int64_t> dims) {
-  std::int64_t p = 1;
-  for (std::int64_t d : dims) p = saturatingMul(p, d);
-  return p;
-}
-
 bool onOneDnn(const TensorType& t) { return t.dtype == DType::bf16; }
 
 }  // namespace
@@ -40,9 +34,9 @@ std::int64_t workspaceMatmul(const OpContext& c, std::span<const TensorType> res
     return std::max(folded, onednn::scratchpadBound(transposed, c.kernelThreads));
   }
   const TensorType& out = results[0];
-  const std::int64_t batch = product(std::span(out.shape).first(out.shape.size() - 2));
-  const std::int64_t batchA = product(std::span(a.shape).first(a.shape.size() - 2));
-  const std::int64_t batchB = product(std::span(b.shape).first(b.shape.size() - 2));
+  // The batch extents' products (of shapes the inference already checked).
+  auto batchOf = [](const Shape& s) { return checkedNumel(Shape(s.begin(), s.end() - 2)).value_or(1); };
+  const std::int64_t batch = batchOf(out.shape), batchA = batchOf(a.shape), batchB = batchOf(b.shape);
   onednn::ProductShape s{.batch = batch, .m = m, .k = k, .n = n, .batched = true,
                          .broadcastA = batchA == 1, .broadcastB = batchB == 1};
   return onednn::scratchpadBound(s, c.kernelThreads);

@@ -130,12 +130,23 @@ std::optional<std::int64_t> scratchpadBytes(const Product& product, int threads)
 
 std::int64_t scratchpadBound(const ProductShape& s, int threads) {
   if (s.m <= 0 || s.k <= 0 || s.n <= 0 || s.batch <= 0 || !available()) return 0;
+  // Asked for every product node at every plan and by every kernel call: remembered per shape.
+  static std::mutex boundMutex;
+  static std::map<std::vector<std::int64_t>, std::int64_t> bounds;
+  const std::vector<std::int64_t> key{threads, s.batch, s.m, s.k, s.n, s.batched, s.broadcastA, s.broadcastB,
+                                      s.bias, s.accumulate};
+  {
+    std::lock_guard<std::mutex> lock(boundMutex);
+    if (auto it = bounds.find(key); it != bounds.end()) return it->second;
+  }
   std::int64_t bound = 0;
   for (const MatrixLayout& a : layoutsOf(s.broadcastA ? 1 : s.batch, s.m, s.k))
     for (const MatrixLayout& b : layoutsOf(s.broadcastB ? 1 : s.batch, s.k, s.n)) {
       Product p{.batch = s.batch, .batched = s.batched, .a = a, .b = b, .bias = s.bias, .accumulate = s.accumulate};
       bound = std::max(bound, scratchpadBytes(p, threads).value_or(0));
     }
+  std::lock_guard<std::mutex> lock(boundMutex);
+  bounds.emplace(key, bound);
   return bound;
 }
 

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "ir/blas_layout.h"
 #include "onednn/gemm.h"
 
 namespace gradc::runtime {
@@ -13,13 +14,6 @@ namespace gradc::runtime {
 namespace {
 
 bool applies(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16 && t.device().is_cpu(); }
-
-// A matrix a BLAS reads as it is (the storage model's rule): row- or column-major with a valid
-// leading dimension, or a single row or column.
-bool blasCompatible(std::int64_t rows, std::int64_t cols, std::int64_t rowStride, std::int64_t colStride) {
-  return (colStride == 1 && rowStride >= std::max<std::int64_t>(1, cols)) ||
-         (rowStride == 1 && colStride >= std::max<std::int64_t>(1, rows)) || rows == 1 || cols == 1;
-}
 
 // The matrices of a 2-D or 3-D operand as oneDNN reads them; a batch stride of 0 (an operand
 // expanded over the batch) is one matrix shared by every product. Strides of extent-1 axes are
@@ -44,7 +38,7 @@ onednn::MatrixLayout layoutOf(const at::Tensor& t) {
 // The operand as the BLAS call reads it: copied when its matrices are not BLAS-compatible.
 at::Tensor readable(const at::Tensor& t) {
   const int r = static_cast<int>(t.dim());
-  return blasCompatible(t.size(r - 2), t.size(r - 1), t.stride(r - 2), t.stride(r - 1)) ? t : t.contiguous();
+  return ir::blasCompatible(t.size(r - 2), t.size(r - 1), t.stride(r - 2), t.stride(r - 1)) ? t : t.contiguous();
 }
 
 // One allocation of exactly `scratchBytes` (declared workspace), made whether or not oneDNN
@@ -73,7 +67,7 @@ bool oneDnnProduct2d(const at::Tensor& a, const at::Tensor& b, const at::Tensor*
 
 bool oneDnnProduct2d(const ir::Node& node, const at::Tensor& a, const at::Tensor& b, const at::Tensor* bias,
                      const at::Tensor& out) {
-  if (!applies(a) || !onednn::available()) return false;
+  if (!applies(a)) return false;  // no workspace lookup for products that stay on ATen
   return oneDnnProduct2d(a, b, bias, out, declaredWorkspace(node));
 }
 
@@ -82,10 +76,7 @@ bool oneDnnMatmul(const ir::Node& node, const at::Tensor& a, const at::Tensor& b
   const std::int64_t ra = a.dim(), rb = b.dim();
   const std::int64_t k = a.size(-1), n = b.size(-1);
   if (ra == 2 && rb == 2) return oneDnnProduct2d(node, a, b, nullptr, out);
-  // at::matmul's should_fold: a 3-D operand whose last two axes are transposed under a slowest
-  // first axis runs batched rather than being copied into rows.
-  const bool transposed3d = ra == 3 && a.stride(2) != 1 && a.stride(0) == a.size(1) * a.size(2);
-  if (rb == 2 && !transposed3d)
+  if (ir::matmulFoldsRows(static_cast<int>(ra), static_cast<int>(rb), a.sizes().data(), a.strides().data()))
     return oneDnnProduct2d(node, a.reshape({-1, k}), b, nullptr, out.view({-1, n}));
   // Batched: both operands expanded to the common batch and reshaped to [P, rows, cols]
   // (a view where the strides allow one, a copy otherwise, as at::matmul does).

@@ -4,6 +4,8 @@
 #include <cassert>
 #include <optional>
 
+#include "ir/blas_layout.h"
+
 namespace gradc::passes {
 
 using Strides = std::vector<std::int64_t>;
@@ -123,12 +125,6 @@ ViewRule viewRuleOf(ir::ViewLayout layout) {
 
 // ---- how kernels read strided operands: OpInfo::stridedReads (ir/op_table.h) ------------------
 
-// A matrix BLAS takes as it is: row-major or column-major with a valid leading dimension.
-bool blasCompatible(std::int64_t rows, std::int64_t cols, std::int64_t rowStride, std::int64_t colStride) {
-  return (colStride == 1 && rowStride >= std::max<std::int64_t>(1, cols)) ||
-         (rowStride == 1 && colStride >= std::max<std::int64_t>(1, rows)) || rows == 1 || cols == 1;
-}
-
 // Bytes at::matmul copies for a[..., m, k] @ b[..., k, n] with these strides.
 std::int64_t matmulCopies(const ir::TensorType& ta, const Strides& sa, const ir::TensorType& tb, const Strides& sb) {
   const int ra = ta.rank(), rb = tb.rank();
@@ -136,7 +132,7 @@ std::int64_t matmulCopies(const ir::TensorType& ta, const Strides& sa, const ir:
   std::int64_t copies = 0;
   auto matrixCopy = [&](const ir::Shape& shape, const Strides& s) {
     size_t r = shape.size();
-    if (!blasCompatible(shape[r - 2], shape[r - 1], s[r - 2], s[r - 1])) copies += shape[r - 2] * shape[r - 1] * elem;
+    if (!ir::blasCompatible(shape[r - 2], shape[r - 1], s[r - 2], s[r - 1])) copies += shape[r - 2] * shape[r - 1] * elem;
   };
   if (ra == 2 && rb == 2) {
     matrixCopy(ta.shape, sa);
@@ -145,7 +141,7 @@ std::int64_t matmulCopies(const ir::TensorType& ta, const Strides& sa, const ir:
   }
   // Folding a[..., m, k] into [M, k] for one mm (ATen's should_fold; a transposed 3-D operand
   // goes through bmm instead).
-  bool fold = ra >= 3 && rb == 2 && !(ra == 3 && sa.back() != 1 && sa.front() == ta.shape[1] * ta.shape[2]);
+  const bool fold = ir::matmulFoldsRows(ra, rb, ta.shape.data(), sa.data());
   if (fold) {
     ir::Shape flat{ta.numel() / ta.shape.back(), ta.shape.back()};
     std::optional<Strides> s = viewStrides(ta.shape, sa, flat);
