@@ -1,41 +1,33 @@
-// A conv2d node's problem as oneDNN describes it (onednn/conv.h), from the shapes of its input,
-// weights and output and its window attributes: one definition for the op table's workspace
-// rules (ir/ops_conv.cpp) and the runtime's kernels (runtime/onednn_conv.cpp), so both ask
-// oneDNN the same question.
+// A conv2d node's problem as its kernels see it, from the types of its input, weights and
+// output and its window attributes: one definition for the op table's workspace rules
+// (ir/ops_conv.cpp) and the runtime's kernels (runtime/onednn_conv.cpp, kernels_conv.cpp), so
+// both ask the same question and get the same answer.
+//
+// Two kernels: im2col + GEMM (every dtype), whose workspace is one sample's column matrix (or a
+// chunk's, for small outputs); and, in f32 where oneDNN has a blocked kernel, oneDNN's, run in
+// chunks of samples no larger than keeps its workspace within the im2col kernel's (or one
+// sample's, when that is larger: its weights copy).
 #pragma once
 
 #include <optional>
 
 #include "ir/attribute.h"
 #include "ir/tensor_type.h"
-#include "ir/window_geometry.h"
 #include "onednn/conv.h"
 
 namespace gradc::ir {
 
 // x [N, C, H, W], w [O, C / groups, kh, kw], y [N, O, OH, OW]; nullopt when the attributes do
 // not read (the verifier reports those).
-inline std::optional<onednn::ConvShape> oneDnnConvShape(const AttrMap& attrs, const Shape& x, const Shape& w,
-                                                        const Shape& y, bool bias) {
-  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return std::nullopt;
-  WindowGeometry g;
-  if (readWindow(attrs, g, std::array<std::int64_t, 2>{w[2], w[3]})) return std::nullopt;
-  onednn::ConvShape s;
-  s.n = x[0];
-  s.c = x[1];
-  s.h = x[2];
-  s.w = x[3];
-  s.o = w[0];
-  s.kh = w[2];
-  s.kw = w[3];
-  s.oh = y[2];
-  s.ow = y[3];
-  s.stride = g.stride;
-  s.padding = g.padding;
-  s.dilation = g.dilation;
-  s.groups = getInt(attrs, "groups").value_or(1);
-  s.bias = bias;
-  return s;
-}
+std::optional<onednn::ConvShape> oneDnnConvShape(const AttrMap& attrs, const Shape& x, const Shape& w, const Shape& y,
+                                                 bool bias);
+
+// The im2col kernel's workspace for a pass with weights w and (forward) output y.
+std::int64_t im2colWorkspaceBytes(const AttrMap& attrs, const TensorType& w, const TensorType& y);
+
+// The oneDNN pass the node runs (its chunk of samples and workspace); nullopt: the im2col kernel
+// runs (not f32, or no blocked kernel). x, w, y as for conv2d, whichever pass.
+std::optional<onednn::ConvChunking> oneDnnConvPass(const AttrMap& attrs, onednn::ConvPass pass, const TensorType& x,
+                                                   const TensorType& w, const TensorType& y, bool bias, int threads);
 
 }  // namespace gradc::ir

@@ -11,7 +11,9 @@
 //   the same column workspace; the bias gradient is a sum over (N, OH, OW).
 //   In f32, where oneDNN has a blocked kernel for the problem (onednn/conv.h), the three run
 //   there instead: their workspace is then oneDNN's answer for the pass (the blocked copies of
-//   its operands and result, and its scratchpad), asked with the plan's thread count.
+//   one chunk of samples, the weights' copy, and its scratchpad), asked with the plan's thread
+//   count, the chunk the largest whose workspace stays within the im2col kernel's
+//   (ir/conv_problem.h).
 // max_pool2d(x){kernel, stride, padding, dilation, ceil_mode} -> (y, indices i64), the indices
 //   of each window's maximum (saved for backward, as PyTorch saves them);
 //   max_pool2d_backward(grad, indices){..., input_shape} scatters grad to them.
@@ -142,40 +144,23 @@ std::int64_t flopsConv2d(const OpContext& c, Types r) {
 std::int64_t flopsConv2dInputGrad(const OpContext& c, Types) { return convGemmFlops(c.inputs[1], c.inputs[0]); }
 std::int64_t flopsConv2dWeightGrad(const OpContext& c, Types r) { return convGemmFlops(r[0], c.inputs[0]); }
 
-// One sample's im2col matrix [C/g * kh * kw, OH * OW] (none for pointwise windows); when the
-// kernel puts several samples in one GEMM (convChunkSamples), the chunk's column matrix and its
-// [O/g, samples * OH * OW] GEMM result or gathered gradient.
-std::int64_t columnBytes(const OpContext& c, const TensorType& w, const TensorType& y) {
-  WindowGeometry g;
-  if (readWindow(c.attrs, g, std::array<std::int64_t, 2>{w.shape[2], w.shape[3]})) return 0;
-  const std::int64_t pixels = y.shape[2] * y.shape[3], rows = w.shape[1] * w.shape[2] * w.shape[3];
-  const std::int64_t chunk = convChunkSamples(y.shape[0], pixels);
-  const std::int64_t groups = getInt(c.attrs, "groups").value_or(1);
-  if (chunk > 1)
-    return saturatingMul(saturatingMul(rows + w.shape[0] / groups, chunk * pixels), dtypeSize(y.dtype));
-  if (g.pointwise()) return 0;
-  return saturatingMul(saturatingMul(rows, pixels), dtypeSize(y.dtype));
-}
-// oneDNN's workspace for the pass over x, w, y (f32 only); nullopt: the im2col kernel runs.
-std::optional<std::int64_t> oneDnnBytes(const OpContext& c, onednn::ConvPass pass, const TensorType& x,
-                                        const TensorType& w, const TensorType& y, bool bias) {
-  if (x.dtype != DType::f32) return std::nullopt;
-  std::optional<onednn::ConvShape> s = oneDnnConvShape(c.attrs, x.shape, w.shape, y.shape, bias);
-  if (!s) return std::nullopt;
-  return onednn::convWorkspaceBytes(*s, pass, c.kernelThreads);
+// The node's kernel (ir/conv_problem.h): oneDNN's workspace for the pass where it runs there,
+// else the im2col kernel's.
+std::int64_t convWorkspace(const OpContext& c, onednn::ConvPass pass, const TensorType& x, const TensorType& w,
+                           const TensorType& y, bool bias) {
+  if (std::optional<onednn::ConvChunking> d = oneDnnConvPass(c.attrs, pass, x, w, y, bias, c.kernelThreads))
+    return d->workspaceBytes;
+  return im2colWorkspaceBytes(c.attrs, w, y);
 }
 
 std::int64_t workspaceConv2d(const OpContext& c, Types r) {
-  return oneDnnBytes(c, onednn::ConvPass::Forward, c.inputs[0], c.inputs[1], r[0], c.inputs.size() == 3)
-      .value_or(columnBytes(c, c.inputs[1], r[0]));
+  return convWorkspace(c, onednn::ConvPass::Forward, c.inputs[0], c.inputs[1], r[0], c.inputs.size() == 3);
 }
 std::int64_t workspaceConv2dInputGrad(const OpContext& c, Types r) {
-  return oneDnnBytes(c, onednn::ConvPass::InputGrad, r[0], c.inputs[1], c.inputs[0], false)
-      .value_or(columnBytes(c, c.inputs[1], c.inputs[0]));
+  return convWorkspace(c, onednn::ConvPass::InputGrad, r[0], c.inputs[1], c.inputs[0], false);
 }
 std::int64_t workspaceConv2dWeightGrad(const OpContext& c, Types r) {
-  return oneDnnBytes(c, onednn::ConvPass::WeightGrad, c.inputs[1], r[0], c.inputs[0], false)
-      .value_or(columnBytes(c, r[0], c.inputs[0]));
+  return convWorkspace(c, onednn::ConvPass::WeightGrad, c.inputs[1], r[0], c.inputs[0], false);
 }
 
 // ---- pooling --------------------------------------------------------------------------------

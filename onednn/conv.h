@@ -5,11 +5,18 @@
 // weights; the plain-layout fallback is im2col + GEMM). A pass therefore reorders its plain
 // operands into blocked copies, runs the convolution, and reorders its blocked result into the
 // plain one, as PyTorch's eager convolution does. The blocked copies and oneDNN's scratchpad
-// live in the workspace, whose size the op table asks for while planning (workspaceBytes) and
-// the runtime allocates exactly (run): measured == planned.
+// live in the workspace, whose size the op table asks for while planning (convWorkspaceBytes)
+// and the runtime allocates exactly (runConv): measured == planned.
+//
+// A pass may run the batch in chunks of samples, so that its blocked copies hold one chunk, not
+// the batch: the weights (or the weight gradient) are copied once, each chunk's activations are
+// copied in, convolved and copied out, and the weight gradient sums the chunks' gradients into
+// the plain result. convChunking picks the largest chunk within a byte limit (the op table
+// gives the im2col kernel's workspace, so choosing oneDNN never costs the plan more memory than
+// the kernel it replaces, beyond one sample's copies).
 //
 // No LibTorch here (the op table links this). Without oneDNN (GRADC_WITH_ONEDNN off), or for a
-// problem oneDNN has no blocked kernel for, workspaceBytes is nullopt and the caller keeps its
+// problem oneDNN has no blocked kernel for, the answers are nullopt and the caller keeps its
 // own kernel.
 #pragma once
 
@@ -33,11 +40,23 @@ struct ConvShape {
   bool bias = false;  // Forward only
 };
 
-// The workspace one pass needs with `threads` intra-op threads: its blocked copies and its
-// scratchpad. nullopt: oneDNN has no blocked kernel for it here.
-std::optional<std::int64_t> convWorkspaceBytes(const ConvShape& shape, ConvPass pass, int threads);
+// The workspace one pass needs with `threads` intra-op threads, running `chunk` samples at a time
+// (1 <= chunk <= shape.n): its blocked copies and its scratchpad. nullopt: oneDNN has no blocked
+// kernel for it here.
+std::optional<std::int64_t> convWorkspaceBytes(const ConvShape& shape, ConvPass pass, int threads,
+                                               std::int64_t chunk);
 
-// Runs one pass with the calling thread's intra-op thread count. Plain operands and result
+// The largest chunk whose workspace is at most max(limitBytes, the one-sample workspace), and
+// that workspace (a chunk c that fits and c + 1 does not, or the batch). nullopt: no blocked
+// kernel.
+struct ConvChunking {
+  std::int64_t chunk = 0;
+  std::int64_t workspaceBytes = 0;
+};
+std::optional<ConvChunking> convChunking(const ConvShape& shape, ConvPass pass, int threads, std::int64_t limitBytes);
+
+// Runs one pass, `chunk` samples at a time, with the calling thread's intra-op thread count
+// (the workspace was sized for it). Plain operands and result
 // (contiguous NCHW / OIHW): Forward reads x, w, bias and writes y; InputGrad reads gy, w and
 // writes gx; WeightGrad reads gy, x and writes gw. `workspace` holds `workspaceBytes` bytes.
 // Empty on success, else why nothing ran (no kernel, or a workspace smaller than needed).
@@ -50,10 +69,10 @@ struct ConvBuffers {
   void* gx = nullptr;  // InputGrad's result
   void* gw = nullptr;  // WeightGrad's result
 };
-std::string runConv(const ConvShape& shape, ConvPass pass, const ConvBuffers& buffers, void* workspace,
-                    std::int64_t workspaceBytes);
+std::string runConv(const ConvShape& shape, ConvPass pass, std::int64_t chunk, const ConvBuffers& buffers,
+                    void* workspace, std::int64_t workspaceBytes);
 
-// The kernel oneDNN runs for the pass ("jit:avx512_core"); empty when none.
+// The kernel oneDNN runs for the pass over the whole batch ("jit:avx512_core"); empty when none.
 std::string convImplementation(const ConvShape& shape, ConvPass pass, int threads);
 
 }  // namespace gradc::onednn

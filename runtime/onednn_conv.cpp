@@ -11,6 +11,7 @@ namespace gradc::runtime {
 namespace {
 
 ir::Shape shapeOf(const at::Tensor& t) { return ir::Shape(t.sizes().begin(), t.sizes().end()); }
+ir::TensorType typeOf(const at::Tensor& t) { return {ir::DType::f32, shapeOf(t)}; }
 
 }  // namespace
 
@@ -22,28 +23,32 @@ bool oneDnnConv2d(const KernelArgs& a, onednn::ConvPass pass, const at::Tensor& 
   const bool bias = pass == onednn::ConvPass::Forward && a.operands.size() == 3;
   const at::Tensor b = bias ? a.operands[2].contiguous() : at::Tensor();
   onednn::ConvBuffers buffers;
-  std::optional<onednn::ConvShape> shape;
+  const at::Tensor* x = nullptr;
+  const at::Tensor* w = nullptr;
+  const at::Tensor* y = nullptr;
   switch (pass) {
     case onednn::ConvPass::Forward:  // (x, w[, bias]) -> y
-      shape = ir::oneDnnConvShape(a.node.attrs(), shapeOf(op0), shapeOf(op1), shapeOf(result), bias);
+      x = &op0, w = &op1, y = &result;
       buffers = {.x = op0.data_ptr(), .w = op1.data_ptr(), .bias = bias ? b.data_ptr() : nullptr, .y = result.data_ptr()};
       break;
     case onednn::ConvPass::InputGrad:  // (gy, w) -> gx
-      shape = ir::oneDnnConvShape(a.node.attrs(), shapeOf(result), shapeOf(op1), shapeOf(op0), false);
+      x = &result, w = &op1, y = &op0;
       buffers = {.w = op1.data_ptr(), .gy = op0.data_ptr(), .gx = result.data_ptr()};
       break;
     case onednn::ConvPass::WeightGrad:  // (gy, x) -> gw
-      shape = ir::oneDnnConvShape(a.node.attrs(), shapeOf(op1), shapeOf(result), shapeOf(op0), false);
+      x = &op1, w = &result, y = &op0;
       buffers = {.x = op1.data_ptr(), .gy = op0.data_ptr(), .gw = result.data_ptr()};
       break;
   }
-  if (!shape) return false;
   const int threads = at::get_num_threads();
-  const std::optional<std::int64_t> needed = onednn::convWorkspaceBytes(*shape, pass, threads);
+  const std::optional<onednn::ConvChunking> chunking =
+      ir::oneDnnConvPass(a.node.attrs(), pass, typeOf(*x), typeOf(*w), typeOf(*y), bias, threads);
+  const std::optional<onednn::ConvShape> shape =
+      ir::oneDnnConvShape(a.node.attrs(), shapeOf(*x), shapeOf(*w), shapeOf(*y), bias);
   const std::int64_t declared = a.node.workspaceBytes(threads);
-  if (!needed || *needed > declared) return false;
+  if (!chunking || !shape || chunking->workspaceBytes > declared) return false;
   at::Tensor workspace = at::empty({declared}, first.options().dtype(at::kByte));
-  return onednn::runConv(*shape, pass, buffers, workspace.data_ptr(), declared).empty();
+  return onednn::runConv(*shape, pass, chunking->chunk, buffers, workspace.data_ptr(), declared).empty();
 }
 
 }  // namespace gradc::runtime

@@ -440,16 +440,22 @@ TEST_CASE("convolution workspace: one sample's im2col matrix (f64), oneDNN's ans
   CHECK(opWorkspaceBytes(*conv2d, big, conv(1, 1, 1, 1), bigOut, 1) == 4 * 9 * 4096 * 8);
   const std::vector<TensorType> pin{f64({2, 4, 64, 64}), f64({6, 4, 1, 1})};
   CHECK(opWorkspaceBytes(*conv2d, pin, conv(1, 0, 1, 1), bigOut, 1) == 0);
-  // f32: oneDNN's workspace for the pass (blocked copies and scratchpad) where it has a kernel,
-  // at the thread count asked; else the same im2col rule.
+  // f32: oneDNN's workspace for the pass (blocked copies of a chunk of samples, the weights'
+  // copy and the scratchpad) where it has a kernel, at the thread count asked, within the im2col
+  // rule's bytes (or one sample's copies); else the same im2col rule.
   const std::vector<TensorType> in32{f32({2, 4, 64, 64}), f32({6, 4, 3, 3})};
   const std::vector<TensorType> out32{f32({2, 6, 64, 64})};
   onednn::ConvShape shape{.n = 2, .c = 4, .h = 64, .w = 64, .o = 6, .kh = 3, .kw = 3, .oh = 64, .ow = 64,
                           .padding = {1, 1}};
   for (int threads : {1, 2}) {
-    const std::optional<std::int64_t> onednn = onednn::convWorkspaceBytes(shape, onednn::ConvPass::Forward, threads);
+    const std::int64_t im2col = 4 * 9 * 4096 * 4;
+    const std::optional<onednn::ConvChunking> chosen =
+        onednn::convChunking(shape, onednn::ConvPass::Forward, threads, im2col);
     CHECK(opWorkspaceBytes(*conv2d, in32, conv(1, 1, 1, 1), out32, threads) ==
-          onednn.value_or(std::int64_t{4 * 9 * 4096 * 4}));
+          (chosen ? chosen->workspaceBytes : im2col));
+    if (chosen)
+      CHECK(chosen->workspaceBytes <=
+            std::max(im2col, *onednn::convWorkspaceBytes(shape, onednn::ConvPass::Forward, threads, 1)));
   }
   CHECK(findOp("batch_norm")->batchStatistics);
   CHECK(findOp("running_stats_update")->sideEffects);

@@ -1,7 +1,9 @@
 // conv2d's kernels on oneDNN (runtime/onednn_conv.h, onednn/conv.h): the declared workspace is
 // oneDNN's answer, the kernel allocates exactly that, and the three passes equal ATen's
 // convolution and its autograd within f32 tolerance, over strides, padding, dilation, groups,
-// rectangular windows and a bias, at 1 and 2 threads. f64 keeps the im2col kernel.
+// rectangular windows and a bias, at 1 and 2 threads; run in chunks of samples, each chunk size
+// gives the same result and the op table's chunk keeps the workspace within the im2col
+// kernel's. f64 keeps the im2col kernel.
 #include <torch/torch.h>
 
 #include <string>
@@ -101,12 +103,13 @@ TEST_CASE("oneDNN convolutions: declared workspace == allocated, the three passe
         REQUIRE(s);
         for (onednn::ConvPass pass :
              {onednn::ConvPass::Forward, onednn::ConvPass::InputGrad, onednn::ConvPass::WeightGrad}) {
-          const std::optional<std::int64_t> bytes = onednn::convWorkspaceBytes(*s, pass, threads);
+          const std::optional<std::int64_t> bytes = onednn::convWorkspaceBytes(*s, pass, threads, s->n);
           if (!bytes) continue;
           CHECK(onednn::convImplementation(*s, pass, threads).rfind("ref", 0) != 0);
         }
-        if (auto bytes = onednn::convWorkspaceBytes(*s, onednn::ConvPass::Forward, threads))
-          CHECK(declared("conv2d", operands, window, y) == *bytes);
+        if (auto chosen = ir::oneDnnConvPass(window, onednn::ConvPass::Forward, typeOf(x), typeOf(w), typeOf(y), bias,
+                                             threads))
+          CHECK(declared("conv2d", operands, window, y) == chosen->workspaceBytes);
       }
   }
   at::set_num_threads(1);
@@ -127,4 +130,103 @@ TEST_CASE("oneDNN convolutions: a ResNet stage runs on a blocked kernel here, f6
                      {"groups", std::int64_t{1}}};
   const at::Tensor y = run("conv2d", {x, w}, window);
   CHECK(relErr(y, at::conv2d(x, w, {}, 1, 1)) <= 1e-12);
+}
+
+namespace {
+
+// One pass through onednn::runConv directly, `chunk` samples at a time, into a fresh result.
+at::Tensor runChunked(const onednn::ConvShape& s, onednn::ConvPass pass, std::int64_t chunk, const at::Tensor& x,
+                      const at::Tensor& w, const at::Tensor& gy) {
+  const std::optional<std::int64_t> bytes = onednn::convWorkspaceBytes(s, pass, at::get_num_threads(), chunk);
+  REQUIRE(bytes);
+  at::Tensor workspace = at::empty({*bytes}, at::kByte);
+  at::Tensor out = at::full(pass == onednn::ConvPass::Forward     ? gy.sizes()
+                            : pass == onednn::ConvPass::InputGrad ? x.sizes()
+                                                                  : w.sizes(),
+                            std::nan(""));
+  onednn::ConvBuffers b{.x = x.data_ptr(), .w = w.data_ptr(), .gy = gy.data_ptr()};
+  (pass == onednn::ConvPass::Forward ? b.y : pass == onednn::ConvPass::InputGrad ? b.gx : b.gw) = out.data_ptr();
+  CHECK(onednn::runConv(s, pass, chunk, b, workspace.data_ptr(), *bytes) == "");
+  // A workspace one byte short runs nothing.
+  CHECK(onednn::runConv(s, pass, chunk, b, workspace.data_ptr(), *bytes - 1) != "");
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("oneDNN convolutions in chunks of samples: every chunk size gives ATen's result") {
+  const onednn::ConvShape s{.n = 7, .c = 16, .h = 10, .w = 9, .o = 24, .kh = 3, .kw = 3, .oh = 5, .ow = 5,
+                            .stride = {2, 2}, .padding = {1, 1}};
+  if (!onednn::convWorkspaceBytes(s, onednn::ConvPass::Forward, 1, s.n)) {
+    MESSAGE("no blocked oneDNN kernel here");
+    return;
+  }
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    at::manual_seed(5);
+    const at::Tensor x = at::randn({s.n, s.c, s.h, s.w}), w = at::randn({s.o, s.c, s.kh, s.kw});
+    const at::Tensor gy = at::randn({s.n, s.o, s.oh, s.ow});
+    const at::Tensor y = at::conv2d(x, w, {}, 2, 1);
+    auto [gx, gw, gb] = at::convolution_backward(gy, x, w, c10::nullopt, {2, 2}, {1, 1}, {1, 1}, false, {0, 0}, 1,
+                                                 {true, true, false});
+    for (std::int64_t chunk : {1, 2, 3, 7}) {  // 3: two chunks of 3 and one of 1
+      INFO("chunk " << chunk << ", " << threads << " thread(s)");
+      CHECK(relErr(runChunked(s, onednn::ConvPass::Forward, chunk, x, w, gy), y) <= 1e-5);
+      CHECK(relErr(runChunked(s, onednn::ConvPass::InputGrad, chunk, x, w, gy), gx) <= 1e-5);
+      CHECK(relErr(runChunked(s, onednn::ConvPass::WeightGrad, chunk, x, w, gy), gw) <= 1e-5);
+    }
+    // convChunking: the largest chunk within the limit, never below one sample.
+    for (onednn::ConvPass pass :
+         {onednn::ConvPass::Forward, onednn::ConvPass::InputGrad, onednn::ConvPass::WeightGrad}) {
+      const std::int64_t one = *onednn::convWorkspaceBytes(s, pass, threads, 1);
+      const std::int64_t three = *onednn::convWorkspaceBytes(s, pass, threads, 3);
+      const std::int64_t four = *onednn::convWorkspaceBytes(s, pass, threads, 4);
+      CHECK(onednn::convChunking(s, pass, threads, 0)->chunk == 1);
+      CHECK(onednn::convChunking(s, pass, threads, 0)->workspaceBytes == one);
+      CHECK(onednn::convChunking(s, pass, threads, std::int64_t{1} << 40)->chunk == s.n);
+      if (four > three) {
+        const onednn::ConvChunking c = *onednn::convChunking(s, pass, threads, three);
+        CHECK(c.chunk >= 3);
+        CHECK(c.workspaceBytes <= three);
+        CHECK(c.chunk < 4);
+      }
+    }
+  }
+  at::set_num_threads(1);
+}
+
+TEST_CASE("oneDNN convolutions: a batch larger than the im2col workspace allows runs in chunks, exactly planned") {
+  // [24, 16, 32, 32] 3x3: the im2col kernel holds 4 samples' columns (2.6 MB); all 24 samples'
+  // blocked copies would take 3 MB, so the op table picks a chunk below 24.
+  const std::vector<std::int64_t> xs{24, 16, 32, 32}, ws{16, 16, 3, 3};
+  ir::AttrMap window{{"stride", std::vector<std::int64_t>{1, 1}},
+                     {"padding", std::vector<std::int64_t>{1, 1}},
+                     {"dilation", std::vector<std::int64_t>{1, 1}},
+                     {"groups", std::int64_t{1}}};
+  at::manual_seed(6);
+  const at::Tensor x = at::randn(xs), w = at::randn(ws), b = at::randn({16});
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    INFO(threads << " thread(s)");
+    const at::Tensor y = run("conv2d", {x, w, b}, window);
+    CHECK(relErr(y, at::conv2d(x, w, b, 1, 1)) <= 1e-5);
+    const std::optional<onednn::ConvChunking> chosen =
+        ir::oneDnnConvPass(window, onednn::ConvPass::Forward, typeOf(x), typeOf(w), typeOf(y), true, threads);
+    if (!chosen) continue;  // no blocked kernel here: the im2col kernel ran
+    const std::int64_t im2col = ir::im2colWorkspaceBytes(window, typeOf(w), typeOf(y));
+    CHECK(chosen->chunk < xs[0]);
+    CHECK(chosen->workspaceBytes <= im2col);
+    const at::Tensor gy = at::randn(y.sizes());
+    ir::AttrMap inputGrad = window, weightGrad = window;
+    inputGrad["input_shape"] = xs;
+    weightGrad["weight_shape"] = ws;
+    auto [refGx, refGw, refGb] = at::convolution_backward(gy, x, w, c10::nullopt, {1, 1}, {1, 1}, {1, 1}, false,
+                                                         {0, 0}, 1, {true, true, false});
+    CHECK(relErr(run("conv2d_input_grad", {gy, w}, inputGrad), refGx) <= 1e-5);
+    CHECK(relErr(run("conv2d_weight_grad", {gy, x}, weightGrad), refGw) <= 1e-5);
+    for (onednn::ConvPass pass : {onednn::ConvPass::InputGrad, onednn::ConvPass::WeightGrad})
+      CHECK(ir::oneDnnConvPass(window, pass, typeOf(x), typeOf(w), typeOf(y), false, threads)->workspaceBytes <=
+            im2col);
+  }
+  at::set_num_threads(1);
 }
