@@ -38,8 +38,8 @@ INIT_VAL = 2         # Lightning's default
 
 
 def runtime_overhead(runner, model):
-    """gradc's RSS beyond its tracked tensors at the bundled batch (LibTorch's and OpenBLAS's
-    buffers, the executor), rounded up to a MiB, as bench/compare.py's maxbatch section measures it."""
+    """gradc's RSS beyond its tracked tensors at the bundled batch (the libraries' buffers, the
+    executor, the heap), rounded up to a MiB, as bench/compare.py's maxbatch section measures it."""
     r = runner.gradc_train(model, compare.models.DEFAULT_DIMS[model]["batch"], 2, [], mem=True)
     return -(-(r["peak_rss_bytes"] - r["peak_tracked"]) // MiB) * MiB
 
@@ -219,8 +219,8 @@ def markdown(rows, threads):
           f"trial (init_val {INIT_VAL}, {STEPS_PER_TRIAL} steps per trial, one process per trial), a trial failing "
           "when its peak RSS above the idle baseline exceeds B; power = doubling, binsearch = then bisecting. The "
           "second gradc row of each budget reserves, with `--device-reserve`, gradc's RSS beyond its tracked tensors "
-          "(LibTorch's and OpenBLAS's buffers, measured at the bundled batch as in bench/compare.py), so that the plan "
-          "and the libraries together are held to B.", "",
+          "(what the process holds beside its arena: the libraries' buffers and heap, measured at the bundled batch as "
+          "in bench/compare.py), so that the plan and the rest together are held to B.", "",
           "| model | budget | gradc batch | gradc plan | next batch: smallest feasible budget | gradc compile | "
           "measured = planned | gradc peak RSS (limit) | PyTorch power: batch (trials, steps) | "
           "PyTorch binsearch: batch (trials, steps) | PyTorch finder wall time |",

@@ -6,6 +6,7 @@ set(GRADC_RUNTIME_EXEC_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/device.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/device_select.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/executor.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/executor_state.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/generated_kernels.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_backward.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_collective.cpp

@@ -109,15 +109,17 @@ Status Executor::bindArena(const ir::MemoryPlan& plan, const ExecutorOptions& op
     if (plan.arenaBytes > host->arenaSize_)
       return Error{"its plan needs an arena of " + std::to_string(plan.arenaBytes) + " bytes, the arena it shares has " +
                    std::to_string(host->arenaSize_)};
-    arena_ = DeviceMemory(host->arena_.get(), DeviceMemoryDeleter{});  // not owned: never released here
+    arena_ = host->arena_;
     arenaSize_ = host->arenaSize_;
   } else {
     Expected<DeviceMemory> memory = device_->allocate(plan.arenaBytes);
     if (!memory) return memory.error();
-    arena_ = std::move(*memory);
+    const DeviceMemoryDeleter release = memory->get_deleter();
+    arena_ = std::shared_ptr<std::byte>(memory->release(), release);
     arenaSize_ = plan.arenaBytes;
   }
-  if (!arena_) arena_.reset(reinterpret_cast<std::byte*>(&arenaSize_));  // an empty arena: never written or freed
+  if (!arena_)  // an empty arena: never written or freed
+    arena_ = std::shared_ptr<std::byte>(reinterpret_cast<std::byte*>(&arenaSize_), [](std::byte*) {});
   std::byte* base = arena_.get();
 
   const ir::ValueNames names(graph);

@@ -102,6 +102,13 @@ class Executor {
   // planned buffer and replaces the entry with the arena tensor (the caller's tensors are
   // released). Optimizer steps then update the arena in place. No-op without an arena.
   Status adoptState(TensorMap& state) const;
+  // Arena execution, after the last run: makes `state` (the views adoptState made) the caller's
+  // own, valid after this executor is gone. On the host nothing is copied: each tensor shares
+  // the arena's ownership, and the arena's pages that hold no state go back to the system, so
+  // the process's resident memory never grows by the state's size at the end of a run (a copy
+  // would: 3x the parameters' bytes with AdamW). Off the host the state is copied to host
+  // memory. No run may follow. No-op without an arena.
+  void releaseState(TensorMap& state);
   // Arena execution: copies inputs into their planned buffers, so the caller can drop its own
   // tensors before run() (which then needs no inputs). No-op without an arena.
   Status stageInputs(const TensorMap& inputs) const;
@@ -197,7 +204,7 @@ class Executor {
 
   // Arena execution.
   const Device* device_ = nullptr;
-  DeviceMemory arena_;
+  std::shared_ptr<std::byte> arena_;  // shared with the evaluation executor and released state
   std::int64_t arenaSize_ = 0;
   std::unique_ptr<ArenaAccount> account_;
   std::vector<at::Tensor> inputArena_;  // per inputs_ entry: its planned buffer, or undefined

@@ -546,10 +546,9 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   result.arena = exec->usesArena();
   result.outsideArenaBytes = exec->outsideArenaBytes();
   result.heapBytes = exec->heapBytes();
-  // The state leaves with the caller: out of the arena, which goes with the executor (to the
-  // host when the arena is on another device).
-  if (exec->usesArena())
-    for (auto& [name, t] : result.state) t = onHost ? t.clone() : t.cpu();
+  // The state leaves with the caller, holding its part of the arena (copied to the host when the
+  // arena is on another device): no copy that would raise the run's resident memory at its end.
+  exec->releaseState(result.state);
   if (o.profile && rank == 0) std::fputs(profile.format(20, peaks ? &*peaks : nullptr).c_str(), stderr);
   if (o.profile && o.costTableOut && rank == 0 && peaks)
     if (Status s = writeCostTable(*o.costTableOut, profile, *peaks, "profile of " + o.model); !s) return s.error();

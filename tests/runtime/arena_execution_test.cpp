@@ -26,6 +26,7 @@
 #include "passes/plan/training_planner.h"
 #include "passes/schedule.h"
 #include "runtime/executor.h"
+#include "runtime/init.h"
 #include "runtime/memory_tracker.h"
 #include "runtime/trainer.h"
 #include "tests/bundled_model.h"
@@ -291,4 +292,33 @@ TEST_CASE("arena execution: the fused LM-head loss, alone, with micro-batches, r
   CHECK(passes::lossChunksOf(buildStep({"gpt-mini", wide, "3MiB", "auto", 1, Kind::AdamW, 0, "auto"}).graph) == 4);
   checkCase({"lm-seed", {{"batch", "2"}, {"seq", "8"}, {"vocab", "200"}, {"d_model", "24"}, {"heads", "2"}, {"layers", "2"}},
              "", "memory-poor", 1, Kind::AdamW, 0, "4"});
+}
+
+TEST_CASE("arena execution: the trained state leaves the arena without a copy and outlives the executor") {
+  runtime::MemoryTracker::install();
+  const Step step = buildStep({"gpt-mini", {{"batch", "2"}, {"seq", "16"}, {"d_model", "32"}, {"layers", "2"}}});
+  Expected<runtime::TensorMap> init = runtime::initParameters(step.graph, 7);
+  REQUIRE(init.ok());
+  runtime::TensorMap expected;
+  for (const auto& [name, t] : *init) expected.emplace(name, t.clone());
+  runtime::TensorMap state = std::move(*init);
+  std::map<std::string, const void*> where;
+  {
+    Expected<runtime::Executor> exec = runtime::Executor::create(step.graph, arenaPlanOf(step.plan));
+    REQUIRE_MESSAGE(exec.ok(), exec.error().message);
+    REQUIRE(exec->adoptState(state).ok());
+    for (const auto& [name, t] : state) where.emplace(name, t.data_ptr());
+    const std::int64_t allocationsBefore = runtime::MemoryTracker::allocationCount();
+    const std::int64_t bytesBefore = runtime::MemoryTracker::currentBytes();
+    exec->releaseState(state);
+    // Nothing copied: no allocation, the same bytes.
+    CHECK(runtime::MemoryTracker::allocationCount() == allocationsBefore);
+    CHECK(runtime::MemoryTracker::currentBytes() == bytesBefore);
+    for (const auto& [name, t] : state) CHECK(t.data_ptr() == where.at(name));
+  }  // the executor is gone; the state holds the arena
+  REQUIRE(state.size() == expected.size());
+  for (const auto& [name, t] : expected) {
+    INFO(name);
+    CHECK(sameBits(state.at(name), t));
+  }
 }
