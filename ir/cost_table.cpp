@@ -13,9 +13,35 @@
 
 namespace gradc::ir {
 
+namespace {
+
+// Collectives by how they run: one that starts communication and returns (the all-reduce's and
+// reduce-scatter's starts), and one that waits for it or communicates blocking (their waits,
+// the parameter all-gather, gather and scatter).
+enum class CollectivePhase { None, Start, Blocking };
+
+CollectivePhase phaseOf(std::string_view op) {
+  const OpInfo* info = findOp(op);
+  if (!info || info->collective == Collective::None) return CollectivePhase::None;
+  return info->collective == Collective::AllReduceStart || info->collective == Collective::ReduceScatterStart
+             ? CollectivePhase::Start
+             : CollectivePhase::Blocking;
+}
+
+}  // namespace
+
 const OpCost& CostTable::costOf(std::string_view op) const {
   auto it = ops.find(op);
-  return it == ops.end() ? fallback : it->second;
+  if (it != ops.end()) return it->second;
+  // A collective the profile did not time is priced like the slowest (per byte) collective of
+  // the same phase it did time: the interconnect, not the kernels, sets a collective's rate,
+  // and the fallback (a fit over all kernels) would price it several times too cheap.
+  const CollectivePhase phase = phaseOf(op);
+  const OpCost* like = nullptr;
+  if (phase != CollectivePhase::None)
+    for (const auto& [name, cost] : ops)
+      if (phaseOf(name) == phase && (!like || cost.perByte > like->perByte)) like = &cost;
+  return like ? *like : fallback;
 }
 
 namespace {

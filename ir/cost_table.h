@@ -18,7 +18,11 @@
 //     nearly collinear, correlation above 0.99), the data cannot tell them apart, and the
 //     term the probe's roofline says binds (FLOPs x per-FLOP vs bytes x per-byte of
 //     `roofline`) is fitted alone. Kinds the run did not have use the fallback, fitted the
-//     same way over every node;
+//     same way over every node, except collectives: one the run did not time (a ZeRO
+//     reduce-scatter when the profile ran replicated) takes the cost of the slowest collective
+//     it did time of the same phase (a start, or a wait / blocking call). On a ring a
+//     reduce-scatter or an all-gather moves about half an all-reduce's bytes, so this prices
+//     them up to 2x high rather than at the kernels' rate;
 //   - a probe: the machine's GEMM rate, memory bandwidth and per-call dispatch time, measured in
 //     about a second, as the fallback for every kind (a roofline summed, not maxed).
 #pragma once

@@ -70,3 +70,29 @@ TEST_CASE("cost table: one size per kind scales along the roofline's binding ter
 
 }  // namespace
 }  // namespace gradc
+
+namespace gradc {
+namespace {
+
+TEST_CASE("cost table: a collective the profile did not time is priced like a timed one of its phase") {
+  const ir::OpCost roofline{1e-6, 1e-11, 1e-10};
+  std::vector<ir::CostSample> samples;
+  for (int i = 1; i <= 4; ++i) {
+    samples.push_back({"relu", 1e4 * i, 1e6 * i, 1e-6 + 1e-10 * 1e6 * i, 1});
+    samples.push_back({"all_reduce_start", 0, 2e6 * i, 1e-6 + 5e-11 * 2e6 * i, 1});
+    samples.push_back({"all_reduce_wait", 0, 2e6 * i, 1e-6 + 8e-10 * 2e6 * i, 1});
+  }
+  const ir::CostTable t = ir::fitCostTable(samples, roofline, 1, "test");
+  // The reduce-scatter's start and wait, and the blocking all-gather, take the all-reduce's.
+  CHECK(&t.costOf("reduce_scatter_start") == &t.costOf("all_reduce_start"));
+  CHECK(&t.costOf("reduce_scatter_wait") == &t.costOf("all_reduce_wait"));
+  CHECK(&t.costOf("all_gather_params") == &t.costOf("all_reduce_wait"));
+  // Any other kind the run lacked takes the fallback; a table without collectives, too.
+  CHECK(&t.costOf("gelu") == &t.fallback);
+  const ir::CostTable kernelsOnly = ir::fitCostTable(std::vector<ir::CostSample>(samples.begin(), samples.begin() + 1),
+                                                     roofline, 1, "test");
+  CHECK(&kernelsOnly.costOf("reduce_scatter_wait") == &kernelsOnly.fallback);
+}
+
+}  // namespace
+}  // namespace gradc
