@@ -95,6 +95,17 @@ dnnl::memory::desc weightsPlain(const ConvShape& s) {
   return dnnl::memory::desc(weightDims(s), DataType::f32, s.groups > 1 ? Tag::goihw : Tag::oihw);
 }
 
+// Fills in a variant from its pass's primitive descriptor: its per-sample operands, the layout
+// of its weights (or weight gradient), its scratchpad, and how to build the primitive.
+template <class Primitive, class PrimitiveDesc>
+void describe(Variant& v, const PrimitiveDesc& pd, std::vector<Batched> batched, const dnnl::memory::desc& shared) {
+  v.implementation = pd.impl_info_str();
+  v.batched = std::move(batched);
+  v.shared = shared;
+  v.scratchpad = sizeOf(pd.scratchpad_desc());
+  v.make = [pd] { return Primitive(pd); };
+}
+
 // The convolution over `m` samples; its weights layout `any` or, when given, `weights`.
 // Throws dnnl::error when oneDNN has no implementation.
 Variant buildVariant(const ConvShape& s, ConvPass pass, std::int64_t m, const dnnl::memory::desc* weights) {
@@ -122,35 +133,29 @@ Variant buildVariant(const ConvShape& s, ConvPass pass, std::int64_t m, const dn
   const dnnl::convolution_forward::primitive_desc fpd(forwardDesc(), attr, cpuEngine());
   switch (pass) {
     case ConvPass::Forward:
-      v.implementation = fpd.impl_info_str();
-      v.batched = {{DNNL_ARG_SRC, false, srcSample, srcPlain, fpd.src_desc()},
-                   {DNNL_ARG_DST, true, dstSample, dstPlain, fpd.dst_desc()}};
-      v.shared = fpd.weights_desc();
-      v.scratchpad = sizeOf(fpd.scratchpad_desc());
-      v.make = [fpd] { return dnnl::convolution_forward(fpd); };
+      describe<dnnl::convolution_forward>(v, fpd,
+                                          {{DNNL_ARG_SRC, false, srcSample, srcPlain, fpd.src_desc()},
+                                           {DNNL_ARG_DST, true, dstSample, dstPlain, fpd.dst_desc()}},
+                                          fpd.weights_desc());
       break;
     case ConvPass::InputGrad: {
       dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, srcAny, weightsAny, dstAny,
                                                strides, dilation, padding, padding);
       dnnl::convolution_backward_data::primitive_desc pd(bd, attr, cpuEngine(), fpd);
-      v.implementation = pd.impl_info_str();
-      v.batched = {{DNNL_ARG_DIFF_DST, false, dstSample, dstPlain, pd.diff_dst_desc()},
-                   {DNNL_ARG_DIFF_SRC, true, srcSample, srcPlain, pd.diff_src_desc()}};
-      v.shared = pd.weights_desc();
-      v.scratchpad = sizeOf(pd.scratchpad_desc());
-      v.make = [pd] { return dnnl::convolution_backward_data(pd); };
+      describe<dnnl::convolution_backward_data>(v, pd,
+                                                {{DNNL_ARG_DIFF_DST, false, dstSample, dstPlain, pd.diff_dst_desc()},
+                                                 {DNNL_ARG_DIFF_SRC, true, srcSample, srcPlain, pd.diff_src_desc()}},
+                                                pd.weights_desc());
       break;
     }
     case ConvPass::WeightGrad: {
       dnnl::convolution_backward_weights::desc bd(dnnl::algorithm::convolution_direct, srcAny, weightsAny, dstAny,
                                                   strides, dilation, padding, padding);
       dnnl::convolution_backward_weights::primitive_desc pd(bd, attr, cpuEngine(), fpd);
-      v.implementation = pd.impl_info_str();
-      v.batched = {{DNNL_ARG_SRC, false, srcSample, srcPlain, pd.src_desc()},
-                   {DNNL_ARG_DIFF_DST, false, dstSample, dstPlain, pd.diff_dst_desc()}};
-      v.shared = pd.diff_weights_desc();
-      v.scratchpad = sizeOf(pd.scratchpad_desc());
-      v.make = [pd] { return dnnl::convolution_backward_weights(pd); };
+      describe<dnnl::convolution_backward_weights>(v, pd,
+                                                   {{DNNL_ARG_SRC, false, srcSample, srcPlain, pd.src_desc()},
+                                                    {DNNL_ARG_DIFF_DST, false, dstSample, dstPlain, pd.diff_dst_desc()}},
+                                                   pd.diff_weights_desc());
       break;
     }
   }
