@@ -44,12 +44,14 @@ std::int64_t im2colWorkspaceBytes(const AttrMap& attrs, const TensorType& w, con
   return saturatingMul(saturatingMul(rows, pixels), dtypeSize(y.dtype));
 }
 
-std::optional<onednn::ConvChunking> oneDnnConvPass(const AttrMap& attrs, onednn::ConvPass pass, const TensorType& x,
-                                                   const TensorType& w, const TensorType& y, bool bias, int threads) {
+std::optional<OneDnnConvPass> oneDnnConvPass(const AttrMap& attrs, onednn::ConvPass pass, const TensorType& x,
+                                             const TensorType& w, const TensorType& y, bool bias, int threads) {
   if (x.dtype != DType::f32) return std::nullopt;
   std::optional<onednn::ConvShape> s = oneDnnConvShape(attrs, x.shape, w.shape, y.shape, bias);
   if (!s) return std::nullopt;
-  return onednn::convChunking(*s, pass, threads, im2colWorkspaceBytes(attrs, w, y));
+  std::optional<onednn::ConvChunking> c = onednn::convChunking(*s, pass, threads, im2colWorkspaceBytes(attrs, w, y));
+  if (!c) return std::nullopt;
+  return OneDnnConvPass{*s, *c};
 }
 
 }  // namespace gradc::ir

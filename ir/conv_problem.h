@@ -25,9 +25,13 @@ std::optional<onednn::ConvShape> oneDnnConvShape(const AttrMap& attrs, const Sha
 // The im2col kernel's workspace for a pass with weights w and (forward) output y.
 std::int64_t im2colWorkspaceBytes(const AttrMap& attrs, const TensorType& w, const TensorType& y);
 
-// The oneDNN pass the node runs (its chunk of samples and workspace); nullopt: the im2col kernel
-// runs (not f32, or no blocked kernel). x, w, y as for conv2d, whichever pass.
-std::optional<onednn::ConvChunking> oneDnnConvPass(const AttrMap& attrs, onednn::ConvPass pass, const TensorType& x,
-                                                   const TensorType& w, const TensorType& y, bool bias, int threads);
+// The oneDNN pass the node runs: its problem, its chunk of samples and workspace; nullopt: the
+// im2col kernel runs (not f32, or no blocked kernel). x, w, y as for conv2d, whichever pass.
+struct OneDnnConvPass {
+  onednn::ConvShape shape;
+  onednn::ConvChunking chunking;
+};
+std::optional<OneDnnConvPass> oneDnnConvPass(const AttrMap& attrs, onednn::ConvPass pass, const TensorType& x,
+                                             const TensorType& w, const TensorType& y, bool bias, int threads);
 
 }  // namespace gradc::ir

@@ -148,8 +148,8 @@ std::int64_t flopsConv2dWeightGrad(const OpContext& c, Types r) { return convGem
 // else the im2col kernel's.
 std::int64_t convWorkspace(const OpContext& c, onednn::ConvPass pass, const TensorType& x, const TensorType& w,
                            const TensorType& y, bool bias) {
-  if (std::optional<onednn::ConvChunking> d = oneDnnConvPass(c.attrs, pass, x, w, y, bias, c.kernelThreads))
-    return d->workspaceBytes;
+  if (std::optional<OneDnnConvPass> d = oneDnnConvPass(c.attrs, pass, x, w, y, bias, c.kernelThreads))
+    return d->chunking.workspaceBytes;
   return im2colWorkspaceBytes(c.attrs, w, y);
 }
 

@@ -285,7 +285,9 @@ std::optional<std::int64_t> convWorkspaceBytes(const ConvShape& shape, ConvPass 
   return c->total;
 }
 
-std::optional<ConvChunking> convChunking(const ConvShape& shape, ConvPass pass, int threads, std::int64_t limitBytes) {
+namespace {
+
+std::optional<ConvChunking> searchChunking(const ConvShape& shape, ConvPass pass, int threads, std::int64_t limitBytes) {
   // The workspace of one and of two samples, asked of a batch of that size (the same answers
   // for every batch, so a batch search asks them once): the copies grow by a sample's blocked
   // size per sample, which sizes the first guess.
@@ -314,6 +316,25 @@ std::optional<ConvChunking> convChunking(const ConvShape& shape, ConvPass pass, 
   }
   while (chunk < shape.n && fits(chunk + 1)) ++chunk;
   return ConvChunking{chunk, *convWorkspaceBytes(shape, pass, threads, chunk)};
+}
+
+std::mutex chunkingMutex;
+std::map<std::vector<std::int64_t>, std::optional<ConvChunking>> chunkings;
+
+}  // namespace
+
+// Remembered per question: the kernel asks it on every call, the planner once per node.
+std::optional<ConvChunking> convChunking(const ConvShape& shape, ConvPass pass, int threads, std::int64_t limitBytes) {
+  std::vector<std::int64_t> key = keyOf(shape, pass, threads, 0);
+  key.push_back(limitBytes);
+  {
+    std::lock_guard<std::mutex> lock(chunkingMutex);
+    if (auto it = chunkings.find(key); it != chunkings.end()) return it->second;
+  }
+  const std::optional<ConvChunking> answer = searchChunking(shape, pass, threads, limitBytes);
+  std::lock_guard<std::mutex> lock(chunkingMutex);
+  chunkings.emplace(std::move(key), answer);
+  return answer;
 }
 
 std::string runConv(const ConvShape& shape, ConvPass pass, std::int64_t chunk, const ConvBuffers& buffers,

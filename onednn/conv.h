@@ -47,8 +47,8 @@ std::optional<std::int64_t> convWorkspaceBytes(const ConvShape& shape, ConvPass 
                                                std::int64_t chunk);
 
 // The largest chunk whose workspace is at most max(limitBytes, the one-sample workspace), and
-// that workspace (a chunk c that fits and c + 1 does not, or the batch). nullopt: no blocked
-// kernel.
+// that workspace (a chunk c that fits and c + 1 does not, or the batch), remembered per question.
+// nullopt: no blocked kernel.
 struct ConvChunking {
   std::int64_t chunk = 0;
   std::int64_t workspaceBytes = 0;

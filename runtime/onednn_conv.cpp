@@ -41,14 +41,12 @@ bool oneDnnConv2d(const KernelArgs& a, onednn::ConvPass pass, const at::Tensor& 
       break;
   }
   const int threads = at::get_num_threads();
-  const std::optional<onednn::ConvChunking> chunking =
+  const std::optional<ir::OneDnnConvPass> chosen =
       ir::oneDnnConvPass(a.node.attrs(), pass, typeOf(*x), typeOf(*w), typeOf(*y), bias, threads);
-  const std::optional<onednn::ConvShape> shape =
-      ir::oneDnnConvShape(a.node.attrs(), shapeOf(*x), shapeOf(*w), shapeOf(*y), bias);
   const std::int64_t declared = a.node.workspaceBytes(threads);
-  if (!chunking || !shape || chunking->workspaceBytes > declared) return false;
+  if (!chosen || chosen->chunking.workspaceBytes > declared) return false;
   at::Tensor workspace = at::empty({declared}, first.options().dtype(at::kByte));
-  return onednn::runConv(*shape, pass, chunking->chunk, buffers, workspace.data_ptr(), declared).empty();
+  return onednn::runConv(chosen->shape, pass, chosen->chunking.chunk, buffers, workspace.data_ptr(), declared).empty();
 }
 
 }  // namespace gradc::runtime

@@ -109,7 +109,7 @@ TEST_CASE("oneDNN convolutions: declared workspace == allocated, the three passe
         }
         if (auto chosen = ir::oneDnnConvPass(window, onednn::ConvPass::Forward, typeOf(x), typeOf(w), typeOf(y), bias,
                                              threads))
-          CHECK(declared("conv2d", operands, window, y) == chosen->workspaceBytes);
+          CHECK(declared("conv2d", operands, window, y) == chosen->chunking.workspaceBytes);
       }
   }
   at::set_num_threads(1);
@@ -210,12 +210,12 @@ TEST_CASE("oneDNN convolutions: a batch larger than the im2col workspace allows 
     INFO(threads << " thread(s)");
     const at::Tensor y = run("conv2d", {x, w, b}, window);
     CHECK(relErr(y, at::conv2d(x, w, b, 1, 1)) <= 1e-5);
-    const std::optional<onednn::ConvChunking> chosen =
+    const std::optional<ir::OneDnnConvPass> chosen =
         ir::oneDnnConvPass(window, onednn::ConvPass::Forward, typeOf(x), typeOf(w), typeOf(y), true, threads);
     if (!chosen) continue;  // no blocked kernel here: the im2col kernel ran
     const std::int64_t im2col = ir::im2colWorkspaceBytes(window, typeOf(w), typeOf(y));
-    CHECK(chosen->chunk < xs[0]);
-    CHECK(chosen->workspaceBytes <= im2col);
+    CHECK(chosen->chunking.chunk < xs[0]);
+    CHECK(chosen->chunking.workspaceBytes <= im2col);
     const at::Tensor gy = at::randn(y.sizes());
     ir::AttrMap inputGrad = window, weightGrad = window;
     inputGrad["input_shape"] = xs;
@@ -225,7 +225,7 @@ TEST_CASE("oneDNN convolutions: a batch larger than the im2col workspace allows 
     CHECK(relErr(run("conv2d_input_grad", {gy, w}, inputGrad), refGx) <= 1e-5);
     CHECK(relErr(run("conv2d_weight_grad", {gy, x}, weightGrad), refGw) <= 1e-5);
     for (onednn::ConvPass pass : {onednn::ConvPass::InputGrad, onednn::ConvPass::WeightGrad})
-      CHECK(ir::oneDnnConvPass(window, pass, typeOf(x), typeOf(w), typeOf(y), false, threads)->workspaceBytes <=
+      CHECK(ir::oneDnnConvPass(window, pass, typeOf(x), typeOf(w), typeOf(y), false, threads)->chunking.workspaceBytes <=
             im2col);
   }
   at::set_num_threads(1);
