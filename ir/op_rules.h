@@ -23,6 +23,7 @@ std::vector<OpInfo> fusedOps();        // ir/ops_fused.cpp
 std::vector<OpInfo> convOps();         // ir/ops_conv.cpp
 std::vector<OpInfo> batchNormOps();    // ir/ops_batch_norm.cpp
 std::vector<OpInfo> shardOps();        // ir/ops_shard.cpp
+std::vector<OpInfo> attentionOps();    // ir/ops_attention.cpp
 
 namespace rules {
 

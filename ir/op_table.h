@@ -89,6 +89,13 @@ enum class OpRole : std::uint8_t {
   FusedLinearLoss,         // linear_cross_entropy: an LM head fused into its loss
   FusedRegion,             // fused: a region of elementwise ops as one generated kernel
   LinearLayer,             // linear: x @ W^T (+ b), the LM head a fused loss can absorb
+  // The steps of scaled dot-product attention that passes/fuse_attention.h folds into one
+  // attention node (FusedAttention):
+  MatrixProduct,           // matmul: batched a @ b, broadcasting leading axes
+  ConstantScale,           // scale: x * factor
+  CausalMask,              // causal_mask: -inf above the diagonal
+  Softmax,                 // softmax along `dim`
+  FusedAttention,          // attention: the tiled kernel with no [S, S_kv] buffer
 };
 
 struct OpInfo {

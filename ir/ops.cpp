@@ -299,10 +299,10 @@ std::vector<OpInfo> forwardOps() {
       {.name = "scale", .minInputs = 1, .maxInputs = 1,
        .attrs = {{"factor", AttrKind::Float, true, "the constant multiplier"}}, .infer = inferScale,
        .flops = perResultElement<1>, .workspaceBytes = workspaceScale, .elementwise = true,
-       .stridedReads = StridedReads::InPlace,
+       .stridedReads = StridedReads::InPlace, .role = OpRole::ConstantScale,
        .summary = "x * factor"},
       {.name = "matmul", .minInputs = 2, .maxInputs = 2, .infer = inferMatmul, .flops = flopsMatmul,
-       .workspaceBytes = workspaceMatmul, .stridedReads = StridedReads::Matmul,
+       .workspaceBytes = workspaceMatmul, .stridedReads = StridedReads::Matmul, .role = OpRole::MatrixProduct,
        .summary = "batched matrix product [..., m, k] @ [..., k, n] -> [..., m, n], batch dims broadcast"},
       {.name = "linear", .minInputs = 2, .maxInputs = 3, .infer = inferLinear, .flops = flopsLinear,
        .workspaceBytes = workspaceLinear, .role = OpRole::LinearLayer,
@@ -323,7 +323,7 @@ std::vector<OpInfo> forwardOps() {
        .summary = "1 / (1 + exp(-x))"},
       {.name = "softmax", .minInputs = 1, .maxInputs = 1,
        .attrs = {{"dim", AttrKind::Int, true, "the normalised axis"}}, .infer = inferSoftmax, .flops = flopsSoftmax,
-       .summary = "exp(x) / sum(exp(x)) along dim"},
+       .role = OpRole::Softmax, .summary = "exp(x) / sum(exp(x)) along dim"},
       {.name = "log_softmax", .minInputs = 1, .maxInputs = 1,
        .attrs = {{"dim", AttrKind::Int, true, "the normalised axis"}}, .infer = inferSoftmax, .flops = flopsSoftmax,
        .summary = "x - log(sum(exp(x))) along dim"},
@@ -342,7 +342,7 @@ std::vector<OpInfo> forwardOps() {
        .summary = "zero elements with probability p, scale the rest by 1/(1-p)"},
       {.name = "causal_mask", .minInputs = 1, .maxInputs = 1, .infer = inferCausalMask, .flops = noFlops,
        .workspaceBytes = workspaceCausalMask,
-       .elementwise = true, .stridedReads = StridedReads::InPlace,
+       .elementwise = true, .stridedReads = StridedReads::InPlace, .role = OpRole::CausalMask,
        .summary = "set x[..., i, j] = -inf where j > i"},
       {.name = "reshape", .minInputs = 1, .maxInputs = 1,
        .attrs = {{"shape", AttrKind::IntList, true, "the new extents (same element count)"}}, .infer = inferReshape,
@@ -408,6 +408,7 @@ const std::vector<OpInfo>& table() {
     for (OpInfo& op : fusedOps()) all.push_back(std::move(op));
     for (OpInfo& op : convOps()) all.push_back(std::move(op));
     for (OpInfo& op : batchNormOps()) all.push_back(std::move(op));
+    for (OpInfo& op : attentionOps()) all.push_back(std::move(op));
     for (OpInfo& op : shardOps()) all.push_back(std::move(op));
     return all;
   }();

@@ -224,6 +224,23 @@ OperandGrads gradLayerNorm(GradBuilder& b) {
   return {n->result(0), n->result(1), n->result(2)};
 }
 
+// attention(q, k, v) -> (out, lse): one backward kernel recomputes the probabilities tile by
+// tile from the saved lse (ir/ops_attention.cpp), with the forward's attributes, so its dropout
+// mask is the forward's. lse is saved for the backward, not a model output; a loss that depends
+// on it directly is not supported.
+OperandGrads gradAttention(GradBuilder& b) {
+  if (b.grad(1)) {
+    b.fail("the loss depends on attention's log-sum-exp result; only its first result (the output) is differentiable");
+    return {};
+  }
+  ir::Node* n = b.emit("attention_backward", {b.grad(), b.operand(0), b.operand(1), b.operand(2), b.result(0), b.result(1)},
+                       b.node().attrs());
+  if (!n) return {};
+  OperandGrads out;
+  for (size_t i = 0; i < 3; ++i) out.push_back(b.needs(i) ? n->result(i) : nullptr);
+  return out;
+}
+
 // linear_cross_entropy(x, w, target[, bias]) -> (loss, gx, gw[, gbias]): the fused kernel
 // computes the loss's gradients for an upstream gradient of 1 as it goes (ir/ops_fused_loss.cpp),
 // so the rule only scales them by g. When g is the constant 1 (autodiff's seed: the loss is the
@@ -388,6 +405,7 @@ struct RuleEntry {
 constexpr RuleEntry kRules[] = {
     {"adaptive_avg_pool2d", conv_rules::gradAdaptiveAvgPool2d},
     {"add", gradAdd},
+    {"attention", gradAttention},
     {"avg_pool2d", conv_rules::gradAvgPool2d},
     {"batch_norm", conv_rules::gradBatchNorm},
     {"causal_mask", gradCausalMask},

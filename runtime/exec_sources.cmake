@@ -8,6 +8,7 @@ set(GRADC_RUNTIME_EXEC_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/executor.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/executor_state.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/generated_kernels.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/kernels_attention.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_backward.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_collective.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels_conv.cpp

@@ -101,6 +101,7 @@ std::span<const KernelEntry> fusedLossKernels();   // kernels_fused_loss.cpp
 std::span<const KernelEntry> transformerKernels(); // kernels_transformer.cpp
 std::span<const KernelEntry> fusedKernels();       // kernels_fused.cpp: generated code
 std::span<const KernelEntry> convKernels();        // kernels_conv.cpp: convolution, pooling, batch norm
+std::span<const KernelEntry> attentionKernels();   // kernels_attention.cpp: fused attention
 
 namespace kernel_detail {
 

@@ -92,7 +92,7 @@ const KernelFn* findKernel(std::string_view opName) {
   static const std::map<std::string_view, KernelFn, std::less<>> table = [] {
     std::map<std::string_view, KernelFn, std::less<>> all;
     for (auto part : {forwardKernels(), backwardKernels(), optimizerKernels(), collectiveKernels(), fusedLossKernels(),
-                      transformerKernels(), fusedKernels(), convKernels()})
+                      transformerKernels(), fusedKernels(), convKernels(), attentionKernels()})
       for (const KernelEntry& e : part) {
         [[maybe_unused]] bool inserted = all.emplace(e.op, e.fn).second;
         assert(inserted && "an op has two kernels");

@@ -1,11 +1,13 @@
 #include "passes/plan/step_pipeline.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "passes/dce.h"
 #include "passes/fuse.h"
+#include "passes/fuse_attention.h"
 #include "passes/micro_batch.h"
 #include "passes/shard_state.h"
 
@@ -67,8 +69,17 @@ Expected<ir::Graph> fusedLossForward(const ir::Graph& forward, int chunks, std::
 Expected<ir::Graph> buildConfiguredStep(const ir::Graph& from, ir::Graph* consumable, const StepConfig& config,
                                         const TrainingPlanOptions& options, std::vector<RecordedStage>* record) {
   PassManager pm(PassManagerOptions{.verifyAfterChange = false, .record = record});
-  Expected<ir::Graph> g = &from == consumable ? microBatchedGradients(std::move(*consumable), config.microBatches)
-                                              : microBatchedGradients(from, config.microBatches);
+  // Attention cores become fused attention nodes before autodiff, so the backward is theirs.
+  std::optional<ir::Graph> attentionFused;
+  if (options.fuseElementwise && countFusableAttention(from) > 0) {
+    attentionFused = remat::cloneGraph(from);
+    if (Expected<int> n = fuseAttention(*attentionFused); !n) return n.error();
+    if (Status s = pm.show(*attentionFused, "fuse-attention"); !s) return s.error();
+  }
+  const ir::Graph& source = attentionFused ? *attentionFused : from;
+  Expected<ir::Graph> g = attentionFused ? microBatchedGradients(std::move(*attentionFused), config.microBatches)
+                          : &from == consumable ? microBatchedGradients(std::move(*consumable), config.microBatches)
+                                                : microBatchedGradients(source, config.microBatches);
   if (!g) {
     if (options.dataParallel && options.dataParallel->world > 1)  // `from` is one rank's shard
       return g.error().withContext("on each of the " + std::to_string(options.dataParallel->world) +

@@ -57,8 +57,9 @@ if grep -q '^; kernel gradc_fused_[0-9a-f]*: .*tanh @lstm' "$work/lstm.ll" && gr
 else bad "--emit llvm does not name the kernels' ops and layers"; fi
 
 # Recompute with fusion: bit-identical to no recompute with fusion (gpt-mini recomputes fused
-# dropout regions, whose masks must repeat).
-for model in lstm-lm gpt-mini; do
+# dropout regions, whose masks must repeat; bert-mlm recomputes fused attention with dropout on
+# its probabilities).
+for model in lstm-lm gpt-mini bert-mlm; do
   for remat in sqrt memory-poor; do
     # shellcheck disable=SC2086
     "$gradc" train "$src/models/$model.yaml" ${sets[$model]} --synthetic --steps 5 --remat $remat \

@@ -59,6 +59,18 @@ torch::Tensor ropeReference(const torch::Tensor& x, double base) {
   return x * emb.cos() + rotateHalf(x) * emb.sin();
 }
 
+// Scaled dot-product attention as the spec's attention lowers it (matmul, scale, causal mask,
+// softmax, dropout with the dropout op's mask, matmul), leading axes of k and v broadcast.
+torch::Tensor attentionReference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal,
+                                 double scale, double p = 0.0, std::int64_t rng = 0) {
+  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
+  if (causal)
+    scores = scores.masked_fill(torch::ones({scores.size(-2), scores.size(-1)}, torch::kBool).triu(1), -INFINITY);
+  torch::Tensor probs = torch::softmax(scores, -1);
+  if (p > 0) probs = dropoutLike(probs, p, rng);
+  return torch::matmul(probs, v);
+}
+
 std::vector<OpCase> cases() {
   return {
       {"silu", "param %a : f32[5, 6]\n", "%0 = silu(%a) : f32[5, 6] fwd\n", "%0", "f32[5, 6]",
@@ -182,6 +194,16 @@ std::vector<OpCase> cases() {
        [](Tensors& t) {
          return torch::softmax(t["a"].masked_fill(torch::ones({5, 5}, torch::kBool).triu(1), -INFINITY), 2);
        }},
+      {"attention (causal, fused: tiled kernel)", "param %q : f32[2, 3, 5, 4]\nparam %k : f32[2, 3, 5, 4]\nparam %v : f32[2, 3, 5, 4]\n",
+       "%0, %1 = attention(%q, %k, %v) {causal = true, scale = 0.5} : f32[2, 3, 5, 4], f32[2, 3, 5] fwd\n", "%0",
+       "f32[2, 3, 5, 4]", [](Tensors& t) { return attentionReference(t["q"], t["k"], t["v"], true, 0.5); }},
+      {"attention (grouped-query heads, cross: 6 queries, 9 keys)",
+       "param %q : f32[2, 2, 3, 6, 4]\nparam %k : f32[2, 2, 1, 9, 4]\nparam %v : f32[2, 2, 1, 9, 5]\n",
+       "%0, %1 = attention(%q, %k, %v) {causal = false, scale = 0.5} : f32[2, 2, 3, 6, 5], f32[2, 2, 3, 6] fwd\n", "%0",
+       "f32[2, 2, 3, 6, 5]", [](Tensors& t) { return attentionReference(t["q"], t["k"], t["v"], false, 0.5); }},
+      {"attention (causal, dropout 0.25)", "param %q : f32[1, 2, 7, 4]\nparam %k : f32[1, 2, 7, 4]\nparam %v : f32[1, 2, 7, 4]\n",
+       "%0, %1 = attention(%q, %k, %v) {causal = true, p = 0.25, rng = 9, scale = 0.5} : f32[1, 2, 7, 4], f32[1, 2, 7] fwd\n",
+       "%0", "f32[1, 2, 7, 4]", [](Tensors& t) { return attentionReference(t["q"], t["k"], t["v"], true, 0.5, 0.25, 9); }},
       {"reshape", "param %a : f32[4, 6]\n", "%0 = reshape(%a) {shape = [2, 3, 4]} : f32[2, 3, 4] fwd\n", "%0",
        "f32[2, 3, 4]", [](Tensors& t) { return t["a"].reshape({2, 3, 4}); }},
       {"transpose", "param %a : f32[2, 3, 4]\n", "%0 = transpose(%a) {dim0 = 0, dim1 = 2} : f32[4, 3, 2] fwd\n", "%0",
@@ -277,7 +299,7 @@ TEST_CASE("every forward op: gradc forward and gradients through autodiff vs Lib
                          "softmax", "log_softmax", "layer_norm", "dropout", "causal_mask", "reshape", "transpose",
                          "slice", "select", "split", "unbind", "stack", "zeros", "cross_entropy", "mse", "silu", "exp",
                          "rms_norm", "rope", "sum", "mean", "concat", "conv2d", "batch_norm", "max_pool2d",
-                         "avg_pool2d"}) {
+                         "avg_pool2d", "attention"}) {
     CAPTURE(op);
     CHECK(covered.count(op));
   }
