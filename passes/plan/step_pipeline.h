@@ -2,6 +2,7 @@
 // planner tries and by the step it finally emits:
 //
 //   forward (the rank's shard under data parallelism; fused-loss forward when fused)
+//   -> fuse-attention  attention cores as attention nodes (with elementwise fusion; passes/fuse_attention.h)
 //   -> micro-batch     k micro-batches with gradient accumulation; k = 1 is autodiff
 //   -> collectives     bucketed gradient all-reduce (data parallelism)
 //   -> optimizer       the parameter updates
@@ -39,7 +40,8 @@ struct TrainingPlanOptions {
   int microBatches = 1;  // 0: auto (with a budget: microBatchCandidates; without: 1)
   LossChunking lossChunks;  // auto: fused only when that is the cheapest way to fit the budget
   // Elementwise regions become fused nodes (passes/fuse.h) after the optimizer, before remat, so
-  // the search plans the fused step.
+  // the search plans the fused step; attention cores become attention nodes before autodiff
+  // (passes/fuse_attention.h). gradc compile and train set it unless --no-fuse.
   bool fuseElementwise = false;
 };
 

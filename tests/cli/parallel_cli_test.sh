@@ -234,8 +234,8 @@ for placement in local gather; do
     && ok || bad "lm-seed plan ($placement): $(cat "$work/err")"
 done
 grep -q 'balance     max / min peak over 4 ranks: 1.000' "$work/seed-local.txt" && ok || bad "local placement is not balanced"
-grep -Eq 'balance     max / min peak over 4 ranks: 1\.5[0-9]+' "$work/seed-gather.txt" && ok || bad "gather balance"
-grep -q 'rank 0      peak 5.7 GiB.*1.2 GiB activation f32\[32, 250, 40000\], 1.2 GiB grad f32\[32, 250, 40000\]' \
+grep -Eq 'balance     max / min peak over 4 ranks: 1\.6[0-9]+' "$work/seed-gather.txt" && ok || bad "gather balance"
+grep -q 'rank 0      peak 5.2 GiB.*1.2 GiB activation f32\[32, 250, 40000\], 1.2 GiB grad f32\[32, 250, 40000\]' \
   "$work/seed-gather.txt" && ok || bad "rank 0 under gather: $(grep 'rank 0' "$work/seed-gather.txt")"
 
 # User errors, reported once by the launcher before any worker starts.
@@ -252,7 +252,7 @@ sed 's/^dtype: f32/dtype: bf16/' "$src/models/gpt-mini.yaml" >"$work/gpt-bf16.ya
 # Under gather the other ranks compile their own step; a budget only rank 0 fits is refused
 # before any worker starts, naming the rank.
 "$gradc" train "$src/models/gpt-mini.yaml" --synthetic --steps 1 --devices 2 --loss-placement gather \
-  --remat selective --budget 102500000 >"$work/out" 2>"$work/err"
+  --remat selective --budget 94700000 >"$work/out" 2>"$work/err"
 [ $? -eq 2 ] && grep -q 'rank 1 (loss placement gather): no plan fits' "$work/err" && ! grep -q 'exited with code' "$work/err" \
   && ok || bad "rank 1's budget under gather: $(cat "$work/err")"
 
