@@ -29,6 +29,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -77,6 +78,36 @@ void gemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t
         for (std::int64_t j = 0; j < n; ++j) c[j] += a * B[p * ldb + j];
     }
   }
+}
+
+// ---- exponentials -----------------------------------------------------------------------------
+
+// e^x for f32 without a library call, so the loops over a row of scores vectorise: x = n ln2 + t
+// (n = round(x / ln2), ln2 split in two for an exact product), e^t by Cephes' degree-6 expf
+// polynomial (about 1 ulp), times 2^n built in the exponent bits. Arguments are scores minus a
+// row's maximum or log-sum-exp, so at most a rounding above 0; below -87.3 (e^x under the
+// smallest normal f32) the result is 0.
+inline float expNotAbove(float x) {
+  const float clamped = std::min(std::max(x, -87.0f), 80.0f);
+  const float n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  const float t = clamped - n * 0.693359375f - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * t + 1.3981999507e-3f;
+  p = p * t + 8.3334519073e-3f;
+  p = p * t + 4.1665795894e-2f;
+  p = p * t + 1.6666665459e-1f;
+  p = p * t + 5.0000001201e-1f;
+  const float e = p * t * t + t + 1.0f;
+  const float scale = std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
+  return x < -87.0f ? 0.0f : e * scale;
+}
+
+// row[c] = e^(row[c] - shift) for c < n.
+inline void expShifted(float* __restrict row, std::int64_t n, float shift) {
+  for (std::int64_t c = 0; c < n; ++c) row[c] = expNotAbove(row[c] - shift);
+}
+inline void expShifted(double* __restrict row, std::int64_t n, double shift) {
+  for (std::int64_t c = 0; c < n; ++c) row[c] = std::exp(row[c] - shift);
 }
 
 // ---- operands ---------------------------------------------------------------------------------
@@ -203,11 +234,9 @@ void attentionForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor
           T mx = *std::max_element(sr, sr + valid);
           const T mNew = std::max(m[row], mx);
           const T alpha = m[row] == minusInf ? T(0) : std::exp(m[row] - mNew);
+          expShifted(sr, valid, mNew);
           T sum = 0;
-          for (std::int64_t c = 0; c < valid; ++c) {
-            sr[c] = std::exp(sr[c] - mNew);
-            sum += sr[c];
-          }
+          for (std::int64_t c = 0; c < valid; ++c) sum += sr[c];
           std::fill(sr + valid, sr + bc, T(0));
           l[row] = l[row] * alpha + sum;
           m[row] = mNew;
@@ -293,7 +322,7 @@ void attentionBackward(const at::Tensor& dout, const at::Tensor& q, const at::Te
             for (std::int64_t row = 0; row < br; ++row) {
               T* sr = s + row * bc;
               const std::int64_t valid = causal ? std::clamp<std::int64_t>(i0 + row - j0 + 1, 0, bc) : bc;
-              for (std::int64_t c = 0; c < valid; ++c) sr[c] = std::exp(sr[c] - lseT[row]);
+              expShifted(sr, valid, lseT[row]);
               std::fill(sr + valid, sr + bc, T(0));
             }
             if (drop.on()) {  // dv takes the dropped probabilities; dp holds them for the product
