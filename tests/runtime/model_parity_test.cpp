@@ -17,6 +17,7 @@
 #include "ir/graph.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
+#include "passes/fuse_attention.h"
 #include "passes/pass_manager.h"
 #include "runtime/executor.h"
 #include "runtime/init.h"
@@ -34,8 +35,16 @@ namespace {
 constexpr std::uint64_t kSeed = 7;
 constexpr std::int64_t kStep = 3;
 
-ir::Graph compileModel(const std::string& model, std::vector<std::pair<std::string, std::string>> sets) {
+// With `fusedAttention`, the attention cores are fused first (passes/fuse_attention.h), as
+// gradc compile and train do: the reference is the same torch::nn model either way.
+ir::Graph compileModel(const std::string& model, std::vector<std::pair<std::string, std::string>> sets,
+                       bool fusedAttention = false) {
   ir::Graph g = testing::compileBundledModel(model, std::move(sets));
+  if (fusedAttention) {
+    Expected<int> fused = passes::fuseAttention(g);
+    REQUIRE(fused.ok());
+    CHECK(*fused > 0);
+  }
   passes::PassManager pm;
   pm.add<passes::Autodiff>().add<passes::DeadCodeElimination>();
   Expected<bool> ran = pm.run(g);
@@ -44,14 +53,18 @@ ir::Graph compileModel(const std::string& model, std::vector<std::pair<std::stri
 }
 
 // Dropout as the runtime computes it: the masks come from the dropout kernel itself, keyed by
-// the rng ids of the graph's forward dropout nodes in program order (the order in which the
+// the rng ids of the graph's forward dropout nodes (and fused attention nodes with dropout on
+// their probabilities, which draw the same elements) in program order (the order in which the
 // reference model below applies dropout).
 class DropoutMasks {
  public:
   explicit DropoutMasks(const ir::Graph& g) {
-    for (const auto& n : g.nodes())
-      if (n->opName() == "dropout" && n->phase() == ir::Phase::fwd)
+    for (const auto& n : g.nodes()) {
+      const bool dropout = n->opName() == "dropout" ||
+                           (n->opName() == "attention" && ir::getFloat(n->attrs(), "p").value_or(0.0) > 0.0);
+      if (dropout && n->phase() == ir::Phase::fwd)
         keys_.push_back({*ir::getInt(n->attrs(), "rng"), *ir::getFloat(n->attrs(), "p")});
+    }
   }
   torch::Tensor apply(const torch::Tensor& x, double p) {
     REQUIRE_FALSE(keys_.empty());
@@ -430,29 +443,37 @@ TEST_CASE("model parity: mlp") {
   checkParity("mlp", g, Mlp(6, 24, 3, 3), "x", "y");
 }
 
-TEST_CASE("model parity: gpt-mini (with embedding dropout)") {
-  ir::Graph g = compileModel("gpt-mini", {{"batch", "2"}, {"seq", "16"}, {"vocab", "64"}, {"d_model", "32"},
-                                          {"heads", "4"}, {"layers", "2"}});
-  checkParity("gpt-mini", g, GptMini(64, 16, 32, 4, 2), "tokens", "targets");
+TEST_CASE("model parity: gpt-mini (with embedding dropout), attention decomposed and fused") {
+  for (bool fused : {false, true}) {
+    ir::Graph g = compileModel("gpt-mini", {{"batch", "2"}, {"seq", "16"}, {"vocab", "64"}, {"d_model", "32"},
+                                            {"heads", "4"}, {"layers", "2"}}, fused);
+    checkParity(fused ? "gpt-mini (fused attention)" : "gpt-mini", g, GptMini(64, 16, 32, 4, 2), "tokens", "targets");
+  }
 }
 
 TEST_CASE("model parity: gpt2 reduced (tied LM head, every GPT-2 dropout, tanh GELU)") {
-  ir::Graph g = compileModel("gpt2", {{"batch", "2"}, {"context", "16"}, {"seq", "12"}, {"vocab", "64"},
-                                      {"d_model", "32"}, {"heads", "4"}, {"layers", "2"}});
-  // One parameter for the embedding and the head, read by both.
-  int readers = 0;
-  for (const auto& n : g.nodes())
-    if (n->phase() == ir::Phase::fwd)
-      for (const ir::Value* v : n->operands()) readers += v->kind() == ir::ValueKind::Param && v->name() == "wte.weight";
-  CHECK(readers == 2);
-  CHECK(g.findNamed("lm_head.weight") == nullptr);
-  checkParity("gpt2", g, Gpt2(64, 16, 32, 4, 2), "tokens", "targets");
+  for (bool fused : {false, true}) {
+    ir::Graph g = compileModel("gpt2", {{"batch", "2"}, {"context", "16"}, {"seq", "12"}, {"vocab", "64"},
+                                        {"d_model", "32"}, {"heads", "4"}, {"layers", "2"}}, fused);
+    // One parameter for the embedding and the head, read by both.
+    int readers = 0;
+    for (const auto& n : g.nodes())
+      if (n->phase() == ir::Phase::fwd)
+        for (const ir::Value* v : n->operands()) readers += v->kind() == ir::ValueKind::Param && v->name() == "wte.weight";
+    CHECK(readers == 2);
+    CHECK(g.findNamed("lm_head.weight") == nullptr);
+    checkParity(fused ? "gpt2 (fused attention, dropout on its probabilities)" : "gpt2", g, Gpt2(64, 16, 32, 4, 2),
+                "tokens", "targets");
+  }
 }
 
 TEST_CASE("model parity: llama reduced (RMSNorm, rope, grouped-query attention, SwiGLU)") {
-  ir::Graph g = compileModel("llama", {{"batch", "2"}, {"seq", "12"}, {"vocab", "40"}, {"d_model", "32"}, {"heads", "4"},
-                                       {"kv_heads", "2"}, {"layers", "2"}, {"d_ff", "48"}});
-  checkParity("llama", g, Llama(40, 32, 4, 2, 2, 48), "tokens", "targets");
+  for (bool fused : {false, true}) {
+    ir::Graph g = compileModel("llama", {{"batch", "2"}, {"seq", "12"}, {"vocab", "40"}, {"d_model", "32"},
+                                         {"heads", "4"}, {"kv_heads", "2"}, {"layers", "2"}, {"d_ff", "48"}}, fused);
+    checkParity(fused ? "llama (fused attention, shared key heads)" : "llama", g, Llama(40, 32, 4, 2, 2, 48), "tokens",
+                "targets");
+  }
 }
 
 // A spec written here, compiled, with its gradients (autodiff, dead code removed).
@@ -554,7 +575,9 @@ TEST_CASE("model parity: lstm-lm") {
 }
 
 TEST_CASE("model parity: lm-seed reduced (attention and residual dropout)") {
-  ir::Graph g = compileModel("lm-seed", {{"batch", "2"}, {"seq", "10"}, {"vocab", "50"}, {"d_model", "24"},
-                                         {"heads", "3"}, {"layers", "2"}});
-  checkParity("lm-seed", g, LmSeed(50, 10, 24, 3, 2), "tokens", "targets");
+  for (bool fused : {false, true}) {
+    ir::Graph g = compileModel("lm-seed", {{"batch", "2"}, {"seq", "10"}, {"vocab", "50"}, {"d_model", "24"},
+                                           {"heads", "3"}, {"layers", "2"}}, fused);
+    checkParity(fused ? "lm-seed (fused attention)" : "lm-seed", g, LmSeed(50, 10, 24, 3, 2), "tokens", "targets");
+  }
 }
