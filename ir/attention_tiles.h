@@ -17,6 +17,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 
 namespace gradc::ir {
@@ -38,16 +39,28 @@ struct AttentionTiling {
 
   std::int64_t uniforms() const { return dropout ? keyRows : 0; }
 
-  // Elements of one thread's forward slot.
-  std::int64_t forwardSlot() const {
+  // The parts of one thread's slot, in the order the kernels carve them (elements each).
+  // forward: q tile, k tile, v tile, scores, output accumulator, running max, running sum, uniforms
+  std::array<std::int64_t, 8> forwardParts() const {
     const std::int64_t br = queryRows, bc = keyRows;
-    return br * headDim + bc * headDim + bc * valueDim + br * bc + br * valueDim + 2 * br + uniforms();
+    return {br * headDim, bc * headDim, bc * valueDim, br * bc, br * valueDim, br, br, uniforms()};
   }
-  // Elements of one thread's backward slot.
-  std::int64_t backwardSlot() const {
+  // backward: q tile, dO tile, k tile, v tile, probabilities, dP, dK and dV accumulators, the
+  // tile's log-sum-exp, rowsum(dO * O), uniforms
+  std::array<std::int64_t, 11> backwardParts() const {
     const std::int64_t br = queryRows, bc = keyRows;
-    return br * headDim + br * valueDim + bc * headDim + bc * valueDim + 2 * br * bc + bc * headDim + bc * valueDim +
-           2 * br + uniforms();
+    return {br * headDim, br * valueDim, bc * headDim, bc * valueDim, br * bc, br * bc, bc * headDim, bc * valueDim,
+            br, br, uniforms()};
+  }
+  std::int64_t forwardSlot() const { return total(forwardParts()); }
+  std::int64_t backwardSlot() const { return total(backwardParts()); }
+
+ private:
+  template <size_t N>
+  static std::int64_t total(const std::array<std::int64_t, N>& parts) {
+    std::int64_t sum = 0;
+    for (std::int64_t p : parts) sum += p;
+    return sum;
   }
 };
 

@@ -29,6 +29,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -186,6 +187,17 @@ at::Tensor workspace(const KernelArgs& a, std::int64_t slot, const at::TensorOpt
   return at::empty({threads * slot}, options);
 }
 
+// A thread's slot cut into its parts (ir::AttentionTiling's order and sizes).
+template <class T, size_t N>
+std::array<T*, N> carve(T* slot, const std::array<std::int64_t, N>& parts) {
+  std::array<T*, N> out;
+  for (size_t i = 0; i < N; ++i) {
+    out[i] = slot;
+    slot += parts[i];
+  }
+  return out;
+}
+
 // ---- forward ----------------------------------------------------------------------------------
 
 template <class T>
@@ -203,14 +215,8 @@ void attentionForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor
   const T minusInf = -std::numeric_limits<T>::infinity();
   const auto tasks = static_cast<std::int64_t>(qAt.size()) * blocks;
   at::parallel_for(0, tasks, 1, [&](std::int64_t begin, std::int64_t end) {
-    T* qt = ws + at::get_thread_num() * slot;
-    T* kt = qt + Br * Dh;
-    T* vt = kt + Bc * Dh;
-    T* s = vt + Bc * Dv;
-    T* acc = s + Br * Bc;
-    T* m = acc + Br * Dv;
-    T* l = m + Br;
-    auto* u = reinterpret_cast<float*>(l + Br);
+    const auto [qt, kt, vt, s, acc, m, l, uniforms] = carve(ws + at::get_thread_num() * slot, tiles.forwardParts());
+    auto* u = reinterpret_cast<float*>(uniforms);
     for (std::int64_t task = begin; task < end; ++task) {
       const std::int64_t f = task / blocks, i0 = task % blocks * Br, br = std::min(Br, S - i0);
       Q.load(qAt[f], i0, br, Dh, qt);
@@ -283,17 +289,9 @@ void attentionBackward(const at::Tensor& dout, const at::Tensor& q, const at::Te
   const T keep = static_cast<T>(1.0 / (1.0 - drop.p));
 
   at::parallel_for(0, keyHeads, 1, [&](std::int64_t begin, std::int64_t end) {
-    T* qt = ws + at::get_thread_num() * slot;
-    T* dot = qt + Br * Dh;
-    T* kt = dot + Br * Dv;
-    T* vt = kt + Bc * Dh;
-    T* s = vt + Bc * Dv;
-    T* dp = s + Br * Bc;
-    T* dkAcc = dp + Br * Bc;
-    T* dvAcc = dkAcc + Bc * Dh;
-    T* lseT = dvAcc + Bc * Dv;
-    T* rowDot = lseT + Br;
-    auto* u = reinterpret_cast<float*>(rowDot + Br);
+    const auto [qt, dot, kt, vt, s, dp, dkAcc, dvAcc, lseT, rowDot, uniforms] =
+        carve(ws + at::get_thread_num() * slot, tiles.backwardParts());
+    auto* u = reinterpret_cast<float*>(uniforms);
     for (std::int64_t g = begin; g < end; ++g) {
       T* dkHead = dkData + g * Skv * Dh;
       T* dvHead = dvData + g * Skv * Dv;

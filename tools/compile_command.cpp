@@ -18,6 +18,7 @@
 #include "passes/graph_stats.h"
 #include "passes/micro_batch.h"
 #include "passes/dce.h"
+#include "passes/fuse_attention.h"
 #include "passes/fuse_loss.h"
 #include "passes/memory/liveness.h"
 #include "passes/pass_manager.h"
@@ -200,6 +201,7 @@ int emitSummary(ir::Graph& fullForward, const CompileOptions& o, const std::opti
   ir::Graph& forward = partitioned ? *partitioned : fullForward;
   std::string text = batch ? batch->describe() + "\n\n" : std::string();
   text += formatSummary(forward, passes::computeGraphStats(forward));
+  const int attentionCores = options.fuseElementwise ? passes::countFusableAttention(forward) : 0;
   if (partitioned)
     text += "\n(rank 0 of " + std::to_string(o.parallel.devices) + " data-parallel ranks, loss placement " +
             o.parallel.lossPlacement + ": per-device sizes)\n";
@@ -240,9 +242,16 @@ int emitSummary(ir::Graph& fullForward, const CompileOptions& o, const std::opti
     std::cerr << "gradc: error: " << rows.error().message << "\n";
     return kExitUserError;
   }
+  std::string fusion = "--no-fuse";
+  if (options.fuseElementwise) {
+    fusion = "elementwise regions fused";
+    if (attentionCores > 0)
+      fusion += fmt::format(", {} attention core{} as tiled attention ops (no [S, S_kv] buffers)", attentionCores,
+                            attentionCores == 1 ? "" : "s");
+  }
   text += std::string("\nrecompute strategies for one training step (AdamW, whole step: parameters, gradients, "
                       "optimizer state, activations, workspaces; ") +
-          (options.fuseElementwise ? "elementwise regions fused" : "--no-fuse") + ")";
+          fusion + ")";
   text += budget ? " under a budget of " + passes::formatBytes(*budget) +
                        (*reserve > 0 ? " less " + passes::formatBytes(*reserve) + " for the device's libraries" : "") +
                        ":\n"
