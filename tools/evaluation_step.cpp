@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "passes/batch_norm_inference.h"
 #include "passes/budget.h"
 #include "passes/dce.h"
+#include "passes/fuse_attention.h"
 #include "passes/micro_batch.h"
 #include "passes/pass_manager.h"
 #include "passes/schedule.h"
@@ -29,6 +32,13 @@ Expected<EvaluationStep> buildEvaluationStep(const ir::Graph& forward, const Tra
   if (!whole) return whole.error();
   whole->removeOutputsIf([](const ir::GraphOutput& o) { return o.name != "loss"; });
   if (Status s = prepareInference(*whole); !s) return s.error();
+  // Attention as the training step runs it: fused there (the default), fused here, so an
+  // evaluation never holds the [S, S_kv] scores a long context's training step does without.
+  const bool fusedAttention = std::any_of(step.graph.nodes().begin(), step.graph.nodes().end(), [](const auto& n) {
+    return n->op().role == ir::OpRole::FusedAttention;
+  });
+  if (fusedAttention)
+    if (Expected<int> n = passes::fuseAttention(*whole); !n) return n.error();
 
   const std::int64_t rows = *batch / world;
   std::string last;

@@ -29,7 +29,7 @@ struct EvaluationStep {
 };
 
 // The evaluation step of `forward` (the spec's graph, the global batch) for each of `world`
-// ranks beside `step`; an Error says why there is none (no loss, a batch that cannot be split,
+// ranks beside `step`, its attention fused when `step`'s is (passes/fuse_attention.h); an Error says why there is none (no loss, a batch that cannot be split,
 // no split count that fits the budget).
 Expected<EvaluationStep> buildEvaluationStep(const ir::Graph& forward, const TrainingStep& step, int world);
 

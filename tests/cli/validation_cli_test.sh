@@ -39,6 +39,24 @@ state = json.load(open(sys.argv[4]))
 assert state["step"] == best and abs(state["config"]["val_loss"] - evaluated[best]) < 1e-12, (state["step"], best)
 PY
 
+# The evaluation step fuses attention as its training step does: at a context of 256 it plans
+# less than with --no-fuse (no [S, S] scores), with the same validation loss, measured == planned.
+for f in fused plain; do
+  flag=(); [[ $f == plain ]] && flag=(--no-fuse)
+  timeout 300 "$gradc" train "$spec" --set layers=1 --set d_model=64 --set heads=2 --set seq=256 --set batch=2 \
+    "${d[@]}" --steps 2 --val-data "$work/val.txt" --eval-every 2 --eval-batches 1 "${flag[@]}" \
+    --metrics-out "$work/attn_$f.json" >"$work/log" 2>&1 || bad "train with --val-data ($f): $(tail -2 "$work/log")"
+done
+if $py - "$work/attn_fused.json" "$work/attn_plain.json" <<'PY'; then ok; else bad "evaluation with fused attention"; fi
+import json, sys
+fused, plain = (json.load(open(p)) for p in sys.argv[1:3])
+vf, vp = fused["steps"][-1]["val_loss"], plain["steps"][-1]["val_loss"]
+assert abs(vf - vp) <= 1e-5 * abs(vp), (vf, vp)
+rf, rp = fused["ranks"][0], plain["ranks"][0]
+assert rf["eval_peak_bytes_measured"] == rf["eval_peak_bytes_planned"], rf
+assert rf["eval_peak_bytes_planned"] < rp["eval_peak_bytes_planned"], (rf, rp)
+PY
+
 # --eval-batches K: K batches spread over the file, the same at every evaluation; a resumed run
 # evaluates as the uninterrupted one did, and --save-best keeps the best of both parts.
 train "${d[@]}" --steps 20 --val-data "$work/val.txt" --eval-every 10 --eval-batches 2 --save "$work/half" \
