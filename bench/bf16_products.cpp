@@ -16,20 +16,13 @@
 #include <vector>
 
 #include "onednn/gemm.h"
+#include "bench/timing.h"
 #include "runtime/executor.h"
 
 namespace {
 
-double seconds(const std::function<void()>& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using gradc::bench::median;
+using gradc::bench::seconds;
 
 at::Tensor bf16(std::vector<std::int64_t> shape) { return at::randn(shape).to(at::kBFloat16); }
 
