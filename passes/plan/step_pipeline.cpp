@@ -76,10 +76,9 @@ Expected<ir::Graph> buildConfiguredStep(const ir::Graph& from, ir::Graph* consum
     if (Expected<int> n = fuseAttention(*attentionFused); !n) return n.error();
     if (Status s = pm.show(*attentionFused, "fuse-attention"); !s) return s.error();
   }
-  const ir::Graph& source = attentionFused ? *attentionFused : from;
   Expected<ir::Graph> g = attentionFused ? microBatchedGradients(std::move(*attentionFused), config.microBatches)
                           : &from == consumable ? microBatchedGradients(std::move(*consumable), config.microBatches)
-                                                : microBatchedGradients(source, config.microBatches);
+                                                : microBatchedGradients(from, config.microBatches);
   if (!g) {
     if (options.dataParallel && options.dataParallel->world > 1)  // `from` is one rank's shard
       return g.error().withContext("on each of the " + std::to_string(options.dataParallel->world) +
