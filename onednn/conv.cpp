@@ -122,15 +122,24 @@ Variant buildVariant(const ConvShape& s, ConvPass pass, std::int64_t m, const dn
   const Dims dilation{s.dilation[0] - 1, s.dilation[1] - 1};  // oneDNN counts the gaps
   const dnnl::primitive_attr attr = userScratchpad();
   const bool bias = pass == ConvPass::Forward && s.bias;
-  const auto forwardDesc = [&] {
-    return bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                  dnnl::algorithm::convolution_direct, srcAny, weightsAny, biasPlain,
-                                                  dstAny, strides, dilation, padding, padding)
-                : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                  dnnl::algorithm::convolution_direct, srcAny, weightsAny, dstAny,
-                                                  strides, dilation, padding, padding);
-  };
-  const dnnl::convolution_forward::primitive_desc fpd(forwardDesc(), attr, cpuEngine());
+  // oneDNN 2 describes a primitive as an operation descriptor, then its primitive descriptor;
+  // oneDNN 3 takes the description in the primitive descriptor.
+  constexpr auto direct = dnnl::algorithm::convolution_direct;
+  constexpr auto training = dnnl::prop_kind::forward_training;
+#if DNNL_VERSION_MAJOR >= 3
+  const dnnl::convolution_forward::primitive_desc fpd =
+      bias ? dnnl::convolution_forward::primitive_desc(cpuEngine(), training, direct, srcAny, weightsAny, biasPlain,
+                                                       dstAny, strides, dilation, padding, padding, attr)
+           : dnnl::convolution_forward::primitive_desc(cpuEngine(), training, direct, srcAny, weightsAny, dstAny,
+                                                       strides, dilation, padding, padding, attr);
+#else
+  const dnnl::convolution_forward::primitive_desc fpd(
+      bias ? dnnl::convolution_forward::desc(training, direct, srcAny, weightsAny, biasPlain, dstAny, strides, dilation,
+                                             padding, padding)
+           : dnnl::convolution_forward::desc(training, direct, srcAny, weightsAny, dstAny, strides, dilation, padding,
+                                             padding),
+      attr, cpuEngine());
+#endif
   switch (pass) {
     case ConvPass::Forward:
       describe<dnnl::convolution_forward>(v, fpd,
@@ -139,9 +148,14 @@ Variant buildVariant(const ConvShape& s, ConvPass pass, std::int64_t m, const dn
                                           fpd.weights_desc());
       break;
     case ConvPass::InputGrad: {
-      dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, srcAny, weightsAny, dstAny,
-                                               strides, dilation, padding, padding);
-      dnnl::convolution_backward_data::primitive_desc pd(bd, attr, cpuEngine(), fpd);
+#if DNNL_VERSION_MAJOR >= 3
+      dnnl::convolution_backward_data::primitive_desc pd(cpuEngine(), direct, srcAny, weightsAny, dstAny, strides,
+                                                         dilation, padding, padding, fpd, attr);
+#else
+      dnnl::convolution_backward_data::primitive_desc pd(
+          dnnl::convolution_backward_data::desc(direct, srcAny, weightsAny, dstAny, strides, dilation, padding, padding),
+          attr, cpuEngine(), fpd);
+#endif
       describe<dnnl::convolution_backward_data>(v, pd,
                                                 {{DNNL_ARG_DIFF_DST, false, dstSample, dstPlain, pd.diff_dst_desc()},
                                                  {DNNL_ARG_DIFF_SRC, true, srcSample, srcPlain, pd.diff_src_desc()}},
@@ -149,9 +163,15 @@ Variant buildVariant(const ConvShape& s, ConvPass pass, std::int64_t m, const dn
       break;
     }
     case ConvPass::WeightGrad: {
-      dnnl::convolution_backward_weights::desc bd(dnnl::algorithm::convolution_direct, srcAny, weightsAny, dstAny,
-                                                  strides, dilation, padding, padding);
-      dnnl::convolution_backward_weights::primitive_desc pd(bd, attr, cpuEngine(), fpd);
+#if DNNL_VERSION_MAJOR >= 3
+      dnnl::convolution_backward_weights::primitive_desc pd(cpuEngine(), direct, srcAny, weightsAny, dstAny, strides,
+                                                            dilation, padding, padding, fpd, attr);
+#else
+      dnnl::convolution_backward_weights::primitive_desc pd(
+          dnnl::convolution_backward_weights::desc(direct, srcAny, weightsAny, dstAny, strides, dilation, padding,
+                                                   padding),
+          attr, cpuEngine(), fpd);
+#endif
       describe<dnnl::convolution_backward_weights>(v, pd,
                                                    {{DNNL_ARG_SRC, false, srcSample, srcPlain, pd.src_desc()},
                                                     {DNNL_ARG_DIFF_DST, false, dstSample, dstPlain, pd.diff_dst_desc()}},

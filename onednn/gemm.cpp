@@ -77,9 +77,14 @@ Compiled& compiled(const Product& p, int threads) {
   }
   try {
     const dnnl::memory::desc a = operandDesc(p.a, p.batched), b = operandDesc(p.b, p.batched);
+#if DNNL_VERSION_MAJOR >= 3  // oneDNN 3 describes a primitive in its primitive descriptor
+    dnnl::matmul::primitive_desc pd = p.bias ? dnnl::matmul::primitive_desc(cpuEngine(), a, b, biasDesc(p), resultDesc(p), attr)
+                                             : dnnl::matmul::primitive_desc(cpuEngine(), a, b, resultDesc(p), attr);
+#else
     dnnl::matmul::desc desc = p.bias ? dnnl::matmul::desc(a, b, biasDesc(p), resultDesc(p))
                                      : dnnl::matmul::desc(a, b, resultDesc(p));
     dnnl::matmul::primitive_desc pd(desc, attr, cpuEngine());
+#endif
     // A CPU without a bf16 kernel (only the reference one) is left to ATen.
     if (detail::isReference(pd.impl_info_str())) return c;
     c.scratchpad = static_cast<std::int64_t>(pd.scratchpad_desc().get_size());
