@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/IRReader/IRReader.h>
@@ -27,6 +28,9 @@
 #include <llvm/TargetParser/Host.h>
 #include <llvm/Transforms/IPO/Internalize.h>
 #include <llvm/Transforms/Utils/ModuleUtils.h>
+#if LLVM_VERSION_MAJOR >= 18  // VFABI::setVectorVariantNames moved out of ModuleUtils.h
+#include <llvm/IR/VFABIDemangler.h>
+#endif
 
 #include "codegen/kernel_builder.h"
 #include "codegen/optimizer_kernels.h"
@@ -117,6 +121,17 @@ class LibdeviceMath final : public MathLibrary {
   llvm::Module& module_;
 };
 
+// LLVM 18 made the code generator's level and file type scoped enumerations.
+#if LLVM_VERSION_MAJOR >= 18
+constexpr llvm::CodeGenOptLevel kAggressive = llvm::CodeGenOptLevel::Aggressive;
+constexpr llvm::CodeGenFileType kAssemblyFile = llvm::CodeGenFileType::AssemblyFile;
+constexpr llvm::CodeGenFileType kObjectFile = llvm::CodeGenFileType::ObjectFile;
+#else
+constexpr llvm::CodeGenOpt::Level kAggressive = llvm::CodeGenOpt::Aggressive;
+constexpr llvm::CodeGenFileType kAssemblyFile = llvm::CGFT_AssemblyFile;
+constexpr llvm::CodeGenFileType kObjectFile = llvm::CGFT_ObjectFile;
+#endif
+
 struct Machine {
   std::unique_ptr<llvm::TargetMachine> tm;
   std::string triple;
@@ -131,14 +146,18 @@ Expected<Machine> machineFor(Target target) {
   std::string cpu = "sm_90", features = "+ptx78";
   if (target == Target::Cpu) {
     cpu = llvm::sys::getHostCPUName().str();
-    llvm::StringMap<bool> host;
     features.clear();
-    if (llvm::sys::getHostCPUFeatures(host))
-      for (const auto& f : host) features += (features.empty() ? "" : ",") + std::string(f.second ? "+" : "-") + f.first().str();
+#if LLVM_VERSION_MAJOR >= 19  // the features are returned, empty when unknown
+    const llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
+#else
+    llvm::StringMap<bool> host;
+    if (!llvm::sys::getHostCPUFeatures(host)) host.clear();
+#endif
+    for (const auto& f : host) features += (features.empty() ? "" : ",") + std::string(f.second ? "+" : "-") + f.first().str();
   }
   llvm::TargetOptions options;
   std::unique_ptr<llvm::TargetMachine> tm(t->createTargetMachine(triple, cpu, features, options, llvm::Reloc::PIC_,
-                                                                 std::nullopt, llvm::CodeGenOpt::Aggressive));
+                                                                 std::nullopt, kAggressive));
   if (!tm) return Error{"LLVM could not create a target machine for " + triple + " (" + cpu + ")"};
   return Machine{std::move(tm), triple};
 }
@@ -197,7 +216,10 @@ Expected<Built> build(const ir::Graph& graph, Target target) {
   if (target == Target::Nvptx)
     std::erase_if(out.kernels, [](const KernelInfo& k) { return k.name.rfind("gradc_adamw_", 0) == 0; });
   if (target == Target::Nvptx) {
+    // $CUDA_HOME's, NVIDIA's default install, then Debian's nvidia-cuda-toolkit.
     std::string libdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
+    if (!std::filesystem::exists(libdevice) && std::filesystem::exists("/usr/lib/nvidia-cuda-toolkit/libdevice/libdevice.10.bc"))
+      libdevice = "/usr/lib/nvidia-cuda-toolkit/libdevice/libdevice.10.bc";
     if (const char* home = std::getenv("CUDA_HOME"))
       if (std::string path = std::string(home) + "/nvvm/libdevice/libdevice.10.bc"; std::filesystem::exists(path))
         libdevice = path;
@@ -276,7 +298,7 @@ Expected<std::string> emitCpuLlvm(const ir::Graph& graph) {
 Expected<std::string> emitPtx(const ir::Graph& graph) {
   Expected<Built> built = build(graph, Target::Nvptx);
   if (!built) return built.error();
-  Expected<std::string> ptx = emitFile(*built, llvm::CGFT_AssemblyFile);
+  Expected<std::string> ptx = emitFile(*built, kAssemblyFile);
   if (!ptx) return ptx.error();
   std::string header = "// " + std::to_string(built->kernels.size()) + " fused kernel(s) of graph " + graph.name() +
                        " for sm_90; each is NAME(operands..., results..., i64 n), a grid-stride loop over n elements\n";
@@ -288,7 +310,7 @@ Expected<std::string> buildCpuSharedObject(const ir::Graph& graph) {
   Expected<Built> built = build(graph, Target::Cpu);
   if (!built) return built.error();
   if (built->kernels.empty()) return Error{"the graph runs no generated kernels"};
-  Expected<std::string> object = emitFile(*built, llvm::CGFT_ObjectFile);
+  Expected<std::string> object = emitFile(*built, kObjectFile);
   if (!object) return object.error();
   std::error_code ec;
   std::filesystem::path dir = std::filesystem::temp_directory_path(ec);

@@ -2,6 +2,7 @@
 #include "frontend/suggest.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace gradc::frontend {
 

@@ -2,8 +2,9 @@
 # gradc's CUDA configuration built and linked against Debian 13's CUDA LibTorch 2.6, on a machine
 # without a GPU, in the root scripts/debian13-root.sh makes (made first when missing).
 #
-#   scripts/debian13-build.sh HOST_BUILD [ROOT]      (HOST_BUILD: this machine's build
-#                                                     folder, whose gradc compiles the artifacts)
+#   scripts/debian13-build.sh HOST_BUILD [--suite]   (HOST_BUILD: this machine's build folder,
+#                                                     whose gradc compiles the artifacts;
+#                                                     GRADC_DEBIAN13_ROOT: the root's folder)
 #
 # In the root, from this clone (mounted read-only at /src), into /build/gradc-cuda there:
 #   1. configure the runtime-only build (GRADC_RUNTIME_ONLY: ir/, the runtime, gradc-run and the
@@ -18,12 +19,17 @@
 #      - with --device cuda: it must exit 2 with one line saying no GPU is visible (not a missing
 #        symbol, not an abort);
 #   4. run cuda_tests, whose every case must fail for want of a GPU, and for nothing else.
+# With --suite, then: the whole of gradc (compiler with LLVM 19, runtime, every test) configured
+# the same way into /build/gradc-full, built, and its CPU test suite run there with ctest, against
+# LibTorch 2.6 (about 30 minutes of build and 15 of tests on 2 cores; not part of CI's run).
 # Prints the versions (LibTorch, CUDA, NCCL) and the time of each part; exit 0 only when all hold.
 set -euo pipefail
 # debootstrap, chroot and mount need root: as another user, the script runs itself with sudo.
 [[ $(id -u) -eq 0 ]] || exec sudo -E "$0" "$@"
-HOST_BUILD=$(readlink -f "${1:?usage: scripts/debian13-build.sh HOST_BUILD [ROOT]}")
-ROOT=${2:-/var/cache/gradc/trixie-root}
+HOST_BUILD=$(readlink -f "${1:?usage: scripts/debian13-build.sh HOST_BUILD [--suite]}")
+SUITE=0
+[[ "${2:-}" == --suite ]] && SUITE=1
+ROOT=${GRADC_DEBIAN13_ROOT:-/var/cache/gradc/trixie-root}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 JOBS=${GRADC_JOBS:-$(nproc)}
 
@@ -48,13 +54,21 @@ in_root bash -c 'echo "LibTorch $(dpkg-query -W -f="\${Version}" libtorch-cuda-d
   nvcc --version | tail -1; echo "NCCL $(dpkg-query -W -f="\${Version}" libnccl-dev)";
   echo "cudart $(dpkg-query -W -f="\${Version}" libcudart12)"; g++-13 --version | head -1'
 
+# configure BUILD_DIR [cmake options]: the CUDA configuration (nvcc 12.4 with g++-13 as its host
+# compiler, sm_90), which must find the CUDA LibTorch.
+configure() {
+  local dir=$1
+  shift
+  in_root cmake -S /src -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_COMPILER=/usr/bin/nvcc \
+    -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++-13 -DCMAKE_CUDA_ARCHITECTURES=90 "$@" > "$ROOT/tmp/configure.log" 2>&1 ||
+    { tail -40 "$ROOT/tmp/configure.log"; exit 1; }
+  grep -E "^-- (LibTorch|NCCL|oneDNN|LLVM)" "$ROOT/tmp/configure.log" | sed 's/^-- //'
+  grep -q "with CUDA: building the CUDA device" "$ROOT/tmp/configure.log" || { echo "not the CUDA configuration" >&2; exit 1; }
+}
+
 part "configure"
 t0=$(date +%s)
-in_root cmake -S /src -B /build/gradc-cuda -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DGRADC_RUNTIME_ONLY=ON -DCMAKE_CUDA_COMPILER=/usr/bin/nvcc -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++-13 \
-  -DCMAKE_CUDA_ARCHITECTURES=90 > "$ROOT/tmp/configure.log" 2>&1 || { tail -40 "$ROOT/tmp/configure.log"; exit 1; }
-grep -E "LibTorch|NCCL|oneDNN" "$ROOT/tmp/configure.log" | sed 's/^-- //'
-grep -q "with CUDA: building the CUDA device" "$ROOT/tmp/configure.log" || { echo "not the CUDA configuration" >&2; exit 1; }
+configure /build/gradc-cuda -DGRADC_RUNTIME_ONLY=ON
 
 part "build gradc-run and cuda_tests"
 in_root ninja -C /build/gradc-cuda -j "$JOBS" gradc-run cuda_tests > "$ROOT/tmp/build.log" 2>&1 || {
@@ -121,6 +135,23 @@ if [[ -z "$failed_cases" || "$failed_cases" != "$for_want" ]]; then
   failed=1
 fi
 rm -rf "$work"
+
+if [[ $SUITE == 1 ]]; then
+  part "the whole of gradc and its CPU test suite, against LibTorch 2.6"
+  t2=$(date +%s)
+  configure /build/gradc-full
+  in_root ninja -C /build/gradc-full -j "$JOBS" > "$ROOT/tmp/build-full.log" 2>&1 || {
+    grep -E "error" -A3 "$ROOT/tmp/build-full.log" | head -80; exit 1; }
+  t3=$(date +%s)
+  echo "configured and built in $((t3 - t2)) s"
+  set +e
+  in_root ctest --test-dir /build/gradc-full -j "$JOBS" > "$ROOT/tmp/ctest.log" 2>&1
+  rc=$?
+  set -e
+  echo "ctest exit $rc in $(( $(date +%s) - t3 )) s: $(grep -E "tests passed" "$ROOT/tmp/ctest.log")"
+  grep -A200 "The following tests FAILED" "$ROOT/tmp/ctest.log" | head -60 || true
+  [[ $rc == 0 ]] || failed=1
+fi
 echo
 [[ $failed == 0 ]] && echo "debian13-build: all checks hold" || echo "debian13-build: FAILED"
 exit $failed

@@ -2,7 +2,8 @@
 # A Debian 13 ("trixie") root made only of Debian's archive, with the CUDA build of LibTorch 2.6
 # (libtorch-cuda-dev, contrib), the CUDA 12.4 toolkit (nvidia-cuda-toolkit, non-free) and NCCL
 # (libnccl-dev, contrib): the configuration gradc's CUDA device links against, on a machine
-# without a GPU (scripts/debian13-build.sh builds and checks gradc in it).
+# without a GPU (scripts/debian13-build.sh builds and checks gradc in it). With LLVM 19, yaml-cpp,
+# glog and Python's torch, the whole of gradc and its test suite build there too (--suite).
 #
 #   scripts/debian13-root.sh [ROOT]      (ROOT defaults to /var/cache/gradc/trixie-root)
 #
@@ -22,7 +23,8 @@ set -euo pipefail
 ROOT=${1:-/var/cache/gradc/trixie-root}
 MIRROR=${GRADC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PACKAGES="g++ g++-13 cmake ninja-build ccache libtorch-cuda-dev nvidia-cuda-toolkit libnccl-dev \
-libgloo-cuda-dev libdnnl-dev libcli11-dev nlohmann-json3-dev libfmt-dev doctest-dev libopenblas0-openmp"
+libgloo-cuda-dev libdnnl-dev libcli11-dev nlohmann-json3-dev libfmt-dev doctest-dev libopenblas0-openmp \
+llvm-19-dev libyaml-cpp-dev libgoogle-glog-dev python3 python3-numpy python3-torch-cuda"
 MARKER="$ROOT/etc/gradc-root"
 WANT="trixie: $PACKAGES; cudnn stand-in 1"
 
