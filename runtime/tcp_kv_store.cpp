@@ -1,5 +1,7 @@
 #include "runtime/tcp_kv_store.h"
 
+#include <torch/version.h>
+
 #include <exception>
 
 #include "runtime/c10_message.h"
@@ -16,6 +18,20 @@ double secondsSince(Clock::time_point start) {
 
 std::string storeAddress(const std::string& addr, int port) { return addr + ":" + std::to_string(port); }
 
+// The store, on LibTorch's default server backend. Since 2.4 that is libuv's, which a LibTorch
+// built without libuv (Debian 13's 2.6) refuses: the classic backend is then asked for instead.
+c10::intrusive_ptr<c10d::TCPStore> makeStore(const std::string& host, c10d::TCPStoreOptions options) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(host, options);
+  } catch (const std::exception& e) {
+    if (!options.useLibUV || !comm::containsNoCase(exceptionMessage(e), "libuv")) throw;
+    options.useLibUV = false;
+  }
+#endif
+  return c10::make_intrusive<c10d::TCPStore>(host, options);
+}
+
 }  // namespace
 
 Expected<c10::intrusive_ptr<c10d::TCPStore>> connectTcpStore(const DistEnv& env, std::chrono::milliseconds timeout) {
@@ -26,7 +42,7 @@ Expected<c10::intrusive_ptr<c10d::TCPStore>> connectTcpStore(const DistEnv& env,
   options.waitWorkers = false;
   options.timeout = timeout;
   try {
-    return c10::make_intrusive<c10d::TCPStore>(env.masterAddr, options);
+    return makeStore(env.masterAddr, options);
   } catch (const std::exception& e) {
     std::string what = options.isServer ? "starting the rendezvous store on port " + std::to_string(env.masterPort)
                                         : "connecting to the rendezvous store at " +
@@ -47,7 +63,7 @@ Expected<c10::intrusive_ptr<c10d::TCPStore>> hostTcpStore(int port, std::chrono:
   options.waitWorkers = false;
   options.timeout = timeout;
   try {
-    return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+    return makeStore("127.0.0.1", options);
   } catch (const std::exception& e) {
     return Error{"starting the rendezvous store on port " + std::to_string(port) + " failed: " +
                  comm::stripSourceLocation(exceptionMessage(e))};

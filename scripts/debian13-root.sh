@@ -14,7 +14,7 @@
 # One package cannot install offline: `nvidia-cudnn` is an installer that downloads cuDNN from
 # NVIDIA. The root gets a stand-in package of that name (empty, so apt's dependency holds) and a
 # stand-in libcudnn.so.9 in /usr/local/lib that defines, under the soname's symbol version,
-# every cuDNN function libtorch_cuda imports: each returns a failure status (the error string
+# every cuDNN function LibTorch imports: each returns a failure status (the error string
 # function says what it is). It lets gradc link and load; nothing here can reach cuDNN, since
 # the CUDA runtime finds no device first. A GPU machine uses its own cuDNN.
 set -euo pipefail
@@ -26,7 +26,7 @@ PACKAGES="g++ g++-13 cmake ninja-build ccache libtorch-cuda-dev nvidia-cuda-tool
 libgloo-cuda-dev libdnnl-dev libcli11-dev nlohmann-json3-dev libfmt-dev doctest-dev libopenblas0-openmp \
 llvm-19-dev libyaml-cpp-dev libgoogle-glog-dev python3 python3-numpy python3-torch-cuda"
 MARKER="$ROOT/etc/gradc-root"
-WANT="trixie: $PACKAGES; cudnn stand-in 1"
+WANT="trixie: $PACKAGES; cudnn stand-in 2"
 
 if [[ -f "$MARKER" && "$(cat "$MARKER")" == "$WANT" ]]; then
   echo "debian13-root: $ROOT is ready (reused)"
@@ -76,11 +76,13 @@ chroot "$ROOT" env DEBIAN_FRONTEND=noninteractive apt-get update -q > /dev/null
 chroot "$ROOT" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Use-Pty=0 --no-install-recommends $PACKAGES > /dev/null
 chroot "$ROOT" apt-get clean
 
-# The stand-in libcudnn.so.9: every cudnn* symbol libtorch_cuda imports, at version libcudnn.so.9.
+# The stand-in libcudnn.so.9: every cudnn* symbol libtorch_cuda and libtorch_python (Python's
+# torch, which the test suite's parity scripts import) import, at version libcudnn.so.9.
 chroot "$ROOT" bash -euo pipefail -c '
-  lib=$(readlink -f /usr/lib/x86_64-linux-gnu/libtorch_cuda.so)
   work=$(mktemp -d)
-  nm -D --undefined-only "$lib" | sed -n "s/^ *U \(cudnn[A-Za-z0-9_]*\)@libcudnn\.so\.9$/\1/p" | sort -u > "$work/names"
+  for lib in /usr/lib/x86_64-linux-gnu/libtorch_cuda.so /usr/lib/x86_64-linux-gnu/libtorch_python.so; do
+    nm -D --undefined-only "$(readlink -f "$lib")" | sed -n "s/^ *U \(cudnn[A-Za-z0-9_]*\)@libcudnn\.so\.9$/\1/p"
+  done | sort -u > "$work/names"
   {
     echo "/* Stand-in cuDNN for a build root without a GPU: every function fails. */"
     echo "static const char kWhat[] = \"cuDNN stand-in of the gradc build root: no cuDNN here\";"
