@@ -118,5 +118,18 @@ at::TensorOptions optionsFor(const KernelArgs& a, ir::DType dtype);
 // contiguous tensor of its IR type on the run's device.
 at::Tensor resultBuffer(const KernelArgs& a, size_t i = 0);
 
+// bf16 or f16 on the host: the types whose host kernels loop on their own where ATen 2.x would
+// first convert a whole operand to a float copy (memory a plan does not hold).
+inline bool reducedOnHost(const at::Tensor& t) {
+  return t.is_cpu() && (t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf);
+}
+
+// Calls body(T{}) with T the C++ type of a bf16 or f16 tensor.
+template <class Body>
+void withReducedType(at::ScalarType type, Body&& body) {
+  if (type == at::kBFloat16) body(c10::BFloat16{});
+  else body(c10::Half{});
+}
+
 }  // namespace kernel_detail
 }  // namespace gradc::runtime

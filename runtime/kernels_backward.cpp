@@ -6,6 +6,8 @@
 #include <ATen/core/Reduction.h>
 #include <ATen/Dispatch.h>
 #include <limits>
+#include <algorithm>
+#include <cmath>
 #include <ATen/core/Tensor.h>
 #include "runtime/aten_layer_norm.h"
 #include <ATen/ops/_log_softmax_backward_data.h>
@@ -172,11 +174,62 @@ Results concatKernel(const KernelArgs& a) {
 
 // (grad[..., D], indices[...]) -> [num, D]: rows of grad summed per index, in index order
 // (repeats add up), as embedding_dense_backward sums them.
+// bf16/f16 on the host: a loop adding each row in the result's type, in index order (what ATen
+// 1.13's index_add_ does); ATen 2.x's index_add_ accumulates in a float copy of the whole result,
+// memory the plan does not hold.
 Results embeddingBackwardKernel(const KernelArgs& a) {
   const at::Tensor& grad = a.operands[0];
   at::Tensor out = resultBuffer(a).zero_();
-  out.index_add_(0, a.operands[1].reshape({-1}), grad.reshape({-1, grad.size(-1)}));
+  const at::Tensor indices = a.operands[1].reshape({-1}), rows = grad.reshape({-1, grad.size(-1)});
+  const bool wide = indices.scalar_type() == at::kLong;
+  if (!reducedOnHost(out) || !out.is_contiguous() || (!wide && indices.scalar_type() != at::kInt)) {
+    out.index_add_(0, indices, rows);
+    return {out};
+  }
+  const std::int64_t num = out.size(0), d = out.size(1), n = rows.size(0), step = indices.stride(0);
+  const std::int64_t* wideIndex = wide ? indices.data_ptr<std::int64_t>() : nullptr;
+  const std::int32_t* narrowIndex = wide ? nullptr : indices.data_ptr<std::int32_t>();
+  const auto indexAt = [&](std::int64_t i) -> std::int64_t { return wide ? wideIndex[i * step] : narrowIndex[i * step]; };
+  withReducedType(out.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
+    scalar_t* o = out.data_ptr<scalar_t>();
+    const scalar_t* g = rows.data_ptr<scalar_t>();
+    const std::int64_t gRow = rows.stride(0), gCol = rows.stride(1);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t row = indexAt(i);
+      TORCH_CHECK(row >= 0 && row < num, "embedding_backward: index ", row, " is out of range [0, ", num, ")");
+      scalar_t* dst = o + row * d;
+      for (std::int64_t c = 0; c < d; ++c) dst[c] = static_cast<scalar_t>(float(dst[c]) + float(g[i * gRow + c * gCol]));
+    }
+  });
   return {out};
+}
+
+// Softmax of each row of `logits` ([rows, C], read through its strides) into `result` ([rows, C],
+// contiguous). bf16/f16 on the host: per row, the maximum and the sum of exponentials in float;
+// ATen 2.x's kernel converts the whole input to a float copy first, memory the plan does not hold.
+void softmaxRows(at::Tensor& result, const at::Tensor& logits) {
+  if (!reducedOnHost(result) || !result.is_contiguous()) {
+    at::_softmax_out(result, logits, 1, /*half_to_float=*/false);
+    return;
+  }
+  const std::int64_t rows = result.size(0), classes = result.size(1);
+  withReducedType(result.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
+    const scalar_t* in = logits.data_ptr<scalar_t>();
+    scalar_t* out = result.data_ptr<scalar_t>();
+    const std::int64_t inRow = logits.stride(0), inCol = logits.stride(1);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const scalar_t* x = in + r * inRow;
+      float top = -std::numeric_limits<float>::infinity();
+      for (std::int64_t c = 0; c < classes; ++c) top = std::max(top, float(x[c * inCol]));
+      float sum = 0;
+      for (std::int64_t c = 0; c < classes; ++c) sum += std::exp(float(x[c * inCol]) - top);
+      const float scale = 1.0f / sum;
+      for (std::int64_t c = 0; c < classes; ++c)
+        out[r * classes + c] = static_cast<scalar_t>(std::exp(float(x[c * inCol]) - top) * scale);
+    }
+  });
 }
 
 // (grad[], logits[N.., C], target[N..]) -> grad * (softmax(logits) - onehot(target)) / N.
@@ -233,7 +286,7 @@ Results crossEntropyBackwardKernel(const KernelArgs& a) {
   const std::int64_t rows = target.size(0);
   at::Tensor out = resultBuffer(a);
   at::Tensor result = out.view({rows, classes});
-  at::_softmax_out(result, logits.reshape({-1, classes}), 1, /*half_to_float=*/false);
+  softmaxRows(result, logits.reshape({-1, classes}));
   const std::optional<std::int64_t> ignore = ir::getInt(a.node.attrs(), "ignore_index");
   const double eps = ir::getFloat(a.node.attrs(), "label_smoothing").value_or(0.0);
   if (ignore || eps > 0) {

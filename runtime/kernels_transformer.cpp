@@ -41,12 +41,53 @@ Results expKernel(const KernelArgs& a) {
   return {at::exp_out(out, a.operands[0])};
 }
 
+// The two reductions of rms_norm and its backward, into planned results. bf16/f16 on the host:
+// loops accumulating in float; ATen 2.x's mean and sum convert the whole input to a float copy
+// first, memory the plan does not hold (ATen 1.13's did not).
+// out[r] = mean of in[r, :] (in [R, D] and out [R, 1] contiguous).
+void meanOfRowsInto(at::Tensor& out, const at::Tensor& in) {
+  if (!reducedOnHost(in) || !in.is_contiguous() || !out.is_contiguous()) {
+    at::mean_out(out, in, {-1}, /*keepdim=*/true);
+    return;
+  }
+  const std::int64_t d = in.size(-1), rows = d == 0 ? 0 : in.numel() / d;
+  withReducedType(in.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
+    const scalar_t* src = in.data_ptr<scalar_t>();
+    scalar_t* dst = out.data_ptr<scalar_t>();
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float sum = 0;
+      for (std::int64_t c = 0; c < d; ++c) sum += float(src[r * d + c]);
+      dst[r] = static_cast<scalar_t>(sum / static_cast<float>(d));
+    }
+  });
+}
+
+// out[c] = sum over rows of in[r, c] (in [R, D] contiguous, out [D] contiguous).
+void sumOfColumnsInto(at::Tensor& out, const at::Tensor& in) {
+  if (!reducedOnHost(in) || !in.is_contiguous() || !out.is_contiguous()) {
+    at::sum_out(out, in, {0});
+    return;
+  }
+  const std::int64_t rows = in.size(0), d = in.size(1);
+  withReducedType(in.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
+    const scalar_t* src = in.data_ptr<scalar_t>();
+    scalar_t* dst = out.data_ptr<scalar_t>();
+    for (std::int64_t c = 0; c < d; ++c) {
+      float sum = 0;
+      for (std::int64_t r = 0; r < rows; ++r) sum += float(src[r * d + c]);
+      dst[c] = static_cast<scalar_t>(sum);
+    }
+  });
+}
+
 // y = x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps); y holds x^2 first.
 Results rmsNormKernel(const KernelArgs& a) {
   const at::Tensor x = a.operands[0].contiguous();
   at::Tensor y = resultBuffer(a, 0), rstd = resultBuffer(a, 1);
   at::mul_out(y, x, x);
-  at::mean_out(rstd, y, {-1}, /*keepdim=*/true);
+  meanOfRowsInto(rstd, y);
   rstd.add_(floatAttr(a.node, "eps")).rsqrt_();
   at::mul_out(y, x, rstd);
   y.mul_(a.operands[1]);
@@ -63,12 +104,15 @@ Results rmsNormBackwardKernel(const KernelArgs& a) {
   at::Tensor gx = resultBuffer(a, 0), gw = resultBuffer(a, 1);
   at::Tensor xhat = at::mul(x, rstd);                            // workspace: x's size
   at::mul_out(gx, g, xhat);
-  at::sum_out(gw, gx.view({-1, d}), {0});
+  sumOfColumnsInto(gw, gx.view({-1, d}));
   at::mul_out(gx, g, w);
   at::Tensor dot;
   {
     at::Tensor product = at::mul(gx, xhat);                      // workspace: x's size
-    dot = at::mean(product, {-1}, /*keepdim=*/true);             // workspace: one value per row
+    std::vector<std::int64_t> rowShape = product.sizes().vec();
+    rowShape.back() = 1;
+    dot = at::empty(rowShape, product.options());                // workspace: one value per row
+    meanOfRowsInto(dot, product);
   }
   xhat.mul_(dot);
   gx.sub_(xhat).mul_(rstd);

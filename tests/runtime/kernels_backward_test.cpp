@@ -178,6 +178,40 @@ TEST_CASE("backward parity: embedding with repeated indices") {
               run1("embedding_backward", {g, idx.to(at::kInt)}, {{"num", std::int64_t{7}}}), ref);
 }
 
+// bf16 and f16 on the host run loops of their own (ATen 2.x's index_add_ and softmax convert the
+// whole tensor to a float copy, memory a plan does not hold): against the f32 kernels' results
+// rounded to the type (within one or two of its ulps), and against ATen's functions in the type.
+TEST_CASE("backward parity: embedding and cross_entropy backward in bf16 and f16") {
+  torch::manual_seed(17);
+  for (at::ScalarType type : {at::kBFloat16, at::kHalf}) {
+    CAPTURE(c10::toString(type));
+    const double tol = type == at::kBFloat16 ? 1.6e-2 : 2e-3;  // about two ulps of each type
+    at::Tensor idx = torch::randint(0, 9, {4, 6}, torch::kLong);
+    at::Tensor g = torch::randn({4, 6, 5}).to(type);
+    const ir::AttrMap num{{"num", std::int64_t{9}}};
+    at::Tensor ours = run1("embedding_backward", {g, idx}, num);
+    expectClose("embedding_backward", ours.to(at::kFloat), run1("embedding_backward", {g.to(at::kFloat), idx}, num),
+                tol, tol);
+    expectClose("embedding_backward (i32 indices)", run1("embedding_backward", {g, idx.to(at::kInt)}, num), ours, 0, 0);
+    at::Tensor aten = torch::zeros({9, 5}, g.options()).index_add_(0, idx.reshape({-1}), g.reshape({-1, 5}));
+    expectClose("embedding_backward against index_add_", ours, aten, tol, tol);
+
+    at::Tensor logits = (torch::randn({3, 4, 11}) * 3).to(type);
+    at::Tensor target = torch::randint(0, 11, {3, 4}, torch::kLong);
+    at::Tensor scale = torch::tensor(0.73f).to(type);
+    at::Tensor ce = run1("cross_entropy_backward", {scale, logits, target});
+    expectClose("cross_entropy_backward", ce.to(at::kFloat),
+                run1("cross_entropy_backward", {scale.to(at::kFloat), logits.to(at::kFloat), target}), tol, tol);
+    // Logits read through strides: a transposed view.
+    at::Tensor strided = logits.transpose(0, 1).contiguous().transpose(0, 1);
+    expectClose("cross_entropy_backward (strided logits)", run1("cross_entropy_backward", {scale, strided, target}), ce,
+                0, 0);
+  }
+  // An index outside the table is an error, not a write past it.
+  const std::vector<at::Tensor> outside{torch::ones({2, 3}).to(at::kBFloat16), torch::tensor({0, 9}, torch::kLong)};
+  CHECK_FALSE(callOp("embedding_backward", outside, {{"num", std::int64_t{9}}}));
+}
+
 TEST_CASE("backward parity: cross_entropy (3-D logits, ignore_index) and mse") {
   torch::manual_seed(16);
   at::Tensor logits = leaf(torch::randn({2, 5, 13}) * 3);
