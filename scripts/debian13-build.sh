@@ -22,7 +22,9 @@
 # With --suite, then: the whole of gradc (compiler with LLVM 19, runtime, every test) configured
 # the same way into /build/gradc-full, built, and its CPU test suite run there with ctest, against
 # LibTorch 2.6 (about 30 minutes of build and 15 of tests on 2 cores; not part of CI's run).
-# Prints the versions (LibTorch, CUDA, NCCL) and the time of each part; exit 0 only when all hold.
+# Prints the versions (LibTorch, CUDA, NCCL) and the time of each part; exit 0 only when all hold,
+# 1 when a build or check fails, 3 when this machine cannot make or enter the root (no archive,
+# no mounts, no room: said in one line).
 set -euo pipefail
 # debootstrap, chroot and mount need root: as another user, the script runs itself with sudo.
 [[ $(id -u) -eq 0 ]] || exec sudo -E "$0" "$@"
@@ -41,10 +43,11 @@ unmount_all() {
 }
 trap unmount_all EXIT
 mkdir -p "$ROOT/src"
-mount --bind /dev "$ROOT/dev" && mounted+=("$ROOT/dev")
-mount -t proc proc "$ROOT/proc" && mounted+=("$ROOT/proc")
-mount --bind "$SRC" "$ROOT/src" && mounted+=("$ROOT/src")
-mount -o remount,bind,ro "$ROOT/src"
+cannot() { echo "debian13-build: $1" >&2; exit 3; }  # as debian13-root.sh: this machine, not gradc
+{ mount --bind /dev "$ROOT/dev" && mounted+=("$ROOT/dev"); } || cannot "mount --bind is not permitted"
+{ mount -t proc proc "$ROOT/proc" && mounted+=("$ROOT/proc"); } || cannot "mounting /proc is not permitted"
+{ mount --bind "$SRC" "$ROOT/src" && mounted+=("$ROOT/src"); } || cannot "mount --bind is not permitted"
+mount -o remount,bind,ro "$ROOT/src" || cannot "a read-only bind mount is not permitted"
 in_root() { chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
   OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-}" CCACHE_DIR=/var/cache/ccache "$@"; }
 part() { echo; echo "== $1 ($(date -u +%H:%M:%S))"; }

@@ -39,8 +39,19 @@ unmount_all() {
 }
 trap unmount_all EXIT
 
+# Exit 3: this machine cannot make the root (no debootstrap, no archive, no mounts, no room);
+# what the root's builds find wrong exits 1 (scripts/debian13-build.sh).
+cannot() {
+  echo "debian13-root: cannot make the root on this machine: $1" >&2
+  exit 3
+}
+
 start=$(date +%s)
-command -v debootstrap > /dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap > /dev/null
+mkdir -p "$(dirname "$ROOT")" || cannot "cannot create $(dirname "$ROOT")"
+free_kib=$(df -Pk "$(dirname "$ROOT")" | awk 'NR == 2 {print $4}')
+(( free_kib > 16 * 1024 * 1024 )) || cannot "it needs 16 GiB free under $(dirname "$ROOT"), $((free_kib / 1024)) MiB are"
+command -v debootstrap > /dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap > /dev/null ||
+  cannot "debootstrap is not installed and apt-get could not install it"
 if [[ -e "$ROOT" ]]; then
   # A root left by an older package list or an interrupted run: nothing in it is gradc's to keep.
   for m in "$ROOT/proc" "$ROOT/dev" "$ROOT/src"; do umount -l "$m" 2>/dev/null || true; done
@@ -50,11 +61,11 @@ if [[ -e "$ROOT" ]]; then
   fi
   rm -rf --one-file-system "$ROOT"
 fi
-mkdir -p "$(dirname "$ROOT")"
-debootstrap --variant=minbase --components=main,contrib,non-free trixie "$ROOT" "$MIRROR" > /dev/null
+debootstrap --variant=minbase --components=main,contrib,non-free trixie "$ROOT" "$MIRROR" > /dev/null ||
+  cannot "debootstrap of trixie from $MIRROR failed"
 
-mount --bind /dev "$ROOT/dev" && mounted+=("$ROOT/dev")
-mount -t proc proc "$ROOT/proc" && mounted+=("$ROOT/proc")
+{ mount --bind /dev "$ROOT/dev" && mounted+=("$ROOT/dev"); } || cannot "mount --bind is not permitted"
+{ mount -t proc proc "$ROOT/proc" && mounted+=("$ROOT/proc"); } || cannot "mounting /proc is not permitted"
 
 # The stand-in for the cuDNN downloader (see above), installed before anything depends on it.
 pkg=$(mktemp -d)
@@ -71,9 +82,10 @@ dpkg-deb --build "$pkg" "$ROOT/tmp/nvidia-cudnn-offline.deb" > /dev/null
 rm -rf "$pkg"
 chroot "$ROOT" dpkg -i /tmp/nvidia-cudnn-offline.deb > /dev/null
 
-chroot "$ROOT" env DEBIAN_FRONTEND=noninteractive apt-get update -q > /dev/null
+chroot "$ROOT" env DEBIAN_FRONTEND=noninteractive apt-get update -q > /dev/null || cannot "apt-get update in the root failed"
 # shellcheck disable=SC2086
-chroot "$ROOT" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Use-Pty=0 --no-install-recommends $PACKAGES > /dev/null
+chroot "$ROOT" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Use-Pty=0 --no-install-recommends $PACKAGES > /dev/null ||
+  cannot "apt-get install in the root failed"
 chroot "$ROOT" apt-get clean
 
 # The stand-in libcudnn.so.9: every cudnn* symbol libtorch_cuda and libtorch_python (Python's
