@@ -206,8 +206,9 @@ Results embeddingBackwardKernel(const KernelArgs& a) {
 }
 
 // Softmax of each row of `logits` ([rows, C], read through its strides) into `result` ([rows, C],
-// contiguous). bf16/f16 on the host: per row, the maximum and the sum of exponentials in float;
-// ATen 2.x's kernel converts the whole input to a float copy first, memory the plan does not hold.
+// contiguous). bf16/f16 on the host: per row, the maximum and the sum of exponentials in float,
+// so no float copy of more than a row is made whatever the LibTorch version (its bf16 and f16
+// kernels also compute in float).
 void softmaxRows(at::Tensor& result, const at::Tensor& logits) {
   if (!reducedOnHost(result) || !result.is_contiguous()) {
     at::_softmax_out(result, logits, 1, /*half_to_float=*/false);
@@ -294,7 +295,26 @@ Results crossEntropyBackwardKernel(const KernelArgs& a) {
                              eps);
     return {out};
   }
-  result.scatter_add_(1, target, at::full({rows, 1}, -1.0, result.options()));
+  {  // the -1 column is freed before grad / rows is made (the op table's workspace: the larger)
+    const at::Tensor minusOne = at::full({rows, 1}, -1.0, result.options());
+    if (reducedOnHost(result) && result.is_contiguous()) {
+      // scatter_add_ by hand: ATen 2.x's converts the whole bf16/f16 result to a float copy.
+      const std::int64_t* t = target.data_ptr<std::int64_t>();
+      const std::int64_t step = target.stride(0);
+      withReducedType(result.scalar_type(), [&](auto zero) {
+        using scalar_t = decltype(zero);
+        scalar_t* row = result.data_ptr<scalar_t>();
+        const scalar_t* add = minusOne.data_ptr<scalar_t>();
+        for (std::int64_t r = 0; r < rows; ++r, row += classes) {
+          const std::int64_t c = t[r * step];
+          TORCH_CHECK(c >= 0 && c < classes, "cross_entropy_backward: target ", c, " is not a class in [0, ", classes, ")");
+          row[c] = static_cast<scalar_t>(float(row[c]) + float(add[r]));
+        }
+      });
+    } else {
+      result.scatter_add_(1, target, minusOne);
+    }
+  }
   result.mul_(grad.div(static_cast<double>(rows)));
   return {out};
 }
