@@ -15,6 +15,19 @@ inline dnnl::engine& cpuEngine() {
   return engine;
 }
 
+// The attributes of every primitive here: the scratchpad is the caller's (planned memory), and
+// the result does not depend on thread timing. oneDNN 3.3 and later may otherwise reduce a
+// convolution's weight gradient in whatever order its threads finish, so two runs of one plan (or
+// a plan with recompute against one without) would differ in the last bits; 2.x is deterministic.
+inline dnnl::primitive_attr plannedAttributes() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+#if DNNL_VERSION_MAJOR > 3 || (DNNL_VERSION_MAJOR == 3 && DNNL_VERSION_MINOR >= 3)
+  attr.set_deterministic(true);
+#endif
+  return attr;
+}
+
 // The OpenMP thread count oneDNN reads while building a descriptor, set for one scope: the
 // plan's thread count when the op table asks, the run's when the runtime runs.
 class ThreadsScope {

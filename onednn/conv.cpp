@@ -31,18 +31,13 @@ using Dims = dnnl::memory::dims;
 using Tag = dnnl::memory::format_tag;
 using DataType = dnnl::memory::data_type;
 using detail::cpuEngine;
+using detail::plannedAttributes;
 using detail::ThreadsScope;
 
 constexpr std::int64_t kAlignment = 64;
 
 std::int64_t aligned(std::int64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 std::int64_t sizeOf(const dnnl::memory::desc& d) { return static_cast<std::int64_t>(d.get_size()); }
-
-dnnl::primitive_attr userScratchpad() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
 
 // A per-sample operand of one chunk (x, y or their gradients): its plain layout over the
 // chunk's samples, the layout the kernel reads or writes, and the reorder between them.
@@ -120,7 +115,7 @@ Variant buildVariant(const ConvShape& s, ConvPass pass, std::int64_t m, const dn
   const dnnl::memory::desc biasPlain(Dims{s.o}, DataType::f32, Tag::a);
   const Dims strides{s.stride[0], s.stride[1]}, padding{s.padding[0], s.padding[1]};
   const Dims dilation{s.dilation[0] - 1, s.dilation[1] - 1};  // oneDNN counts the gaps
-  const dnnl::primitive_attr attr = userScratchpad();
+  const dnnl::primitive_attr attr = plannedAttributes();
   const bool bias = pass == ConvPass::Forward && s.bias;
   // oneDNN 2 describes a primitive as an operation descriptor, then its primitive descriptor;
   // oneDNN 3 takes the description in the primitive descriptor.
@@ -183,8 +178,8 @@ Variant buildVariant(const ConvShape& s, ConvPass pass, std::int64_t m, const dn
     b.reordered = b.plain != b.kernel;
     if (!b.reordered) continue;
     b.reorderDesc = b.output
-        ? dnnl::reorder::primitive_desc(cpuEngine(), b.kernel, cpuEngine(), b.plain, userScratchpad())
-        : dnnl::reorder::primitive_desc(cpuEngine(), b.plain, cpuEngine(), b.kernel, userScratchpad());
+        ? dnnl::reorder::primitive_desc(cpuEngine(), b.kernel, cpuEngine(), b.plain, plannedAttributes())
+        : dnnl::reorder::primitive_desc(cpuEngine(), b.plain, cpuEngine(), b.kernel, plannedAttributes());
     v.scratchpad = std::max(v.scratchpad, sizeOf(b.reorderDesc.scratchpad_desc()));
   }
   return v;
@@ -201,13 +196,13 @@ void layOut(Compiled& c, ConvPass pass, std::int64_t batch) {
   std::int64_t offset = 0, scratchpad = std::max(c.full.scratchpad, c.rest.scratchpad);
   if (c.sharedCopied) {
     offset = aligned(sizeOf(c.full.shared));
-    const dnnl::primitive_attr plainAttr = userScratchpad();
+    const dnnl::primitive_attr plainAttr = plannedAttributes();
     c.sharedDesc = c.sharedOutput
         ? dnnl::reorder::primitive_desc(cpuEngine(), c.full.shared, cpuEngine(), c.sharedPlain, plainAttr)
         : dnnl::reorder::primitive_desc(cpuEngine(), c.sharedPlain, cpuEngine(), c.full.shared, plainAttr);
     scratchpad = std::max(scratchpad, sizeOf(c.sharedDesc.scratchpad_desc()));
     if (c.sharedOutput && chunked) {
-      dnnl::primitive_attr sum = userScratchpad();
+      dnnl::primitive_attr sum = plannedAttributes();
       dnnl::post_ops ops;
       ops.append_sum(1.0f);
       sum.set_post_ops(ops);

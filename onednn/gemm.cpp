@@ -22,6 +22,7 @@ namespace {
 using Dims = dnnl::memory::dims;
 using DataType = dnnl::memory::data_type;
 using detail::cpuEngine;
+using detail::plannedAttributes;
 using detail::ThreadsScope;
 
 // Elements from an operand's first to its last, inclusive: what a batch of one spans (its batch
@@ -68,8 +69,7 @@ Compiled& compiled(const Product& p, int threads) {
   if (!inserted) return it->second;
   Compiled& c = it->second;
   ThreadsScope scope(threads);
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::primitive_attr attr = plannedAttributes();
   if (p.accumulate) {
     dnnl::post_ops ops;
     ops.append_sum(1.0f);
