@@ -76,6 +76,8 @@ enum class Collective {
   ReduceScatterStart,
   ReduceScatterWait,
   AllGatherParams,
+  AllGatherStart,  // ZeRO stage 3: a parameter bucket's shards gathered into a fresh buffer
+  AllGatherWait,
 };
 
 // Roles some passes and tools look ops up by.

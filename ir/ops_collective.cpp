@@ -25,6 +25,11 @@
 //  - all_gather_params (ZeRO stages 1 and 2) is blocking: every rank's updated shard [s] goes
 //    into a world x s workspace, from which the parameters (its other operands, written in
 //    place) are copied back; it has no results.
+//  - all_gather_start (ZeRO stage 3, passes/shard_params.h) copies this rank's parameter shard
+//    [s] into block `rank` of its fresh world x s result and starts gathering the other ranks'
+//    blocks into it; all_gather_wait waits and returns the bucket's parameters as views of the
+//    buffer's first elements (the padding past them is never read), so the gathered
+//    parameters live exactly while some reader of them does.
 #include <string>
 
 #include "ir/op_rules.h"
@@ -59,33 +64,42 @@ Results inferAllReduceStart(const OpContext& c) {
   return single(TensorType{dtype, {total}});
 }
 
-// The shapes of all_reduce_wait's parts: `part_ranks` [r0, r1, ...] and `part_shapes`, the
-// extents of every part concatenated.
+// The parts of a bucket (all_reduce_wait, all_gather_wait): `part_ranks` [r0, r1, ...] and
+// `part_shapes`, the extents of every part concatenated; their types and total element count.
+struct BucketParts {
+  std::vector<TensorType> types;
+  std::int64_t total = 0;
+};
+Expected<BucketParts> bucketParts(const OpContext& c, DType dtype) {
+  const std::vector<std::int64_t> ranks = *getIntList(c.attrs, "part_ranks");
+  const std::vector<std::int64_t> extents = *getIntList(c.attrs, "part_shapes");
+  if (ranks.empty()) return Error{"part_ranks is empty: a bucket holds at least one tensor"};
+  BucketParts parts;
+  size_t at = 0;
+  for (std::int64_t r : ranks) {
+    if (r < 0 || at + static_cast<size_t>(r) > extents.size())
+      return Error{"part_ranks " + shapeToString(ranks) + " does not match part_shapes " + shapeToString(extents)};
+    Shape shape(extents.begin() + static_cast<std::ptrdiff_t>(at), extents.begin() + static_cast<std::ptrdiff_t>(at + r));
+    at += static_cast<size_t>(r);
+    std::optional<std::int64_t> n = checkedNumel(shape);
+    if (!n) return Error{"part shape " + shapeToString(shape) + " is not a valid shape"};
+    parts.total = saturatingAdd(parts.total, *n);
+    parts.types.push_back(TensorType{dtype, shape});
+  }
+  if (at != extents.size())
+    return Error{"part_shapes " + shapeToString(extents) + " has extents beyond part_ranks " + shapeToString(ranks)};
+  return parts;
+}
+
 Results inferAllReduceWait(const OpContext& c) {
   if (Status s = checkWorld(c); !s) return s.error();
   const TensorType& bucket = c.inputs[0];
   if (bucket.rank() != 1) return fail("the bucket must be a flat (rank 1) tensor, got " + typeStr(bucket));
-  std::vector<std::int64_t> ranks = *getIntList(c.attrs, "part_ranks");
-  std::vector<std::int64_t> extents = *getIntList(c.attrs, "part_shapes");
-  if (ranks.empty()) return fail("part_ranks is empty: a bucket holds at least one tensor");
-  std::vector<TensorType> parts;
-  size_t at = 0;
-  std::int64_t total = 0;
-  for (std::int64_t r : ranks) {
-    if (r < 0 || at + static_cast<size_t>(r) > extents.size())
-      return fail("part_ranks " + shapeToString(ranks) + " does not match part_shapes " + shapeToString(extents));
-    Shape shape(extents.begin() + static_cast<std::ptrdiff_t>(at), extents.begin() + static_cast<std::ptrdiff_t>(at + r));
-    at += static_cast<size_t>(r);
-    std::optional<std::int64_t> n = checkedNumel(shape);
-    if (!n) return fail("part shape " + shapeToString(shape) + " is not a valid shape");
-    total = saturatingAdd(total, *n);
-    parts.push_back(TensorType{bucket.dtype, shape});
-  }
-  if (at != extents.size())
-    return fail("part_shapes " + shapeToString(extents) + " has extents beyond part_ranks " + shapeToString(ranks));
-  if (total != bucket.shape[0])
-    return fail("the parts hold " + std::to_string(total) + " elements, the bucket " + std::to_string(bucket.shape[0]));
-  return parts;
+  Expected<BucketParts> parts = bucketParts(c, bucket.dtype);
+  if (!parts) return parts.error();
+  if (parts->total != bucket.shape[0])
+    return fail("the parts hold " + std::to_string(parts->total) + " elements, the bucket " + std::to_string(bucket.shape[0]));
+  return parts->types;
 }
 
 Results inferGather(const OpContext& c) {
@@ -180,6 +194,31 @@ Results inferAllGatherParams(const OpContext& c) {
   return std::vector<TensorType>{};
 }
 
+Results inferAllGatherStart(const OpContext& c) {
+  if (Status s = checkRank(c); !s) return s.error();
+  const TensorType& shard = c.inputs[0];
+  if (Status s = requireFloat(shard, "the shard"); !s) return s.error();
+  if (shard.rank() != 1) return fail("the shard must be a flat (rank 1) tensor, got " + typeStr(shard));
+  return single(TensorType{shard.dtype, {saturatingMul(*getInt(c.attrs, "world"), shard.shape[0])}});
+}
+
+// The parameters' shapes as all_reduce_wait's parts; they shard into the gathered buffer.
+Results inferAllGatherWait(const OpContext& c) {
+  if (Status s = checkRank(c); !s) return s.error();
+  const TensorType& buffer = c.inputs[0];
+  const std::int64_t world = *getInt(c.attrs, "world");
+  if (buffer.rank() != 1 || buffer.shape[0] % world != 0)
+    return fail("the gathered buffer must be flat with a multiple of " + std::to_string(world) + " elements, got " +
+                typeStr(buffer));
+  Expected<BucketParts> parts = bucketParts(c, buffer.dtype);
+  if (!parts) return parts.error();
+  if (shardSize(parts->total, world) * world != buffer.shape[0])
+    return fail("the parts hold " + std::to_string(parts->total) + " elements, which " + std::to_string(world) +
+                " ranks shard into " + std::to_string(shardSize(parts->total, world) * world) + ", the buffer holds " +
+                std::to_string(buffer.shape[0]));
+  return parts->types;
+}
+
 // The gathered shards of every rank, before they are copied into the parameters.
 std::int64_t workspaceAllGatherParams(const OpContext& c, Types) {
   return saturatingMul(*getInt(c.attrs, "world"), c.inputs.back().bytes());
@@ -246,6 +285,18 @@ std::vector<OpInfo> collectiveOps() {
        .sideEffects = true, .issuesCollective = true, .stridedReads = StridedReads::InPlace,
        .collective = Collective::AllGatherParams,
        .summary = "(params..., shard): every rank's updated shard gathered and copied into the parameters, in place"},
+      {.name = "all_gather_start", .minInputs = 1, .maxInputs = 1, .attrs = {world, rank, seq, bucket},
+       .infer = inferAllGatherStart, .flops = noFlops, .sideEffects = true, .issuesCollective = true,
+       .stridedReads = StridedReads::InPlace, .collective = Collective::AllGatherStart,
+       .summary = "(shard): this rank's parameter shard into block `rank` of a fresh world x shard buffer, and the "
+                  "gathering of the other ranks' blocks started"},
+      {.name = "all_gather_wait", .minInputs = 1, .maxInputs = 1,
+       .attrs = {world, rank, seq, bucket,
+                 {"part_ranks", AttrKind::IntList, true, "rank of each parameter"},
+                 {"part_shapes", AttrKind::IntList, true, "extents of every parameter, concatenated"}},
+       .infer = inferAllGatherWait, .flops = noFlops, .sideEffects = true, .view = true,
+       .viewLayout = ViewLayout::BucketParts, .collective = Collective::AllGatherWait,
+       .summary = "waits for the gathered buffer; results are views of the bucket's parameters with their shapes"},
   };
 }
 

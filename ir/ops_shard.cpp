@@ -12,6 +12,11 @@
 // parameters of the shard (zeros past the bucket's end), for all_gather_params. The state is
 // updated in place.
 //
+// Stage 3 (param_shard = true, passes/shard_params.h): the rank holds only its shard of the
+// parameters, so the one parameter operand is that [shard] tensor itself, updated in place
+// like the state, and there is no result; part_numels gives the bucket's parameters' element
+// counts (the segments), and the gradient operand is the reduced shard.
+//
 // The arithmetic is adamw_step's and sgd_step's, element by element, so a sharded run follows
 // the replicated one. The kernels run it segment by segment (a shard's stretch inside one
 // parameter), so the temporaries of the op-by-op path are those of the longest segment.
@@ -32,11 +37,21 @@ struct ShardOperands {
   size_t stateAt = 0;       // index of the first state operand
 };
 
+bool paramShard(const OpContext& c) { return getBool(c.attrs, "param_shard").value_or(false); }
+
 Expected<ShardOperands> shardOperands(const OpContext& c, size_t states, size_t scalars) {
   const std::int64_t parts = *getInt(c.attrs, "parts");
   const bool gradShard = getBool(c.attrs, "grad_shard").value_or(false);
   if (parts < 1) return Error{"parts must be at least 1, got " + std::to_string(parts)};
-  const size_t m = static_cast<size_t>(parts), grads = gradShard ? 1 : m;
+  if (paramShard(c)) {
+    const std::vector<std::int64_t> numels = getIntList(c.attrs, "part_numels").value_or(std::vector<std::int64_t>{});
+    if (!gradShard) return Error{"param_shard needs grad_shard: stage 3 reads the reduced gradient shard"};
+    if (numels.size() != static_cast<size_t>(parts))
+      return Error{"param_shard needs part_numels with one element count per part (" + std::to_string(parts) + ")"};
+    for (std::int64_t n : numels)
+      if (n < 1) return Error{"part_numels must be positive, got " + shapeToString(numels)};
+  }
+  const size_t m = paramShard(c) ? 1 : static_cast<size_t>(parts), grads = gradShard ? 1 : m;
   if (c.inputs.size() != m + grads + states + scalars)
     return Error{"expected " + std::to_string(m + grads + states + scalars) + " operands (" + std::to_string(m) +
                  " parameters, " + std::to_string(grads) + " gradient" + (grads == 1 ? "" : "s") + ", " +
@@ -57,13 +72,23 @@ Results inferShard(const OpContext& c, const ShardOperands& o, size_t states) {
   if (shard < 1 || offset < 0) return fail("need shard >= 1 and offset >= 0, got " + std::to_string(shard) + " and " +
                                            std::to_string(offset));
   const DType dtype = c.inputs[0].dtype;
+  const TensorType shardType{dtype, {shard}};
+  if (paramShard(c)) {
+    if (Status s = requireFloat(c.inputs[0], "the parameter shard"); !s) return s.error();
+    if (c.inputs[0] != shardType) return fail("the parameter shard must be " + typeStr(shardType) + ", got " + typeStr(c.inputs[0]));
+    if (c.inputs[1] != shardType) return fail("the gradient shard must be " + typeStr(shardType) + ", got " + typeStr(c.inputs[1]));
+    for (size_t k = 0; k < states; ++k)
+      if (c.inputs[o.stateAt + k] != shardType)
+        return fail("optimizer state " + std::to_string(k) + " must be " + typeStr(shardType) + ", got " +
+                    typeStr(c.inputs[o.stateAt + k]));
+    return std::vector<TensorType>{};
+  }
   for (std::int64_t i = 0; i < o.parts; ++i) {
     const TensorType& p = c.inputs[static_cast<size_t>(i)];
     if (Status s = requireFloat(p, "parameter " + std::to_string(i)); !s) return s.error();
     if (p.dtype != dtype) return fail("every parameter must be " + std::string(dtypeName(dtype)) + ", parameter " +
                                       std::to_string(i) + " is " + typeStr(p));
   }
-  const TensorType shardType{dtype, {shard}};
   const size_t m = static_cast<size_t>(o.parts);
   for (size_t g = 0; g < o.gradOperands; ++g) {
     const bool gradShard = getBool(c.attrs, "grad_shard").value_or(false);
@@ -102,6 +127,7 @@ Results inferSgdShardStep(const OpContext& c) {
 
 // Element counts of the parameters.
 std::vector<std::int64_t> partNumels(const OpContext& c) {
+  if (paramShard(c)) return *getIntList(c.attrs, "part_numels");
   std::vector<std::int64_t> n;
   for (std::int64_t i = 0; i < *getInt(c.attrs, "parts"); ++i) n.push_back(c.inputs[static_cast<size_t>(i)].numel());
   return n;
@@ -146,9 +172,13 @@ std::vector<OpInfo> shardOps() {
                               "parts updated without weight decay (a decay group that leaves them off)"};
   const AttrSpec gradShard{"grad_shard", AttrKind::Bool, false,
                            "the gradient operand is the reduced shard (stage 2), not every full gradient"};
+  const AttrSpec paramShardAttr{"param_shard", AttrKind::Bool, false,
+                                "stage 3: the parameter operand is this rank's [shard] of the bucket, updated in place"};
+  const AttrSpec partNumelsAttr{"part_numels", AttrKind::IntList, false,
+                                "stage 3: element counts of the bucket's parameters, in bucket order"};
   return {
       {.name = "adamw_shard_step", .minInputs = 6, .maxInputs = kVariadic,
-       .attrs = {parts, offset, shard, gradShard,
+       .attrs = {parts, offset, shard, gradShard, paramShardAttr, partNumelsAttr,
                  {"beta1", AttrKind::Float, true, "first-moment decay"},
                  {"beta2", AttrKind::Float, true, "second-moment decay"},
                  {"eps", AttrKind::Float, true, "added to the root of the second moment"},
@@ -161,7 +191,7 @@ std::vector<OpInfo> shardOps() {
        .summary = "(params..., grad..., m, v, lr, step, grad_scale): AdamW on this rank's shard; result: the "
                   "updated shard"},
       {.name = "sgd_shard_step", .minInputs = 4, .maxInputs = kVariadic,
-       .attrs = {parts, offset, shard, gradShard,
+       .attrs = {parts, offset, shard, gradShard, paramShardAttr, partNumelsAttr,
                  {"momentum", AttrKind::Float, true, "0 for plain SGD"},
                  {"weight_decay", AttrKind::Float, true, "L2 penalty added to the gradient"},
                  noDecayParts},

@@ -63,6 +63,8 @@ std::string_view lossPlacementName(LossPlacement placement);
 
 inline constexpr std::int64_t kDefaultBucketBytes = std::int64_t{25} << 20;
 inline constexpr std::int64_t kDefaultFirstBucketBytes = std::int64_t{1} << 20;
+// DataParallelOptions::keepGathered when the planner chooses.
+inline constexpr int kKeepGatheredAuto = -2;
 
 struct DataParallelOptions {
   int world = 1;
@@ -71,8 +73,16 @@ struct DataParallelOptions {
   std::int64_t bucketBytes = kDefaultBucketBytes;
   std::int64_t firstBucketBytes = kDefaultFirstBucketBytes;
   // ZeRO stage (passes/shard_state.h): 0 replicated, 1 optimizer state sharded, 2 gradients
-  // too; -1: auto, chosen with the budget (passes/plan/training_planner.h, chooseTrainingPlan).
+  // too, 3 parameters too (passes/shard_params.h); -1: auto, chosen with the budget
+  // (passes/plan/training_planner.h, chooseTrainingPlan).
   int shard = 0;
+  // Stage 3: how many parameter groups, counted back from the last one the forward gathers,
+  // keep their gathered parameters from the forward to the backward instead of gathering them
+  // again (-1: every group; kKeepGatheredAuto: the planner chooses, passes/plan/step_pipeline.h,
+  // and passes/shard_params.h reads it as 0); and whether each
+  // group's all-gather starts one group ahead of its use (prefetch).
+  int keepGathered = kKeepGatheredAuto;
+  bool prefetch = true;
   // A world of one partitions and communicates anyway, as DDP does with one process: its
   // collectives are identities, and the communication path runs end to end on one device.
   bool oneRankCollectives = false;

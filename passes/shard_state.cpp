@@ -7,6 +7,7 @@
 
 #include "ir/shard_layout.h"
 #include "passes/build_node.h"
+#include "passes/shard_params.h"
 
 namespace gradc::passes {
 
@@ -60,14 +61,16 @@ Expected<int> parseShardStage(std::string_view text) {
   if (text == "0") return 0;
   if (text == "1") return 1;
   if (text == "2") return 2;
+  if (text == "3") return 3;
   if (text == "auto") return -1;
-  return Error{"--shard expects 0, 1, 2 or auto, got '" + std::string(text) + "'"};
+  return Error{"--shard expects 0, 1, 2, 3 or auto, got '" + std::string(text) + "'"};
 }
 
 Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
   if (o.shard == 0 || o.world == 1) return {};
-  if (o.shard != 1 && o.shard != 2) return Error{"optimizer-state sharding: stage must be 0, 1 or 2, got " +
-                                                 std::to_string(o.shard)};
+  if (o.shard < 1 || o.shard > 3) return Error{"optimizer-state sharding: stage must be 0, 1, 2 or 3, got " +
+                                                std::to_string(o.shard)};
+  const bool gradientShards = o.shard >= 2;  // stage 3 is stage 2, then the parameters (passes/shard_params.h)
   const std::int64_t world = o.world, rank = o.rank;
 
   // The buckets, in seq order, and the update reading each part.
@@ -141,7 +144,7 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
 
   // 2. Stage 2: reduce-scatters in place of the buckets' all-reduces.
   std::vector<ir::Value*> gradSource(buckets.size());  // the reduced shard (stage 2)
-  if (o.shard == 2) {
+  if (gradientShards) {
     std::vector<ir::Node*> starts;
     for (Bucket& b : buckets) {
       const ir::AttrMap attrs{{"world", world}, {"rank", rank}, {"seq", *ir::getInt(b.start->attrs(), "seq")},
@@ -196,7 +199,7 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
       for (const ir::Value* v : ir::optimizerStateOperands(*u)) oldState.insert(v);
     }
     std::vector<ir::Value*> operands(b.params.begin(), b.params.end());
-    if (o.shard == 2) {
+    if (gradientShards) {
       operands.push_back(gradSource[k]);
     } else {
       for (size_t r = 0; r < b.wait->numResults(); ++r) operands.push_back(b.wait->result(r));
@@ -204,7 +207,7 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
     ir::AttrMap attrs{{"parts", static_cast<std::int64_t>(b.params.size())},
                       {"offset", rank * s},
                       {"shard", s},
-                      {"grad_shard", o.shard == 2}};
+                      {"grad_shard", gradientShards}};
     for (const char* a : {"beta1", "beta2", "eps", "momentum"})
       if (auto v = ir::getFloat(first.attrs(), a)) attrs[a] = *v;
     attrs["weight_decay"] = bucketDecay[k];
@@ -227,7 +230,7 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
   }
 
   // Clipping under stage 2: the global norm from the ranks' squared shard norms.
-  if (norm && o.shard == 2) {
+  if (norm && gradientShards) {
     auto local = emitAt(g, norm, "global_norm", gradSource, {{"squared", true}}, ir::Phase::opt);
     if (!local) return local.error();
     const ir::AttrMap attrs{{"world", world}, {"seq", seq++}, {"bucket", std::int64_t{-2}}};
@@ -253,7 +256,7 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
   }
 
   // The replaced nodes (updates, and under stage 2 the all-reduces) and the replicated state.
-  if (o.shard == 2)
+  if (gradientShards)
     for (const Bucket& b : buckets) {
       dead.insert(b.wait);
       dead.insert(b.start);
@@ -273,6 +276,7 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
         return Error{"optimizer-state sharding: the optimizer state '" + p->name() + "' is read outside its update"};
   g.eraseIf([&](const ir::Node& n) { return dead.count(&n) > 0; });
   g.eraseParamsIf([&](const ir::Value& p) { return oldState.count(&p) > 0; });
+  if (o.shard == 3) return shardParameters(g, o);
   return {};
 }
 
@@ -282,10 +286,21 @@ Expected<bool> ShardStatePass::run(ir::Graph& graph) {
   return true;
 }
 
+std::string_view shardStageSummary(int stage) {
+  switch (stage) {
+    case 1: return "optimizer state sharded";
+    case 2: return "optimizer state and gradients sharded";
+    case 3: return "optimizer state, gradients and parameters sharded";
+    default: return "replicated";
+  }
+}
+
 int shardStageOf(const ir::Graph& graph) {
   int stage = 0;
   for (const auto& n : graph.nodes()) {
-    if (n->op().collective == ir::Collective::ReduceScatterStart) return 2;
+    if (n->op().collective == ir::Collective::AllGatherStart) return 3;
+    if (n->op().collective == ir::Collective::ReduceScatterStart) stage = 2;
+    if (stage == 2) continue;
     if (n->op().role == ir::OpRole::ShardedOptimizerUpdate) stage = 1;
   }
   return stage;
@@ -303,6 +318,7 @@ CommunicationVolume communicationVolume(const ir::Graph& graph) {
       case ir::Collective::AllGatherParams:
         v.allGatherBytes += ring(world * n->operands().back()->type().bytes());
         break;
+      case ir::Collective::AllGatherStart: v.allGatherBytes += ring(n->result(0)->type().bytes()); break;
       case ir::Collective::Scatter:  // the root sends every other rank its rows
         v.otherBytes += ring(n->operand(0)->type().bytes());
         break;

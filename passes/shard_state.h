@@ -1,6 +1,7 @@
 // Sharding what every data-parallel rank would otherwise duplicate (ZeRO, Rajbhandari et al.,
 // SC 2020): the optimizer state (stage 1) and also the reduced gradients (stage 2), partitioned
-// over the ranks bucket by bucket.
+// over the ranks bucket by bucket; stage 3 is stage 2 followed by passes/shard_params.h, which
+// shards the parameters too.
 //
 // shardOptimizerState(graph, options) runs after the collectives (passes/data_parallel.h) and
 // the optimizer (passes/optimizer.h), before dead-code elimination, on one rank's graph. For
@@ -47,7 +48,7 @@
 
 namespace gradc::passes {
 
-// "0", "1", "2" (or "auto": -1, chosen with the budget).
+// "0", "1", "2", "3" (or "auto": -1, chosen with the budget).
 Expected<int> parseShardStage(std::string_view text);
 
 Status shardOptimizerState(ir::Graph& graph, const DataParallelOptions& options);
@@ -62,7 +63,11 @@ class ShardStatePass final : public Pass {
   DataParallelOptions options_;
 };
 
-// The ZeRO stage a graph was built with: 0 when it has no sharded update.
+// What a stage shards, for summaries: "optimizer state sharded", ...
+std::string_view shardStageSummary(int stage);
+
+// The ZeRO stage a graph was built with: 0 when it has no sharded update, 3 when it gathers
+// parameters.
 int shardStageOf(const ir::Graph& graph);
 
 // Bytes one rank sends per step, by collective, for ring algorithms over N ranks: an all-reduce

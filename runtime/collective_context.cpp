@@ -43,6 +43,16 @@ std::string CollectiveContext::describe(const ir::Node& node, std::int64_t step)
                                       ir::getInt(node.attrs(), "world").value_or(1)) /
                       (1 << 20));
     what = buf;
+  } else if (role == ir::Collective::AllGatherStart || role == ir::Collective::AllGatherWait) {
+    const ir::Node& start = role == ir::Collective::AllGatherStart ? node : *node.operand(0)->producer();
+    const ir::Node* wait = role == ir::Collective::AllGatherWait ? &node : nullptr;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "all_gather of the parameters of bucket %lld (%s%.2f MiB)",
+                  static_cast<long long>(bucket),
+                  wait ? (std::to_string(wait->numResults()) + (wait->numResults() == 1 ? " tensor, " : " tensors, ")).c_str()
+                       : "",
+                  static_cast<double>(start.result(0)->type().bytes()) / (1 << 20));
+    what = buf;
   } else {
     // What travels: the operands, or for a receive (scatter_recv) the result.
     std::string types;

@@ -53,6 +53,11 @@ class Communicator {
   // every rank's block rank(); the other blocks are unspecified. Same lifetime rule.
   virtual Expected<std::unique_ptr<PendingCollective>> startReduceScatterSum(at::Tensor buffer, std::string what) = 0;
 
+  // Starts gathering every rank's block of `buffer` (contiguous, worldSize() equal blocks along
+  // dim 0) in place: block rank() holds this rank's data; once wait() returns, every block r
+  // holds rank r's. Same lifetime rule.
+  virtual Expected<std::unique_ptr<PendingCollective>> startAllGather(at::Tensor buffer, std::string what) = 0;
+
   // Blocking collectives.
   // gather: every rank sends `input` (contiguous, same shape everywhere); on `root`, `output`
   // (contiguous, shape [world * input.size(0), ...], allocated by the caller) receives the

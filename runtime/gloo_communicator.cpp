@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <deque>
 #include <exception>
 #include <thread>
 #include <vector>
@@ -62,24 +63,30 @@ Status finish(const c10::intrusive_ptr<c10d::Work>& work, int rank, std::chrono:
   return status;
 }
 
+// One started collective: its works (one for a process-group collective; a send and a receive
+// per peer for the all-gather), waited for together, and the tensors they hold by reference.
 class GlooPending final : public PendingCollective {
  public:
-  GlooPending(c10::intrusive_ptr<c10d::Work> work, at::Tensor buffer, int rank, std::chrono::milliseconds timeout,
-              std::string what, Clock::time_point start)
-      : work_(std::move(work)), buffer_(std::move(buffer)), rank_(rank), timeout_(timeout),
-        what_(std::move(what)), start_(start) {}
+  GlooPending(at::Tensor buffer, int rank, std::chrono::milliseconds timeout, std::string what, Clock::time_point start)
+      : buffer_(std::move(buffer)), rank_(rank), timeout_(timeout), what_(std::move(what)), start_(start) {}
   ~GlooPending() override {
-    if (work_) (void)wait();
+    if (!works_.empty()) (void)wait();
   }
+  void add(c10::intrusive_ptr<c10d::Work> work) { works_.push_back(std::move(work)); }
+  // A point-to-point message's tensor list, alive until the wait (send/recv take it by reference).
+  std::vector<at::Tensor>& message(at::Tensor t) { return messages_.emplace_back(std::vector<at::Tensor>{std::move(t)}); }
   Status wait() override {
-    if (!work_) return Error{"rank " + std::to_string(rank_) + ": " + what_ + ": wait() called twice"};
-    Status status = finish(work_, rank_, timeout_, what_, start_);
-    work_.reset();
+    if (works_.empty()) return Error{"rank " + std::to_string(rank_) + ": " + what_ + ": wait() called twice"};
+    Status status = Status::success();
+    for (const auto& work : works_)
+      if (status) status = finish(work, rank_, timeout_, what_, start_);
+    works_.clear();
     return status;
   }
 
  private:
-  c10::intrusive_ptr<c10d::Work> work_;
+  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+  std::deque<std::vector<at::Tensor>> messages_;
   at::Tensor buffer_;  // kept alive until the collective is done
   int rank_;
   std::chrono::milliseconds timeout_;
@@ -187,9 +194,9 @@ Expected<std::unique_ptr<PendingCollective>> GlooCommunicator::startAllReduceSum
     c10d::AllreduceOptions options;
     options.reduceOp = c10d::ReduceOp::SUM;
     options.timeout = timeout_;
-    auto work = impl_->group->allreduce(tensors, options);
-    return std::unique_ptr<PendingCollective>(
-        std::make_unique<GlooPending>(std::move(work), std::move(buffer), rank_, timeout_, std::move(what), start));
+    auto pending = std::make_unique<GlooPending>(buffer, rank_, timeout_, std::move(what), start);
+    pending->add(impl_->group->allreduce(tensors, options));
+    return std::unique_ptr<PendingCollective>(std::move(pending));
   } catch (const std::exception& e) {
     return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
   }
@@ -201,6 +208,29 @@ Expected<std::unique_ptr<PendingCollective>> GlooCommunicator::startReduceScatte
     return argumentError(rank_, what, "the buffer's leading extent is not a multiple of the " +
                                           std::to_string(worldSize_) + " ranks");
   return startAllReduceSum(std::move(buffer), std::move(what));
+}
+
+// Each rank's block goes straight to every other rank, which receives it straight into its
+// block of the buffer: point-to-point messages, no staging copy (as allGather below).
+Expected<std::unique_ptr<PendingCollective>> GlooCommunicator::startAllGather(at::Tensor buffer, std::string what) {
+  if (auto problem = checkTensor(buffer, "the buffer"); !problem.empty()) return argumentError(rank_, what, problem);
+  if (buffer.dim() == 0 || buffer.size(0) % worldSize_ != 0)
+    return argumentError(rank_, what, "the buffer's leading extent is not a multiple of the " +
+                                          std::to_string(worldSize_) + " ranks");
+  const int tag = nextTag();
+  const auto start = Clock::now();
+  try {
+    auto pending = std::make_unique<GlooPending>(buffer, rank_, timeout_, what, start);
+    const std::vector<at::Tensor> blocks = rowBlocks(buffer, worldSize_);
+    for (int r = 0; r < worldSize_; ++r) {
+      if (r == rank_) continue;
+      pending->add(impl_->group->send(pending->message(blocks[static_cast<size_t>(rank_)]), r, tag));
+      pending->add(impl_->group->recv(pending->message(blocks[static_cast<size_t>(r)]), r, tag));
+    }
+    return std::unique_ptr<PendingCollective>(std::move(pending));
+  } catch (const std::exception& e) {
+    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
+  }
 }
 
 // gather and scatter move each rank's rows with point-to-point messages straight between the

@@ -31,6 +31,7 @@ class GlooCommunicator final : public Communicator {
   // LibTorch 1.13's ProcessGroupGloo has no reduce_scatter: the whole buffer is all-reduced
   // (twice a reduce-scatter's traffic, the same memory).
   Expected<std::unique_ptr<PendingCollective>> startReduceScatterSum(at::Tensor buffer, std::string what) override;
+  Expected<std::unique_ptr<PendingCollective>> startAllGather(at::Tensor buffer, std::string what) override;
   Status gather(const at::Tensor& input, at::Tensor output, int root, std::string what) override;
   Status scatter(const at::Tensor& input, at::Tensor output, int root, std::string what) override;
   Status allGather(const at::Tensor& input, at::Tensor output, std::string what) override;

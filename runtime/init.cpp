@@ -6,7 +6,10 @@
 #include <ATen/ops/ones.h>
 #include <ATen/ops/zeros.h>
 
+#include "ir/parameter_init.h"
+#include "ir/shard_layout.h"
 #include "runtime/dtype_map.h"
+#include "runtime/shard_checkpoint.h"
 
 namespace gradc::runtime {
 
@@ -20,33 +23,56 @@ std::uint64_t parameterSeed(std::uint64_t seed, std::string_view name) {
   return z ^ (z >> 31);
 }
 
+namespace {
+
+// One parameter's values, drawn as its initialiser says from its own generator.
+at::Tensor initialTensor(const ir::ParameterInit& init, const ir::Shape& shape, at::TensorOptions options,
+                         std::uint64_t seed, std::string_view name) {
+  if (init.kind == "zeros") return at::zeros(shape, options);
+  if (init.kind == "ones") return at::ones(shape, options);
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(parameterSeed(seed, name));
+  at::Tensor t = at::empty(shape, options);
+  if (init.kind == "uniform") t.uniform_(-init.value, init.value, gen);
+  else t.normal_(0.0, init.value, gen);
+  return t;
+}
+
+// A ZeRO stage 3 shard (passes/shard_params.h): this rank's elements of the bucket's
+// parameters, each drawn whole as the replicated run draws it, one at a time.
+Expected<at::Tensor> initialShard(const ir::Graph& g, const ir::Value& p, std::uint64_t seed) {
+  Expected<ShardInfo> info = shardInfo(g, p);
+  if (!info) return info.error();
+  Expected<std::vector<ir::ParameterInit>> inits =
+      ir::decodeParameterInits(ir::getString(p.attrs(), "shard_init").value_or(""));
+  if (!inits) return inits.error().withContext("parameter '" + p.name() + "': ");
+  if (inits->size() != info->params.size())
+    return Error{"parameter '" + p.name() + "': shard_init has " + std::to_string(inits->size()) +
+                 " initialisers for " + std::to_string(info->params.size()) + " parameters"};
+  const at::TensorOptions options = at::TensorOptions().dtype(toScalarType(p.type().dtype));
+  at::Tensor shard = at::zeros(p.type().shape, options);
+  for (const ir::ShardSegment& s : ir::shardSegments(info->numels, info->offset, shard.numel())) {
+    const at::Tensor whole = initialTensor((*inits)[s.part], info->shapes[s.part], options, seed, info->params[s.part]);
+    shard.narrow(0, s.shardOffset, s.length).copy_(whole.view({-1}).narrow(0, s.begin, s.length));
+  }
+  return shard;
+}
+
+}  // namespace
+
 Expected<TensorMap> initParameters(const ir::Graph& graph, std::uint64_t seed) {
   TensorMap params;
   for (const auto& p : graph.params()) {
     const ir::TensorType& type = p->type();
-    at::TensorOptions options = at::TensorOptions().dtype(toScalarType(type.dtype));
-    std::string init = ir::getString(p->attrs(), "init").value_or("zeros");
-    at::Tensor t;
-    if (init == "zeros") {
-      t = at::zeros(type.shape, options);
-    } else if (init == "ones") {
-      t = at::ones(type.shape, options);
-    } else if (init == "uniform" || init == "normal") {
-      at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(parameterSeed(seed, p->name()));
-      t = at::empty(type.shape, options);
-      if (init == "uniform") {
-        std::optional<double> bound = ir::getFloat(p->attrs(), "bound");
-        if (!bound) return Error{"parameter '" + p->name() + "': init \"uniform\" needs a float 'bound'"};
-        t.uniform_(-*bound, *bound, gen);
-      } else {
-        std::optional<double> std = ir::getFloat(p->attrs(), "std");
-        if (!std) return Error{"parameter '" + p->name() + "': init \"normal\" needs a float 'std'"};
-        t.normal_(0.0, *std, gen);
-      }
-    } else {
-      return Error{"parameter '" + p->name() + "': unknown init \"" + init + "\""};
+    if (ir::getString(p->attrs(), "init") == "shard") {
+      Expected<at::Tensor> shard = initialShard(graph, *p, seed);
+      if (!shard) return shard.error();
+      params.emplace(p->name(), std::move(*shard));
+      continue;
     }
-    params.emplace(p->name(), std::move(t));
+    Expected<ir::ParameterInit> init = ir::parameterInitOf(p->attrs(), p->name());
+    if (!init) return init.error();
+    params.emplace(p->name(), initialTensor(*init, type.shape, at::TensorOptions().dtype(toScalarType(type.dtype)), seed,
+                                            p->name()));
   }
   return params;
 }

@@ -11,6 +11,7 @@
 #include "runtime/dtype_map.h"
 #include "runtime/json_text.h"
 #include "runtime/safetensors.h"
+#include "runtime/shard_checkpoint.h"
 #include "runtime/trainer.h"
 
 namespace gradc::runtime {
@@ -48,28 +49,33 @@ Expected<InitialWeights> loadInitialWeights(const std::filesystem::path& from) {
 Status applyInitialWeights(const ir::Graph& g, TensorMap& state, const InitialWeights& weights) {
   const std::string from = "--init-from " + weights.source + ": ";
   std::unordered_set<std::string> taken;
-  for (const auto& p : g.params()) {
-    if (isOptimizerState(*p)) continue;
-    auto loaded = weights.tensors.find(p->name());
+  // Under ZeRO stage 3 the graph holds shards: the weights are its replicated parameters, cut
+  // into this rank's shards once all are in place.
+  bool shards = false;
+  for (const auto& p : g.params()) shards = shards || isShardedParameter(*p);
+  for (const auto& [name, type] : modelParameters(g)) {
+    auto loaded = weights.tensors.find(name);
     if (loaded == weights.tensors.end())
-      return Error{from + "no tensor '" + p->name() + "', which the model needs (" + ir::toString(p->type()) + ")"};
+      return Error{from + "no tensor '" + name + "', which the model needs (" + ir::toString(type) + ")"};
     const at::Tensor& t = loaded->second;
-    std::vector<std::int64_t> shape(p->type().shape.begin(), p->type().shape.end());
+    std::vector<std::int64_t> shape(type.shape.begin(), type.shape.end());
     if (t.sizes().vec() != shape)
-      return Error{from + "'" + p->name() + "' is " + shapeText(t) + ", the model needs " + ir::toString(p->type())};
-    const at::ScalarType want = toScalarType(p->type().dtype);
+      return Error{from + "'" + name + "' is " + shapeText(t) + ", the model needs " + ir::toString(type)};
+    const at::ScalarType want = toScalarType(type.dtype);
     if (at::isFloatingType(t.scalar_type()) != at::isFloatingType(want))
-      return Error{from + "'" + p->name() + "' holds " + std::string(c10::toString(t.scalar_type())) +
-                   " values, the model needs " + ir::toString(p->type())};
-    auto slot = state.find(p->name());
-    if (slot == state.end()) return Error{"internal: no initial value for '" + p->name() + "'", ErrorKind::Internal};
-    slot->second = t.to(want).contiguous();
-    taken.insert(p->name());
+      return Error{from + "'" + name + "' holds " + std::string(c10::toString(t.scalar_type())) +
+                   " values, the model needs " + ir::toString(type)};
+    const ir::Value* own = g.findNamed(name);
+    if (own && state.find(name) == state.end())
+      return Error{"internal: no initial value for '" + name + "'", ErrorKind::Internal};
+    state[name] = t.to(want).contiguous();
+    taken.insert(name);
   }
   for (const auto& [name, t] : weights.tensors)
     if (!taken.count(name))
       return Error{from + "'" + name + "' (" + shapeText(t) + ") is not a parameter of this model" +
                    (g.findNamed(name) ? " that weights set" : "")};
+  if (shards) return shardReplicatedState(g, state, weights.source, /*parametersOnly=*/true);
   return {};
 }
 

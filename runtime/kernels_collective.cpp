@@ -5,7 +5,8 @@
 // all_reduce_wait waits for it and returns views of the bucket's parts. gather, gather_send,
 // scatter and scatter_recv block until done. ZeRO's reduce_scatter_start / reduce_scatter_wait
 // work like the all-reduce pair but keep this rank's block of the sum in a fresh shard;
-// all_gather_params blocks. A communication failure or timeout throws, and
+// all_gather_params blocks; ZeRO stage 3's all_gather_start / all_gather_wait gather a
+// parameter bucket into a fresh buffer and return its parameters as views. A communication failure or timeout throws, and
 // the executor reports it naming the node; the message itself names the rank, the collective
 // and the step.
 #include <ATen/ops/empty.h>
@@ -56,9 +57,8 @@ Results allReduceStart(const KernelArgs& a) {
   return {bucket};
 }
 
-Results allReduceWait(const KernelArgs& a) {
-  CollectiveContext& cc = contextOf(a);
-  check(cc, cc.wait(a.node.operand(0)->producer()));
+// The node's results as views of consecutive parts of its flat operand, from its start.
+Results bucketPartViews(const KernelArgs& a) {
   const at::Tensor& bucket = a.operands[0];
   Results parts;
   std::int64_t at = 0;
@@ -69,6 +69,12 @@ Results allReduceWait(const KernelArgs& a) {
     at += n;
   }
   return parts;
+}
+
+Results allReduceWait(const KernelArgs& a) {
+  CollectiveContext& cc = contextOf(a);
+  check(cc, cc.wait(a.node.operand(0)->producer()));
+  return bucketPartViews(a);
 }
 
 // The bucket padded to world x shard (ZeRO stage 2): the gradients, then zeros.
@@ -108,6 +114,25 @@ Results allGatherParams(const KernelArgs& a) {
     at += p.numel();
   }
   return {};
+}
+
+// This rank's parameter shard into its block of the fresh buffer, the others' gathered into theirs.
+Results allGatherStart(const KernelArgs& a) {
+  CollectiveContext& cc = contextOf(a);
+  at::Tensor buffer = resultBuffer(a);
+  const std::int64_t s = a.operands[0].numel();
+  buffer.narrow(0, intAttr(a.node, "rank") * s, s).copy_(a.operands[0]);
+  auto pending = cc.comm().startAllGather(buffer, CollectiveContext::describe(a.node, a.ctx.step));
+  if (!pending) check(cc, Status(pending.error()));
+  cc.started(&a.node, std::move(*pending));
+  return {buffer};
+}
+
+// The bucket's parameters: views of the gathered buffer's first elements.
+Results allGatherWait(const KernelArgs& a) {
+  CollectiveContext& cc = contextOf(a);
+  check(cc, cc.wait(a.node.operand(0)->producer()));
+  return bucketPartViews(a);
 }
 
 int rootOf(const ir::Node& n) { return static_cast<int>(intAttr(n, "root")); }
@@ -150,7 +175,7 @@ constexpr KernelEntry kCollectiveKernels[] = {
     {"all_reduce_start", allReduceStart}, {"all_reduce_wait", allReduceWait},  {"gather", gatherKernel},
     {"gather_send", gatherSendKernel},    {"scatter", scatterKernel},          {"scatter_recv", scatterRecvKernel},
     {"reduce_scatter_start", reduceScatterStart}, {"reduce_scatter_wait", reduceScatterWait},
-    {"all_gather_params", allGatherParams},
+    {"all_gather_params", allGatherParams}, {"all_gather_start", allGatherStart}, {"all_gather_wait", allGatherWait},
 };
 
 }  // namespace

@@ -207,11 +207,15 @@ Results adamwStepKernel(const KernelArgs& a) {
 
 // ZeRO's sharded updates (ir/ops_shard.cpp), segment by segment (ir/shard_layout.h): each
 // stretch of a parameter inside this rank's shard is copied into the result, then updated there
-// by the replicated update's arithmetic with the matching stretch of gradient and state.
+// by the replicated update's arithmetic with the matching stretch of gradient and state. Under
+// stage 3 (param_shard) the shard is the parameter operand itself, updated in place.
 struct ShardView {
   std::vector<ir::ShardSegment> segments;
   size_t parts = 0;
   bool gradShard = false;
+  bool paramShard = false;
+  size_t gradAt = 0;   // the first gradient operand
+  size_t afterGrads = 0;  // the first operand after the gradients
   std::vector<bool> noDecay;  // per part: updated without weight decay (no_decay_parts)
 };
 
@@ -219,8 +223,13 @@ ShardView shardView(const KernelArgs& a) {
   ShardView v;
   v.parts = static_cast<size_t>(intAttr(a.node, "parts"));
   v.gradShard = ir::getBool(a.node.attrs(), "grad_shard").value_or(false);
+  v.paramShard = ir::getBool(a.node.attrs(), "param_shard").value_or(false);
+  v.gradAt = v.paramShard ? 1 : v.parts;
+  v.afterGrads = v.gradAt + (v.gradShard ? 1 : v.parts);
   std::vector<std::int64_t> numels;
-  for (size_t i = 0; i < v.parts; ++i) numels.push_back(a.operands[i].numel());
+  if (v.paramShard) numels = *ir::getIntList(a.node.attrs(), "part_numels");
+  else
+    for (size_t i = 0; i < v.parts; ++i) numels.push_back(a.operands[i].numel());
   v.segments = ir::shardSegments(numels, intAttr(a.node, "offset"), intAttr(a.node, "shard"));
   v.noDecay.assign(v.parts, false);
   for (std::int64_t part : ir::getIntList(a.node.attrs(), "no_decay_parts").value_or(std::vector<std::int64_t>{})) {
@@ -231,7 +240,8 @@ ShardView shardView(const KernelArgs& a) {
 }
 
 // The result with the shard's parameter values (zeros past the bucket's end), and per segment
-// the stretches of result, gradient and state it updates.
+// the stretches of result, gradient and state it updates; under stage 3, `out` is the parameter
+// shard itself, updated where it is.
 struct SegmentTensors {
   at::Tensor param, grad;
   std::vector<at::Tensor> state;
@@ -240,14 +250,14 @@ struct SegmentTensors {
 
 std::vector<SegmentTensors> segmentTensors(const KernelArgs& a, const ShardView& v, const at::Tensor& out,
                                            std::span<const at::Tensor> state) {
-  out.zero_();
+  if (!v.paramShard) out.zero_();
   std::vector<SegmentTensors> out_segments;
   for (const ir::ShardSegment& s : v.segments) {
     SegmentTensors t;
     t.param = out.narrow(0, s.shardOffset, s.length);
-    t.param.copy_(a.operands[s.part].view({-1}).narrow(0, s.begin, s.length));
-    t.grad = v.gradShard ? a.operands[v.parts].narrow(0, s.shardOffset, s.length)
-                         : a.operands[v.parts + s.part].view({-1}).narrow(0, s.begin, s.length);
+    if (!v.paramShard) t.param.copy_(a.operands[s.part].view({-1}).narrow(0, s.begin, s.length));
+    t.grad = v.gradShard ? a.operands[v.gradAt].narrow(0, s.shardOffset, s.length)
+                         : a.operands[v.gradAt + s.part].view({-1}).narrow(0, s.begin, s.length);
     for (const at::Tensor& st : state) t.state.push_back(st.narrow(0, s.shardOffset, s.length));
     t.noDecay = v.noDecay[s.part];
     out_segments.push_back(std::move(t));
@@ -258,8 +268,8 @@ std::vector<SegmentTensors> segmentTensors(const KernelArgs& a, const ShardView&
 // (params..., grad..., m, v, lr, step, grad_scale)
 Results adamwShardStepKernel(const KernelArgs& a) {
   const ShardView v = shardView(a);
-  const size_t at = v.parts + (v.gradShard ? 1 : v.parts);
-  at::Tensor out = resultBuffer(a);
+  const size_t at = v.afterGrads;
+  at::Tensor out = v.paramShard ? a.operands[0] : resultBuffer(a);
   const at::Tensor state[2] = {a.operands[at], a.operands[at + 1]};
   const double lr = a.operands[at + 2].item<double>();
   const std::int64_t step = a.operands[at + 3].item<std::int64_t>();
@@ -269,14 +279,15 @@ Results adamwShardStepKernel(const KernelArgs& a) {
   for (const SegmentTensors& t : segmentTensors(a, v, out, state))
     adamwUpdate(t.param, t.grad, t.state[0], t.state[1], lr, step, a.operands[at + 4],
                 t.noDecay ? notDecaying : decaying, nullptr);
+  if (v.paramShard) return {};
   return {out};
 }
 
 // (params..., grad..., lr, grad_scale[, momentum_buf])
 Results sgdShardStepKernel(const KernelArgs& a) {
   const ShardView v = shardView(a);
-  const size_t at = v.parts + (v.gradShard ? 1 : v.parts);
-  at::Tensor out = resultBuffer(a);
+  const size_t at = v.afterGrads;
+  at::Tensor out = v.paramShard ? a.operands[0] : resultBuffer(a);
   std::vector<at::Tensor> state;
   if (a.operands.size() == at + 3) state.push_back(a.operands[at + 2]);
   const double lr = a.operands[at].item<double>();
@@ -286,6 +297,7 @@ Results sgdShardStepKernel(const KernelArgs& a) {
   for (const SegmentTensors& t : segmentTensors(a, v, out, state))
     sgdUpdate(t.param, t.grad, lr, a.operands[at + 1], t.state.empty() ? at::Tensor() : t.state[0],
               t.noDecay ? notDecaying : decaying);
+  if (v.paramShard) return {};
   return {out};
 }
 

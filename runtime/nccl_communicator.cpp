@@ -244,23 +244,38 @@ Expected<std::unique_ptr<NcclCommunicator::Pending>> NcclCommunicator::startAllR
   return enqueued(r, stream, std::move(what), start);
 }
 
+namespace {
+std::size_t elementBytesOf(NcclDType dtype) {
+  switch (dtype) {
+    case NcclDType::Float64:
+    case NcclDType::Int64: return 8;
+    case NcclDType::Float32:
+    case NcclDType::Int32: return 4;
+    case NcclDType::Float16:
+    case NcclDType::BFloat16: return 2;
+    case NcclDType::UInt8: return 1;
+  }
+  return 1;
+}
+}  // namespace
+
 Expected<std::unique_ptr<NcclCommunicator::Pending>> NcclCommunicator::startReduceScatterSum(
     void* devicePtr, std::size_t countPerRank, NcclDType dtype, cudaStream_t stream, std::string what) {
   if (Status s = usable(what); !s) return s.error();
   const auto start = Clock::now();
-  std::size_t elementBytes = 1;
-  switch (dtype) {
-    case NcclDType::Float64:
-    case NcclDType::Int64: elementBytes = 8; break;
-    case NcclDType::Float32:
-    case NcclDType::Int32: elementBytes = 4; break;
-    case NcclDType::Float16:
-    case NcclDType::BFloat16: elementBytes = 2; break;
-    case NcclDType::UInt8: elementBytes = 1; break;
-  }
   // In place: NCCL's reduce-scatter may receive into the sender's own block.
-  void* own = static_cast<char*>(devicePtr) + static_cast<std::size_t>(rank_) * countPerRank * elementBytes;
+  void* own = static_cast<char*>(devicePtr) + static_cast<std::size_t>(rank_) * countPerRank * elementBytesOf(dtype);
   ncclResult_t r = ncclReduceScatter(devicePtr, own, countPerRank, toNccl(dtype), ncclSum, comm_, stream);
+  return enqueued(r, stream, std::move(what), start);
+}
+
+Expected<std::unique_ptr<NcclCommunicator::Pending>> NcclCommunicator::startAllGather(
+    void* devicePtr, std::size_t countPerRank, NcclDType dtype, cudaStream_t stream, std::string what) {
+  if (Status s = usable(what); !s) return s.error();
+  const auto start = Clock::now();
+  // In place: NCCL's all-gather may send from the receiver's own block.
+  const void* own = static_cast<const char*>(devicePtr) + static_cast<std::size_t>(rank_) * countPerRank * elementBytesOf(dtype);
+  ncclResult_t r = ncclAllGather(own, devicePtr, countPerRank, toNccl(dtype), comm_, stream);
   return enqueued(r, stream, std::move(what), start);
 }
 

@@ -72,6 +72,10 @@ class NcclCommunicator {
   // unspecified), enqueued on `stream`: ZeRO stage 2's gradient reduction.
   Expected<std::unique_ptr<Pending>> startReduceScatterSum(void* devicePtr, std::size_t countPerRank, NcclDType dtype,
                                                            cudaStream_t stream, std::string what);
+  // Every rank's block of a buffer of worldSize blocks of countPerRank elements gathered in
+  // place (block `rank` holds this rank's), enqueued on `stream`: ZeRO stage 3's parameters.
+  Expected<std::unique_ptr<Pending>> startAllGather(void* devicePtr, std::size_t countPerRank, NcclDType dtype,
+                                                    cudaStream_t stream, std::string what);
   // Blocking: enqueue, then wait.
   Status allReduceSum(void* devicePtr, std::size_t count, NcclDType dtype, cudaStream_t stream, std::string what);
   Status broadcast(void* devicePtr, std::size_t count, NcclDType dtype, int root, cudaStream_t stream, std::string what);

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ir/graph.h"
 #include "ir/status.h"
@@ -17,8 +19,27 @@
 
 namespace gradc::runtime {
 
-// A parameter that holds one rank's shard of optimizer state.
+// What a shard holds: the parameters it cuts (names, shapes, element counts), the prefix of the
+// replicated tensors' names ("opt.adam_m.", or "" for the parameters themselves under ZeRO
+// stage 3), its offset in the flat bucket and the world it was cut for.
+struct ShardInfo {
+  std::vector<std::string> params;
+  std::vector<ir::Shape> shapes;
+  std::vector<std::int64_t> numels;
+  std::string prefix;
+  std::int64_t offset = 0;
+  std::int64_t world = 1;
+};
+Expected<ShardInfo> shardInfo(const ir::Graph& graph, const ir::Value& shard);
+
+// A parameter that holds one rank's shard of optimizer state (or, under stage 3, of the
+// parameters).
 bool isShardedState(const ir::Value& param);
+// A rank's shard of a bucket's parameters (ZeRO stage 3, passes/shard_params.h).
+bool isShardedParameter(const ir::Value& param);
+// The model's parameters and running statistics (not its optimizer state) by name and type as
+// the replicated model has them: a stage 3 shard stands for its bucket's parameters.
+std::vector<std::pair<std::string, ir::TensorType>> modelParameters(const ir::Graph& graph);
 bool hasShardedState(const ir::Graph& graph);
 
 // The replicated state, on rank 0: every tensor of `state` that is not a shard as it is, and
@@ -29,7 +50,9 @@ bool hasShardedState(const ir::Graph& graph);
 Expected<TensorMap> replicatedState(const ir::Graph& graph, const TensorMap& state, Communicator& comm);
 
 // The other way, for a resume: this rank's shards cut from the per-parameter tensors of a
-// replicated state, which they replace. `from` names the checkpoint in errors.
-Status shardReplicatedState(const ir::Graph& graph, TensorMap& state, const std::string& from);
+// replicated state, which they replace. `from` names the checkpoint in errors. With
+// `parametersOnly`, only the parameter shards (stage 3: weights a fine-tune starts from).
+Status shardReplicatedState(const ir::Graph& graph, TensorMap& state, const std::string& from,
+                            bool parametersOnly = false);
 
 }  // namespace gradc::runtime

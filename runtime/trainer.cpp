@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <unordered_set>
 
 #include "ir/index_bounds.h"
 #include "runtime/checkpoint.h"
@@ -176,10 +177,13 @@ std::string firstNonFinite(const TensorMap& state, const ir::Graph* g = nullptr)
 Status save(const std::filesystem::path& dir, const ir::Graph& g, const TensorMap& state, std::int64_t step,
             std::uint64_t seed, const DataPosition& position, const nlohmann::json& config) {
   CheckpointData ck;
+  // A name the graph lacks is sharded state in the replicated layout (runtime/shard_checkpoint.h):
+  // a parameter under ZeRO stage 3, otherwise optimizer state.
+  std::unordered_set<std::string> parameters;
+  for (const auto& [name, type] : modelParameters(g)) parameters.insert(name);
   for (const auto& [name, t] : state) {
-    // A name the graph lacks is sharded state in the replicated layout (runtime/shard_checkpoint.h).
     const ir::Value* p = g.findNamed(name);
-    (!p || isOptimizerState(*p) ? ck.optimizer : ck.weights).emplace(name, t);
+    (parameters.count(name) ? ck.weights : !p || isOptimizerState(*p) ? ck.optimizer : ck.weights).emplace(name, t);
   }
   ck.step = step;
   ck.seed = seed;
@@ -336,6 +340,10 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   std::optional<Evaluator> evaluator;
   double bestVal = std::numeric_limits<double>::infinity();
   if (o.validation) {
+    for (const auto& p : g.params())
+      if (isShardedParameter(*p))
+        return Error{"--val-data: the evaluation step reads the whole parameters, and under ZeRO stage 3 (--shard 3) "
+                     "no rank holds them; validate with --shard 2 or less, or evaluate a saved checkpoint"};
     if (!o.evaluation || !exec->usesArena())
       return Error{"--val-data: validation runs the artifact's evaluation step inside the training step's arena, and "
                    "this run has " + std::string(o.evaluation ? "no arena (GRADC_NO_ARENA)" : "no evaluation step")};

@@ -11,6 +11,7 @@
 #include "ir/printer.h"
 #include "passes/budget.h"
 #include "passes/plan/training_planner.h"
+#include "passes/shard_state.h"
 #include "passes/unfuse.h"
 #include "runtime/artifact.h"
 #include "runtime/generated_kernels.h"
@@ -213,8 +214,8 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
                        (buckets.size() == 1 ? "" : "s") + " of";
     for (const passes::GradientBucket& b : buckets) line += " " + passes::formatBytes(b.bytes);
     if (first.shardStage > 0)
-      line += ", ZeRO stage " + std::to_string(first.shardStage) +
-              (first.shardStage == 1 ? " (optimizer state sharded)" : " (optimizer state and gradients sharded)");
+      line += ", ZeRO stage " + std::to_string(first.shardStage) + " (" +
+              std::string(passes::shardStageSummary(first.shardStage)) + ")";
     flags["parallel_summary"] = line;
   }
   if (batch) {

@@ -162,7 +162,7 @@ std::optional<std::string> shardTable(const ir::Graph& forward, passes::Training
                      "optimizer state", "reduced gradients", "sent per step");
   options.remat.strategy = passes::RematStrategy::None;
   options.remat.budgetBytes.reset();
-  for (int stage : {0, 1, 2}) {
+  for (int stage : {0, 1, 2, 3}) {
     options.dataParallel->shard = stage;
     Expected<passes::TrainingPlan> step = passes::chooseTrainingPlan(forward, options);
     if (!step) {

@@ -146,9 +146,17 @@ void ParallelFlags::addTo(CLI::App& cmd) {
   cmd.add_option("--shard", shard,
                  "ZeRO stage over the data-parallel ranks: 0 replicated; 1 each rank keeps and updates 1/N of the "
                  "optimizer state, then the parameters are all-gathered; 2 the gradients are also reduce-scattered, "
-                 "so each rank keeps 1/N of them; auto: the least that fits --budget (0 without one)")
-      ->check(CLI::IsMember({"0", "1", "2", "auto"}))
+                 "so each rank keeps 1/N of them; 3 the parameters too, each bucket all-gathered just before its "
+                 "forward and again before its backward (FSDP); auto: the least that fits --budget (0 without one)")
+      ->check(CLI::IsMember({"0", "1", "2", "3", "auto"}))
       ->capture_default_str();
+  cmd.add_option("--keep-gathered", keepGathered,
+                 "--shard 3: how many parameter buckets, counted back from the last the forward gathers, keep their "
+                 "gathered parameters from the forward to the backward instead of gathering them again (N or all); "
+                 "auto: with --budget the least communication that fits, without one none")
+      ->capture_default_str();
+  cmd.add_flag("--no-prefetch", noPrefetch,
+               "--shard 3: start each bucket's all-gather where its parameters are first read, not one bucket ahead");
   cmd.add_option("--bucket-mib", bucketMiB, "Gradient all-reduce bucket size in MiB (the first bucket: 1 MiB)")
       ->check(numberIn(1.0 / 1024, 1 << 20, /*closedHigh=*/true))
       ->capture_default_str();
@@ -171,6 +179,18 @@ Expected<passes::DataParallelOptions> ParallelFlags::forRank(int rank) const {
     return Error{"--shard " + shard + " partitions state over data-parallel ranks; with --devices 1 there is nothing "
                  "to shard (use --devices N)"};
   o.shard = *stage;
+  if (keepGathered == "all") {
+    o.keepGathered = -1;
+  } else if (keepGathered == "auto") {
+    o.keepGathered = passes::kKeepGatheredAuto;
+  } else {
+    char* end = nullptr;
+    const long n = std::strtol(keepGathered.c_str(), &end, 10);
+    if (keepGathered.empty() || *end != '\0' || n < 0 || n > 1 << 20)
+      return Error{"--keep-gathered expects a count of buckets, all or auto, got '" + keepGathered + "'"};
+    o.keepGathered = static_cast<int>(n);
+  }
+  o.prefetch = !noPrefetch;
   auto bytes = [](double mib) { return static_cast<std::int64_t>(mib * 1024 * 1024); };
   if (bytes(bucketMiB) < 1) return Error{"--bucket-mib must be positive"};
   o.bucketBytes = bytes(bucketMiB);
@@ -329,6 +349,7 @@ std::optional<std::vector<TrainingStep>> buildRankSteps(const ir::Graph& forward
       return std::nullopt;
     }
     if (stage) parallel->shard = *stage;  // every rank runs the same collectives
+    if (decided) parallel->keepGathered = decided->config.keepGathered;
     passes::PassManagerOptions rankPm = pm;
     if (rankPm.dumpDir && world > 1) *rankPm.dumpDir /= "rank" + std::to_string(rank);
     return buildTrainingStep(forward, options, exitCode, *parallel, rankPm, decided);
@@ -381,8 +402,7 @@ std::string describeStep(const TrainingStep& step) {
   if (step.lossChunks > 0)
     line += fmt::format(", fused loss in {} chunk{}", step.lossChunks, step.lossChunks == 1 ? "" : "s");
   if (step.shardStage > 0)
-    line += fmt::format(", ZeRO stage {} ({})", step.shardStage,
-                        step.shardStage == 1 ? "optimizer state sharded" : "optimizer state and gradients sharded");
+    line += fmt::format(", ZeRO stage {} ({})", step.shardStage, passes::shardStageSummary(step.shardStage));
   if (step.remat.predictedStepSeconds > 0)
     line += fmt::format(", predicted step time {:.3f} s", step.remat.predictedStepSeconds);
   return line;

@@ -42,8 +42,10 @@ struct ParallelFlags {
   std::string lossPlacement = "local";
   double bucketMiB = 25;      // as PyTorch DDP's bucket_cap_mb
   double firstBucketMiB = 1;  // the first bucket, small so that communication starts early
-  std::string shard = "auto";  // ZeRO stage: 0, 1, 2, or auto (chosen with --budget; 0 without)
+  std::string shard = "auto";  // ZeRO stage: 0, 1, 2, 3, or auto (chosen with --budget; 0 without)
   bool oneRankCollectives = false;  // --one-rank-collectives (passes/data_parallel.h)
+  std::string keepGathered = "auto";  // stage 3: groups that keep their gathered parameters (N, all, auto)
+  bool noPrefetch = false;         // stage 3: each all-gather starts at its group, not one ahead
 
   void addTo(CLI::App& cmd);
   // The pass options of one rank; an Error for bad flag values.

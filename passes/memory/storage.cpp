@@ -196,6 +196,8 @@ StorageRole storageRoleOf(const ir::Value& owner) {
         case ir::Phase::recompute: kind = BufferKind::Recompute; break;
         case ir::Phase::comm: kind = BufferKind::Comm; break;
       }
+      // Gathered parameters (ZeRO stage 3) are communication buffers wherever they are gathered.
+      if (owner.producer()->op().collective == ir::Collective::AllGatherStart) kind = BufferKind::Comm;
       return StorageRole{kind, Residency::Step};
   }
   return StorageRole{kind, ir::defaultResidency(kind)};

@@ -8,6 +8,7 @@ bool Objective::precedes(const PlanCost& a, const PlanCost& b) {
   if (a.recomputeFlops != b.recomputeFlops) return a.recomputeFlops < b.recomputeFlops;
   if (a.microBatches != b.microBatches) return a.microBatches < b.microBatches;
   if (a.shardStage != b.shardStage) return a.shardStage < b.shardStage;
+  if (a.regathers != b.regathers) return !a.regathers;
   if (a.lossChunks != b.lossChunks) return a.lossChunks < b.lossChunks;
   return a.strategyRank < b.strategyRank;
 }

@@ -62,11 +62,18 @@ std::string dominance(const ir::Graph& graph, const ScheduledLiveness& scheduled
          " (operands, results and kernel workspace)";
 }
 
-std::string describe(const remat::Candidate& c, int microBatches, int lossChunks, int shardStage = 0) {
+std::string describe(const remat::Candidate& c, int microBatches, int lossChunks, int shardStage = 0,
+                     int keepGathered = 0) {
   std::string d = c.description;
   if (microBatches > 1) d += "; " + std::to_string(microBatches) + " micro-batches";
   if (shardStage == 1) d += "; optimizer state sharded (--shard 1)";
   if (shardStage == 2) d += "; optimizer state and gradients sharded (--shard 2)";
+  if (shardStage == 3)
+    d += std::string("; optimizer state, gradients and parameters sharded (--shard 3, ") +
+         (keepGathered < 0    ? "every bucket's parameters kept from the forward"
+          : keepGathered == 0 ? "every bucket's parameters gathered again for the backward"
+                              : std::to_string(keepGathered) + " buckets' parameters kept from the forward") +
+         ")";
   if (lossChunks > 0) d += "; fused loss in " + std::to_string(lossChunks) + " chunk" + (lossChunks == 1 ? "" : "s");
   return d;
 }
@@ -85,7 +92,9 @@ Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs
   ProposalSet proposals(&measured);
   const bool withPath = options.budgetBytes.has_value();
   for (const PlanCandidate& g : graphs)
-    if (Status s = proposals.add(*g.graph, g.microBatches, options.strategy, withPath, g.lossChunks, g.shardStage); !s)
+    if (Status s = proposals.add(*g.graph, g.microBatches, options.strategy, withPath, g.lossChunks, g.shardStage, nullptr,
+                                 g.keepGathered);
+        !s)
       return s.error();
   const Objective& objective = options.objective;
   std::vector<Proposal> order = proposals.entries(objective);
@@ -124,20 +133,22 @@ Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs
       if (objective.maxRecomputePercent) message += " (" + objective.describe() + ")";
       message += "; the smallest feasible budget is " + formatBytesExact(l.peakBytes + options.reserveBytes) +
                  ", reached with " +
-                 describe(proposals.candidate(best), best.microBatches, best.lossChunks, best.shardStage) + " (dominated by: " + why + ")";
+                 describe(proposals.candidate(best), best.microBatches, best.lossChunks, best.shardStage,
+                          best.keepGathered) + " (dominated by: " + why + ")";
       if (options.strategy != RematStrategy::Auto) {
         // Would another strategy do better? Measured on the same graphs.
         ProposalSet all(&measured);
         for (size_t gi = 0; gi < graphs.size(); ++gi) {
           const PlanCandidate& g = graphs[gi];
           if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto, true, g.lossChunks, g.shardStage,
-                                  proposals.state(gi).analysis);
+                                  proposals.state(gi).analysis, g.keepGathered);
               !st)
             return st.error();
         }
         std::vector<Proposal> allOrder = all.entries(objective);
         if (std::optional<Proposal> fit = firstFit(all, allOrder, options.planBudget()))
-          message += "; --remat auto fits (" + describe(all.candidate(*fit), fit->microBatches, fit->lossChunks, fit->shardStage) + ", peak " +
+          message += "; --remat auto fits (" + describe(all.candidate(*fit), fit->microBatches, fit->lossChunks, fit->shardStage,
+                                                      fit->keepGathered) + ", peak " +
                      formatBytes(all.peak(*fit)) + ")";
         else if (std::optional<Proposal> low = smallestPeak(all, allOrder); low && all.peak(*low) < l.peakBytes)
           message += "; --remat auto reaches " + formatBytesExact(all.peak(*low) + options.reserveBytes);
@@ -172,10 +183,11 @@ Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs
   TrainingPlanReport& r = out.report;
   r.requested = options.strategy;
   r.chosen = s.candidates[chosen->candidate].strategy;
-  r.plan = describe(s.candidates[chosen->candidate], s.microBatches, chosen->lossChunks, s.shardStage);
+  r.plan = describe(s.candidates[chosen->candidate], s.microBatches, chosen->lossChunks, s.shardStage, s.keepGathered);
   r.proposal = s.candidates[chosen->candidate].description;
   r.lossChunks = chosen->lossChunks;
   r.shardStage = s.shardStage;
+  r.keepGathered = s.keepGathered;
   r.microBatches = s.microBatches;
   r.budgetBytes = options.budgetBytes.value_or(-1);
   r.predictedPeakBytes = peak;

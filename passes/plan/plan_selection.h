@@ -98,6 +98,7 @@ struct TrainingPlanReport {
   int recomputeNodes = 0;
   int lossChunks = 0;               // the fused loss's chunks; 0: not fused
   int shardStage = 0;               // ZeRO stage of the chosen graph (passes/shard_state.h)
+  int keepGathered = 0;             // stage 3: parameter groups kept from the forward (-1: all)
   int chainStages = 0;  // stages the chain solver saw (first episode)
   int candidates = 0;   // proposals considered
   int evaluated = 0;    // proposals whose program-order peak and lower bound were measured
@@ -118,6 +119,7 @@ struct PlanCandidate {
   // A graph with a fused loss: the chunk counts to choose from (empty: as the graph has it).
   std::vector<int> lossChunks;
   int shardStage = 0;  // ZeRO stage the graph was built with (passes/shard_state.h)
+  int keepGathered = 0;  // stage 3: groups kept from the forward (-1: all; passes/shard_params.h)
 };
 struct PlanSelection {
   size_t graph = 0;  // index of the graph the chosen plan was applied to
@@ -129,7 +131,8 @@ struct PlanSelection {
 };
 // Chooses over the proposals of every graph together and applies the choice to its graph; the
 // other graphs are left unchanged. Order: recompute FLOPs, then micro-batch count, then the
-// ZeRO stage (sharding costs no FLOPs, only communication: the least that fits), then loss
+// ZeRO stage (sharding costs no FLOPs, only communication: the least that fits; under stage 3
+// every group kept before any gathered again), then loss
 // chunks (unfused first, then the fewest), then the strategy rank above.
 Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs, const RematOptions& options);
 

@@ -65,6 +65,7 @@ struct ProposalGraph {
   int microBatches = 1;
   std::vector<int> lossChunks;  // the counts to measure; {current} when not varied (0: unfused)
   int shardStage = 0;
+  int keepGathered = 0;
   std::shared_ptr<const remat::Analysis> analysis;  // shared by the sets over the same graph
   std::vector<remat::Candidate> candidates;
   std::map<int, double> seconds;  // predicted step time without recompute, by chunk count (throughput only)
@@ -77,6 +78,7 @@ struct Proposal {
   std::int64_t flops;
   int microBatches;
   int shardStage;
+  int keepGathered;
   int lossChunks;
   int rank;
   double seconds = 0;  // predicted step time (throughput only): the graph's plus its clones'
@@ -121,7 +123,7 @@ class ProposalSet {
   // withPath: auto also proposes the free-recompute path (passes/remat_free_path.h), which
   // costs a schedule per value it tries.
   Status add(ir::Graph& graph, int microBatches, RematStrategy strategy, bool withPath, std::vector<int> lossChunks = {},
-             int shardStage = 0, std::shared_ptr<const remat::Analysis> analysis = nullptr) {
+             int shardStage = 0, std::shared_ptr<const remat::Analysis> analysis = nullptr, int keepGathered = 0) {
     if (!analysis) {
       Expected<remat::Analysis> a = remat::analyze(graph);
       if (!a) return a.error();
@@ -131,6 +133,7 @@ class ProposalSet {
     s.graph = &graph;
     s.microBatches = microBatches;
     s.shardStage = shardStage;
+    s.keepGathered = keepGathered;
     s.lossChunks = lossChunks.empty() ? std::vector<int>{lossChunksOf(graph)} : std::move(lossChunks);
     s.analysis = std::move(analysis);
     states_.push_back(std::move(s));
@@ -151,7 +154,7 @@ class ProposalSet {
       for (size_t c = 0; c < states_[g].candidates.size(); ++c)
         for (size_t k = 0; k < states_[g].lossChunks.size(); ++k) {
           Proposal e{g, c, k, plan(g, c).recomputeFlops, states_[g].microBatches, states_[g].shardStage,
-                  states_[g].lossChunks[k], strategyRank(states_[g].candidates[c].strategy)};
+                     states_[g].keepGathered, states_[g].lossChunks[k], strategyRank(states_[g].candidates[c].strategy)};
           if (!objective.admits(cost(e), states_[g].analysis->forwardFlops)) continue;
           if (objective.costs) e.seconds = predictedSeconds(g, c, e.lossChunks, *objective.costs);
           out.push_back(e);
@@ -161,7 +164,8 @@ class ProposalSet {
     return out;
   }
   static PlanCost cost(const Proposal& e) {
-    return PlanCost{e.flops, e.microBatches, e.shardStage, e.lossChunks, e.rank, e.seconds};
+    return PlanCost{e.flops, e.microBatches, e.shardStage, e.lossChunks, e.rank, e.seconds,
+                    e.shardStage == 3 && e.keepGathered >= 0};
   }
 
   // The step time the cost table predicts for proposal c of graph g at `lossChunks`: the

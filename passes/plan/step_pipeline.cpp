@@ -53,7 +53,13 @@ Expected<ConfigSpace> configSpace(const ir::Graph& forward, const TrainingPlanOp
   if (options.dataParallel && options.dataParallel->world > 1) {
     const int asked = options.dataParallel->shard;
     if (asked > 0) v.shardStages = {asked};
-    else if (asked < 0 && options.remat.budgetBytes) v.shardStages = {0, 1, 2};
+    else if (asked < 0 && options.remat.budgetBytes) v.shardStages = {0, 1, 2, 3};
+    // Keep or gather again: asked, or with a budget the planner's choice (the least
+    // communication that fits), without one FSDP's default (gather again).
+    const int keep = options.dataParallel->keepGathered;
+    if (keep != kKeepGatheredAuto) v.keepGathered = {keep};
+    else if (options.remat.budgetBytes) v.keepGathered = {-1, 0};
+    else v.keepGathered = {0};
   }
   return v;
 }
@@ -95,6 +101,7 @@ Expected<ir::Graph> buildConfiguredStep(const ir::Graph& from, ir::Graph* consum
   if (options.optimizer && config.shardStage > 0) {
     DataParallelOptions sharded = *options.dataParallel;
     sharded.shard = config.shardStage;
+    sharded.keepGathered = config.keepGathered;
     pm.add<ShardStatePass>(sharded);
   }
   pm.add<DeadCodeElimination>();

@@ -50,12 +50,18 @@ struct StepConfig {
   int microBatches = 1;
   int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
   bool fusedLoss = false;
+  // Stage 3: parameter groups that keep their gathered parameters from the forward to the
+  // backward (-1: all; DataParallelOptions::keepGathered).
+  int keepGathered = 0;
 };
 
 // The configurations a request allows, in the order the search builds them.
 struct ConfigSpace {
   std::vector<int> microBatches;
   std::vector<int> shardStages{0};
+  // Stage 3's choices of kept groups, in the order tried: every group kept (no second
+  // all-gather) before every group gathered again (the least memory).
+  std::vector<int> keepGathered{0};
   bool unfused = true;
   bool fused = false;
   std::optional<ir::Graph> fusedForward;       // the forward with its loss fused (when fused)

@@ -22,7 +22,8 @@ Expected<ir::Graph> stepAsIs(const ir::Graph& forward, ir::Graph* consumable, Tr
   options.remat = RematOptions{};  // no budget: one configuration
   Expected<ConfigSpace> space = configSpace(forward, options);
   if (!space) return space.error();
-  const StepConfig config{space->microBatches.front(), space->shardStages.front(), !space->unfused};
+  const StepConfig config{space->microBatches.front(), space->shardStages.front(), !space->unfused,
+                          space->keepGathered.front()};
   if (space->unfused) return buildConfiguredStep(forward, consumable, config, options);
   return buildConfiguredStep(*space->fusedForward, nullptr, config, options);
 }
@@ -43,23 +44,25 @@ Expected<TrainingPlan> chooseTrainingPlan(const ir::Graph& forward, const Traini
     std::vector<int> lossChunks;
     int shardStage = 0;
     std::vector<RecordedStage> stages;
+    int keepGathered = 0;
   };
   std::vector<Built> graphs;
   graphs.reserve(2 * ks.size() * stages.size());
   auto select = [&]() -> Expected<TrainingPlan> {
     std::vector<PlanCandidate> views;
-    for (Built& b : graphs) views.push_back(PlanCandidate{&b.graph, b.microBatches, b.lossChunks, b.shardStage});
+    for (Built& b : graphs)
+      views.push_back(PlanCandidate{&b.graph, b.microBatches, b.lossChunks, b.shardStage, b.keepGathered});
     Expected<PlanSelection> s = selectTrainingPlan(views, options.remat);
     if (!s) return s.error();
     Built& chosen = graphs[s->graph];
     const int lossChunks = lossChunksOf(chosen.graph);
-    PlanDecision decision{StepConfig{chosen.microBatches, chosen.shardStage, lossChunks > 0}, lossChunks,
+    PlanDecision decision{StepConfig{chosen.microBatches, chosen.shardStage, lossChunks > 0, chosen.keepGathered}, lossChunks,
                           std::move(s->rewrite), s->structure, s->report};
     return TrainingPlan{std::move(chosen.graph), std::move(s->report), chosen.microBatches, lossChunks,
                         chosen.shardStage, std::move(chosen.stages), std::move(decision)};
   };
   auto build = [&](const StepConfig& config) -> Expected<Built> {
-    Built b{ir::Graph(forward.name()), config.microBatches, {}, config.shardStage, {}};
+    Built b{ir::Graph(forward.name()), config.microBatches, {}, config.shardStage, {}, config.keepGathered};
     if (config.fusedLoss && recordStages) b.stages = space->fusedForwardStages;
     const ir::Graph& from = config.fusedLoss ? *space->fusedForward : forward;
     Expected<ir::Graph> g = buildConfiguredStep(from, nullptr, config, options, recordStages ? &b.stages : nullptr);
@@ -77,18 +80,22 @@ Expected<TrainingPlan> chooseTrainingPlan(const ir::Graph& forward, const Traini
   const bool keepFirst = options.remat.budgetBytes && options.remat.objective.firstFitEndsSearch() &&
                          (strategy == RematStrategy::Auto || strategy == RematStrategy::None ||
                           strategy == RematStrategy::Chain);
-  const bool several = ks.size() > 1 || stages.size() > 1 || (space->unfused && space->fused);
+  const bool several = ks.size() > 1 || stages.size() > 1 || space->keepGathered.size() > 1 ||
+                       (space->unfused && space->fused);
+  std::vector<std::pair<int, int>> sharding;  // (stage, kept groups), in the order tried
+  for (int stage : stages)
+    for (int keep : stage == 3 ? space->keepGathered : std::vector<int>{0}) sharding.emplace_back(stage, keep);
   for (int k : ks)
-    for (int stage : stages) {
+    for (auto [stage, keep] : sharding) {
       if (space->unfused) {
-        Expected<Built> b = build(StepConfig{k, stage, false});
+        Expected<Built> b = build(StepConfig{k, stage, false, keep});
         if (!b) return b.error();
         graphs.push_back(std::move(*b));
         if (keepFirst && several && scheduledPeakBytes(graphs.back().graph) <= options.remat.planBudget())
           return select();
       }
       if (space->fused) {
-        Expected<Built> b = build(StepConfig{k, stage, true});
+        Expected<Built> b = build(StepConfig{k, stage, true, keep});
         if (!b) return b.error();
         if (chunking.mode == LossChunking::Mode::Auto) b->lossChunks = lossChunkCandidates(b->graph);
         graphs.push_back(std::move(*b));

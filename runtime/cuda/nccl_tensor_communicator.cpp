@@ -67,17 +67,11 @@ class NcclTensorCommunicator final : public Communicator {
   }
 
   Expected<std::unique_ptr<PendingCollective>> startReduceScatterSum(at::Tensor buffer, std::string what) override {
-    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-    Expected<NcclDType> type = check(buffer, what);
-    if (!type) return type.error();
-    if (buffer.dim() == 0 || buffer.size(0) % worldSize() != 0)
-      return argumentError(rank(), what, "the buffer's first dimension is not a multiple of the world size");
-    const auto perRank = static_cast<std::size_t>(buffer.numel() / worldSize());
-    if (Status s = commAfterCompute(what); !s) return s.error();
-    Expected<std::unique_ptr<NcclCommunicator::Pending>> p =
-        nccl_->startReduceScatterSum(buffer.data_ptr(), perRank, *type, commStream_, what);
-    if (!p) return p.error();
-    return std::unique_ptr<PendingCollective>(std::make_unique<NcclPending>(std::move(*p), std::move(buffer)));
+    return startBlocked(std::move(buffer), std::move(what), &NcclCommunicator::startReduceScatterSum);
+  }
+
+  Expected<std::unique_ptr<PendingCollective>> startAllGather(at::Tensor buffer, std::string what) override {
+    return startBlocked(std::move(buffer), std::move(what), &NcclCommunicator::startAllGather);
   }
 
   Status allGather(const at::Tensor& input, at::Tensor output, std::string what) override {
@@ -128,6 +122,23 @@ class NcclTensorCommunicator final : public Communicator {
     const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
     if (Status s = commAfterCompute(what); !s) return s;
     return nccl_->barrier(commStream_, what);
+  }
+
+  // A collective over worldSize() equal blocks of `buffer`, started on the communication stream.
+  using BlockedStart = Expected<std::unique_ptr<NcclCommunicator::Pending>> (NcclCommunicator::*)(
+      void*, std::size_t, NcclDType, cudaStream_t, std::string);
+  Expected<std::unique_ptr<PendingCollective>> startBlocked(at::Tensor buffer, std::string what, BlockedStart start) {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+    Expected<NcclDType> type = check(buffer, what);
+    if (!type) return type.error();
+    if (buffer.dim() == 0 || buffer.size(0) % worldSize() != 0)
+      return argumentError(rank(), what, "the buffer's first dimension is not a multiple of the world size");
+    const auto perRank = static_cast<std::size_t>(buffer.numel() / worldSize());
+    if (Status s = commAfterCompute(what); !s) return s.error();
+    Expected<std::unique_ptr<NcclCommunicator::Pending>> p =
+        ((*nccl_).*start)(buffer.data_ptr(), perRank, *type, commStream_, what);
+    if (!p) return p.error();
+    return std::unique_ptr<PendingCollective>(std::make_unique<NcclPending>(std::move(*p), std::move(buffer)));
   }
 
  private:

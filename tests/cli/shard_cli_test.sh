@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# End-to-end checks of ZeRO sharding over CPU ranks (gradc train --shard 1|2): 2 and 4 ranks
+# End-to-end checks of ZeRO sharding over CPU ranks (gradc train --shard 1|2|3): 2 and 4 ranks
 # follow the replicated run (AdamW losses with norm clipping; SGD parameters), every rank
 # measures its planned peak, a sharded checkpoint is the replicated one and resumes on 2 ranks
-# and on 1 device, and user errors.
+# and on 1 device, and user errors. Stage 3 also with recompute, micro-batches, kept
+# parameters, without prefetch, on a ResNet (batch norm), and resumed across stages.
 # usage: shard_cli_test.sh PATH/TO/gradc SOURCE_DIR
 source "$(dirname "$0")/lib.sh" "$@"
 compare() { python3 "$src/tests/cli/compare_runs.py" "$@"; }
@@ -29,7 +30,7 @@ PY
 # the ranks' shards.
 for devices in 2 4; do
   run base$devices 20 --devices $devices --clip-norm 0.5 && ok || bad "$devices ranks: $(tail -3 "$work/base$devices.err")"
-  for stage in 1 2; do
+  for stage in 1 2 3; do
     name=s${stage}_$devices
     run $name 20 --devices $devices --shard $stage --clip-norm 0.5 && ok \
       || bad "$devices ranks --shard $stage: $(tail -3 "$work/$name.err")"
@@ -40,15 +41,53 @@ for devices in 2 4; do
     compare "$work/base$devices.json" "$work/$name.json" "$work/base$devices" "$work/$name" --rtol 1e-4 \
       --tensors optimizer.safetensors >/dev/null && ok || bad "$devices ranks --shard $stage: optimizer state layout"
   done
+  # stage 3 runs stage 2's arithmetic on gathered parameters: bit-identical to it (losses,
+  # weights, optimizer state), and its losses within 1e-6 of the replicated run's (clipping's
+  # norm is summed in another order from the ranks' shards, so the weights drift further)
+  compare "$work/base$devices.json" "$work/s3_$devices.json" --rtol 1e-6 && ok \
+    || bad "$devices ranks: --shard 3 losses vs replicated within 1e-6"
+  for file in weights.safetensors optimizer.safetensors; do
+    compare "$work/s2_$devices.json" "$work/s3_$devices.json" "$work/s2_$devices" "$work/s3_$devices" --rtol 0 \
+      --tensors $file >/dev/null && ok || bad "$devices ranks: --shard 3 vs --shard 2 not bit-identical ($file)"
+  done
+done
+
+# Stage 3 in smaller buckets (more parameter groups, gathered one by one) with recompute, with
+# micro-batches, with every bucket kept from the forward, and without prefetch: the same losses,
+# and every rank measures its planned peak.
+# (Micro-batches are compared with replicated micro-batches: the losses they log differ.)
+buckets=(--bucket-mib 0.02)
+run mb_base 8 --devices 2 --clip-norm 0.5 --micro-batches 2 && ok || bad "2 micro-batches: $(tail -3 "$work/mb_base.err")"
+for variant in "--remat sqrt" "--micro-batches 2" "--keep-gathered all" "--no-prefetch" "--keep-gathered 1 --remat sqrt"; do
+  name=s3_$(echo "$variant" | tr -dc 'a-z0-9')
+  base=base2
+  [[ $variant == *micro* ]] && base=mb_base
+  run $name 8 --devices 2 --shard 3 "${buckets[@]}" --clip-norm 0.5 $variant && ok \
+    || bad "--shard 3 $variant: $(tail -3 "$work/$name.err")"
+  compare "$work/$base.json" "$work/$name.json" --common-steps --rtol 1e-6 && ok \
+    || bad "--shard 3 $variant vs replicated (AdamW losses)"
+  measured_is_planned "$work/$name.json" && ok || bad "--shard 3 $variant: measured != planned peak"
 done
 
 # SGD (momentum): the parameters themselves follow the replicated run.
 lr=0.1 run sgd 20 --optimizer sgd --devices 4 && ok || bad "SGD, 4 ranks: $(tail -3 "$work/sgd.err")"
-for stage in 1 2; do
+for stage in 1 2 3; do
   lr=0.1 run sgd$stage 20 --optimizer sgd --devices 4 --shard $stage && ok || bad "SGD --shard $stage"
   compare "$work/sgd.json" "$work/sgd$stage.json" "$work/sgd" "$work/sgd$stage" --rtol 1e-5 && ok \
     || bad "SGD, 4 ranks: --shard $stage vs replicated (losses and parameters)"
 done
+# SGD under stage 3 is the replicated arithmetic on gathered copies: bit-identical.
+compare "$work/sgd.json" "$work/sgd3.json" "$work/sgd" "$work/sgd3" --rtol 0 >/dev/null && ok \
+  || bad "SGD, 4 ranks: --shard 3 is not bit-identical to replicated"
+
+# A ResNet (convolutions, batch norm with per-rank statistics) on 2 ranks: stage 3 follows stage 0.
+for stage in 0 3; do
+  timeout 300 "$gradc" train "$src/models/resnet18-cifar.yaml" --set batch=4 --synthetic --steps 3 --devices 2 \
+    --shard $stage --metrics-out "$work/resnet$stage.json" -q >"$work/resnet$stage.out" 2>"$work/resnet$stage.err" && ok \
+    || bad "resnet18-cifar --shard $stage: $(tail -3 "$work/resnet$stage.err")"
+done
+compare "$work/resnet0.json" "$work/resnet3.json" --rtol 1e-6 && ok || bad "resnet18-cifar: --shard 3 vs replicated"
+measured_is_planned "$work/resnet3.json" && ok || bad "resnet18-cifar --shard 3: measured != planned peak"
 
 # Saved with 4 sharded ranks at step 10, resumed on 2 ranks (sharded) and on 1 device: the
 # continuation follows the straight sharded run.
@@ -65,11 +104,28 @@ for how in "2 --shard 1" "1"; do
     || bad "resumed on $1 device(s) vs the straight run on 4 sharded ranks (losses)"
 done
 
-# Errors: sharding needs ranks; a stage that is not one.
+# Saved at stage 3 on 4 ranks, resumed at stage 3 on 2 ranks and on 1 device; saved at stage 2,
+# resumed at stage 3: each continuation follows the straight run.
+run half3 10 --devices 4 --shard 3 --clip-norm 0.5 && ok || bad "10 steps on 4 ranks at stage 3: $(tail -3 "$work/half3.err")"
+for how in "half3 2 --shard 3" "half3 1" "half 2 --shard 3"; do
+  set -- $how
+  from=$1
+  shift
+  name=resume3_$from$1
+  cp -r "$work/$from" "$work/$name"
+  timeout 300 "$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --data "$src/data/corpus.txt" --steps 20 \
+    --lr 3e-3 --clip-norm 0.5 --devices "$@" --resume "$work/$name" --save "$work/$name" \
+    --metrics-out "$work/$name.json" -q >"$work/$name.out" 2>"$work/$name.err" && ok \
+    || bad "resume $from on $*: $(tail -3 "$work/$name.err")"
+  compare "$work/s3_4.json" "$work/$name.json" --common-steps --rtol 1e-6 && ok \
+    || bad "resumed $from on $* vs the straight run on 4 ranks at stage 3 (losses)"
+done
+
+# Errors: sharding needs ranks; a stage that is not one; validation under stage 3.
 "$gradc" train "$src/models/mlp.yaml" --synthetic --steps 1 --shard 1 2>"$work/e1.err"
 [ $? -eq 2 ] && grep -q "nothing to shard" "$work/e1.err" && ok || bad "--shard 1 on one device: $(cat "$work/e1.err")"
-"$gradc" compile "$src/models/mlp.yaml" --devices 2 --shard 3 --emit plan -o "$work/p.json" 2>"$work/e2.err"
-[ $? -eq 2 ] && grep -q "shard" "$work/e2.err" && ok || bad "--shard 3: $(cat "$work/e2.err")"
+"$gradc" compile "$src/models/mlp.yaml" --devices 2 --shard 4 --emit plan -o "$work/p.json" 2>"$work/e2.err"
+[ $? -eq 2 ] && grep -q "shard" "$work/e2.err" && ok || bad "--shard 4: $(cat "$work/e2.err")"
 
 echo "shard checks: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

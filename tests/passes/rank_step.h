@@ -13,8 +13,28 @@
 #include "passes/pass_manager.h"
 #include "passes/plan/training_planner.h"
 #include "passes/schedule.h"
+#include "tests/bundled_model.h"
 
 namespace gradc::testing {
+
+// gpt-mini small enough for unit tests, in several gradient buckets under shardedRank's caps.
+inline const DimOverrides kTinyShardedGpt = {{"batch", "12"}, {"seq", "16"}, {"vocab", "37"},
+                                             {"d_model", "16"}, {"heads", "2"}, {"layers", "2"}};
+
+// One rank's options at a ZeRO stage (and, at stage 3, kept groups and prefetch), with small
+// buckets.
+inline passes::DataParallelOptions shardedRank(int world, int rank, int shard, int keepGathered = 0,
+                                               bool prefetch = true) {
+  passes::DataParallelOptions o;
+  o.world = world;
+  o.rank = rank;
+  o.shard = shard;
+  o.keepGathered = keepGathered;
+  o.prefetch = prefetch;
+  o.bucketBytes = 8 << 10;
+  o.firstBucketBytes = 4 << 10;
+  return o;
+}
 
 // The scheduled training step of one rank (AdamW; no budget unless `options` has one).
 inline ir::Graph rankStep(const ir::Graph& forward, const passes::DataParallelOptions& o,

@@ -30,18 +30,8 @@ using testing::rankStep;
 
 namespace {
 
-const testing::DimOverrides kTinyGpt = {{"batch", "12"}, {"seq", "16"}, {"vocab", "37"},
-                                        {"d_model", "16"}, {"heads", "2"}, {"layers", "2"}};
-
-passes::DataParallelOptions dp(int world, int rank, int shard) {
-  passes::DataParallelOptions o;
-  o.world = world;
-  o.rank = rank;
-  o.shard = shard;
-  o.bucketBytes = 8 << 10;  // several buckets on the tiny model
-  o.firstBucketBytes = 4 << 10;
-  return o;
-}
+const testing::DimOverrides& kTinyGpt = testing::kTinyShardedGpt;
+using testing::shardedRank;
 
 Expected<passes::TrainingPlan> plan(const ir::Graph& forward, const passes::DataParallelOptions& o,
                                    passes::TrainingPlanOptions options = {}) {
@@ -73,7 +63,7 @@ TEST_CASE("every rank keeps exactly its shard of each bucket's optimizer state, 
     for (int rank = 0; rank < world; ++rank) {
       CAPTURE(stage);
       CAPTURE(rank);
-      const ir::Graph g = rankStep(forward, dp(world, rank, stage));
+      const ir::Graph g = rankStep(forward, shardedRank(world, rank, stage));
       CHECK(static_cast<bool>(ir::verify(g)));
       CHECK(passes::shardStageOf(g) == stage);
       CHECK(nodesOf(g, "adamw_step").empty());
@@ -123,7 +113,7 @@ TEST_CASE("a reduce-scatter's wait runs after the next bucket's start, and each 
   // The embedding's gradient (37 x 64 floats) is over the 8 KiB cap: its bucket is waited for at once.
   const ir::Graph forward = testing::compileBundledModel(
       "gpt-mini", {{"batch", "12"}, {"seq", "16"}, {"vocab", "37"}, {"d_model", "64"}, {"heads", "2"}, {"layers", "2"}});
-  const ir::Graph g = rankStep(forward, dp(2, 1, 2));
+  const ir::Graph g = rankStep(forward, shardedRank(2, 1, 2));
   std::map<const ir::Node*, size_t> at;
   for (size_t i = 0; i < g.numNodes(); ++i) at[g.nodes()[i].get()] = i;
   const auto starts = nodesOf(g, "reduce_scatter_start");
@@ -136,7 +126,7 @@ TEST_CASE("a reduce-scatter's wait runs after the next bucket's start, and each 
     const size_t k = static_cast<size_t>(std::find(starts.begin(), starts.end(), start) - starts.begin());
     REQUIRE(k < starts.size());
     // Overlapped with the next bucket's backward, unless the bucket is over the size cap.
-    const bool overSize = start->result(0)->type().bytes() > dp(2, 1, 2).bucketBytes;
+    const bool overSize = start->result(0)->type().bytes() > shardedRank(2, 1, 2).bucketBytes;
     if (k + 1 < starts.size() && !overSize) CHECK(at[w] > at[starts[k + 1]]);
     if (k + 1 < starts.size() && overSize) CHECK(at[w] < at[starts[k + 1]]);
     (overSize ? atOnce : overlapped) += k + 1 < starts.size();
@@ -152,7 +142,7 @@ TEST_CASE("under a budget, auto picks the least stage that fits without recomput
   const ir::Graph forward = testing::compileBundledModel("gpt-mini", kTinyGpt);
   std::vector<std::int64_t> peak;
   for (int stage : {0, 1, 2}) {
-    Expected<passes::TrainingPlan> c = plan(forward, dp(2, 0, stage));
+    Expected<passes::TrainingPlan> c = plan(forward, shardedRank(2, 0, stage));
     REQUIRE(c.ok());
     peak.push_back(c->report.predictedPeakBytes);
   }
@@ -162,7 +152,7 @@ TEST_CASE("under a budget, auto picks the least stage that fits without recomput
   options.lossChunks.mode = passes::LossChunking::Mode::Off;  // the fused loss is another way to fit
   auto chosen = [&](std::int64_t budget) {
     options.remat.budgetBytes = budget;
-    Expected<passes::TrainingPlan> c = plan(forward, dp(2, 0, -1), options);
+    Expected<passes::TrainingPlan> c = plan(forward, shardedRank(2, 0, -1), options);
     REQUIRE_MESSAGE(c.ok(), c.error().message);
     CHECK(c->report.predictedPeakBytes <= budget);
     return c->shardStage;
@@ -172,23 +162,23 @@ TEST_CASE("under a budget, auto picks the least stage that fits without recomput
   CHECK(chosen(peak[1]) == 1);
   // Nothing fits: the smallest feasible budget is over every stage, and no more than stage 2's alone.
   options.remat.budgetBytes = 1000;
-  Expected<passes::TrainingPlan> none = plan(forward, dp(2, 0, -1), options);
+  Expected<passes::TrainingPlan> none = plan(forward, shardedRank(2, 0, -1), options);
   REQUIRE_FALSE(none.ok());
   REQUIRE(none.error().kind == ErrorKind::InfeasibleBudget);
   const std::int64_t smallest = none.error().smallestFeasibleBytes;
-  Expected<passes::TrainingPlan> stage2 = plan(forward, dp(2, 0, 2), options);
+  Expected<passes::TrainingPlan> stage2 = plan(forward, shardedRank(2, 0, 2), options);
   REQUIRE_FALSE(stage2.ok());
   REQUIRE(stage2.error().kind == ErrorKind::InfeasibleBudget);
   CHECK(smallest <= stage2.error().smallestFeasibleBytes);
   options.remat.budgetBytes = smallest;
-  CHECK(plan(forward, dp(2, 0, -1), options).ok());
+  CHECK(plan(forward, shardedRank(2, 0, -1), options).ok());
 }
 
 TEST_CASE("bytes sent per step: stage 1 adds an all-gather to the all-reduce; stage 2 splits it in two halves") {
   const ir::Graph forward = testing::compileBundledModel("gpt-mini", kTinyGpt);
   const int world = 4;
   std::vector<passes::CommunicationVolume> v;
-  for (int stage : {0, 1, 2}) v.push_back(passes::communicationVolume(rankStep(forward, dp(world, 0, stage))));
+  for (int stage : {0, 1, 2}) v.push_back(passes::communicationVolume(rankStep(forward, shardedRank(world, 0, stage))));
   CHECK(v[0].reduceScatterBytes == 0);
   CHECK(v[0].allGatherBytes == 0);
   CHECK(v[1].allReduceBytes == v[0].allReduceBytes);
@@ -202,12 +192,13 @@ TEST_CASE("bytes sent per step: stage 1 adds an all-gather to the all-reduce; st
 
 TEST_CASE("stage 0 and one device leave the step replicated") {
   const ir::Graph forward = testing::compileBundledModel("gpt-mini", kTinyGpt);
-  CHECK(passes::shardStageOf(rankStep(forward, dp(2, 0, 0))) == 0);
+  CHECK(passes::shardStageOf(rankStep(forward, shardedRank(2, 0, 0))) == 0);
   ir::Graph one = passes::chooseTrainingPlan(forward, {}).value().graph;
-  passes::DataParallelOptions o = dp(1, 0, 2);
+  passes::DataParallelOptions o = shardedRank(1, 0, 2);
   REQUIRE(passes::shardOptimizerState(one, o).ok());
   CHECK(passes::shardStageOf(one) == 0);
   CHECK_FALSE(nodesOf(one, "adamw_step").empty());
   CHECK(passes::parseShardStage("auto").value() == -1);
-  CHECK_FALSE(passes::parseShardStage("3").ok());
+  CHECK(passes::parseShardStage("3").value() == 3);
+  CHECK_FALSE(passes::parseShardStage("4").ok());
 }
