@@ -127,5 +127,20 @@ done
 "$gradc" compile "$src/models/mlp.yaml" --devices 2 --shard 4 --emit plan -o "$work/p.json" 2>"$work/e2.err"
 [ $? -eq 2 ] && grep -q "shard" "$work/e2.err" && ok || bad "--shard 4: $(cat "$work/e2.err")"
 
+"$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --data "$src/data/corpus.txt" --steps 1 --devices 2 --shard 3 \
+  --val-data "$src/data/corpus.txt" -q 2>"$work/e3.err"
+[ $? -eq 2 ] && grep -q "under --shard 3 each rank holds only its shard" "$work/e3.err" && ok \
+  || bad "--val-data under --shard 3: $(cat "$work/e3.err")"
+"$gradc" compile "$src/models/mlp.yaml" --devices 2 --shard 3 --keep-gathered some --emit plan -o "$work/p.json" \
+  2>"$work/e4.err"
+[ $? -eq 2 ] && grep -q "keep-gathered" "$work/e4.err" && ok || bad "--keep-gathered some: $(cat "$work/e4.err")"
+
+# --init-from under stage 3: the weights are cut into the shards, as a replicated run starts from them.
+run w0 2 && ok || bad "weights to start from: $(tail -3 "$work/w0.err")"
+for stage in 0 3; do
+  run init$stage 3 --devices 2 --shard $stage --init-from "$work/w0" && ok || bad "--init-from at --shard $stage"
+done
+compare "$work/init0.json" "$work/init3.json" --rtol 1e-6 && ok || bad "--init-from: --shard 3 vs replicated"
+
 echo "shard checks: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
