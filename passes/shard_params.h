@@ -20,7 +20,9 @@
 //      all_gather_start (the shard into a fresh world x s buffer, the gathering started) and
 //      all_gather_wait (the parameters as views of it) right before its first reader, whose
 //      parameter operands it replaces; the buffer lives while a reader of its views does, so a
-//      forward's gathered parameters are freed after their last forward use unless kept.
+//      forward's gathered parameters are freed after their last forward use unless kept. A
+//      gather inside the forward takes phase fwd (else comm), so that the recompute planner
+//      still sees one forward run (passes/remat.h); its buffer counts as communication.
 //   3. Prefetch (options.prefetch): segment i's all_gather_start moves before the first reader
 //      of segment i - 1 (in the order of first readers), so the next group's gathering overlaps
 //      this group's compute, forward and backward alike, at the cost of one more group's buffer.

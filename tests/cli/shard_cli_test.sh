@@ -53,15 +53,18 @@ for devices in 2 4; do
 done
 
 # Stage 3 in smaller buckets (more parameter groups, gathered one by one) with recompute, with
-# micro-batches, with every bucket kept from the forward, and without prefetch: the same losses,
-# and every rank measures its planned peak.
-# (Micro-batches are compared with replicated micro-batches: the losses they log differ.)
+# micro-batches, with the fused loss, with every bucket kept from the forward, and without
+# prefetch: the same losses, and every rank measures its planned peak.
+# (Micro-batches and the fused loss are compared with the replicated run doing the same.)
 buckets=(--bucket-mib 0.02)
 run mb_base 8 --devices 2 --clip-norm 0.5 --micro-batches 2 && ok || bad "2 micro-batches: $(tail -3 "$work/mb_base.err")"
-for variant in "--remat sqrt" "--micro-batches 2" "--keep-gathered all" "--no-prefetch" "--keep-gathered 1 --remat sqrt"; do
+run fl_base 8 --devices 2 --clip-norm 0.5 --loss-chunks 4 && ok || bad "fused loss: $(tail -3 "$work/fl_base.err")"
+for variant in "--remat sqrt" "--micro-batches 2" "--loss-chunks 4" "--keep-gathered all" "--no-prefetch" \
+  "--keep-gathered 1 --remat sqrt"; do
   name=s3_$(echo "$variant" | tr -dc 'a-z0-9')
   base=base2
   [[ $variant == *micro* ]] && base=mb_base
+  [[ $variant == *chunks* ]] && base=fl_base
   run $name 8 --devices 2 --shard 3 "${buckets[@]}" --clip-norm 0.5 $variant && ok \
     || bad "--shard 3 $variant: $(tail -3 "$work/$name.err")"
   compare "$work/$base.json" "$work/$name.json" --common-steps --rtol 1e-6 && ok \
@@ -88,6 +91,17 @@ for stage in 0 3; do
 done
 compare "$work/resnet0.json" "$work/resnet3.json" --rtol 1e-6 && ok || bad "resnet18-cifar: --shard 3 vs replicated"
 measured_is_planned "$work/resnet3.json" && ok || bad "resnet18-cifar --shard 3: measured != planned peak"
+# ... and on 4 ranks, with recompute and with micro-batches (several parameter groups).
+for variant in "--remat sqrt" "--micro-batches 2"; do
+  name=resnet4_$(echo "$variant" | tr -dc 'a-z0-9')
+  for stage in 0 3; do
+    timeout 300 "$gradc" train "$src/models/resnet18-cifar.yaml" --set batch=8 --synthetic --steps 3 --devices 4 \
+      --bucket-mib 2 --shard $stage $variant --metrics-out "$work/${name}_$stage.json" -q >"$work/$name.out" \
+      2>"$work/$name.err" && ok || bad "resnet18-cifar, 4 ranks, --shard $stage $variant: $(tail -3 "$work/$name.err")"
+  done
+  compare "$work/${name}_0.json" "$work/${name}_3.json" --rtol 1e-6 && ok || bad "resnet18-cifar, 4 ranks, $variant"
+  measured_is_planned "$work/${name}_3.json" && ok || bad "resnet18-cifar, 4 ranks, --shard 3 $variant: measured != planned"
+done
 
 # Saved with 4 sharded ranks at step 10, resumed on 2 ranks (sharded) and on 1 device: the
 # continuation follows the straight sharded run.
