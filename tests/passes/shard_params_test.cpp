@@ -22,11 +22,10 @@
 using namespace gradc;
 using testing::nodesOf;
 using testing::rankStep;
+using testing::shardedRank;
 
 namespace {
 
-const testing::DimOverrides& kTinyGpt = testing::kTinyShardedGpt;
-using testing::shardedRank;
 
 std::map<const ir::Node*, size_t> positions(const ir::Graph& g) {
   std::map<const ir::Node*, size_t> at;
@@ -45,7 +44,7 @@ size_t firstReader(const ir::Node* wait, std::map<const ir::Node*, size_t>& at) 
 }  // namespace
 
 TEST_CASE("stage 3: every rank keeps exactly its shard of each bucket's parameters, and reads them gathered") {
-  const ir::Graph forward = testing::compileBundledModel("gpt-mini", kTinyGpt);
+  const ir::Graph forward = testing::compileBundledModel("gpt-mini", testing::kTinyShardedGpt);
   const ir::Graph replicated = rankStep(forward, shardedRank(3, 0, 0));
   std::int64_t learned = 0;
   for (const auto& p : replicated.params())
@@ -109,7 +108,7 @@ TEST_CASE("stage 3: every rank keeps exactly its shard of each bucket's paramete
 }
 
 TEST_CASE("stage 3: a regathered bucket's forward parameters die before its backward; a kept one's live on") {
-  const ir::Graph forward = testing::compileBundledModel("gpt-mini", kTinyGpt);
+  const ir::Graph forward = testing::compileBundledModel("gpt-mini", testing::kTinyShardedGpt);
   const ir::Graph regather = rankStep(forward, shardedRank(2, 0, 3, 0));
   const ir::Graph keep = rankStep(forward, shardedRank(2, 0, 3, -1));
   const ir::Graph keepOne = rankStep(forward, shardedRank(2, 0, 3, 1));
@@ -132,7 +131,7 @@ TEST_CASE("stage 3: a regathered bucket's forward parameters die before its back
 }
 
 TEST_CASE("stage 3 prefetch: each bucket's all-gather starts before the previous bucket's parameters are read") {
-  const ir::Graph forward = testing::compileBundledModel("gpt-mini", kTinyGpt);
+  const ir::Graph forward = testing::compileBundledModel("gpt-mini", testing::kTinyShardedGpt);
   for (bool prefetch : {true, false}) {
     CAPTURE(prefetch);
     const ir::Graph g = rankStep(forward, shardedRank(2, 1, 3, 0, prefetch));
@@ -155,7 +154,7 @@ TEST_CASE("stage 3 prefetch: each bucket's all-gather starts before the previous
 }
 
 TEST_CASE("stage 3 keeps a quarter of stage 2's parameter bytes on 4 ranks; auto takes it only when 2 does not fit") {
-  const ir::Graph forward = testing::compileBundledModel("gpt-mini", kTinyGpt);
+  const ir::Graph forward = testing::compileBundledModel("gpt-mini", testing::kTinyShardedGpt);
   std::vector<std::int64_t> params, peak;
   for (int stage : {2, 3}) {
     Expected<ir::Graph> local = passes::partitionForward(forward, shardedRank(4, 0, stage));
@@ -204,7 +203,7 @@ TEST_CASE("parameter initialisers round-trip through a shard's shard_init") {
 }
 
 TEST_CASE("stage 3 under a budget: every bucket kept when that fits, gathered again for the backward when not") {
-  const ir::Graph forward = testing::compileBundledModel("gpt-mini", kTinyGpt);
+  const ir::Graph forward = testing::compileBundledModel("gpt-mini", testing::kTinyShardedGpt);
   auto planWith = [&](int keep, std::optional<std::int64_t> budget) {
     Expected<ir::Graph> local = passes::partitionForward(forward, shardedRank(2, 0, 3, keep));
     REQUIRE(local.ok());
