@@ -191,6 +191,10 @@ Expected<passes::DataParallelOptions> ParallelFlags::forRank(int rank) const {
     o.keepGathered = static_cast<int>(n);
   }
   o.prefetch = !noPrefetch;
+  if (o.shard >= 0 && o.shard != 3 && (keepGathered != "auto" || noPrefetch))
+    return Error{std::string(noPrefetch ? "--no-prefetch" : "--keep-gathered") +
+                 " is about gathering sharded parameters, which only --shard 3 (or auto) does; this run has --shard " +
+                 shard};
   auto bytes = [](double mib) { return static_cast<std::int64_t>(mib * 1024 * 1024); };
   if (bytes(bucketMiB) < 1) return Error{"--bucket-mib must be positive"};
   o.bucketBytes = bytes(bucketMiB);

@@ -148,6 +148,8 @@ done
 "$gradc" compile "$src/models/mlp.yaml" --devices 2 --shard 3 --keep-gathered some --emit plan -o "$work/p.json" \
   2>"$work/e4.err"
 [ $? -eq 2 ] && grep -q "keep-gathered" "$work/e4.err" && ok || bad "--keep-gathered some: $(cat "$work/e4.err")"
+"$gradc" compile "$src/models/mlp.yaml" --devices 2 --shard 2 --no-prefetch --emit plan -o "$work/p.json" 2>"$work/e5.err"
+[ $? -eq 2 ] && grep -q "only --shard 3" "$work/e5.err" && ok || bad "--no-prefetch at --shard 2: $(cat "$work/e5.err")"
 
 # --init-from under stage 3: the weights are cut into the shards, as a replicated run starts from them.
 run w0 2 && ok || bad "weights to start from: $(tail -3 "$work/w0.err")"
