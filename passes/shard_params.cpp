@@ -30,6 +30,8 @@ struct Group {
   std::int64_t shard = 0;
   ir::Value* shardParam = nullptr;
   bool kept = false;
+  // The parameters' shapes as all_gather_wait's part_ranks and part_shapes.
+  std::vector<std::int64_t> partRanks, partShapes;
 };
 
 // One reading of a bucket parameter: the node, which operand, which part of the bucket.
@@ -50,16 +52,6 @@ struct Segment {
 
 bool isForward(const ir::Node& n) { return n.phase() == ir::Phase::fwd; }
 
-// The parameters' shapes as all_gather_wait's part_ranks and part_shapes.
-std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> partShapes(const std::vector<ir::Value*>& params) {
-  std::vector<std::int64_t> ranks, extents;
-  for (const ir::Value* p : params) {
-    ranks.push_back(p->type().rank());
-    extents.insert(extents.end(), p->type().shape.begin(), p->type().shape.end());
-  }
-  return {ranks, extents};
-}
-
 // The rank's shard of the group's parameters, as a parameter named after the bucket.
 Expected<ir::Value*> addShardParam(ir::Graph& g, const Group& group, const DataParallelOptions& o) {
   const std::string name = "param.bucket" + std::to_string(group.bucket);
@@ -72,7 +64,6 @@ Expected<ir::Value*> addShardParam(ir::Graph& g, const Group& group, const DataP
     if (!init) return init.error();
     inits.push_back(*init);
   }
-  auto [ranks, extents] = partShapes(group.params);
   return g.addParam(name, ir::TensorType{group.params[0]->type().dtype, {group.shard}},
                     {{"init", std::string("shard")},
                      {"shard_init", ir::encodeParameterInits(inits)},
@@ -81,8 +72,8 @@ Expected<ir::Value*> addShardParam(ir::Graph& g, const Group& group, const DataP
                      {"shard_prefix", std::string()},
                      {"shard_offset", o.rank * group.shard},
                      {"shard_world", static_cast<std::int64_t>(o.world)},
-                     {"shard_part_ranks", std::move(ranks)},
-                     {"shard_part_shapes", std::move(extents)}});
+                     {"shard_part_ranks", group.partRanks},
+                     {"shard_part_shapes", group.partShapes}});
 }
 
 // Every issuing collective numbered in program order; every wait takes its start's number.
@@ -123,6 +114,10 @@ Status shardParameters(ir::Graph& g, const DataParallelOptions& o) {
     if (!group.gather || !ir::getBool(n->attrs(), "grad_shard").value_or(false))
       return internalError(kPass, "expects stage 2's sharded updates, each followed by all_gather_params");
     group.bucket = ir::getInt(group.gather->attrs(), "bucket").value_or(static_cast<std::int64_t>(groups.size()));
+    for (const ir::Value* p : group.params) {
+      group.partRanks.push_back(p->type().rank());
+      group.partShapes.insert(group.partShapes.end(), p->type().shape.begin(), p->type().shape.end());
+    }
     groups.push_back(std::move(group));
   }
   if (groups.empty()) return {};
@@ -151,13 +146,13 @@ Status shardParameters(ir::Graph& g, const DataParallelOptions& o) {
   std::vector<size_t> forwardOrder;
   for (size_t k = 0; k < groups.size(); ++k)
     if (!reads[k].empty()) forwardOrder.push_back(k);
-  auto firstForward = [&](size_t k) {
-    for (const Read& r : reads[k])
-      if (isForward(*r.node)) return r.index;
-    return reads[k].front().index;
-  };
+  std::vector<size_t> firstForward(groups.size(), 0);
+  for (size_t k : forwardOrder) {
+    auto forwardRead = std::find_if(reads[k].begin(), reads[k].end(), [](const Read& r) { return isForward(*r.node); });
+    firstForward[k] = (forwardRead != reads[k].end() ? *forwardRead : reads[k].front()).index;
+  }
   std::stable_sort(forwardOrder.begin(), forwardOrder.end(),
-                   [&](size_t a, size_t b) { return firstForward(a) < firstForward(b); });
+                   [&](size_t a, size_t b) { return firstForward[a] < firstForward[b]; });
   const size_t keep = o.keepGathered == kKeepGatheredAuto ? 0
                      : o.keepGathered < 0                ? forwardOrder.size()
                                          : std::min(forwardOrder.size(), static_cast<size_t>(o.keepGathered));
@@ -187,8 +182,8 @@ Status shardParameters(ir::Graph& g, const DataParallelOptions& o) {
     const ir::AttrMap& a = group.shardParam->attrs();
     for (const auto& p : g.params())
       if (p.get() != group.shardParam && ir::getString(p->attrs(), "shard_of") == ir::getString(a, "shard_of")) {
-        p->attrs()["shard_part_ranks"] = *ir::getIntList(a, "shard_part_ranks");
-        p->attrs()["shard_part_shapes"] = *ir::getIntList(a, "shard_part_shapes");
+        p->attrs()["shard_part_ranks"] = group.partRanks;
+        p->attrs()["shard_part_shapes"] = group.partShapes;
       }
   }
 
@@ -208,10 +203,9 @@ Status shardParameters(ir::Graph& g, const DataParallelOptions& o) {
     auto phaseAt = [](const ir::Node* n) { return isForward(*n) ? ir::Phase::fwd : ir::Phase::comm; };
     Expected<ir::Node*> start = emitAt(g, startBefore, "all_gather_start", {group.shardParam}, attrs, phaseAt(startBefore));
     if (!start) return start.error();
-    auto [ranks, extents] = partShapes(group.params);
     ir::AttrMap waitAttrs = attrs;
-    waitAttrs["part_ranks"] = std::move(ranks);
-    waitAttrs["part_shapes"] = std::move(extents);
+    waitAttrs["part_ranks"] = group.partRanks;
+    waitAttrs["part_shapes"] = group.partShapes;
     Expected<ir::Node*> wait =
         emitAt(g, firstReader, "all_gather_wait", {(*start)->result(0)}, waitAttrs, phaseAt(firstReader));
     if (!wait) return wait.error();

@@ -340,10 +340,6 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   std::optional<Evaluator> evaluator;
   double bestVal = std::numeric_limits<double>::infinity();
   if (o.validation) {
-    for (const auto& p : g.params())
-      if (isShardedParameter(*p))
-        return Error{"--val-data: the evaluation step reads the whole parameters, and under ZeRO stage 3 (--shard 3) "
-                     "no rank holds them; validate with --shard 2 or less, or evaluate a saved checkpoint"};
     if (!o.evaluation || !exec->usesArena())
       return Error{"--val-data: validation runs the artifact's evaluation step inside the training step's arena, and "
                    "this run has " + std::string(o.evaluation ? "no arena (GRADC_NO_ARENA)" : "no evaluation step")};
