@@ -8,6 +8,8 @@
 #include <map>
 #include <span>
 
+#include "passes/shard_params.h"
+
 namespace gradc::passes {
 
 namespace remat {
@@ -203,6 +205,7 @@ Expected<Analysis> analyze(ir::Graph& graph) {
   const auto nodes = graph.nodes();
   const int threads = graph.kernelThreads();
   a.numNodes = nodes.size();
+  a.prefetchGathers = ir::getBool(graph.attrs(), kPrefetchGathersAttr).value_or(false);
   for (const auto& n : nodes)
     if (n->phase() == ir::Phase::recompute)
       return Error{"remat: the graph already has recompute nodes (remat runs once, on a graph without them)"};

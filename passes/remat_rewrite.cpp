@@ -8,6 +8,8 @@
 #include <map>
 #include <span>
 
+#include "passes/collective_seq.h"
+
 namespace gradc::passes {
 namespace remat {
 
@@ -403,6 +405,7 @@ RewritePlan planRewrite(const Analysis& a, const Candidate& candidate) {
   for (size_t e = 0; e < a.episodes.size() && e < candidate.episodes.size(); ++e)
     planner.run(static_cast<int>(e), candidate.episodes[e]);
   pruneUnused(plan, planner.cloneFlops());
+  regatherForRecompute(plan, a.prefetchGathers);
   // Plans are kept while proposals are compared: without the growth slack.
   plan.clones.shrink_to_fit();
   plan.operands.shrink_to_fit();
@@ -452,6 +455,9 @@ AppliedRewrite applyRewrite(ir::Graph& graph, const RewritePlan& plan) {
     }
     while (next < byPosition.size()) order.push_back(created[byPosition[next++]]);
     graph.reorder(order);
+    // Gathers made again for recompute: every rank numbers its collectives in the new order.
+    if (std::any_of(plan.clones.begin(), plan.clones.end(), [](const CloneOp& c) { return c.of->op().issuesCollective; }))
+      applied.renumbered = renumberCollectives(graph);
   }
   return applied;
 }
@@ -459,6 +465,7 @@ AppliedRewrite applyRewrite(ir::Graph& graph, const RewritePlan& plan) {
 void undoRewrite(ir::Graph& graph, const AppliedRewrite& applied) {
   for (auto it = applied.rewired.rbegin(); it != applied.rewired.rend(); ++it)
     it->first.node->setOperand(it->first.operand, it->second);
+  for (const auto& [node, seq] : applied.renumbered) node->attrs()["seq"] = seq;
   if (applied.clones > 0) graph.eraseIf([](const ir::Node& n) { return n.phase() == ir::Phase::recompute; });
 }
 

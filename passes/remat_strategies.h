@@ -245,6 +245,9 @@ struct Analysis {
   std::int64_t flopsOf(const ir::Node* n) const { return flops[n->id()]; }
   std::int64_t forwardFlops = 0;
   size_t numNodes = 0;
+  // A ZeRO stage 3 graph whose gathers start one group ahead (passes/shard_params.h): the
+  // gathers a plan adds for its recomputed nodes do too.
+  bool prefetchGathers = false;
 };
 
 // Fails on graphs that already hold recompute nodes (remat runs once).
@@ -300,9 +303,23 @@ Candidate segmentsCandidate(const Analysis& analysis, int segments);
 
 RewritePlan planRewrite(const Analysis& analysis, const Candidate& candidate);
 
+// Under ZeRO stage 3 (passes/shard_params.h), the parameters a recomputed node reads: a clone
+// that would read the views of a forward all_gather_wait whose bucket is gathered again for the
+// backward (none of the wait's views is read outside the forward) reads a fresh gather instead
+// -- clones of the forward's all_gather_start and all_gather_wait, right before the first clone
+// reading it among those at one position (one recompute), shared by the others there. So the
+// forward's gathered buffer still dies after its last forward use, and the regathered one
+// after the recompute. With `prefetch`, a regather's start goes right after the previous
+// regather's wait at the same position (one group ahead, as the forward's). A kept bucket's
+// views are read as they are. planRewrite calls it last; the clone order stays a valid program
+// order, the operands stay contiguous in clone order, FLOPs are unchanged.
+void regatherForRecompute(RewritePlan& plan, bool prefetch);
+
 struct AppliedRewrite {
   std::vector<std::pair<Rewire, ir::Value*>> rewired;  // with the operand it replaced
   size_t clones = 0;
+  // The collectives renumbered because clones issue collectives (regathers), with their seq before.
+  std::vector<std::pair<ir::Node*, std::int64_t>> renumbered;
 };
 AppliedRewrite applyRewrite(ir::Graph& graph, const RewritePlan& plan);
 void undoRewrite(ir::Graph& graph, const AppliedRewrite& applied);

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "ir/parameter_init.h"
 #include "ir/shard_layout.h"
 #include "passes/build_node.h"
+#include "passes/collective_seq.h"
 
 namespace gradc::passes {
 
@@ -76,22 +78,6 @@ Expected<ir::Value*> addShardParam(ir::Graph& g, const Group& group, const DataP
                      {"shard_part_shapes", group.partShapes}});
 }
 
-// Every issuing collective numbered in program order; every wait takes its start's number.
-void renumberCollectives(ir::Graph& g) {
-  std::unordered_map<const ir::Node*, std::int64_t> seqOf;
-  std::int64_t next = 0;
-  for (const auto& n : g.nodes()) {
-    const ir::Collective c = n->op().collective;
-    if (n->op().issuesCollective) {
-      seqOf[n.get()] = next;
-      n->attrs()["seq"] = next++;
-    } else if (c == ir::Collective::AllReduceWait || c == ir::Collective::ReduceScatterWait ||
-               c == ir::Collective::AllGatherWait) {
-      n->attrs()["seq"] = seqOf.at(n->operand(0)->producer());
-    }
-  }
-}
-
 }  // namespace
 
 Status shardParameters(ir::Graph& g, const DataParallelOptions& o) {
@@ -121,6 +107,7 @@ Status shardParameters(ir::Graph& g, const DataParallelOptions& o) {
     groups.push_back(std::move(group));
   }
   if (groups.empty()) return {};
+  g.attrs()[std::string(kPrefetchGathersAttr)] = o.prefetch;
 
   std::unordered_map<const ir::Node*, size_t> position;
   for (size_t i = 0; i < g.numNodes(); ++i) position[g.nodes()[i].get()] = i;
@@ -242,6 +229,14 @@ Status shardParameters(ir::Graph& g, const DataParallelOptions& o) {
   g.eraseParamsIf([&](const ir::Value& p) { return replicated.count(&p) > 0; });
   renumberCollectives(g);
   return {};
+}
+
+int forwardGatheredGroups(const ir::Graph& g) {
+  std::set<std::int64_t> buckets;
+  for (const auto& n : g.nodes())
+    if (n->op().collective == ir::Collective::AllGatherStart && n->phase() == ir::Phase::fwd)
+      buckets.insert(ir::getInt(n->attrs(), "bucket").value_or(-1));
+  return static_cast<int>(buckets.size());
 }
 
 }  // namespace gradc::passes

@@ -30,9 +30,12 @@
 //      (param_shard, ir/ops_shard.cpp) and updates it in place; all_gather_params goes.
 //   5. Collectives are numbered again (seq) in program order, every wait with its start's.
 //
-// Recompute (remat, after this pass): a recomputed node reads the parameter views its original
-// read, so the group's forward buffer stays alive until the recompute; the memory model sees
-// it as it sees any value a clone reads, and the planner measures it.
+// Recompute (remat, after this pass): a recomputed node reads parameters its original read
+// from a forward gather. For a kept bucket it reads the forward's views (alive anyway); for a
+// gathered-again one the recompute plan gathers the bucket again right before the recomputed
+// nodes (remat::regatherForRecompute, passes/remat_strategies.h), so the forward buffer still
+// dies after its last forward use. The graph attribute prefetch_gathers (options.prefetch)
+// tells the recompute plan whether to start those gathers one group ahead too.
 //
 // Invariants: no node reads a replicated parameter of a bucket; every reader of a gathered
 // parameter runs after its segment's wait (program order; the data edge); each rank's
@@ -40,12 +43,20 @@
 // the shard; every rank's graph has the same collectives in the same seq order.
 #pragma once
 
+#include <string_view>
+
 #include "ir/graph.h"
 #include "ir/status.h"
 #include "passes/data_parallel.h"
 
 namespace gradc::passes {
 
+// The graph attribute (bool) recording options.prefetch on a graph this pass sharded.
+inline constexpr std::string_view kPrefetchGathersAttr = "prefetch_gathers";
+
 Status shardParameters(ir::Graph& graph, const DataParallelOptions& options);
+
+// How many parameter groups a stage 3 step's forward gathers (what options.keepGathered counts).
+int forwardGatheredGroups(const ir::Graph& graph);
 
 }  // namespace gradc::passes

@@ -301,10 +301,16 @@ class StepGraphBuilder {
           for (int t : touching[static_cast<size_t>(p)])
             if (t != w) g_.orderEdges.emplace_back(std::min(t, w), std::max(t, w));
     }
+    // Collectives in seq order; when clones issue collectives (gathers made again for
+    // recompute, whose seq is their original's), in the new program order, as applyRewrite
+    // numbers them (the originals' seq is their program order there: passes/shard_params.h).
     std::vector<std::pair<std::int64_t, int>> collectives;
+    bool clonedCollective = false;
+    for (size_t i = 0; i < n; ++i)
+      clonedCollective = clonedCollective || (cloneOf_[i] >= 0 && g_.has(static_cast<int>(i), kStepIssuesCollective));
     for (size_t i = 0; i < n; ++i)
       if (g_.has(static_cast<int>(i), kStepIssuesCollective))
-        collectives.emplace_back(f_.seq_[static_cast<size_t>(origin_[i])], static_cast<int>(i));
+        collectives.emplace_back(clonedCollective ? 0 : f_.seq_[static_cast<size_t>(origin_[i])], static_cast<int>(i));
     std::sort(collectives.begin(), collectives.end());
     for (size_t k = 1; k < collectives.size(); ++k)
       g_.orderEdges.emplace_back(collectives[k - 1].second, collectives[k].second);

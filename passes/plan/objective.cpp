@@ -1,6 +1,7 @@
 #include "passes/plan/objective.h"
 
 #include <cstdio>
+#include <limits>
 
 namespace gradc::passes {
 
@@ -8,7 +9,10 @@ bool Objective::precedes(const PlanCost& a, const PlanCost& b) {
   if (a.recomputeFlops != b.recomputeFlops) return a.recomputeFlops < b.recomputeFlops;
   if (a.microBatches != b.microBatches) return a.microBatches < b.microBatches;
   if (a.shardStage != b.shardStage) return a.shardStage < b.shardStage;
-  if (a.regathers != b.regathers) return !a.regathers;
+  if (a.keptGroups != b.keptGroups) {
+    auto kept = [](int groups) { return groups < 0 ? std::numeric_limits<int>::max() : groups; };
+    return kept(a.keptGroups) > kept(b.keptGroups);
+  }
   if (a.lossChunks != b.lossChunks) return a.lossChunks < b.lossChunks;
   return a.strategyRank < b.strategyRank;
 }

@@ -4,8 +4,8 @@
 //
 //   least-recompute (default): the first plan, in the total order below, whose step fits.
 //       Order: recompute FLOPs, then micro-batch count (micro-batching costs no FLOPs, only
-//       smaller kernels), then ZeRO stage (communication only; under stage 3 every group's
-//       parameters kept from the forward before gathered again), then loss chunks (unfused
+//       smaller kernels), then ZeRO stage (communication only; under stage 3 the more
+//       parameter groups kept from the forward, the fewer gathered again), then loss chunks (unfused
 //       first, then the fewest), then the strategy rank (none, selective, chain, sqrt,
 //       memory-poor). Without a budget each strategy applies its own plan (passes/remat.h).
 //   least-peak: the plan with the least scheduled peak (ties: the earlier in that order); with
@@ -41,7 +41,9 @@ struct PlanCost {
   int lossChunks = 0;  // 0: the loss is not fused
   int strategyRank = 0;
   double seconds = 0;  // predicted step time (throughput objective only)
-  bool regathers = false;  // stage 3: some parameter group is gathered again for the backward
+  // Stage 3: the parameter groups kept from the forward (-1: all, none gathered again for the
+  // backward); the more kept, the less communication.
+  int keptGroups = -1;
 };
 
 enum class PlanGoal : std::uint8_t { LeastRecompute, LeastPeak, Throughput };

@@ -72,7 +72,9 @@ std::string describe(const remat::Candidate& c, int microBatches, int lossChunks
     d += std::string("; optimizer state, gradients and parameters sharded (--shard 3, ") +
          (keepGathered < 0    ? "every bucket's parameters kept from the forward"
           : keepGathered == 0 ? "every bucket's parameters gathered again for the backward"
-                              : std::to_string(keepGathered) + " buckets' parameters kept from the forward") +
+          : keepGathered == 1 ? "the last bucket the forward gathers kept from the forward, the others gathered again"
+                              : "the last " + std::to_string(keepGathered) +
+                                    " buckets the forward gathers kept from the forward, the others gathered again") +
          ")";
   if (lossChunks > 0) d += "; fused loss in " + std::to_string(lossChunks) + " chunk" + (lossChunks == 1 ? "" : "s");
   return d;

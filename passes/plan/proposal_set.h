@@ -165,7 +165,7 @@ class ProposalSet {
   }
   static PlanCost cost(const Proposal& e) {
     return PlanCost{e.flops, e.microBatches, e.shardStage, e.lossChunks, e.rank, e.seconds,
-                    e.shardStage == 3 && e.keepGathered >= 0};
+                    e.shardStage == 3 ? e.keepGathered : -1};
   }
 
   // The step time the cost table predicts for proposal c of graph g at `lossChunks`: the

@@ -55,10 +55,14 @@ Expected<ConfigSpace> configSpace(const ir::Graph& forward, const TrainingPlanOp
     if (asked > 0) v.shardStages = {asked};
     else if (asked < 0 && options.remat.budgetBytes) v.shardStages = {0, 1, 2, 3};
     // Keep or gather again: asked, or with a budget the planner's choice (the least
-    // communication that fits), without one FSDP's default (gather again).
+    // communication that fits: all kept, then fewer, then none), without one FSDP's default
+    // (gather again).
     const int keep = options.dataParallel->keepGathered;
     if (keep != kKeepGatheredAuto) v.keepGathered = {keep};
-    else if (options.remat.budgetBytes) v.keepGathered = {-1, 0};
+    else if (options.remat.budgetBytes) {
+      v.keepGathered = {-1, 0};
+      v.keepGatheredBetween = true;
+    }
     else v.keepGathered = {0};
   }
   return v;

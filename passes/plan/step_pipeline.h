@@ -62,6 +62,9 @@ struct ConfigSpace {
   // Stage 3's choices of kept groups, in the order tried: every group kept (no second
   // all-gather) before every group gathered again (the least memory).
   std::vector<int> keepGathered{0};
+  // Whether the search also tries keeping the last G/2, G/4, ..., 1 of the G groups the forward
+  // gathers, between all and none (G is known once a stage 3 step is built).
+  bool keepGatheredBetween = false;
   bool unfused = true;
   bool fused = false;
   std::optional<ir::Graph> fusedForward;       // the forward with its loss fused (when fused)

@@ -12,6 +12,7 @@
 #include "passes/remat_strategies.h"
 #include "passes/rewrite_by_ids.h"
 #include "passes/schedule.h"
+#include "passes/shard_params.h"
 
 namespace gradc::passes {
 
@@ -82,31 +83,41 @@ Expected<TrainingPlan> chooseTrainingPlan(const ir::Graph& forward, const Traini
                           strategy == RematStrategy::Chain);
   const bool several = ks.size() > 1 || stages.size() > 1 || space->keepGathered.size() > 1 ||
                        (space->unfused && space->fused);
-  std::vector<std::pair<int, int>> sharding;  // (stage, kept groups), in the order tried
-  for (int stage : stages)
-    for (int keep : stage == 3 ? space->keepGathered : std::vector<int>{0}) sharding.emplace_back(stage, keep);
+  // Stage 3's kept groups, in the order tried; with keepGatheredBetween, the counts between
+  // all and none join once the first stage 3 step (every group kept) says how many groups the
+  // forward gathers.
+  std::vector<int> keeps = space->keepGathered;
+  bool keepsKnown = !space->keepGatheredBetween;
   for (int k : ks)
-    for (auto [stage, keep] : sharding) {
-      if (space->unfused) {
-        Expected<Built> b = build(StepConfig{k, stage, false, keep});
-        if (!b) return b.error();
-        graphs.push_back(std::move(*b));
-        if (keepFirst && several && scheduledPeakBytes(graphs.back().graph) <= options.remat.planBudget())
-          return select();
-      }
-      if (space->fused) {
-        Expected<Built> b = build(StepConfig{k, stage, true, keep});
-        if (!b) return b.error();
-        if (chunking.mode == LossChunking::Mode::Auto) b->lossChunks = lossChunkCandidates(b->graph);
-        graphs.push_back(std::move(*b));
-        if (keepFirst && several) {
-          // At its finest chunking (the selection sets the count of every proposal it measures).
-          Built& last = graphs.back();
-          if (!last.lossChunks.empty()) setLossChunks(last.graph, last.lossChunks.back());
-          if (scheduledPeakBytes(last.graph) <= options.remat.planBudget()) return select();
+    for (int stage : stages)
+      for (size_t i = 0; i < (stage == 3 ? keeps.size() : 1); ++i) {
+        if (stage == 3 && i == 1 && !keepsKnown) {
+          keepsKnown = true;
+          std::vector<int> between;
+          for (int kept = forwardGatheredGroups(graphs.back().graph) / 2; kept >= 1; kept /= 2) between.push_back(kept);
+          keeps.insert(keeps.begin() + 1, between.begin(), between.end());
+        }
+        const int keep = stage == 3 ? keeps[i] : 0;
+        if (space->unfused) {
+          Expected<Built> b = build(StepConfig{k, stage, false, keep});
+          if (!b) return b.error();
+          graphs.push_back(std::move(*b));
+          if (keepFirst && several && scheduledPeakBytes(graphs.back().graph) <= options.remat.planBudget())
+            return select();
+        }
+        if (space->fused) {
+          Expected<Built> b = build(StepConfig{k, stage, true, keep});
+          if (!b) return b.error();
+          if (chunking.mode == LossChunking::Mode::Auto) b->lossChunks = lossChunkCandidates(b->graph);
+          graphs.push_back(std::move(*b));
+          if (keepFirst && several) {
+            // At its finest chunking (the selection sets the count of every proposal it measures).
+            Built& last = graphs.back();
+            if (!last.lossChunks.empty()) setLossChunks(last.graph, last.lossChunks.back());
+            if (scheduledPeakBytes(last.graph) <= options.remat.planBudget()) return select();
+          }
         }
       }
-    }
   return select();
 }
 

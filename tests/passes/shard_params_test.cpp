@@ -15,6 +15,7 @@
 #include "ir/verifier.h"
 #include "passes/data_parallel.h"
 #include "passes/plan/training_planner.h"
+#include "passes/shard_params.h"
 #include "passes/shard_state.h"
 #include "tests/bundled_model.h"
 #include "tests/passes/rank_step.h"
@@ -202,7 +203,7 @@ TEST_CASE("parameter initialisers round-trip through a shard's shard_init") {
   CHECK_FALSE(ir::decodeParameterInits("gaussian 1").ok());
 }
 
-TEST_CASE("stage 3 under a budget: every bucket kept when that fits, gathered again for the backward when not") {
+TEST_CASE("stage 3 under a budget: the most buckets kept that fit, every one gathered again when none does") {
   const ir::Graph forward = testing::compileBundledModel("gpt-mini", testing::kTinyShardedGpt);
   auto planWith = [&](int keep, std::optional<std::int64_t> budget) {
     Expected<ir::Graph> local = passes::partitionForward(forward, shardedRank(2, 0, 3, keep));
@@ -214,16 +215,38 @@ TEST_CASE("stage 3 under a budget: every bucket kept when that fits, gathered ag
     options.remat.budgetBytes = budget;
     return passes::chooseTrainingPlan(*local, options);
   };
-  const std::int64_t kept = planWith(-1, std::nullopt).value().report.predictedPeakBytes;
-  const std::int64_t regathered = planWith(0, std::nullopt).value().report.predictedPeakBytes;
-  REQUIRE(regathered < kept);
-  Expected<passes::TrainingPlan> roomy = planWith(passes::kKeepGatheredAuto, kept);
-  REQUIRE_MESSAGE(roomy.ok(), roomy.error().message);
-  CHECK(roomy->decision.config.keepGathered == -1);
-  CHECK(nodesOf(roomy->graph, "all_gather_start").size() == nodesOf(roomy->graph, "adamw_shard_step").size());
-  Expected<passes::TrainingPlan> tight = planWith(passes::kKeepGatheredAuto, kept - 1);
-  REQUIRE_MESSAGE(tight.ok(), tight.error().message);
-  CHECK(tight->decision.config.keepGathered == 0);
-  CHECK(tight->report.predictedPeakBytes <= kept - 1);
-  CHECK(tight->report.plan.find("gathered again") != std::string::npos);
+  Expected<passes::TrainingPlan> all = planWith(-1, std::nullopt);
+  REQUIRE(all.ok());
+  CHECK(nodesOf(all->graph, "all_gather_start").size() == nodesOf(all->graph, "adamw_shard_step").size());
+  // The counts tried, in order: every group kept, the last G/2, G/4, ..., 1, none.
+  const int groups = passes::forwardGatheredGroups(all->graph);
+  REQUIRE(groups >= 4);
+  std::vector<int> tried{-1};
+  for (int kept = groups / 2; kept >= 1; kept /= 2) tried.push_back(kept);
+  tried.push_back(0);
+  std::vector<std::int64_t> peak;
+  for (int keep : tried) peak.push_back(planWith(keep, std::nullopt).value().report.predictedPeakBytes);
+  REQUIRE(peak.back() < peak.front());
+  REQUIRE(peak[1] < peak.front());
+  // Under each count's own peak as the budget, the first count in that order that fits.
+  for (size_t i = 0; i < tried.size(); ++i) {
+    CAPTURE(tried[i]);
+    size_t first = 0;
+    while (peak[first] > peak[i]) ++first;
+    Expected<passes::TrainingPlan> p = planWith(passes::kKeepGatheredAuto, peak[i]);
+    REQUIRE_MESSAGE(p.ok(), p.error().message);
+    CHECK(p->decision.config.keepGathered == tried[first]);
+    CHECK(p->report.predictedPeakBytes == peak[first]);
+    CHECK(p->report.recomputeFlops == 0);
+    const std::string named = tried[first] < 0    ? "every bucket's parameters kept"
+                              : tried[first] == 0 ? "every bucket's parameters gathered again"
+                              : tried[first] == 1 ? "the last bucket the forward gathers kept"
+                                                  : "the last " + std::to_string(tried[first]) + " buckets the forward gathers kept";
+    CHECK(p->report.plan.find(named) != std::string::npos);
+  }
+  // Below the least of them nothing fits without recompute (none is allowed): refused.
+  const std::int64_t least = *std::min_element(peak.begin(), peak.end());
+  Expected<passes::TrainingPlan> refused = planWith(passes::kKeepGatheredAuto, least - 1);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("the smallest feasible budget is") != std::string::npos);
 }

@@ -140,10 +140,20 @@ void checkPeaks(const ir::Graph& g) {
   CHECK(passes::scheduledPeak(step).bytes == passes::scheduledPeakBytes(g));
 }
 
+// Every collective's seq, in program order.
+std::vector<std::int64_t> collectiveSeqs(const ir::Graph& g) {
+  std::vector<std::int64_t> seqs;
+  for (const auto& n : g.nodes())
+    if (n->op().collective != ir::Collective::None) seqs.push_back(ir::getInt(n->attrs(), "seq").value_or(-1));
+  return seqs;
+}
+
 // Every proposal of every strategy on a planned step without recompute: the step graph made
-// from the plan against the one of the rewritten graph. Returns how many proposals.
-int checkProposals(ir::Graph& g) {
+// from the plan against the one of the rewritten graph. Returns how many proposals;
+// `regathering`, how many of them gather parameters again for recomputed nodes.
+int checkProposals(ir::Graph& g, int* regathering = nullptr) {
   checkPeaks(g);
+  const std::vector<std::int64_t> seqs = collectiveSeqs(g);
   Expected<passes::remat::Analysis> a = passes::remat::analyze(g);
   REQUIRE_MESSAGE(a.ok(), a.error().message);
   const passes::StepFacts facts(g, passes::analyzeStorage(g));
@@ -161,7 +171,18 @@ int checkProposals(ir::Graph& g) {
     CHECK(facts.persistentBytes() <= passes::stepPeak(made, passes::programOrder(made)).bytes);
     CHECK(facts.persistentBytes() <= passes::scheduledPeak(made).bytes);
     checkPeaks(g);
+    // Gathers made again for recompute: every issuing collective numbered once, in program order.
+    const bool regathers = std::any_of(plan.clones.begin(), plan.clones.end(), [](const passes::CloneOp& clone) {
+      return clone.of->op().collective == ir::Collective::AllGatherStart;
+    });
+    if (regathers) {
+      std::int64_t next = 0;
+      for (const auto& n : g.nodes())
+        if (n->op().issuesCollective) CHECK(ir::getInt(n->attrs(), "seq") == next++);
+      if (regathering) ++*regathering;
+    }
     passes::remat::undoRewrite(g, applied);
+    CHECK(collectiveSeqs(g) == seqs);
     ++count;
   }
   return count;
@@ -207,23 +228,39 @@ TEST_CASE("step graph: micro-batched, fused-loss, data-parallel and sharded step
     REQUIRE(c.lossChunks == 4);
     checkProposals(c.graph);
   }
-  for (int shard : {0, 1, 2}) {
-    CAPTURE(shard);
+  // Stage 3 gathered again (keep 0) with and without prefetch, and with every bucket kept.
+  struct Sharding {
+    int shard, keep = 0;
+    bool prefetch = true;
+  };
+  for (const Sharding sharding : {Sharding{0}, Sharding{1}, Sharding{2}, Sharding{3}, Sharding{3, 0, false},
+                                  Sharding{3, -1}}) {
+    CAPTURE(sharding.shard);
+    CAPTURE(sharding.keep);
+    CAPTURE(sharding.prefetch);
     passes::DataParallelOptions dp;
     dp.world = 2;
     dp.rank = 1;
-    dp.shard = shard;
+    dp.shard = sharding.shard;
+    dp.keepGathered = sharding.keep;
+    dp.prefetch = sharding.prefetch;
     dp.bucketBytes = 8 << 10;
     dp.firstBucketBytes = 4 << 10;
     Expected<ir::Graph> local = passes::partitionForward(gpt, dp);
     REQUIRE_MESSAGE(local.ok(), local.error().message);
     passes::TrainingPlanOptions o;
     o.dataParallel = dp;
+    o.optimizer = passes::OptimizerOptions{};
     passes::TrainingPlan c = planned(*local, o);
     int collectives = 0;
     for (const auto& n : c.graph.nodes()) collectives += n->op().issuesCollective ? 1 : 0;
     CHECK(collectives > 2);
-    checkProposals(c.graph);
+    int regathering = 0;
+    const int proposals = checkProposals(c.graph, &regathering);
+    // Recompute under stage 3 gathers a bucket again unless the bucket is kept.
+    if (sharding.shard == 3 && sharding.keep == 0) CHECK(regathering > 0);
+    else CHECK(regathering == 0);
+    CHECK(proposals > regathering);
   }
 }
 
