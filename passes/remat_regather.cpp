@@ -2,8 +2,8 @@
 // remat::planRewrite; the contract is regatherForRecompute's, passes/remat_strategies.h).
 //
 // Algorithm, one walk over the plan's clones in creation order:
-//   - an operand of a clone that is an original view of a forward all_gather_wait whose views
-//     only forward nodes read (a bucket gathered again for the backward, not kept) is read from
+//   - an operand of a clone that is an original view of a forward all_gather_wait of a bucket
+//     gathered again for the backward (not `kept`) is read from
 //     a regather of that wait: the one already made at the clone's position, else a new one --
 //     clones of the wait's all_gather_start (reading the rank's shard, a parameter) and of the
 //     wait, placed right before the clone (the start, with prefetch, right after the previous
@@ -23,18 +23,13 @@ namespace gradc::passes::remat {
 
 namespace {
 
-// Whether v is a view of a forward all_gather_wait no node outside the forward reads.
+// Whether v is a view of a forward all_gather_wait whose bucket is not kept (the bucket is
+// gathered again for the backward; attribute `kept`, passes/shard_params.h).
 bool gatheredAgainForBackward(const ir::Value* v, std::unordered_map<const ir::Node*, bool>& memo) {
   const ir::Node* wait = v->producer();
   if (!wait || wait->op().collective != ir::Collective::AllGatherWait || wait->phase() != ir::Phase::fwd) return false;
-  auto [it, fresh] = memo.try_emplace(wait, true);
-  if (!fresh) return it->second;
-  for (size_t r = 0; r < wait->numResults() && it->second; ++r)
-    for (const ir::Use& u : wait->result(r)->uses())
-      if (u.user->phase() != ir::Phase::fwd) {
-        it->second = false;
-        break;
-      }
+  auto [it, fresh] = memo.try_emplace(wait, false);
+  if (fresh) it->second = !ir::getBool(wait->attrs(), "kept").value_or(false);
   return it->second;
 }
 

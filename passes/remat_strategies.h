@@ -305,7 +305,7 @@ RewritePlan planRewrite(const Analysis& analysis, const Candidate& candidate);
 
 // Under ZeRO stage 3 (passes/shard_params.h), the parameters a recomputed node reads: a clone
 // that would read the views of a forward all_gather_wait whose bucket is gathered again for the
-// backward (none of the wait's views is read outside the forward) reads a fresh gather instead
+// backward (the wait is not `kept`) reads a fresh gather instead
 // -- clones of the forward's all_gather_start and all_gather_wait, right before the first clone
 // reading it among those at one position (one recompute), shared by the others there. So the
 // forward's gathered buffer still dies after its last forward use, and the regathered one

@@ -78,37 +78,10 @@ Expected<ir::Value*> addShardParam(ir::Graph& g, const Group& group, const DataP
                      {"shard_part_shapes", group.partShapes}});
 }
 
-}  // namespace
-
-Status shardParameters(ir::Graph& g, const DataParallelOptions& o) {
-  // The groups, from the sharded updates stage 2 made.
-  std::vector<Group> groups;
-  for (const auto& n : g.nodes()) {
-    if (n->op().role != ir::OpRole::ShardedOptimizerUpdate) continue;
-    Group group;
-    group.update = n.get();
-    const auto parts = static_cast<size_t>(*ir::getInt(n->attrs(), "parts"));
-    for (size_t i = 0; i < parts; ++i) {
-      ir::Value* p = n->operand(i);
-      if (p->kind() != ir::ValueKind::Param)
-        return internalError(kPass, "a sharded update's operand " + std::to_string(i) + " is not a parameter");
-      group.params.push_back(p);
-    }
-    group.shard = *ir::getInt(n->attrs(), "shard");
-    for (const ir::Use& u : n->result(0)->uses())
-      if (u.user->op().collective == ir::Collective::AllGatherParams) group.gather = u.user;
-    if (!group.gather || !ir::getBool(n->attrs(), "grad_shard").value_or(false))
-      return internalError(kPass, "expects stage 2's sharded updates, each followed by all_gather_params");
-    group.bucket = ir::getInt(group.gather->attrs(), "bucket").value_or(static_cast<std::int64_t>(groups.size()));
-    for (const ir::Value* p : group.params) {
-      group.partRanks.push_back(p->type().rank());
-      group.partShapes.insert(group.partShapes.end(), p->type().shape.begin(), p->type().shape.end());
-    }
-    groups.push_back(std::move(group));
-  }
-  if (groups.empty()) return {};
-  g.attrs()[std::string(kPrefetchGathersAttr)] = o.prefetch;
-
+// Steps 2 and 3 of the header: every group's readers (but its update and stage 2 all-gather)
+// cut into segments, each gathering the group's shardParam before its first reader, and read
+// from that gather.
+Status gatherForReaders(ir::Graph& g, std::vector<Group>& groups, const DataParallelOptions& o) {
   std::unordered_map<const ir::Node*, size_t> position;
   for (size_t i = 0; i < g.numNodes(); ++i) position[g.nodes()[i].get()] = i;
 
@@ -117,6 +90,7 @@ Status shardParameters(ir::Graph& g, const DataParallelOptions& o) {
   for (size_t k = 0; k < groups.size(); ++k) {
     for (size_t part = 0; part < groups[k].params.size(); ++part) {
       const ir::Value* p = groups[k].params[part];
+      if (!p) continue;  // a part the graph does not read (an evaluation without it)
       if (p->isGraphOutput())
         return Error{"parameter sharding: the parameter '" + p->name() + "' is an output of the step; under "
                      "--shard 3 no rank holds it whole"};
@@ -158,22 +132,6 @@ Status shardParameters(ir::Graph& g, const DataParallelOptions& o) {
   std::stable_sort(segments.begin(), segments.end(),
                    [](const Segment& a, const Segment& b) { return a.firstIndex() < b.firstIndex(); });
 
-  for (size_t k = 0; k < groups.size(); ++k) {
-    Expected<ir::Value*> shard = addShardParam(g, groups[k], o);
-    if (!shard) return shard.error();
-    groups[k].shardParam = *shard;
-  }
-  // The optimizer state's shards name the same parameters, which leave the graph: they state
-  // their shapes too.
-  for (const Group& group : groups) {
-    const ir::AttrMap& a = group.shardParam->attrs();
-    for (const auto& p : g.params())
-      if (p.get() != group.shardParam && ir::getString(p->attrs(), "shard_of") == ir::getString(a, "shard_of")) {
-        p->attrs()["shard_part_ranks"] = group.partRanks;
-        p->attrs()["shard_part_shapes"] = group.partShapes;
-      }
-  }
-
   // The gathers: each wait right before its segment's first reader; its start there too, or one
   // segment ahead (prefetch).
   for (size_t i = 0; i < segments.size(); ++i) {
@@ -193,6 +151,7 @@ Status shardParameters(ir::Graph& g, const DataParallelOptions& o) {
     ir::AttrMap waitAttrs = attrs;
     waitAttrs["part_ranks"] = group.partRanks;
     waitAttrs["part_shapes"] = group.partShapes;
+    if (group.kept) waitAttrs["kept"] = true;
     Expected<ir::Node*> wait =
         emitAt(g, firstReader, "all_gather_wait", {(*start)->result(0)}, waitAttrs, phaseAt(firstReader));
     if (!wait) return wait.error();
@@ -200,6 +159,70 @@ Status shardParameters(ir::Graph& g, const DataParallelOptions& o) {
   }
   for (const Segment& seg : segments)
     for (const Read& r : seg.reads) r.node->setOperand(r.operand, seg.wait->result(r.part));
+  return {};
+}
+
+// The replicated parameters, read by nothing now, leave the graph; collectives numbered again.
+Status dropReplicated(ir::Graph& g, const std::vector<Group>& groups) {
+  std::unordered_set<const ir::Value*> replicated;
+  for (const Group& group : groups)
+    for (const ir::Value* p : group.params) {
+      if (!p) continue;
+      if (p->hasUses())
+        return internalError(kPass, "the parameter '" + p->name() + "' is still read after its group was sharded");
+      replicated.insert(p);
+    }
+  g.eraseParamsIf([&](const ir::Value& p) { return replicated.count(&p) > 0; });
+  renumberCollectives(g);
+  return {};
+}
+
+}  // namespace
+
+Status shardParameters(ir::Graph& g, const DataParallelOptions& o) {
+  // The groups, from the sharded updates stage 2 made.
+  std::vector<Group> groups;
+  for (const auto& n : g.nodes()) {
+    if (n->op().role != ir::OpRole::ShardedOptimizerUpdate) continue;
+    Group group;
+    group.update = n.get();
+    const auto parts = static_cast<size_t>(*ir::getInt(n->attrs(), "parts"));
+    for (size_t i = 0; i < parts; ++i) {
+      ir::Value* p = n->operand(i);
+      if (p->kind() != ir::ValueKind::Param)
+        return internalError(kPass, "a sharded update's operand " + std::to_string(i) + " is not a parameter");
+      group.params.push_back(p);
+    }
+    group.shard = *ir::getInt(n->attrs(), "shard");
+    for (const ir::Use& u : n->result(0)->uses())
+      if (u.user->op().collective == ir::Collective::AllGatherParams) group.gather = u.user;
+    if (!group.gather || !ir::getBool(n->attrs(), "grad_shard").value_or(false))
+      return internalError(kPass, "expects stage 2's sharded updates, each followed by all_gather_params");
+    group.bucket = ir::getInt(group.gather->attrs(), "bucket").value_or(static_cast<std::int64_t>(groups.size()));
+    for (const ir::Value* p : group.params) {
+      group.partRanks.push_back(p->type().rank());
+      group.partShapes.insert(group.partShapes.end(), p->type().shape.begin(), p->type().shape.end());
+    }
+    groups.push_back(std::move(group));
+  }
+  if (groups.empty()) return {};
+  g.attrs()[std::string(kPrefetchGathersAttr)] = o.prefetch;
+  for (Group& group : groups) {
+    Expected<ir::Value*> shard = addShardParam(g, group, o);
+    if (!shard) return shard.error();
+    group.shardParam = *shard;
+  }
+  // The optimizer state's shards name the same parameters, which leave the graph: they state
+  // their shapes too.
+  for (const Group& group : groups) {
+    const ir::AttrMap& a = group.shardParam->attrs();
+    for (const auto& p : g.params())
+      if (p.get() != group.shardParam && ir::getString(p->attrs(), "shard_of") == ir::getString(a, "shard_of")) {
+        p->attrs()["shard_part_ranks"] = group.partRanks;
+        p->attrs()["shard_part_shapes"] = group.partShapes;
+      }
+  }
+  if (Status s = gatherForReaders(g, groups, o); !s) return s;
 
   // The updates take the shard and update it in place; the all-gathers of stage 2 go.
   std::unordered_set<const ir::Node*> dead;
@@ -219,16 +242,52 @@ Status shardParameters(ir::Graph& g, const DataParallelOptions& o) {
     dead.insert(group.gather);
   }
   g.eraseIf([&](const ir::Node& n) { return dead.count(&n) > 0; });
-  std::unordered_set<const ir::Value*> replicated;
-  for (const Group& group : groups)
-    for (const ir::Value* p : group.params) {
-      if (p->hasUses())
-        return internalError(kPass, "the parameter '" + p->name() + "' is still read after its group was sharded");
-      replicated.insert(p);
+  return dropReplicated(g, groups);
+}
+
+Status gatherShardsForEvaluation(ir::Graph& eval, const ir::Graph& step) {
+  DataParallelOptions o;
+  o.keepGathered = 0;
+  o.prefetch = ir::getBool(step.attrs(), kPrefetchGathersAttr).value_or(true);
+  std::vector<Group> groups;
+  for (const auto& shard : step.params()) {
+    const ir::AttrMap& a = shard->attrs();
+    if (!ir::getString(a, "shard_init")) continue;  // optimizer-state shards have none
+    constexpr std::string_view kPrefix = "param.bucket";
+    const std::optional<std::string> of = ir::getString(a, "shard_of");
+    const std::optional<std::vector<std::int64_t>> ranks = ir::getIntList(a, "shard_part_ranks");
+    const std::optional<std::vector<std::int64_t>> shapes = ir::getIntList(a, "shard_part_shapes");
+    const std::optional<std::int64_t> world = ir::getInt(a, "shard_world"), offset = ir::getInt(a, "shard_offset");
+    if (shard->name().rfind(kPrefix, 0) != 0 || !of || !ranks || !shapes || !world || !offset)
+      return internalError(kPass, "the parameter shard '" + shard->name() + "' does not state its bucket and parts");
+    Group group;
+    group.shard = shard->type().numel();
+    group.bucket = std::stoll(shard->name().substr(kPrefix.size()));
+    group.partRanks = *ranks;
+    group.partShapes = *shapes;
+    o.world = static_cast<int>(*world);
+    o.rank = static_cast<int>(*offset / std::max<std::int64_t>(group.shard, 1));
+    for (size_t begin = 0; begin <= of->size();) {
+      const size_t end = std::min(of->find(',', begin), of->size());
+      ir::Value* p = eval.findNamed(of->substr(begin, end - begin));
+      if (p && p->kind() != ir::ValueKind::Param)
+        return internalError(kPass, "'" + p->name() + "' is not a parameter of the evaluation step");
+      group.params.push_back(p);
+      begin = end + 1;
     }
-  g.eraseParamsIf([&](const ir::Value& p) { return replicated.count(&p) > 0; });
-  renumberCollectives(g);
-  return {};
+    if (group.params.size() != group.partRanks.size())
+      return internalError(kPass, "the parameter shard '" + shard->name() + "' names " +
+                                      std::to_string(group.params.size()) + " parameters for " +
+                                      std::to_string(group.partRanks.size()) + " parts");
+    if (eval.findNamed(shard->name()))
+      return Error{"parameter sharding: the name '" + shard->name() + "' is already taken"};
+    group.shardParam = eval.addParam(shard->name(), shard->type(), a);
+    groups.push_back(std::move(group));
+  }
+  if (groups.empty()) return {};
+  eval.attrs()[std::string(kPrefetchGathersAttr)] = o.prefetch;
+  if (Status s = gatherForReaders(eval, groups, o); !s) return s;
+  return dropReplicated(eval, groups);
 }
 
 int forwardGatheredGroups(const ir::Graph& g) {

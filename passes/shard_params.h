@@ -18,8 +18,8 @@
 //      recompute) or back (the next micro-batch), except for a kept bucket (options.keepGathered:
 //      the last groups the forward gathers), whose readers form one segment. Each segment gets
 //      all_gather_start (the shard into a fresh world x s buffer, the gathering started) and
-//      all_gather_wait (the parameters as views of it) right before its first reader, whose
-//      parameter operands it replaces; the buffer lives while a reader of its views does, so a
+//      all_gather_wait (the parameters as views of it; attribute `kept` for a kept bucket)
+//      right before its first reader, whose parameter operands it replaces; the buffer lives while a reader of its views does, so a
 //      forward's gathered parameters are freed after their last forward use unless kept. A
 //      gather inside the forward takes phase fwd (else comm), so that the recompute planner
 //      still sees one forward run (passes/remat.h); its buffer counts as communication.
@@ -55,6 +55,14 @@ namespace gradc::passes {
 inline constexpr std::string_view kPrefetchGathersAttr = "prefetch_gathers";
 
 Status shardParameters(ir::Graph& graph, const DataParallelOptions& options);
+
+// The evaluation step (a forward-only graph that reads the replicated parameters) beside a
+// stage 3 training step `step`: each bucket's parameters become the step's parameter shard
+// (same name, type and attributes, so the evaluation reads it where the step keeps it),
+// gathered right before its first reader and freed after its last (one segment per bucket,
+// started one bucket ahead when the step prefetches). The same gathers and invariants as
+// steps 2, 3 and 5 above; nothing is kept, nothing updated. A graph without shards is unchanged.
+Status gatherShardsForEvaluation(ir::Graph& eval, const ir::Graph& step);
 
 // How many parameter groups a stage 3 step's forward gathers (what options.keepGathered counts).
 int forwardGatheredGroups(const ir::Graph& graph);

@@ -225,7 +225,13 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   const int world = o.comm ? o.comm->worldSize() : 1;
   const int rank = o.comm ? o.comm->rank() : 0;
   std::optional<CollectiveContext> collectives;
-  if (o.comm) collectives.emplace(*o.comm);
+  // The evaluation step's own (under ZeRO stage 3 it gathers parameters), so the training
+  // step's time blocked on communication stays its own.
+  std::optional<CollectiveContext> evalCollectives;
+  if (o.comm) {
+    collectives.emplace(*o.comm);
+    evalCollectives.emplace(*o.comm);
+  }
 
   nlohmann::json config = parseJsonBounded(o.config);
   if (!config.is_object()) config = nlohmann::json::object();
@@ -475,9 +481,11 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     if (evaluator && std::isfinite(m.loss) &&
         ((o.validation->every > 0 && step % o.validation->every == 0) || step == o.steps)) {
       if (trace) trace->beginEvaluation();
-      Expected<Evaluation> ev = evaluator->evaluate(result.state, RunContext{seed, step, nullptr}, o.comm);
+      Expected<Evaluation> ev = evaluator->evaluate(
+          result.state, RunContext{seed, step, evalCollectives ? &*evalCollectives : nullptr}, o.comm);
       if (!ev) {
         if (trace) trace->endEvaluation(std::nan(""));
+        if (evalCollectives && !evalCollectives->failure().empty()) return Error{evalCollectives->failure()};
         return ev.error().withContext("after step " + std::to_string(step) + ": ");
       }
       if (trace) trace->endEvaluation(ev->loss);

@@ -67,12 +67,6 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
   std::vector<EvaluationStep> evals;
   std::string evalUnavailable;
   for (int rank = 0; rank < world; ++rank) {
-    if (steps[static_cast<size_t>(rank)].shardStage == 3) {  // passes/shard_params.h
-      evalUnavailable = "under --shard 3 each rank holds only its shard of the parameters, and the evaluation step "
-                        "reads them whole; validate with --shard 2 or less, or evaluate a saved checkpoint";
-      evals.clear();
-      break;
-    }
     Expected<EvaluationStep> e = buildEvaluationStep(*forward, steps[static_cast<size_t>(rank)], world);
     if (!e) {
       evalUnavailable = e.error().message;

@@ -11,6 +11,7 @@
 #include "passes/micro_batch.h"
 #include "passes/pass_manager.h"
 #include "passes/schedule.h"
+#include "passes/shard_params.h"
 #include "passes/strip_dropout.h"
 
 namespace gradc::tools {
@@ -46,6 +47,8 @@ Expected<EvaluationStep> buildEvaluationStep(const ir::Graph& forward, const Tra
     if (rows % splits != 0) continue;
     Expected<ir::Graph> g = passes::rebatchForward(*whole, *batch, static_cast<int>(world * splits), "evaluation");
     if (!g) return g.error();
+    // Under ZeRO stage 3 the rank holds only its shard of each bucket: gathered for the readers.
+    if (Status s = passes::gatherShardsForEvaluation(*g, step.graph); !s) return s.error();
     passes::PassManager pm;
     pm.add<passes::Schedule>();
     if (Expected<bool> r = pm.run(*g); !r) return r.error();

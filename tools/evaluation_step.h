@@ -3,6 +3,10 @@
 // its loss the only output, for a rank's rows of a validation batch, scheduled and planned
 // inside the training step's arena (passes/evaluation_plan.h), under the same budget.
 //
+// Under ZeRO stage 3 it reads the training step's parameter shards, gathered bucket by bucket
+// as the training forward gathers them (passes/shard_params.h: gatherShardsForEvaluation), so
+// every rank runs it at once, as it does anyway (the loss is averaged over the ranks).
+//
 // When the whole rank batch does not fit the budget beside the persistent state, the rows are
 // evaluated in `splits` equal parts, one run each (the smallest split count that fits; the loss
 // of a batch is the mean of the parts' means, as every part has the same rows).

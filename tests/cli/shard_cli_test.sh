@@ -3,7 +3,7 @@
 # follow the replicated run (AdamW losses with norm clipping; SGD parameters), every rank
 # measures its planned peak, a sharded checkpoint is the replicated one and resumes on 2 ranks
 # and on 1 device, and user errors. Stage 3 also with recompute, micro-batches, kept
-# parameters, without prefetch, on a ResNet (batch norm), and resumed across stages.
+# parameters, without prefetch, on a ResNet (batch norm), resumed across stages, and validated.
 # usage: shard_cli_test.sh PATH/TO/gradc SOURCE_DIR
 source "$(dirname "$0")/lib.sh" "$@"
 compare() { python3 "$src/tests/cli/compare_runs.py" "$@"; }
@@ -72,6 +72,18 @@ for variant in "--remat sqrt" "--micro-batches 2" "--loss-chunks 4" "--keep-gath
   measured_is_planned "$work/$name.json" && ok || bad "--shard 3 $variant: measured != planned peak"
 done
 
+# Under recompute a bucket gathered again for the backward is gathered again for its recomputed
+# nodes too (the plan's recompute steps all-gather); a kept bucket is read from the forward.
+regathers() {  # regathers ARGS...: how many all-gathers the plan's recompute steps start
+  "$gradc" compile "$src/models/gpt-mini.yaml" "${small[@]}" --devices 2 --shard 3 "${buckets[@]}" --remat sqrt "$@" \
+    --emit plan -o "$work/regather.json" 2>"$work/regather.err" || { echo -1; return; }
+  python3 -c 'import json, sys
+steps = json.load(open(sys.argv[1]))["steps"]
+print(sum(1 for s in steps if s.get("op") == "all_gather_start" and s.get("phase") == "recompute"))' "$work/regather.json"
+}
+[ "$(regathers)" -gt 0 ] && ok || bad "--shard 3 --remat sqrt: no bucket gathered again for recompute"
+[ "$(regathers --keep-gathered all)" -eq 0 ] && ok || bad "--keep-gathered all --remat sqrt: a kept bucket gathered again"
+
 # SGD (momentum): the parameters themselves follow the replicated run.
 lr=0.1 run sgd 20 --optimizer sgd --devices 4 && ok || bad "SGD, 4 ranks: $(tail -3 "$work/sgd.err")"
 for stage in 1 2 3; do
@@ -135,21 +147,37 @@ for how in "half3 2 --shard 3" "half3 1" "half 2 --shard 3"; do
     || bad "resumed $from on $* vs the straight run on 4 ranks at stage 3 (losses)"
 done
 
-# Errors: sharding needs ranks; a stage that is not one; validation under stage 3.
+# Errors: sharding needs ranks; a stage that is not one; --keep-gathered and --no-prefetch misused.
 "$gradc" train "$src/models/mlp.yaml" --synthetic --steps 1 --shard 1 2>"$work/e1.err"
 [ $? -eq 2 ] && grep -q "nothing to shard" "$work/e1.err" && ok || bad "--shard 1 on one device: $(cat "$work/e1.err")"
 "$gradc" compile "$src/models/mlp.yaml" --devices 2 --shard 4 --emit plan -o "$work/p.json" 2>"$work/e2.err"
 [ $? -eq 2 ] && grep -q "shard" "$work/e2.err" && ok || bad "--shard 4: $(cat "$work/e2.err")"
 
-"$gradc" train "$src/models/gpt-mini.yaml" "${small[@]}" --data "$src/data/corpus.txt" --steps 1 --devices 2 --shard 3 \
-  --val-data "$src/data/corpus.txt" -q 2>"$work/e3.err"
-[ $? -eq 2 ] && grep -q "under --shard 3 each rank holds only its shard" "$work/e3.err" && ok \
-  || bad "--val-data under --shard 3: $(cat "$work/e3.err")"
 "$gradc" compile "$src/models/mlp.yaml" --devices 2 --shard 3 --keep-gathered some --emit plan -o "$work/p.json" \
   2>"$work/e4.err"
 [ $? -eq 2 ] && grep -q "keep-gathered" "$work/e4.err" && ok || bad "--keep-gathered some: $(cat "$work/e4.err")"
 "$gradc" compile "$src/models/mlp.yaml" --devices 2 --shard 2 --no-prefetch --emit plan -o "$work/p.json" 2>"$work/e5.err"
 [ $? -eq 2 ] && grep -q "only --shard 3" "$work/e5.err" && ok || bad "--no-prefetch at --shard 2: $(cat "$work/e5.err")"
+
+# Validation under stage 3: the evaluation step gathers the rank's shards bucket by bucket as
+# the training forward does. The validation losses are stage 2's (its weights are bit-identical),
+# on 2 ranks and on 4 with small buckets, and every rank measures its planned evaluation peak.
+for how in "2" "4 --bucket-mib 0.02"; do
+  set -- $how
+  for stage in 2 3; do
+    name=val${stage}_$1
+    run $name 10 --devices "$@" --shard $stage --clip-norm 0.5 --val-data "$src/data/corpus.txt" --eval-every 5 \
+      --eval-batches 2 && ok || bad "--val-data at --shard $stage on $1 ranks: $(tail -3 "$work/$name.err")"
+  done
+  python3 - "$work/val2_$1.json" "$work/val3_$1.json" <<'PY' && ok || bad "--val-data under --shard 3 on $1 ranks"
+import json, sys
+stage2, stage3 = (json.load(open(f)) for f in sys.argv[1:])
+val = lambda m: [s["val_loss"] for s in m["steps"] if "val_loss" in s]
+assert len(val(stage3)) == 2 and val(stage3) == val(stage2), (val(stage2), val(stage3))
+for r in stage3["ranks"]:
+    assert r["eval_peak_bytes_measured"] == r["eval_peak_bytes_planned"] > 0, r
+PY
+done
 
 # --init-from under stage 3: the weights are cut into the shards, as a replicated run starts from them.
 run w0 2 && ok || bad "weights to start from: $(tail -3 "$work/w0.err")"

@@ -7,13 +7,16 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "ir/parameter_init.h"
+#include "ir/printer.h"
 #include "ir/shard_layout.h"
 #include "ir/verifier.h"
 #include "passes/data_parallel.h"
+#include "passes/micro_batch.h"
 #include "passes/plan/training_planner.h"
 #include "passes/shard_params.h"
 #include "passes/shard_state.h"
@@ -249,4 +252,58 @@ TEST_CASE("stage 3 under a budget: the most buckets kept that fit, every one gat
   Expected<passes::TrainingPlan> refused = planWith(passes::kKeepGatheredAuto, least - 1);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message.find("the smallest feasible budget is") != std::string::npos);
+}
+
+TEST_CASE("stage 3 evaluation: the forward reads the training step's shards, gathered once per bucket") {
+  const ir::Graph forward = testing::compileBundledModel("gpt-mini", testing::kTinyShardedGpt);
+  const int world = 2;
+  for (const bool prefetch : {true, false}) {
+    CAPTURE(prefetch);
+    const ir::Graph step = rankStep(forward, shardedRank(world, 1, 3, 0, prefetch));
+    Expected<std::int64_t> batch = passes::batchSize(forward);
+    REQUIRE(batch.ok());
+    Expected<ir::Graph> eval = passes::rebatchForward(forward, *batch, world, "evaluation");
+    REQUIRE(eval.ok());
+    std::set<std::string> replicated;
+    for (const auto& p : eval->params()) replicated.insert(p->name());
+    REQUIRE(static_cast<bool>(passes::gatherShardsForEvaluation(*eval, step)));
+    REQUIRE(static_cast<bool>(ir::verify(*eval)));
+    // The step's parameter shards, by name, type and attributes; none of the bucket's parameters.
+    const auto updates = nodesOf(step, "adamw_shard_step");
+    const auto starts = nodesOf(*eval, "all_gather_start");
+    REQUIRE(starts.size() == updates.size());
+    for (const ir::Node* u : updates) {
+      const ir::Value* shard = u->operand(0);
+      const ir::Value* mine = eval->findNamed(shard->name());
+      REQUIRE(mine != nullptr);
+      CHECK(mine->kind() == ir::ValueKind::Param);
+      CHECK(mine->type().shape == shard->type().shape);
+      CHECK(ir::toString(mine->attrs()) == ir::toString(shard->attrs()));
+      const std::string of = *ir::getString(shard->attrs(), "shard_of");
+      for (const auto& p : eval->params()) CHECK(of.find(p->name()) == std::string::npos);
+    }
+    for (const auto& p : eval->params()) CHECK((replicated.count(p->name()) == 0) == (p->name().rfind("param.bucket", 0) == 0));
+    // One gather per bucket, its wait before its readers, numbered in program order; with
+    // prefetch a bucket's start comes before the previous bucket's first reader.
+    auto at = positions(*eval);
+    std::int64_t seq = 0;
+    size_t prefetched = 0;
+    const auto waits = nodesOf(*eval, "all_gather_wait");
+    REQUIRE(waits.size() == starts.size());
+    for (size_t i = 0; i < waits.size(); ++i) {
+      const ir::Node* start = waits[i]->operand(0)->producer();
+      CHECK(ir::getInt(start->attrs(), "seq") == seq++);
+      CHECK(at[start] < at[waits[i]]);
+      CHECK(firstReader(waits[i], at) > at[waits[i]]);
+      if (i > 0 && at[start] < firstReader(waits[i - 1], at)) ++prefetched;
+    }
+    CHECK(prefetched == (prefetch ? waits.size() - 1 : 0));
+  }
+  // A step without parameter shards leaves the evaluation as it is.
+  const ir::Graph stage2 = rankStep(forward, shardedRank(world, 1, 2));
+  Expected<ir::Graph> eval = passes::rebatchForward(forward, 12, world, "evaluation");
+  REQUIRE(eval.ok());
+  const std::string before = ir::printGraph(*eval);
+  REQUIRE(static_cast<bool>(passes::gatherShardsForEvaluation(*eval, stage2)));
+  CHECK(ir::printGraph(*eval) == before);
 }
