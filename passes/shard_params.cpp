@@ -298,4 +298,27 @@ int forwardGatheredGroups(const ir::Graph& g) {
   return static_cast<int>(buckets.size());
 }
 
+std::string describeGathers(const ir::Graph& g) {
+  std::set<std::int64_t> forward, kept;
+  int recompute = 0;
+  for (const auto& n : g.nodes()) {
+    if (n->op().collective != ir::Collective::AllGatherWait) continue;
+    const std::int64_t bucket = ir::getInt(n->attrs(), "bucket").value_or(-1);
+    if (n->phase() == ir::Phase::recompute) ++recompute;
+    if (n->phase() != ir::Phase::fwd) continue;
+    forward.insert(bucket);
+    if (ir::getBool(n->attrs(), "kept").value_or(false)) kept.insert(bucket);
+  }
+  const size_t again = forward.size() - kept.size();
+  std::string out = kept.empty()                   ? "every bucket gathered again for the backward"
+                    : kept.size() == forward.size() ? "every bucket kept from the forward"
+                                                    : "the last " + std::to_string(kept.size()) + " of " +
+                                                          std::to_string(forward.size()) +
+                                                          " buckets kept from the forward, " + std::to_string(again) +
+                                                          " gathered again for the backward";
+  if (recompute > 0)
+    out += ", " + std::to_string(recompute) + " gather" + (recompute == 1 ? "" : "s") + " again for recompute";
+  return out;
+}
+
 }  // namespace gradc::passes

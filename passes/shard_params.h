@@ -43,6 +43,7 @@
 // the shard; every rank's graph has the same collectives in the same seq order.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "ir/graph.h"
@@ -66,5 +67,9 @@ Status gatherShardsForEvaluation(ir::Graph& eval, const ir::Graph& step);
 
 // How many parameter groups a stage 3 step's forward gathers (what options.keepGathered counts).
 int forwardGatheredGroups(const ir::Graph& graph);
+
+// What a stage 3 step gathers, for people: "the last 4 of 32 buckets kept from the forward,
+// 28 gathered again for the backward, 12 gathers again for recompute".
+std::string describeGathers(const ir::Graph& graph);
 
 }  // namespace gradc::passes

@@ -12,6 +12,7 @@
 #include "passes/micro_batch.h"
 #include "passes/pass_manager.h"
 #include "passes/schedule.h"
+#include "passes/shard_params.h"
 #include "passes/shard_state.h"
 #include "passes/plan/training_planner.h"
 #include "runtime/cost_probe.h"
@@ -147,13 +148,13 @@ void ParallelFlags::addTo(CLI::App& cmd) {
                  "ZeRO stage over the data-parallel ranks: 0 replicated; 1 each rank keeps and updates 1/N of the "
                  "optimizer state, then the parameters are all-gathered; 2 the gradients are also reduce-scattered, "
                  "so each rank keeps 1/N of them; 3 the parameters too, each bucket all-gathered just before its "
-                 "forward and again before its backward (FSDP); auto: the least that fits --budget (0 without one)")
+                 "forward and again before its backward and its recompute (FSDP); auto: the least that fits --budget (0 without one)")
       ->check(CLI::IsMember({"0", "1", "2", "3", "auto"}))
       ->capture_default_str();
   cmd.add_option("--keep-gathered", keepGathered,
                  "--shard 3: how many parameter buckets, counted back from the last the forward gathers, keep their "
                  "gathered parameters from the forward to the backward instead of gathering them again (N or all); "
-                 "auto: with --budget the least communication that fits, without one none")
+                 "auto: with --budget the most that fit (all, half, a quarter, ..., none), without one none")
       ->capture_default_str();
   cmd.add_flag("--no-prefetch", noPrefetch,
                "--shard 3: start each bucket's all-gather where its parameters are first read, not one bucket ahead");
@@ -407,6 +408,7 @@ std::string describeStep(const TrainingStep& step) {
     line += fmt::format(", fused loss in {} chunk{}", step.lossChunks, step.lossChunks == 1 ? "" : "s");
   if (step.shardStage > 0)
     line += fmt::format(", ZeRO stage {} ({})", step.shardStage, passes::shardStageSummary(step.shardStage));
+  if (step.shardStage == 3) line += ", " + passes::describeGathers(step.graph);
   if (step.remat.predictedStepSeconds > 0)
     line += fmt::format(", predicted step time {:.3f} s", step.remat.predictedStepSeconds);
   return line;
