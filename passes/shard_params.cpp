@@ -103,14 +103,15 @@ Status gatherForReaders(ir::Graph& g, std::vector<Group>& groups, const DataPara
     });
   }
 
-  // Kept groups: the last `keepGathered` the forward gathers (by their first forward read).
+  // Kept groups: the last `keepGathered` the forward gathers (by their first forward read; a
+  // group the forward does not read has nothing to keep, as forwardGatheredGroups counts).
   std::vector<size_t> forwardOrder;
-  for (size_t k = 0; k < groups.size(); ++k)
-    if (!reads[k].empty()) forwardOrder.push_back(k);
   std::vector<size_t> firstForward(groups.size(), 0);
-  for (size_t k : forwardOrder) {
+  for (size_t k = 0; k < groups.size(); ++k) {
     auto forwardRead = std::find_if(reads[k].begin(), reads[k].end(), [](const Read& r) { return isForward(*r.node); });
-    firstForward[k] = (forwardRead != reads[k].end() ? *forwardRead : reads[k].front()).index;
+    if (forwardRead == reads[k].end()) continue;
+    firstForward[k] = forwardRead->index;
+    forwardOrder.push_back(k);
   }
   std::stable_sort(forwardOrder.begin(), forwardOrder.end(),
                    [&](size_t a, size_t b) { return firstForward[a] < firstForward[b]; });

@@ -73,10 +73,20 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
       evals.clear();
       break;
     }
-    passes::MemoryPlan& host = steps[static_cast<size_t>(rank)].plan;
-    host.arenaBytes = e->plan.arenaBytes;
-    for (passes::RankPlan& rp : host.ranks) rp.arenaBytes = host.arenaBytes;
+    // Every rank evaluates its rows at once, in the same number of runs (under stage 3 each
+    // run gathers the parameters: a rank running more would wait for the others forever).
+    if (!evals.empty() && e->splits != evals.front().splits) {
+      evalUnavailable = "rank " + std::to_string(rank) + "'s evaluation needs " + std::to_string(e->splits) +
+                        " runs per batch to fit its budget, rank 0's " + std::to_string(evals.front().splits);
+      evals.clear();
+      break;
+    }
     evals.push_back(std::move(*e));
+  }
+  for (int rank = 0; rank < static_cast<int>(evals.size()); ++rank) {
+    passes::MemoryPlan& host = steps[static_cast<size_t>(rank)].plan;
+    host.arenaBytes = evals[static_cast<size_t>(rank)].plan.arenaBytes;
+    for (passes::RankPlan& rp : host.ranks) rp.arenaBytes = host.arenaBytes;
   }
 
   runtime::ArtifactManifest m;

@@ -197,7 +197,10 @@ Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs
   r.savedBytes = baseline - peak;
   r.forwardFlops = s.analysis->forwardFlops;
   r.recomputeFlops = plan.recomputeFlops;
-  r.recomputeNodes = static_cast<int>(plan.clones.size());
+  // Recomputed nodes, not the gathers made again for them (stage 3).
+  r.recomputeNodes = static_cast<int>(std::count_if(plan.clones.begin(), plan.clones.end(), [](const CloneOp& c) {
+    return c.of->op().collective == ir::Collective::None;
+  }));
   r.chainStages = s.analysis->episodes.empty() ? 0 : static_cast<int>(s.analysis->episodes[0].model.size());
   r.candidates = static_cast<int>(proposals.size());
   r.evaluated = proposals.evaluated();

@@ -52,8 +52,16 @@ Expected<ConfigSpace> configSpace(const ir::Graph& forward, const TrainingPlanOp
   // stage (without a budget auto means replicated).
   if (options.dataParallel && options.dataParallel->world > 1) {
     const int asked = options.dataParallel->shard;
+    // Under the gather placement rank 0's step differs from the others', so the ranks plan
+    // their recompute apart; under stage 3 a recompute plan places all-gathers, which every
+    // rank must issue alike.
+    if (asked == 3 && gathered)
+      return Error{"--loss-placement gather (the DataParallel baseline) gives rank 0 another step than the others, "
+                   "so their recompute plans, and under --shard 3 the parameter gathers those place, can differ; "
+                   "use --loss-placement local (the default) or --shard 2 or less"};
     if (asked > 0) v.shardStages = {asked};
-    else if (asked < 0 && options.remat.budgetBytes) v.shardStages = {0, 1, 2, 3};
+    else if (asked < 0 && options.remat.budgetBytes) v.shardStages = gathered ? std::vector<int>{0, 1, 2}
+                                                                              : std::vector<int>{0, 1, 2, 3};
     // Keep or gather again: asked, or with a budget the planner's choice (the least
     // communication that fits: all kept, then fewer, then none), without one FSDP's default
     // (gather again).

@@ -53,14 +53,16 @@ for devices in 2 4; do
 done
 
 # Stage 3 in smaller buckets (more parameter groups, gathered one by one) with recompute, with
-# micro-batches, with the fused loss, with every bucket kept from the forward, and without
-# prefetch: the same losses, and every rank measures its planned peak.
+# micro-batches, with the fused loss, with every bucket kept from the forward, without
+# prefetch, and recompute combined with the others (recomputed segments gather their buckets
+# again): the same losses, and every rank measures its planned peak.
 # (Micro-batches and the fused loss are compared with the replicated run doing the same.)
 buckets=(--bucket-mib 0.02)
 run mb_base 8 --devices 2 --clip-norm 0.5 --micro-batches 2 && ok || bad "2 micro-batches: $(tail -3 "$work/mb_base.err")"
 run fl_base 8 --devices 2 --clip-norm 0.5 --loss-chunks 4 && ok || bad "fused loss: $(tail -3 "$work/fl_base.err")"
 for variant in "--remat sqrt" "--micro-batches 2" "--loss-chunks 4" "--keep-gathered all" "--no-prefetch" \
-  "--keep-gathered 1 --remat sqrt"; do
+  "--keep-gathered 1 --remat sqrt" "--micro-batches 2 --remat sqrt" "--loss-chunks 4 --remat sqrt --no-prefetch" \
+  "--micro-batches 2 --remat memory-poor --keep-gathered 2"; do
   name=s3_$(echo "$variant" | tr -dc 'a-z0-9')
   base=base2
   [[ $variant == *micro* ]] && base=mb_base

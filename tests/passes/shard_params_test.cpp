@@ -307,3 +307,25 @@ TEST_CASE("stage 3 evaluation: the forward reads the training step's shards, gat
   REQUIRE(static_cast<bool>(passes::gatherShardsForEvaluation(*eval, stage2)));
   CHECK(ir::printGraph(*eval) == before);
 }
+
+TEST_CASE("stage 3 refuses the gather placement (rank 0's step differs, so would its gathers); auto leaves it out") {
+  const ir::Graph forward = testing::compileBundledModel("gpt-mini", testing::kTinyShardedGpt);
+  for (const int shard : {3, -1}) {
+    CAPTURE(shard);
+    passes::DataParallelOptions dp = shardedRank(2, 0, shard);
+    dp.placement = passes::LossPlacement::Gather;
+    Expected<ir::Graph> local = passes::partitionForward(forward, dp);
+    REQUIRE(local.ok());
+    passes::TrainingPlanOptions options;
+    options.dataParallel = dp;
+    options.remat.budgetBytes = std::int64_t{1} << 30;
+    Expected<passes::ConfigSpace> space = passes::configSpace(*local, options);
+    if (shard == 3) {
+      REQUIRE_FALSE(space.ok());
+      CHECK(space.error().message.find("use --loss-placement local") != std::string::npos);
+    } else {
+      REQUIRE(space.ok());
+      CHECK(space->shardStages == std::vector<int>{0, 1, 2});
+    }
+  }
+}
