@@ -329,3 +329,25 @@ TEST_CASE("stage 3 refuses the gather placement (rank 0's step differs, so would
     }
   }
 }
+
+TEST_CASE("stage 3's gathers described for the training log") {
+  const ir::Graph forward = testing::compileBundledModel("gpt-mini", testing::kTinyShardedGpt);
+  const ir::Graph all = rankStep(forward, shardedRank(2, 0, 3, -1));
+  const int groups = passes::forwardGatheredGroups(all);
+  REQUIRE(groups > 2);
+  CHECK(passes::describeGathers(all) == "every bucket kept from the forward");
+  CHECK(passes::describeGathers(rankStep(forward, shardedRank(2, 0, 3, 0))) ==
+        "every bucket gathered again for the backward");
+  CHECK(passes::describeGathers(rankStep(forward, shardedRank(2, 0, 3, 2))) ==
+        "the last 2 of " + std::to_string(groups) + " buckets kept from the forward, " + std::to_string(groups - 2) +
+            " gathered again for the backward");
+  // Under recompute, the gathers the recompute plan adds are counted too.
+  passes::TrainingPlanOptions sqrt;
+  sqrt.remat = passes::RematOptions{passes::RematStrategy::Sqrt, std::nullopt};
+  const ir::Graph recomputed = rankStep(forward, shardedRank(2, 0, 3, 0), sqrt);
+  size_t regathers = 0;
+  for (const ir::Node* n : nodesOf(recomputed, "all_gather_wait")) regathers += n->phase() == ir::Phase::recompute;
+  REQUIRE(regathers > 1);
+  CHECK(passes::describeGathers(recomputed) == "every bucket gathered again for the backward, " +
+                                                   std::to_string(regathers) + " gathers again for recompute");
+}
