@@ -13,9 +13,22 @@
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace gradc::ir {
+
+// The parameters a shard covers, in bucket order, from its shard_of attribute ("a,b,c").
+inline std::vector<std::string> shardedNames(std::string_view shardOf) {
+  std::vector<std::string> names;
+  for (size_t begin = 0; begin <= shardOf.size();) {
+    const size_t end = std::min(shardOf.find(',', begin), shardOf.size());
+    names.emplace_back(shardOf.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return names;
+}
 
 // Elements of each rank's shard of a bucket of `total` elements over `world` ranks.
 inline std::int64_t shardSize(std::int64_t total, std::int64_t world) {

@@ -268,13 +268,11 @@ Status gatherShardsForEvaluation(ir::Graph& eval, const ir::Graph& step) {
     group.partShapes = *shapes;
     o.world = static_cast<int>(*world);
     o.rank = static_cast<int>(*offset / std::max<std::int64_t>(group.shard, 1));
-    for (size_t begin = 0; begin <= of->size();) {
-      const size_t end = std::min(of->find(',', begin), of->size());
-      ir::Value* p = eval.findNamed(of->substr(begin, end - begin));
+    for (const std::string& name : ir::shardedNames(*of)) {
+      ir::Value* p = eval.findNamed(name);
       if (p && p->kind() != ir::ValueKind::Param)
         return internalError(kPass, "'" + p->name() + "' is not a parameter of the evaluation step");
       group.params.push_back(p);
-      begin = end + 1;
     }
     if (group.params.size() != group.partRanks.size())
       return internalError(kPass, "the parameter shard '" + shard->name() + "' names " +
@@ -291,25 +289,33 @@ Status gatherShardsForEvaluation(ir::Graph& eval, const ir::Graph& step) {
   return dropReplicated(eval, groups);
 }
 
-int forwardGatheredGroups(const ir::Graph& g) {
-  std::set<std::int64_t> buckets;
-  for (const auto& n : g.nodes())
-    if (n->op().collective == ir::Collective::AllGatherStart && n->phase() == ir::Phase::fwd)
-      buckets.insert(ir::getInt(n->attrs(), "bucket").value_or(-1));
-  return static_cast<int>(buckets.size());
-}
+namespace {
 
-std::string describeGathers(const ir::Graph& g) {
+// A stage 3 step's gathers, by their waits: the buckets the forward gathers, those of them
+// kept, and the gathers made again for recompute.
+struct GatherCounts {
   std::set<std::int64_t> forward, kept;
   int recompute = 0;
+};
+GatherCounts countGathers(const ir::Graph& g) {
+  GatherCounts c;
   for (const auto& n : g.nodes()) {
     if (n->op().collective != ir::Collective::AllGatherWait) continue;
     const std::int64_t bucket = ir::getInt(n->attrs(), "bucket").value_or(-1);
-    if (n->phase() == ir::Phase::recompute) ++recompute;
+    if (n->phase() == ir::Phase::recompute) ++c.recompute;
     if (n->phase() != ir::Phase::fwd) continue;
-    forward.insert(bucket);
-    if (ir::getBool(n->attrs(), "kept").value_or(false)) kept.insert(bucket);
+    c.forward.insert(bucket);
+    if (ir::getBool(n->attrs(), "kept").value_or(false)) c.kept.insert(bucket);
   }
+  return c;
+}
+
+}  // namespace
+
+int forwardGatheredGroups(const ir::Graph& g) { return static_cast<int>(countGathers(g).forward.size()); }
+
+std::string describeGathers(const ir::Graph& g) {
+  const auto [forward, kept, recompute] = countGathers(g);
   const size_t again = forward.size() - kept.size();
   std::string out = kept.empty()                   ? "every bucket gathered again for the backward"
                     : kept.size() == forward.size() ? "every bucket kept from the forward"

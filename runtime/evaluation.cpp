@@ -7,18 +7,9 @@
 
 #include "runtime/dtype_map.h"
 #include "runtime/memory_tracker.h"
+#include "runtime/training_data.h"
 
 namespace gradc::runtime {
-
-namespace {
-
-const ir::Value* inputNamed(const ir::Graph& g, std::string_view name) {
-  for (const auto& v : g.inputs())
-    if (v->name() == name) return v.get();
-  return nullptr;
-}
-
-}  // namespace
 
 Expected<ValidationBatches> textValidationBatches(const std::filesystem::path& path, const Vocabulary& vocabulary,
                                                   std::int64_t globalBatch, std::int64_t seq) {

@@ -16,12 +16,7 @@ Expected<ShardInfo> shardInfo(const ir::Graph& g, const ir::Value& p) {
   info.prefix = ir::getString(p.attrs(), "shard_prefix").value_or("");
   info.offset = ir::getInt(p.attrs(), "shard_offset").value_or(0);
   info.world = ir::getInt(p.attrs(), "shard_world").value_or(1);
-  size_t at = 0;
-  while (at <= of.size()) {
-    const size_t comma = std::min(of.find(',', at), of.size());
-    info.params.push_back(of.substr(at, comma - at));
-    at = comma + 1;
-  }
+  info.params = ir::shardedNames(of);
   // A parameter shard (stage 3) states its parameters' shapes; a state shard's parameters are
   // in the graph.
   const std::optional<std::vector<std::int64_t>> ranks = ir::getIntList(p.attrs(), "shard_part_ranks");

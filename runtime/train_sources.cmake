@@ -10,5 +10,6 @@ set(GRADC_RUNTIME_TRAIN_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/synthetic_inputs.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/trace.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/trainer.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/training_data.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/rank_agreement.cpp
 )

@@ -21,7 +21,6 @@
 #include <limits>
 #include <unordered_set>
 
-#include "ir/index_bounds.h"
 #include "runtime/checkpoint.h"
 #include "runtime/collective_context.h"
 #include "runtime/dtype_map.h"
@@ -38,7 +37,7 @@
 #include "runtime/shard_checkpoint.h"
 #include "runtime/synthetic_inputs.h"
 #include "runtime/json_text.h"
-#include "runtime/token_file.h"
+#include "runtime/training_data.h"
 
 namespace gradc::runtime {
 
@@ -47,12 +46,6 @@ bool isOptimizerState(const ir::Value& param) {
 }
 
 namespace {
-
-const ir::Value* findInput(const ir::Graph& g, std::string_view name) {
-  for (const auto& v : g.inputs())
-    if (v->name() == name) return v.get();
-  return nullptr;
-}
 
 // [batch, seq] of i64 or i32 class indices.
 bool isTokenInput(const ir::Value* v) {
@@ -74,86 +67,6 @@ Status checkState(const ir::Graph& g, const TensorMap& state, const std::filesys
     if (!g.findNamed(name))
       return Error{"checkpoint " + from.string() + " has '" + name + "', which this model does not have"};
   return {};
-}
-
-// Data for language-model graphs (inputs `tokens` and `targets`).
-struct TokenData {
-  Batcher batcher;
-  std::int64_t tokensPerStep;
-  at::ScalarType tokenType, targetType;  // of the graph's inputs (i64 or i32)
-  bool checkIds = false;                 // a token file: ids are checked batch by batch
-  std::optional<Vocabulary> vocabulary;  // of a file (validation reads with it); nullopt: synthetic
-};
-
-Expected<TokenData> makeTokenData(const ir::Graph& g, const TrainerOptions& o, std::uint64_t seed,
-                                  const std::optional<Vocabulary>& restoredVocab, const DataPosition& position,
-                                  nlohmann::json& config, int world) {
-  const ir::Value* tokens = findInput(g, "tokens");
-  const ir::Value* targets = findInput(g, "targets");
-  BatcherOptions bo;
-  bo.batch = tokens->type().shape[0] * world;  // the global batch; each rank keeps its rows
-  bo.seq = tokens->type().shape[1];
-  bo.seed = seed;
-  bo.randomWindows = o.randomWindows;
-  config["sampling"] = o.randomWindows ? "random" : "epoch";
-  config["batch_shape"] = std::to_string(bo.batch) + "x" + std::to_string(bo.seq);
-  std::optional<ir::IndexBound> tokenBound = ir::indexBound(*tokens);
-  std::optional<ir::IndexBound> targetBound = ir::indexBound(*targets);
-  std::int64_t limit = std::min(tokenBound ? tokenBound->bound : 256, targetBound ? targetBound->bound : 256);
-  std::optional<Batcher> batcher;
-  bool checkIds = false;
-  std::optional<Vocabulary> fileVocabulary;
-  if (o.data) {
-    std::optional<Vocabulary> vocabulary = restoredVocab;
-    if (!vocabulary && (o.tokenVocabulary || hasLlmcTokenHeader(*o.data))) {
-      Expected<Vocabulary> ids = Vocabulary::tokenIds(o.tokenVocabulary.value_or(limit));
-      if (!ids) return ids.error().withContext("--vocab-size: ");
-      vocabulary = *ids;
-    }
-    Expected<TextDataset> data = vocabulary ? TextDataset::fromFile(*o.data, *vocabulary)
-                                            : TextDataset::fromFile(*o.data, o.vocabulary);
-    if (!data) return data.error();
-    std::int64_t vocab = data->vocabulary().size();
-    for (const auto& [bound, what] : {std::pair{tokenBound, "tokens"}, std::pair{targetBound, "targets"}})
-      if (bound && vocab > bound->bound)
-        return Error{"the data's vocabulary has " + std::to_string(vocab) + " symbols, but " + what + " feed " +
-                     bound->op + " '" + bound->specName + "', which has " + std::to_string(bound->bound) +
-                     (vocab == 256 ? " (use --vocab chars for a compact character vocabulary, or raise the model's vocab)"
-                                   : " (raise the model's vocab)")};
-    config["vocabulary"] = data->vocabulary().serialize();
-    checkIds = data->isTokenFile();
-    fileVocabulary = data->vocabulary();
-    Expected<Batcher> b = Batcher::create(*data, bo);
-    if (!b) return b.error();
-    batcher = std::move(*b);
-  } else {
-    Expected<Batcher> b = Batcher::synthetic(limit, bo);
-    if (!b) return b.error();
-    batcher = std::move(*b);
-    config["vocabulary"] = "synthetic:" + std::to_string(limit);
-  }
-  if (Status s = batcher->setPosition(position); !s) return s.error();
-  return TokenData{std::move(*batcher), bo.batch * bo.seq, toScalarType(tokens->type().dtype),
-                   toScalarType(targets->type().dtype), checkIds, std::move(fileVocabulary)};
-}
-
-// Data for image classifiers (inputs `images` [batch, C, H, W] and `labels` [batch]) from --data
-// (runtime/image_data.h); without --data they get synthetic values like any input.
-struct ImageData {
-  ImageBatcher batcher;
-  at::ScalarType imageType, labelType;  // of the graph's inputs
-};
-
-Expected<ImageData> makeImageData(const ImageInputs& in, const TrainerOptions& o, std::uint64_t seed,
-                                  const DataPosition& position, nlohmann::json& config, int world) {
-  Expected<ImageDataset> data = loadImagesFor(*o.data, in);
-  if (!data) return data.error();
-  // The global batch; each rank keeps its rows.
-  Expected<ImageBatcher> batcher = ImageBatcher::create(*data, in.images->type().shape[0] * world, seed);
-  if (!batcher) return batcher.error();
-  if (Status s = batcher->setPosition(position); !s) return s.error();
-  config["data"] = "images:" + std::to_string(data->size());
-  return ImageData{std::move(*batcher), toScalarType(in.images->type().dtype), toScalarType(in.labels->type().dtype)};
 }
 
 // The first state tensor (weights or optimizer state) holding a NaN or an infinity, or "". The
@@ -319,7 +232,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   }
 
   std::optional<TokenData> tokenData;
-  if (isTokenInput(findInput(g, "tokens")) && isTokenInput(findInput(g, "targets"))) {
+  if (isTokenInput(inputNamed(g, "tokens")) && isTokenInput(inputNamed(g, "targets"))) {
     Expected<TokenData> td = makeTokenData(g, o, seed, restoredVocab, position, config, world);
     if (!td) return td.error();
     // A data position counts batches of one shape: under another it names other windows.
@@ -340,7 +253,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     if (!id) return id.error();
     imageData = std::move(*id);
   }
-  const ir::Value* stepInput = findInput(g, "step");
+  const ir::Value* stepInput = inputNamed(g, "step");
   // Parameters and optimizer state move into their planned buffers once (arena runs).
   if (Status s = exec->adoptState(result.state); !s) return s.error();
   std::optional<Evaluator> evaluator;
