@@ -21,4 +21,5 @@ set(GRADC_RUNTIME_EXEC_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/memory_tracker.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/onednn_conv.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/onednn_products.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/row_blocked_products.cpp
 )

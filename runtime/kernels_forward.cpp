@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include "runtime/aten_layer_norm.h"
 #include "runtime/onednn_products.h"
+#include "runtime/row_blocked_products.h"
 #include <ATen/ops/_log_softmax.h>
 #include <ATen/ops/_softmax.h>
 #include <ATen/ops/add.h>
@@ -139,15 +140,24 @@ Results scaleKernel(const KernelArgs& a) {
 }
 
 // [..., m, k] @ [..., k, n]; at::matmul_out broadcasts batch dims and folds them into one bmm/mm.
-// bf16 on the CPU: oneDNN with the planned scratchpad, folded the same way.
+// A contiguous x times a plain matrix (x @ W: linear's input gradient) is folded here, into one
+// product over x's rows in row blocks (runtime/row_blocked_products.h). bf16 on the CPU: oneDNN
+// with the planned scratchpad, folded the same way.
 Results matmulKernel(const KernelArgs& a) {
   at::Tensor out = resultBuffer(a);
   if (oneDnnMatmul(a.node, a.operands[0], a.operands[1], out)) return {out};
-  return {at::matmul_out(out, a.operands[0], a.operands[1])};
+  const at::Tensor& x = a.operands[0];
+  const at::Tensor& rhs = a.operands[1];
+  if (rhs.dim() == 2 && x.dim() >= 2 && x.is_contiguous()) {
+    productInRowBlocks(out.view({-1, rhs.size(1)}), x.view({-1, x.size(-1)}), rhs);
+    return {out};
+  }
+  return {at::matmul_out(out, x, rhs)};
 }
 
 // x[..., in] @ weight[out, in]^T + bias[out], as torch.nn.functional.linear computes it for a
-// contiguous input: one addmm (mm without bias) over the flattened rows. A strided input is
+// contiguous input: one addmm (mm without bias) over the flattened rows, in row blocks
+// (runtime/row_blocked_products.h). A strided input is
 // flattened by a copy (the planner's hidden copy of linear). bf16 on the CPU: oneDNN with the
 // planned scratchpad, every strided operand copied first (the op reads strided operands Copied).
 Results linearKernel(const KernelArgs& a) {
@@ -160,8 +170,7 @@ Results linearKernel(const KernelArgs& a) {
       oneDnnProduct2d(a.node, x.contiguous().view({-1, x.size(-1)}), w.contiguous().t(), bias, out2d))
     return {out};
   at::Tensor x2d = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});
-  if (a.operands.size() == 3) at::addmm_out(out2d, a.operands[2], x2d, w.t());
-  else at::mm_out(out2d, x2d, w.t());
+  productInRowBlocks(out2d, x2d, w.t(), bias);
   return {out};
 }
 

@@ -22,6 +22,7 @@
 #include "ir/op_table.h"
 #include "runtime/kernels.h"
 #include "runtime/onednn_products.h"
+#include "runtime/row_blocked_products.h"
 
 namespace gradc::runtime {
 namespace {
@@ -72,12 +73,8 @@ Results linearCrossEntropyKernel(const KernelArgs& a) {
     at::Tensor chunk = logits.narrow(0, 0, rows);
     const at::Tensor xChunk = x.narrow(0, begin, rows);
     const at::Tensor targetChunk = target.narrow(0, begin, rows);
-    if (!oneDnnProduct2d(xChunk, w.t(), biasOperand, chunk, scratch)) {
-      if (bias)
-        at::addmm_out(chunk, a.operands[3], xChunk, w.t());
-      else
-        at::mm_out(chunk, xChunk, w.t());
-    }
+    if (!oneDnnProduct2d(xChunk, w.t(), biasOperand, chunk, scratch))
+      productInRowBlocks(chunk, xChunk, w.t(), biasOperand);
     at::Tensor term = terms.narrow(0, begin, rows);
     at::gather_out(term, chunk, 1, targetChunk);
     at::Tensor m = rowMax.narrow(0, 0, rows);
@@ -90,7 +87,7 @@ Results linearCrossEntropyKernel(const KernelArgs& a) {
     chunk.scatter_add_(1, targetChunk, minusOne.narrow(0, 0, rows));
     chunk.mul_(invN);
     at::Tensor gradXChunk = gradXRows.narrow(0, begin, rows);
-    if (!oneDnnProduct2d(chunk, w, nullptr, gradXChunk, scratch)) at::mm_out(gradXChunk, chunk, w);
+    if (!oneDnnProduct2d(chunk, w, nullptr, gradXChunk, scratch)) productInRowBlocks(gradXChunk, chunk, w);
     const bool accumulate = begin > 0;
     if (!oneDnnProduct2d(chunk.t(), xChunk, nullptr, gradW, scratch, accumulate)) {
       if (accumulate)
