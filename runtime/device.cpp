@@ -1,4 +1,5 @@
 #include "runtime/device.h"
+#include "runtime/kernels.h"
 
 #include <sys/mman.h>
 
@@ -39,13 +40,7 @@ Status CpuDevice::canTrain(ir::DType dtype) const {
   return Status::success();
 }
 
-Status Device::dropout(const at::Tensor&, at::Tensor&, const RngStream&, std::int64_t, float, double) const {
-  return Error{"the " + name() + " device has no dropout kernel"};
-}
-
-Status Device::softmaxBackward(const at::Tensor&, const at::Tensor&, std::int64_t, at::Tensor&) const {
-  return Error{"the " + name() + " device has no softmax backward kernel"};
-}
+std::span<const KernelEntry> CpuDevice::kernels() const { return hostKernels(); }
 
 const Device& cpuDevice() {
   static const CpuDevice device;

@@ -6,9 +6,9 @@
 // implemented here: aligned host memory, advised for transparent huge pages. The CUDA device
 // (runtime/cuda/cuda_device.h, in builds against a CUDA LibTorch) plugs in through the same
 // interface: cudaMalloc for the arena, kCUDA options, ATen's own allocations read from the CUDA
-// caching allocator's statistics, and the few kernels a device must provide itself (dropout's
-// counter-based RNG). Kernels whose CPU implementation reads memory through raw pointers take an
-// ATen path when their tensors are not on the host (isHost()).
+// caching allocator's statistics, and its own kernels (kernels(): dropout's counter-based RNG,
+// a softmax backward that allocates nothing). Kernels that read memory through raw pointers are
+// the host's own; every other device runs the portable ATen kernels (runtime/kernels.h).
 //
 // Choosing one: runtime/device_select.h (`--device cpu|cuda|auto`).
 #pragma once
@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "ir/dtype.h"
@@ -30,7 +31,7 @@ class Tensor;
 
 namespace gradc::runtime {
 
-struct RngStream;
+struct KernelEntry;  // runtime/kernels.h
 
 // A block of device memory; the deleter returns it to the device.
 struct DeviceMemoryDeleter {
@@ -73,17 +74,10 @@ class Device {
   virtual std::int64_t libraryBytes() const { return 0; }
   // Blocks until the device has finished the work queued so far (the host: nothing queued).
   virtual void synchronize() const {}
-  // Dropout of the n contiguous elements of `x` into `y` (contiguous, same dtype, this device)
-  // with the counter-based RNG: y[i] = u(offset + i) >= threshold ? x[i] * scale : 0, the same
-  // mask bit for bit as the CPU kernel. The host runs it in the kernel itself; a non-host
-  // device must provide it.
-  virtual Status dropout(const at::Tensor& x, at::Tensor& y, const RngStream& rng, std::int64_t offset, float threshold,
-                         double scale) const;
-  // Softmax's backward along axis `dim` of contiguous tensors of one shape and dtype on this
-  // device: out = y * (grad - sum(grad * y, dim)), with no memory beyond `out`. The host uses
-  // ATen's kernel (which allocates nothing there); a non-host device provides this when ATen's
-  // own allocates (CUDA's materialises grad * y, the operand's size, outside the plan).
-  virtual Status softmaxBackward(const at::Tensor& grad, const at::Tensor& y, std::int64_t dim, at::Tensor& out) const;
+  // The device's own kernels, which it runs instead of the portable ones for the ops they cover
+  // (runtime/kernels.h): the host's loops and library calls, a GPU's CUDA kernels. The
+  // portable kernels run every other op.
+  virtual std::span<const KernelEntry> kernels() const { return {}; }
 };
 
 // Every planned offset is a multiple of the plan's alignment; the arena's base is aligned to
@@ -100,6 +94,7 @@ class CpuDevice final : public Device {
   // f16: LibTorch's CPU kernels have no f16 layer_norm or matrix product.
   Status canTrain(ir::DType dtype) const override;
   bool isHost() const override { return true; }
+  std::span<const KernelEntry> kernels() const override;  // hostKernels()
 };
 
 // The process's CPU device (the default of executors and kernels).

@@ -1,4 +1,5 @@
 #include "runtime/executor.h"
+#include "runtime/step_scalars.h"
 
 #include <c10/util/Exception.h>
 
@@ -94,6 +95,14 @@ Status Executor::bindArena(const ir::MemoryPlan& plan, const ExecutorOptions& op
     return Error{"the plan has " + std::to_string(plan.steps.size()) + " steps, the graph " + std::to_string(nodes.size()) +
                  " nodes"};
   device_ = options.device ? options.device : &cpuDevice();
+  // The device's kernels: its own where it has them, the portable ones for the rest.
+  for (Step& step : steps_) {
+    const KernelFn* kernel = findKernel(step.node->opName(), *device_);
+    if (!kernel)
+      return Error{"no kernel for op '" + std::string(step.node->opName()) + "' on " + device_->name() + " (node '" +
+                   ir::printNode(*step.node, ir::ValueNames(graph)) + "')"};
+    step.kernel = *kernel;
+  }
   checkArena_ = options.checkArena;
   if (checkArena_ && !device_->isHost())
     return Error{"the arena check (GRADC_ARENA_CHECK=1) reads the arena from the host: it runs on the CPU device only, "
@@ -410,6 +419,13 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
   std::vector<at::Tensor> slots(static_cast<size_t>(numSlots_));
   RunContext ctx = runContext;
   if (!ctx.device) ctx.device = device_;
+  StepScalars scalars;  // the step's 0-dim operands, read on the host once each
+  if (!ctx.scalars) ctx.scalars = &scalars;
+  struct CountReads {
+    const StepScalars& scalars;
+    std::int64_t& into;
+    ~CountReads() { into = scalars.reads(); }
+  } countReads{*ctx.scalars, scalarReads_};
 
   auto bind = [&](const Binding& b, const TensorMap& from, std::string_view what) -> Status {
     const std::string& name = b.value->name();
@@ -571,8 +587,9 @@ std::vector<BeyondPlan> Executor::stepsBeyondPlan(std::size_t limit) const {
 
 Expected<std::vector<at::Tensor>> callOp(std::string_view opName, std::span<const at::Tensor> operands,
                                          const ir::AttrMap& attrs, const RunContext& ctx) {
-  const KernelFn* kernel = findKernel(opName);
-  if (!kernel) return Error{"no kernel for op '" + std::string(opName) + "'"};
+  const Device& device = ctx.device ? *ctx.device : cpuDevice();
+  const KernelFn* kernel = findKernel(opName, device);
+  if (!kernel) return Error{"no kernel for op '" + std::string(opName) + "' on " + device.name()};
   ir::Graph graph("call");
   std::vector<ir::Value*> values;
   for (size_t i = 0; i < operands.size(); ++i) {

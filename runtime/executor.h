@@ -130,6 +130,9 @@ class Executor {
   // host the MemoryTracker's peak is the measurement (0 here).
   std::int64_t devicePeakBytes() const { return devicePeak_; }
   const Device& device() const { return device_ ? *device_ : cpuDevice(); }
+  // How many of the last run's 0-dim operands (learning rate, step, gradient scale) were read
+  // on the host: once per value per step, however many kernels read it (runtime/step_scalars.h).
+  std::int64_t scalarReads() const { return scalarReads_; }
 
   // One execution. Every graph input must be in `inputs` and every parameter in `state`, each
   // with exactly its IR type (extra entries are ignored). Returns the graph outputs by name; an
@@ -203,6 +206,7 @@ class Executor {
   std::shared_ptr<const GeneratedKernels> kernels_;
 
   // Arena execution.
+  mutable std::int64_t scalarReads_ = 0;  // of the last run (scalarReads())
   const Device* device_ = nullptr;
   std::shared_ptr<std::byte> arena_;  // shared with the evaluation executor and released state
   std::int64_t arenaSize_ = 0;

@@ -1,13 +1,13 @@
-// Kernel table: one ATen-backed kernel per IR op.
+// Kernel table: the kernels of the IR's ops, keyed by (op, device).
 //
-// A kernel takes the node (for its attributes and result types), the operand tensors in
-// operand order and the run context (seed and step, for the counter-based RNG), and returns
-// the node's results in result order. Optimizer ops update their operands in place and
-// return nothing. The table is split like the op table: forward ops
-// (runtime/kernels_forward.cpp), backward ops (kernels_backward.cpp), optimizer ops
-// (kernels_optimizer.cpp), collectives (kernels_collective.cpp), the fused LM-head loss
-// (kernels_fused_loss.cpp); each file returns its entries from a function, so there is no
-// static-initialisation registration to lose when linking a static library.
+// Two layers. The portable kernels are ATen calls that run on any device, one per op (except
+// the ops only a device's own kernel can run: dropout, whose counter-based mask no ATen call
+// draws, and fused, which runs generated code). A device's own kernels (Device::kernels(),
+// runtime/device.h) come first for the ops they cover: the host's loops over raw pointers, its
+// oneDNN and OpenBLAS calls and the generated CPU code (hostKernels()); a GPU's CUDA kernels
+// (runtime/cuda/cuda_kernels.h). So a device path is a registration, never a branch on where a
+// tensor lives inside a kernel, and the portable kernel of an op the host overrides runs on the
+// CPU as well, where the tests compare the two (tests/runtime/device_paths_test.cpp).
 //
 // Conventions every kernel follows:
 //  - Results have exactly the IR result type (dtype and shape); the executor checks this
@@ -48,11 +48,13 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "runtime/counter_rng.h"
 
 namespace gradc::runtime {
 
 class CollectiveContext;  // runtime/collective_context.h
 class Device;             // runtime/device.h
+class StepScalars;        // runtime/step_scalars.h
 
 // What varies between runs of one compiled graph.
 struct RunContext {
@@ -62,6 +64,9 @@ struct RunContext {
   CollectiveContext* collectives = nullptr;
   // Where tensors live; nullptr: the CPU.
   const Device* device = nullptr;
+  // The step's 0-dim operands read on the host, once each (Executor::run makes one per run);
+  // nullptr: each read by its reader.
+  StepScalars* scalars = nullptr;
 };
 
 // A node's generated kernel (runtime/generated_kernels.h), resolved once by the executor
@@ -89,19 +94,35 @@ struct KernelEntry {
   KernelFn fn;
 };
 
-// The kernel of an op; nullptr when the op has none.
+// The kernel `device` runs for an op: its own (Device::kernels()), else the portable one;
+// nullptr when there is neither.
+const KernelFn* findKernel(std::string_view opName, const Device& device);
+// The host's kernel of an op (findKernel on the CPU device).
 const KernelFn* findKernel(std::string_view opName);
+// The portable kernel of an op; nullptr when it has none.
+const KernelFn* findPortableKernel(std::string_view opName);
 
-// The parts of the table (one entry per op each); findKernel searches all of them.
+// The host's own kernels (CpuDevice::kernels()), gathered from the families' host parts below.
+std::span<const KernelEntry> hostKernels();
+std::span<const KernelEntry> hostForwardKernels();    // kernels_forward.cpp: dropout, products, losses
+std::span<const KernelEntry> hostBackwardKernels();   // kernels_backward.cpp
+std::span<const KernelEntry> hostOptimizerKernels();  // kernels_optimizer.cpp: one-pass AdamW
+std::span<const KernelEntry> hostFusedLossKernels();  // kernels_fused_loss.cpp
+std::span<const KernelEntry> hostTransformerKernels();  // kernels_transformer.cpp
+std::span<const KernelEntry> hostConvKernels();       // kernels_conv.cpp: im2col/oneDNN, pooling, batch norm
+std::span<const KernelEntry> hostAttentionKernels();  // kernels_attention.cpp: the tiled kernels
+std::span<const KernelEntry> hostFusedKernels();      // kernels_fused.cpp: the generated CPU code
+
+// The portable parts of the table (one entry per op each); findPortableKernel searches them.
 std::span<const KernelEntry> forwardKernels();
 std::span<const KernelEntry> backwardKernels();
 std::span<const KernelEntry> optimizerKernels();
 std::span<const KernelEntry> collectiveKernels();  // kernels_collective.cpp
 std::span<const KernelEntry> fusedLossKernels();   // kernels_fused_loss.cpp
 std::span<const KernelEntry> transformerKernels(); // kernels_transformer.cpp
-std::span<const KernelEntry> fusedKernels();       // kernels_fused.cpp: generated code
 std::span<const KernelEntry> convKernels();        // kernels_conv.cpp: convolution, pooling, batch norm
 std::span<const KernelEntry> attentionKernels();   // kernels_attention.cpp: fused attention
+std::span<const KernelEntry> convDeviceKernels();  // kernels_conv_device.cpp: ATen's convolution, batch norm
 
 namespace kernel_detail {
 
@@ -112,16 +133,31 @@ double floatAttr(const ir::Node& node, std::string_view key);
 std::vector<std::int64_t> intListAttr(const ir::Node& node, std::string_view key);
 // An axis attribute normalised against `rank` (negative axes count from the end).
 std::int64_t axisAttr(const ir::Node& node, std::string_view key, std::int64_t rank);
+// The value of operand i, a 0-dim tensor (learning rate, step, gradient scale), on the host:
+// through the run's StepScalars when it has one (one read per step), else read here.
+double scalarOperand(const KernelArgs& a, size_t i);
 // Tensor options for an IR dtype on the run's device.
 at::TensorOptions optionsFor(const KernelArgs& a, ir::DType dtype);
 // Where result `i` goes: its planned buffer (KernelArgs::outs), else an uninitialised
 // contiguous tensor of its IR type on the run's device.
 at::Tensor resultBuffer(const KernelArgs& a, size_t i = 0);
 
-// bf16 or f16 on the host: the types whose host kernels loop on their own where ATen 2.x would
-// first convert a whole operand to a float copy (memory a plan does not hold).
-inline bool reducedOnHost(const at::Tensor& t) {
-  return t.is_cpu() && (t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf);
+// What a dropout node draws, for the host's kernel and a device's alike: element i of the
+// operand is kept when u(offset + i) of the node's counter-based stream is >= threshold (p
+// rounded up to the generator's 2^-24 grid), and scaled by 1 / (1 - p). p = 0 copies.
+struct DropoutMask {
+  RngStream rng;
+  std::int64_t offset = 0;
+  float threshold = 0;
+  double scale = 1;
+  double p = 0;
+};
+DropoutMask dropoutMask(const KernelArgs& a);
+
+// bf16 or f16: the types whose host kernels loop on their own where ATen 2.x would first
+// convert a whole operand to a float copy (memory a plan does not hold).
+inline bool reducedPrecision(const at::Tensor& t) {
+  return t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf;
 }
 
 // Calls body(T{}) with T the C++ type of a bf16 or f16 tensor.

@@ -374,12 +374,45 @@ at::Tensor sumToShape(const at::Tensor& g, at::IntArrayRef shape) {
 }
 
 void refuseDeviceDropout(const Dropout& drop) {
-  TORCH_CHECK(!drop.on(), "fused attention with dropout has no kernel off the host; compile with --no-fuse");
+  TORCH_CHECK(!drop.on(), "fused attention with dropout: only the host's tiled kernel draws its mask (this device runs the portable one); compile with --no-fuse");
 }
 
 // ---- kernels ----------------------------------------------------------------------------------
 
+// The portable kernels: the op's definition as ATen calls (the [.., S, S_kv] scores and
+// probabilities as temporaries, no dropout); the host runs the tiled kernels above.
 Results attentionKernel(const KernelArgs& a) {
+  const at::Tensor& q = a.operands[0];
+  at::Tensor out = resultBuffer(a, 0);
+  at::Tensor lse = resultBuffer(a, 1);
+  refuseDeviceDropout(dropoutOf(a));
+  at::Tensor scores = maskedScores(q, a.operands[1], ir::getBool(a.node.attrs(), "causal").value_or(false),
+                                   floatAttr(a.node, "scale"));
+  lse.copy_(at::logsumexp(scores, {-1}));
+  out.copy_(at::matmul(at::exp(scores.sub(lse.unsqueeze(-1))), a.operands[2]));
+  return {out, lse};
+}
+
+Results attentionBackwardKernel(const KernelArgs& a) {
+  const at::Tensor& dout = a.operands[0];
+  const at::Tensor& q = a.operands[1];
+  const at::Tensor& k = a.operands[2];
+  const at::Tensor& v = a.operands[3];
+  const at::Tensor& out = a.operands[4];
+  const at::Tensor& lse = a.operands[5];
+  at::Tensor dq = resultBuffer(a, 0), dk = resultBuffer(a, 1), dv = resultBuffer(a, 2);
+  const double scale = floatAttr(a.node, "scale");
+  refuseDeviceDropout(dropoutOf(a));
+  at::Tensor p = at::exp(maskedScores(q, k, ir::getBool(a.node.attrs(), "causal").value_or(false), scale)
+                             .sub(lse.unsqueeze(-1)));
+  dv.copy_(sumToShape(at::matmul(p.transpose(-2, -1), dout), v.sizes()));
+  at::Tensor ds = p.mul(at::matmul(dout, v.transpose(-2, -1)).sub(dout.mul(out).sum({-1}, true)));
+  dq.copy_(at::matmul(ds, k).mul_(scale));
+  dk.copy_(sumToShape(at::matmul(ds.transpose(-2, -1), q).mul_(scale), k.sizes()));
+  return {dq, dk, dv};
+}
+
+Results hostAttentionKernel(const KernelArgs& a) {
   const at::Tensor& q = a.operands[0];
   const at::Tensor& k = a.operands[1];
   const at::Tensor& v = a.operands[2];
@@ -388,13 +421,6 @@ Results attentionKernel(const KernelArgs& a) {
   const bool causal = ir::getBool(a.node.attrs(), "causal").value_or(false);
   const double scale = floatAttr(a.node, "scale");
   const Dropout drop = dropoutOf(a);
-  if (!q.is_cpu()) {
-    refuseDeviceDropout(drop);
-    at::Tensor scores = maskedScores(q, k, causal, scale);
-    lse.copy_(at::logsumexp(scores, {-1}));
-    out.copy_(at::matmul(at::exp(scores.sub(lse.unsqueeze(-1))), v));
-    return {out, lse};
-  }
   const std::int64_t r = q.dim();
   const ir::AttentionTiling tiles = ir::AttentionTiling::of(q.size(r - 2), k.size(r - 2), q.size(r - 1),
                                                             v.size(r - 1), drop.on());
@@ -408,7 +434,7 @@ Results attentionKernel(const KernelArgs& a) {
   return {out, lse};
 }
 
-Results attentionBackwardKernel(const KernelArgs& a) {
+Results hostAttentionBackwardKernel(const KernelArgs& a) {
   const at::Tensor& dout = a.operands[0];
   const at::Tensor& q = a.operands[1];
   const at::Tensor& k = a.operands[2];
@@ -421,15 +447,6 @@ Results attentionBackwardKernel(const KernelArgs& a) {
   const bool causal = ir::getBool(a.node.attrs(), "causal").value_or(false);
   const double scale = floatAttr(a.node, "scale");
   const Dropout drop = dropoutOf(a);
-  if (!q.is_cpu()) {
-    refuseDeviceDropout(drop);
-    at::Tensor p = at::exp(maskedScores(q, k, causal, scale).sub(lse.unsqueeze(-1)));
-    dv.copy_(sumToShape(at::matmul(p.transpose(-2, -1), dout), v.sizes()));
-    at::Tensor ds = p.mul(at::matmul(dout, v.transpose(-2, -1)).sub(dout.mul(out).sum({-1}, true)));
-    dq.copy_(at::matmul(ds, k).mul_(scale));
-    dk.copy_(sumToShape(at::matmul(ds.transpose(-2, -1), q).mul_(scale), k.sizes()));
-    return {dq, dk, dv};
-  }
   const std::int64_t r = q.dim();
   const ir::AttentionTiling tiles = ir::AttentionTiling::of(q.size(r - 2), k.size(r - 2), q.size(r - 1),
                                                             v.size(r - 1), drop.on());
@@ -448,9 +465,14 @@ const KernelEntry kAttention[] = {
     {"attention", attentionKernel},
     {"attention_backward", attentionBackwardKernel},
 };
+const KernelEntry kHostAttention[] = {
+    {"attention", hostAttentionKernel},
+    {"attention_backward", hostAttentionBackwardKernel},
+};
 
 }  // namespace
 
 std::span<const KernelEntry> attentionKernels() { return kAttention; }
+std::span<const KernelEntry> hostAttentionKernels() { return kHostAttention; }
 
 }  // namespace gradc::runtime

@@ -86,18 +86,11 @@ Results sigmoidBackwardKernel(const KernelArgs& a) {
   return {at::sigmoid_backward_out(out, a.operands[0], a.operands[1])};
 }
 
-// (grad, y = softmax(x)): y * (grad - sum(grad * y, dim)).
-// Off the host, the device's own kernel: ATen's CUDA one allocates grad * y beside the plan.
+// (grad, y = softmax(x)): y * (grad - sum(grad * y, dim)). ATen's kernel; a device whose ATen
+// kernel allocates beside the plan (CUDA's materialises grad * y) registers its own.
 Results softmaxBackwardKernel(const KernelArgs& a) {
   const at::Tensor& y = a.operands[1];
   at::Tensor out = resultBuffer(a);
-  if (!y.is_cpu()) {
-    const Device& device = a.ctx.device ? *a.ctx.device : cpuDevice();
-    if (Status s = device.softmaxBackward(a.operands[0].contiguous(), y.contiguous(), axisAttr(a.node, "dim", y.dim()), out);
-        !s)
-      TORCH_CHECK(false, s.message());
-    return {out};
-  }
   return {at::_softmax_backward_data_out(out, a.operands[0], y, axisAttr(a.node, "dim", y.dim()),
                                          y.scalar_type())};
 }
@@ -177,12 +170,13 @@ Results concatKernel(const KernelArgs& a) {
 // bf16/f16 on the host: a loop adding each row in the result's type, in index order (what ATen
 // 1.13's index_add_ does); ATen 2.x's index_add_ accumulates in a float copy of the whole result,
 // memory the plan does not hold.
+template <bool Host>
 Results embeddingBackwardKernel(const KernelArgs& a) {
   const at::Tensor& grad = a.operands[0];
   at::Tensor out = resultBuffer(a).zero_();
   const at::Tensor indices = a.operands[1].reshape({-1}), rows = grad.reshape({-1, grad.size(-1)});
   const bool wide = indices.scalar_type() == at::kLong;
-  if (!reducedOnHost(out) || !out.is_contiguous() || (!wide && indices.scalar_type() != at::kInt)) {
+  if (!Host || !reducedPrecision(out) || !out.is_contiguous() || (!wide && indices.scalar_type() != at::kInt)) {
     out.index_add_(0, indices, rows);
     return {out};
   }
@@ -209,8 +203,9 @@ Results embeddingBackwardKernel(const KernelArgs& a) {
 // contiguous). bf16/f16 on the host: per row, the maximum and the sum of exponentials in float,
 // so no float copy of more than a row is made whatever the LibTorch version (its bf16 and f16
 // kernels also compute in float).
+template <bool Host>
 void softmaxRows(at::Tensor& result, const at::Tensor& logits) {
-  if (!reducedOnHost(result) || !result.is_contiguous()) {
+  if (!Host || !reducedPrecision(result) || !result.is_contiguous()) {
     at::_softmax_out(result, logits, 1, /*half_to_float=*/false);
     return;
   }
@@ -242,10 +237,11 @@ void softmaxRows(at::Tensor& result, const at::Tensor& logits) {
 // an ignored row is zeroed, any other row gets -(1 - eps) at its target and -eps / C everywhere,
 // and is scaled by grad / count (count = the rows not ignored). The loop reads the target on the
 // host (this kernel is the CPU one).
+template <bool Host>
 at::Tensor crossEntropyBackwardRows(at::Tensor result, const at::Tensor& grad, const at::Tensor& target,
                                     std::int64_t ignore, double eps) {
   const std::int64_t rows = result.size(0), classes = result.size(1);
-  if (!result.is_cpu()) {  // off the host: the same rows with ATen ops on the device
+  if constexpr (!Host) {  // the portable kernel: the same rows with ATen ops
     const at::Tensor kept = target.ne(ignore);  // [rows, 1]
     TORCH_CHECK(!kept.logical_and(target.lt(0).logical_or(target.ge(classes))).any().item<bool>(),
                 "cross_entropy_backward: a target is not a class in [0, ", classes, ") (nor the ignore_index ",
@@ -278,6 +274,7 @@ at::Tensor crossEntropyBackwardRows(at::Tensor result, const at::Tensor& grad, c
   return result;
 }
 
+template <bool Host>
 Results crossEntropyBackwardKernel(const KernelArgs& a) {
   const at::Tensor& grad = a.operands[0];
   const at::Tensor& logits = a.operands[1];
@@ -287,17 +284,17 @@ Results crossEntropyBackwardKernel(const KernelArgs& a) {
   const std::int64_t rows = target.size(0);
   at::Tensor out = resultBuffer(a);
   at::Tensor result = out.view({rows, classes});
-  softmaxRows(result, logits.reshape({-1, classes}));
+  softmaxRows<Host>(result, logits.reshape({-1, classes}));
   const std::optional<std::int64_t> ignore = ir::getInt(a.node.attrs(), "ignore_index");
   const double eps = ir::getFloat(a.node.attrs(), "label_smoothing").value_or(0.0);
   if (ignore || eps > 0) {
-    crossEntropyBackwardRows(result, grad, target.contiguous(), ignore.value_or(std::numeric_limits<std::int64_t>::min()),
+    crossEntropyBackwardRows<Host>(result, grad, target.contiguous(), ignore.value_or(std::numeric_limits<std::int64_t>::min()),
                              eps);
     return {out};
   }
   {  // the -1 column is freed before grad / rows is made (the op table's workspace: the larger)
     const at::Tensor minusOne = at::full({rows, 1}, -1.0, result.options());
-    if (reducedOnHost(result) && result.is_contiguous()) {
+    if (Host && reducedPrecision(result) && result.is_contiguous()) {
       // scatter_add_ by hand: ATen 2.x's converts the whole bf16/f16 result to a float copy.
       const std::int64_t* t = target.data_ptr<std::int64_t>();
       const std::int64_t step = target.stride(0);
@@ -325,12 +322,14 @@ Results mseBackwardKernel(const KernelArgs& a) {
 }
 
 // (grad_out[N.., out], x[N.., in]) -> grad_out^T x summed over the leading dims: [out, in].
+// The host's: bf16 on oneDNN with the planned scratchpad.
+template <bool Host>
 Results linearWeightGradKernel(const KernelArgs& a) {
   const at::Tensor& g = a.operands[0];
   const at::Tensor& x = a.operands[1];
   at::Tensor out = resultBuffer(a);
   const at::Tensor gt = g.reshape({-1, g.size(-1)}).t(), x2d = x.reshape({-1, x.size(-1)});
-  if (oneDnnProduct2d(a.node, gt, x2d, nullptr, out)) return {out};  // bf16 on the CPU
+  if (Host && oneDnnProduct2d(a.node, gt, x2d, nullptr, out)) return {out};
   return {at::mm_out(out, gt, x2d)};
 }
 
@@ -351,15 +350,24 @@ const KernelEntry kBackward[] = {
     {"slice_backward", sliceBackwardKernel},
     {"select_backward", selectBackwardKernel},
     {"concat", concatKernel},
-    {"embedding_backward", embeddingBackwardKernel},
-    {"cross_entropy_backward", crossEntropyBackwardKernel},
+    {"embedding_backward", embeddingBackwardKernel<false>},
+    {"cross_entropy_backward", crossEntropyBackwardKernel<false>},
     {"mse_backward", mseBackwardKernel},
-    {"linear_weight_grad", linearWeightGradKernel},
+    {"linear_weight_grad", linearWeightGradKernel<false>},
     {"full", fullKernel},
+};
+
+// The host's own: bf16/f16 loops where ATen 2.x would convert a whole operand to float, the
+// loss backward's rows through raw pointers, oneDNN's bf16 products.
+const KernelEntry kHostBackward[] = {
+    {"embedding_backward", embeddingBackwardKernel<true>},
+    {"cross_entropy_backward", crossEntropyBackwardKernel<true>},
+    {"linear_weight_grad", linearWeightGradKernel<true>},
 };
 
 }  // namespace
 
 std::span<const KernelEntry> backwardKernels() { return kBackward; }
+std::span<const KernelEntry> hostBackwardKernels() { return kHostBackward; }
 
 }  // namespace gradc::runtime

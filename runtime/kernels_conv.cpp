@@ -177,7 +177,6 @@ void fillColumns(const at::Tensor& x, const ConvLoop& l, std::int64_t first, std
 
 // y[n, group] = w[group] @ columns(x[n, group]) (+ bias).
 Results conv2dKernel(const KernelArgs& a) {
-  if (!a.operands[0].is_cpu()) return conv_device::conv2d(a);
   at::Tensor y = resultBuffer(a);
   if (oneDnnConv2d(a, onednn::ConvPass::Forward, y)) return {y};
   const at::Tensor x = a.operands[0].contiguous(), w = a.operands[1].contiguous();
@@ -208,7 +207,6 @@ Results conv2dKernel(const KernelArgs& a) {
 
 // gx[n, group] = col2im(w[group]^T @ grad[n, group]).
 Results conv2dInputGradKernel(const KernelArgs& a) {
-  if (!a.operands[0].is_cpu()) return conv_device::conv2dInputGrad(a);
   at::Tensor gx = resultBuffer(a);
   if (oneDnnConv2d(a, onednn::ConvPass::InputGrad, gx)) return {gx};
   const at::Tensor gy = a.operands[0].contiguous(), w = a.operands[1].contiguous();
@@ -251,7 +249,6 @@ Results conv2dInputGradKernel(const KernelArgs& a) {
 
 // gw[group] = sum over n of grad[n, group] @ columns(x[n, group])^T, accumulated in place.
 Results conv2dWeightGradKernel(const KernelArgs& a) {
-  if (!a.operands[0].is_cpu()) return conv_device::conv2dWeightGrad(a);
   at::Tensor gw = resultBuffer(a);
   if (oneDnnConv2d(a, onednn::ConvPass::WeightGrad, gw)) return {gw};
   const at::Tensor gy = a.operands[0].contiguous(), x = a.operands[1].contiguous();
@@ -335,10 +332,6 @@ struct AdaptiveWindows {
 Results adaptiveAvgPool2dKernel(const KernelArgs& a) {
   at::Tensor y = resultBuffer(a);
   const at::Tensor x = a.operands[0].contiguous();
-  if (!x.is_cpu()) {  // other devices: ATen's kernel (its own out= variant)
-    at::adaptive_avg_pool2d_out(y, x, {y.size(2), y.size(3)});
-    return {y};
-  }
   const std::int64_t planes = x.size(0) * x.size(1);
   const AdaptiveWindows rows{x.size(2), y.size(2)}, cols{x.size(3), y.size(3)};
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "adaptive_avg_pool2d", [&] {
@@ -365,10 +358,6 @@ Results adaptiveAvgPool2dKernel(const KernelArgs& a) {
 Results adaptiveAvgPool2dBackwardKernel(const KernelArgs& a) {
   at::Tensor gx = resultBuffer(a);
   const at::Tensor g = a.operands[0].contiguous();
-  if (!g.is_cpu()) {  // other devices: ATen's kernel, copied into the planned buffer
-    gx.copy_(at::_adaptive_avg_pool2d_backward(g, gx));
-    return {gx};
-  }
   const std::int64_t planes = gx.size(0) * gx.size(1);
   const AdaptiveWindows rows{gx.size(2), g.size(2)}, cols{gx.size(3), g.size(3)};
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, g.scalar_type(), "adaptive_avg_pool2d_backward", [&] {
@@ -423,7 +412,6 @@ using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
 
 // Two passes over each channel: the mean, then the biased variance about it.
 Results batchNormKernel(const KernelArgs& a) {
-  if (!a.operands[0].is_cpu()) return conv_device::batchNorm(a);
   const at::Tensor x = a.operands[0].contiguous(), w = a.operands[1].contiguous(), b = a.operands[2].contiguous();
   at::Tensor y = resultBuffer(a, 0), mean = resultBuffer(a, 1), invstd = resultBuffer(a, 2), var = resultBuffer(a, 3);
   const Planes P = planesOf(x);
@@ -459,7 +447,6 @@ Results batchNormKernel(const KernelArgs& a) {
 // gx = (g - mean(g) - xhat * mean(g * xhat)) * invstd * w with xhat = (x - mean) * invstd;
 // gw = sum(g * xhat), gb = sum(g).
 Results batchNormBackwardKernel(const KernelArgs& a) {
-  if (!a.operands[0].is_cpu()) return conv_device::batchNormBackward(a);
   const at::Tensor gy = a.operands[0].contiguous(), x = a.operands[1].contiguous();
   const at::Tensor mean = a.operands[2].contiguous(), invstd = a.operands[3].contiguous(), w = a.operands[4].contiguous();
   at::Tensor gx = resultBuffer(a, 0), gw = resultBuffer(a, 1), gb = resultBuffer(a, 2);
@@ -511,7 +498,6 @@ Results batchNormBackwardKernel(const KernelArgs& a) {
 // running = (1 - momentum) * running + momentum * batch, in place; num_batches_tracked + 1.
 // Cumulative (momentum: null): momentum = 1 / (num_batches_tracked + 1).
 Results runningStatsUpdateKernel(const KernelArgs& a) {
-  if (!a.operands[0].is_cpu()) return conv_device::runningStatsUpdate(a);
   at::Tensor rm = a.operands[0], rv = a.operands[1], tracked = a.operands[2];
   const at::Tensor mean = a.operands[3].contiguous(), var = a.operands[4].contiguous();
   // PyTorch's momentum=None: batch n (1-based) weighs 1 / n.
@@ -533,7 +519,6 @@ Results runningStatsUpdateKernel(const KernelArgs& a) {
 
 // y = (x - running_mean) / sqrt(running_var + eps) * w + b.
 Results batchNormInferenceKernel(const KernelArgs& a) {
-  if (!a.operands[0].is_cpu()) return conv_device::batchNormInference(a);
   const at::Tensor x = a.operands[0].contiguous();
   at::Tensor y = resultBuffer(a);
   const Planes P = planesOf(x);
@@ -557,14 +542,20 @@ Results batchNormInferenceKernel(const KernelArgs& a) {
   return {y};
 }
 
+// Portable: ATen's pooling kernels, with their out= variants.
 const KernelEntry kConv[] = {
-    {"conv2d", conv2dKernel},
-    {"conv2d_input_grad", conv2dInputGradKernel},
-    {"conv2d_weight_grad", conv2dWeightGradKernel},
     {"max_pool2d", maxPool2dKernel},
     {"max_pool2d_backward", maxPool2dBackwardKernel},
     {"avg_pool2d", avgPool2dKernel},
     {"avg_pool2d_backward", avgPool2dBackwardKernel},
+};
+
+// The host's own: im2col and oneDNN convolutions, loops over host memory. Their portable
+// counterparts are runtime/kernels_conv_device.cpp's.
+const KernelEntry kHostConv[] = {
+    {"conv2d", conv2dKernel},
+    {"conv2d_input_grad", conv2dInputGradKernel},
+    {"conv2d_weight_grad", conv2dWeightGradKernel},
     {"adaptive_avg_pool2d", adaptiveAvgPool2dKernel},
     {"adaptive_avg_pool2d_backward", adaptiveAvgPool2dBackwardKernel},
     {"batch_norm", batchNormKernel},
@@ -576,5 +567,6 @@ const KernelEntry kConv[] = {
 }  // namespace
 
 std::span<const KernelEntry> convKernels() { return kConv; }
+std::span<const KernelEntry> hostConvKernels() { return kHostConv; }
 
 }  // namespace gradc::runtime

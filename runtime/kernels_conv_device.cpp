@@ -3,6 +3,8 @@
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/var_mean.h>
+#include <ATen/ops/adaptive_avg_pool2d.h>
+#include <ATen/ops/_adaptive_avg_pool2d_backward.h>
 
 #include <array>
 #include <cassert>
@@ -133,4 +135,35 @@ Results batchNormInference(const KernelArgs& a) {
   return {y};
 }
 
+std::vector<at::Tensor> adaptiveAvgPool2d(const KernelArgs& a) {
+  at::Tensor y = kernel_detail::resultBuffer(a);
+  at::adaptive_avg_pool2d_out(y, a.operands[0].contiguous(), {y.size(2), y.size(3)});
+  return {y};
+}
+
+std::vector<at::Tensor> adaptiveAvgPool2dBackward(const KernelArgs& a) {
+  at::Tensor gx = kernel_detail::resultBuffer(a);
+  gx.copy_(at::_adaptive_avg_pool2d_backward(a.operands[0].contiguous(), gx));
+  return {gx};
+}
+
 }  // namespace gradc::runtime::conv_device
+
+namespace gradc::runtime {
+namespace {
+const KernelEntry kConvDevice[] = {
+    {"conv2d", conv_device::conv2d},
+    {"conv2d_input_grad", conv_device::conv2dInputGrad},
+    {"conv2d_weight_grad", conv_device::conv2dWeightGrad},
+    {"adaptive_avg_pool2d", conv_device::adaptiveAvgPool2d},
+    {"adaptive_avg_pool2d_backward", conv_device::adaptiveAvgPool2dBackward},
+    {"batch_norm", conv_device::batchNorm},
+    {"batch_norm_backward", conv_device::batchNormBackward},
+    {"running_stats_update", conv_device::runningStatsUpdate},
+    {"batch_norm_inference", conv_device::batchNormInference},
+};
+}  // namespace
+
+std::span<const KernelEntry> convDeviceKernels() { return kConvDevice; }
+
+}  // namespace gradc::runtime

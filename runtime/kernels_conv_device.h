@@ -1,7 +1,7 @@
-// The convolution and batch-norm kernels (runtime/kernels_conv.cpp) for tensors off the host.
-//
-// The CPU kernels walk memory through raw pointers (im2col blocks, per-channel loops); on another
-// device (runtime/device.h: a CUDA GPU) the same ops are ATen's device kernels -- cuDNN's
+// The portable convolution, adaptive pooling and batch-norm kernels (convDeviceKernels(),
+// runtime/kernels.h): the host's (runtime/kernels_conv.cpp) walk memory through raw pointers
+// (im2col blocks, per-channel loops); on any other device (runtime/device.h: a CUDA GPU) the same
+// ops are ATen's device kernels -- cuDNN's
 // convolution and its two gradients, batch statistics as ATen reductions -- each result copied
 // into its planned buffer. The arithmetic is the op's definition, rounded as the device's
 // kernels round it; what they allocate is measured as the device's internal bytes.
@@ -22,5 +22,7 @@ std::vector<at::Tensor> batchNorm(const KernelArgs& a);
 std::vector<at::Tensor> batchNormBackward(const KernelArgs& a);
 std::vector<at::Tensor> runningStatsUpdate(const KernelArgs& a);
 std::vector<at::Tensor> batchNormInference(const KernelArgs& a);
+std::vector<at::Tensor> adaptiveAvgPool2d(const KernelArgs& a);
+std::vector<at::Tensor> adaptiveAvgPool2dBackward(const KernelArgs& a);
 
 }  // namespace gradc::runtime::conv_device

@@ -46,6 +46,7 @@
 #include "runtime/device.h"
 #include "runtime/dtype_map.h"
 #include "runtime/kernels.h"
+#include "runtime/step_scalars.h"
 
 namespace gradc::runtime {
 
@@ -87,22 +88,65 @@ at::Tensor resultBuffer(const KernelArgs& a, size_t i) {
   return at::empty(t.shape, optionsFor(a, t.dtype));
 }
 
+double scalarOperand(const KernelArgs& a, size_t i) {
+  if (a.ctx.scalars) return a.ctx.scalars->value(a.node.operand(i), a.operands[i]);
+  return a.operands[i].item<double>();
+}
+
+DropoutMask dropoutMask(const KernelArgs& a) {
+  DropoutMask m;
+  m.p = floatAttr(a.node, "p");
+  m.rng = RngStream{a.ctx.seed, a.ctx.step, intAttr(a.node, "rng")};
+  m.threshold = static_cast<float>(std::ceil(m.p * 16777216.0) / 16777216.0);
+  m.scale = 1.0 / (1.0 - m.p);
+  m.offset = ir::getInt(a.node.attrs(), "rng_offset").value_or(0);
+  return m;
+}
+
 }  // namespace kernel_detail
 
-const KernelFn* findKernel(std::string_view opName) {
-  static const std::map<std::string_view, KernelFn, std::less<>> table = [] {
-    std::map<std::string_view, KernelFn, std::less<>> all;
-    for (auto part : {forwardKernels(), backwardKernels(), optimizerKernels(), collectiveKernels(), fusedLossKernels(),
-                      transformerKernels(), fusedKernels(), convKernels(), attentionKernels()})
-      for (const KernelEntry& e : part) {
-        [[maybe_unused]] bool inserted = all.emplace(e.op, e.fn).second;
-        assert(inserted && "an op has two kernels");
-      }
-    return all;
-  }();
+namespace {
+using Table = std::map<std::string_view, KernelFn, std::less<>>;
+
+// One entry per op from the parts, checked to cover each op at most once.
+Table tableOf(std::initializer_list<std::span<const KernelEntry>> parts) {
+  Table all;
+  for (auto part : parts)
+    for (const KernelEntry& e : part) {
+      [[maybe_unused]] bool inserted = all.emplace(e.op, e.fn).second;
+      assert(inserted && "an op has two kernels in one layer");
+    }
+  return all;
+}
+}  // namespace
+
+const KernelFn* findPortableKernel(std::string_view opName) {
+  static const Table table = tableOf({forwardKernels(), backwardKernels(), optimizerKernels(), collectiveKernels(),
+                                      fusedLossKernels(), transformerKernels(), convKernels(), convDeviceKernels(),
+                                      attentionKernels()});
   auto it = table.find(opName);
   return it == table.end() ? nullptr : &it->second;
 }
+
+std::span<const KernelEntry> hostKernels() {
+  static const std::vector<KernelEntry> all = [] {
+    std::vector<KernelEntry> v;
+    for (auto part : {hostForwardKernels(), hostBackwardKernels(), hostOptimizerKernels(), hostFusedLossKernels(),
+                      hostTransformerKernels(), hostFusedKernels(), hostConvKernels(), hostAttentionKernels()})
+      v.insert(v.end(), part.begin(), part.end());
+    (void)tableOf({v});  // each op once
+    return v;
+  }();
+  return all;
+}
+
+const KernelFn* findKernel(std::string_view opName, const Device& device) {
+  for (const KernelEntry& e : device.kernels())
+    if (e.op == opName) return &e.fn;
+  return findPortableKernel(opName);
+}
+
+const KernelFn* findKernel(std::string_view opName) { return findKernel(opName, cpuDevice()); }
 
 namespace {
 using namespace kernel_detail;
@@ -140,10 +184,15 @@ Results scaleKernel(const KernelArgs& a) {
 }
 
 // [..., m, k] @ [..., k, n]; at::matmul_out broadcasts batch dims and folds them into one bmm/mm.
-// A contiguous x times a plain matrix (x @ W: linear's input gradient) is folded here, into one
-// product over x's rows in row blocks (runtime/row_blocked_products.h). bf16 on the CPU: oneDNN
-// with the planned scratchpad, folded the same way.
+// The host's: a contiguous x times a plain matrix (x @ W: linear's input gradient) is folded
+// here, into one product over x's rows in row blocks (runtime/row_blocked_products.h); bf16 on
+// oneDNN with the planned scratchpad, folded the same way.
 Results matmulKernel(const KernelArgs& a) {
+  at::Tensor out = resultBuffer(a);
+  return {at::matmul_out(out, a.operands[0], a.operands[1])};
+}
+
+Results hostMatmulKernel(const KernelArgs& a) {
   at::Tensor out = resultBuffer(a);
   if (oneDnnMatmul(a.node, a.operands[0], a.operands[1], out)) return {out};
   const at::Tensor& x = a.operands[0];
@@ -156,21 +205,28 @@ Results matmulKernel(const KernelArgs& a) {
 }
 
 // x[..., in] @ weight[out, in]^T + bias[out], as torch.nn.functional.linear computes it for a
-// contiguous input: one addmm (mm without bias) over the flattened rows, in row blocks
-// (runtime/row_blocked_products.h). A strided input is
-// flattened by a copy (the planner's hidden copy of linear). bf16 on the CPU: oneDNN with the
-// planned scratchpad, every strided operand copied first (the op reads strided operands Copied).
+// contiguous input: one addmm (mm without bias) over the flattened rows (on the host in row
+// blocks, runtime/row_blocked_products.h). A strided input is flattened by a copy (the
+// planner's hidden copy of linear). bf16 on the host: oneDNN with the planned scratchpad, every
+// strided operand copied first (the op reads strided operands Copied).
+template <bool Host>
 Results linearKernel(const KernelArgs& a) {
   const at::Tensor& x = a.operands[0];
   const at::Tensor& w = a.operands[1];
   at::Tensor out = resultBuffer(a);
   at::Tensor out2d = out.view({-1, w.size(0)});
   const at::Tensor* bias = a.operands.size() == 3 ? &a.operands[2] : nullptr;
-  if (x.scalar_type() == at::kBFloat16 &&
-      oneDnnProduct2d(a.node, x.contiguous().view({-1, x.size(-1)}), w.contiguous().t(), bias, out2d))
-    return {out};
   at::Tensor x2d = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});
-  productInRowBlocks(out2d, x2d, w.t(), bias);
+  if constexpr (Host) {
+    if (x.scalar_type() == at::kBFloat16 &&
+        oneDnnProduct2d(a.node, x.contiguous().view({-1, x.size(-1)}), w.contiguous().t(), bias, out2d))
+      return {out};
+    productInRowBlocks(out2d, x2d, w.t(), bias);
+  } else if (bias) {
+    at::addmm_out(out2d, *bias, x2d, w.t());
+  } else {
+    at::mm_out(out2d, x2d, w.t());
+  }
   return {out};
 }
 
@@ -261,19 +317,13 @@ void dropoutLoop(const T* x, T* y, std::int64_t n, const RngStream& rng, std::in
 // view op: its result never aliases its operand).
 Results dropoutKernel(const KernelArgs& a) {
   const at::Tensor& x = a.operands[0];
-  const double p = floatAttr(a.node, "p");
   at::Tensor y = resultBuffer(a);
-  if (p == 0.0) return {y.copy_(x)};
-  const RngStream rng{a.ctx.seed, a.ctx.step, intAttr(a.node, "rng")};
-  const auto threshold = static_cast<float>(std::ceil(p * 16777216.0) / 16777216.0);
-  const double scale = 1.0 / (1.0 - p);
-  const std::int64_t n = x.numel();
-  const std::int64_t offset = ir::getInt(a.node.attrs(), "rng_offset").value_or(0);
-  if (!x.is_cpu()) {  // the device's own kernel, the same mask (runtime/device.h)
-    const Device& device = a.ctx.device ? *a.ctx.device : cpuDevice();
-    if (Status s = device.dropout(x.contiguous(), y, rng, offset, threshold, scale); !s) TORCH_CHECK(false, s.message());
-    return {y};
-  }
+  const DropoutMask mask = dropoutMask(a);
+  if (mask.p == 0.0) return {y.copy_(x)};
+  const RngStream& rng = mask.rng;
+  const float threshold = mask.threshold;
+  const double scale = mask.scale;
+  const std::int64_t n = x.numel(), offset = mask.offset;
   if (x.scalar_type() == at::kDouble) {
     at::Tensor xc = x.contiguous();
     dropoutLoop<double>(xc.data_ptr<double>(), y.data_ptr<double>(), n, rng, offset, threshold, scale);
@@ -375,10 +425,13 @@ constexpr std::int64_t kNoIgnoredClass = std::numeric_limits<std::int64_t>::min(
 
 // With label smoothing eps (PyTorch's): the row term is (1 - eps) (-logp[t]) + eps mean_c(-logp[c]),
 // averaged over the rows not ignored; summed in f64 on the host from the log-probabilities.
+// The host's reads the log-probabilities through raw pointers; the portable one takes the same
+// sums as ATen reductions.
+template <bool Host>
 at::Tensor smoothedCrossEntropy(at::Tensor out, const at::Tensor& logp, const at::Tensor& target, std::int64_t ignore,
                                 double eps) {
   const std::int64_t rows = logp.size(0), classes = logp.size(1);
-  if (!logp.is_cpu()) {  // off the host: the same sums as ATen reductions, in f64
+  if constexpr (!Host) {
     const at::Tensor kept = target.ne(ignore);
     TORCH_CHECK(!kept.logical_and(target.lt(0).logical_or(target.ge(classes))).any().item<bool>(),
                 "cross_entropy: a target is not a class in [0, ", classes, ")");
@@ -386,24 +439,27 @@ at::Tensor smoothedCrossEntropy(at::Tensor out, const at::Tensor& logp, const at
     const at::Tensor picked = lp.gather(1, target.masked_fill(kept.logical_not(), 0).unsqueeze(1)).squeeze(1);
     const at::Tensor terms = picked.mul(-(1.0 - eps)).sub(lp.sum(1).mul(eps / static_cast<double>(classes)));
     return out.copy_(terms.masked_fill(kept.logical_not(), 0).sum().div(kept.sum()));  // none kept: nan
+  } else {
+    const std::int64_t* t = target.data_ptr<std::int64_t>();
+    double total = 0;
+    std::int64_t count = 0;
+    AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, logp.scalar_type(), "cross_entropy", [&] {
+      const scalar_t* row = logp.data_ptr<scalar_t>();
+      for (std::int64_t r = 0; r < rows; ++r, row += classes) {
+        if (t[r] == ignore) continue;
+        TORCH_CHECK(t[r] >= 0 && t[r] < classes, "cross_entropy: target ", t[r], " is not a class in [0, ", classes,
+                    ")");
+        double sum = 0;
+        for (std::int64_t c = 0; c < classes; ++c) sum += static_cast<double>(row[c]);
+        total += -(1.0 - eps) * static_cast<double>(row[t[r]]) - eps * sum / static_cast<double>(classes);
+        ++count;
+      }
+    });
+    return out.fill_(total / static_cast<double>(count));  // count 0: nan, as PyTorch
   }
-  const std::int64_t* t = target.data_ptr<std::int64_t>();
-  double total = 0;
-  std::int64_t count = 0;
-  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, logp.scalar_type(), "cross_entropy", [&] {
-    const scalar_t* row = logp.data_ptr<scalar_t>();
-    for (std::int64_t r = 0; r < rows; ++r, row += classes) {
-      if (t[r] == ignore) continue;
-      TORCH_CHECK(t[r] >= 0 && t[r] < classes, "cross_entropy: target ", t[r], " is not a class in [0, ", classes, ")");
-      double sum = 0;
-      for (std::int64_t c = 0; c < classes; ++c) sum += static_cast<double>(row[c]);
-      total += -(1.0 - eps) * static_cast<double>(row[t[r]]) - eps * sum / static_cast<double>(classes);
-      ++count;
-    }
-  });
-  return out.fill_(total / static_cast<double>(count));  // count 0: nan, as PyTorch
 }
 
+template <bool Host>
 Results crossEntropyKernel(const KernelArgs& a) {
   const at::Tensor& logits = a.operands[0];
   at::Tensor target = a.operands[1].reshape({-1});
@@ -412,7 +468,7 @@ Results crossEntropyKernel(const KernelArgs& a) {
   at::Tensor out = resultBuffer(a);
   const std::int64_t ignore = ir::getInt(a.node.attrs(), "ignore_index").value_or(kNoIgnoredClass);
   if (const double eps = ir::getFloat(a.node.attrs(), "label_smoothing").value_or(0.0); eps > 0)
-    return {smoothedCrossEntropy(out, logp, target.contiguous(), ignore, eps)};
+    return {smoothedCrossEntropy<Host>(out, logp, target.contiguous(), ignore, eps)};
   at::Tensor totalWeight = at::empty({}, logp.options());
   at::nll_loss_forward_out(out, totalWeight, logp, target, /*weight=*/{}, at::Reduction::Mean, ignore);
   return {out};
@@ -433,7 +489,7 @@ const KernelEntry kForward[] = {
     {"mul", mulKernel},
     {"scale", scaleKernel},
     {"matmul", matmulKernel},
-    {"linear", linearKernel},
+    {"linear", linearKernel<false>},
     {"relu", reluKernel},
     {"gelu", geluKernel},
     {"tanh", tanhKernel},
@@ -441,7 +497,6 @@ const KernelEntry kForward[] = {
     {"softmax", softmaxKernel},
     {"log_softmax", logSoftmaxKernel},
     {"layer_norm", layerNormKernel},
-    {"dropout", dropoutKernel},
     {"causal_mask", causalMaskKernel},
     {"reshape", reshapeKernel},
     {"transpose", transposeKernel},
@@ -451,12 +506,22 @@ const KernelEntry kForward[] = {
     {"stack", stackKernel},
     {"unbind", unbindKernel},
     {"zeros", zerosKernel},
-    {"cross_entropy", crossEntropyKernel},
+    {"cross_entropy", crossEntropyKernel<false>},
     {"mse", mseKernel},
+};
+
+// The host's own: its dropout loop (no portable dropout exists: a device brings its own),
+// oneDNN and row-blocked products, and the smoothed loss read through raw pointers.
+const KernelEntry kHostForward[] = {
+    {"matmul", hostMatmulKernel},
+    {"linear", linearKernel<true>},
+    {"dropout", dropoutKernel},
+    {"cross_entropy", crossEntropyKernel<true>},
 };
 
 }  // namespace
 
 std::span<const KernelEntry> forwardKernels() { return kForward; }
+std::span<const KernelEntry> hostForwardKernels() { return kHostForward; }
 
 }  // namespace gradc::runtime

@@ -43,6 +43,6 @@ Results fusedKernel(const KernelArgs& a) {
 const KernelEntry kEntries[] = {{"fused", fusedKernel}};
 }  // namespace
 
-std::span<const KernelEntry> fusedKernels() { return kEntries; }
+std::span<const KernelEntry> hostFusedKernels() { return kEntries; }
 
 }  // namespace gradc::runtime

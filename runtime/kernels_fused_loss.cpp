@@ -38,6 +38,9 @@ using Results = std::vector<at::Tensor>;
 // d loss / d logits, gives grad_x's rows of the chunk (chunk @ w) and adds chunk^T @ x_chunk to
 // grad_w and chunk^T @ 1 to grad_bias (the first chunk writes them). loss = (sum of the row
 // terms) / N, as cross_entropy's mean.
+// The host's kernel: bf16 products on oneDNN with the planned scratchpad, the others in row
+// blocks (runtime/row_blocked_products.h); the portable one: one ATen product each.
+template <bool Host>
 Results linearCrossEntropyKernel(const KernelArgs& a) {
   const at::Tensor& w = a.operands[1];
   const bool bias = a.operands.size() > 3;
@@ -68,13 +71,22 @@ Results linearCrossEntropyKernel(const KernelArgs& a) {
       ir::linearCrossEntropyProductScratch(n, intAttr(a.node, "chunks"), features, classes, bias,
                                            a.node.operand(0)->type().dtype, at::get_num_threads());
   const at::Tensor* biasOperand = bias ? &a.operands[3] : nullptr;
+  const auto product = [](const at::Tensor& out, const at::Tensor& x, const at::Tensor& rhs, const at::Tensor* b) {
+    if constexpr (Host) {
+      productInRowBlocks(out, x, rhs, b);
+    } else {
+      at::Tensor o = out;
+      if (b) at::addmm_out(o, *b, x, rhs);
+      else at::mm_out(o, x, rhs);
+    }
+  };
   for (std::int64_t begin = 0; begin < n; begin += c) {
     const std::int64_t rows = std::min(c, n - begin);
     at::Tensor chunk = logits.narrow(0, 0, rows);
     const at::Tensor xChunk = x.narrow(0, begin, rows);
     const at::Tensor targetChunk = target.narrow(0, begin, rows);
-    if (!oneDnnProduct2d(xChunk, w.t(), biasOperand, chunk, scratch))
-      productInRowBlocks(chunk, xChunk, w.t(), biasOperand);
+    if (!(Host && oneDnnProduct2d(xChunk, w.t(), biasOperand, chunk, scratch)))
+      product(chunk, xChunk, w.t(), biasOperand);
     at::Tensor term = terms.narrow(0, begin, rows);
     at::gather_out(term, chunk, 1, targetChunk);
     at::Tensor m = rowMax.narrow(0, 0, rows);
@@ -87,9 +99,9 @@ Results linearCrossEntropyKernel(const KernelArgs& a) {
     chunk.scatter_add_(1, targetChunk, minusOne.narrow(0, 0, rows));
     chunk.mul_(invN);
     at::Tensor gradXChunk = gradXRows.narrow(0, begin, rows);
-    if (!oneDnnProduct2d(chunk, w, nullptr, gradXChunk, scratch)) productInRowBlocks(gradXChunk, chunk, w);
+    if (!(Host && oneDnnProduct2d(chunk, w, nullptr, gradXChunk, scratch))) product(gradXChunk, chunk, w, nullptr);
     const bool accumulate = begin > 0;
-    if (!oneDnnProduct2d(chunk.t(), xChunk, nullptr, gradW, scratch, accumulate)) {
+    if (!(Host && oneDnnProduct2d(chunk.t(), xChunk, nullptr, gradW, scratch, accumulate))) {
       if (accumulate)
         gradW.addmm_(chunk.t(), xChunk);
       else
@@ -108,11 +120,15 @@ Results linearCrossEntropyKernel(const KernelArgs& a) {
 }
 
 const KernelEntry kFusedLoss[] = {
-    {"linear_cross_entropy", linearCrossEntropyKernel},
+    {"linear_cross_entropy", linearCrossEntropyKernel<false>},
+};
+const KernelEntry kHostFusedLoss[] = {
+    {"linear_cross_entropy", linearCrossEntropyKernel<true>},
 };
 
 }  // namespace
 
 std::span<const KernelEntry> fusedLossKernels() { return kFusedLoss; }
+std::span<const KernelEntry> hostFusedLossKernels() { return kHostFusedLoss; }
 
 }  // namespace gradc::runtime

@@ -61,7 +61,7 @@ Results clipCoefKernel(const KernelArgs& a) {
 // remaining total_steps - warmup_steps steps, min_lr after that. Without warmup, a step <= 0
 // reads as the start of the decay (lr) rather than dividing by zero.
 Results lrScheduleKernel(const KernelArgs& a) {
-  const auto step = a.operands[0].item<std::int64_t>();
+  const auto step = static_cast<std::int64_t>(scalarOperand(a, 0));
   const double lr = floatAttr(a.node, "lr");
   const double minLr = floatAttr(a.node, "min_lr");
   const std::int64_t warmup = intAttr(a.node, "warmup_steps");
@@ -80,9 +80,15 @@ Results lrScheduleKernel(const KernelArgs& a) {
 // The gradient the update sees: grad * grad_scale (the clipping coefficient, or 1), scaled in
 // place as torch.nn.utils.clip_grad_norm_ does (the update is the gradient's last use), so no
 // temporary. A scale of exactly 1 skips the multiply. The 0-dim f32 scale multiplies as the
-// Scalar it holds would (same value, same f32 product) without a wrapper.
-const at::Tensor& scaledGrad(const at::Tensor& grad, const at::Tensor& gradScale) {
-  if (gradScale.item<double>() != 1.0) grad.mul_(gradScale);
+// Scalar it holds would (same value, same f32 product) without a wrapper. The scale's value on
+// the host is read once per step (kernel_detail::scalarOperand).
+struct GradScale {
+  const at::Tensor& tensor;
+  double value;
+};
+
+const at::Tensor& scaledGrad(const at::Tensor& grad, const GradScale& scale) {
+  if (scale.value != 1.0) grad.mul_(scale.tensor);
   return grad;
 }
 
@@ -97,7 +103,7 @@ struct SgdHyper {
 };
 
 // The update of one parameter (or one stretch of one); `buf` is undefined without momentum.
-void sgdUpdate(const at::Tensor& param, const at::Tensor& grad, double lr, const at::Tensor& gradScale,
+void sgdUpdate(const at::Tensor& param, const at::Tensor& grad, double lr, const GradScale& gradScale,
                const at::Tensor& buf, const SgdHyper& h) {
   at::Tensor g = scaledGrad(grad, gradScale);
   if (h.weightDecay != 0.0) g = g.add(param, h.weightDecay);
@@ -110,7 +116,7 @@ void sgdUpdate(const at::Tensor& param, const at::Tensor& grad, double lr, const
 }
 
 Results sgdStepKernel(const KernelArgs& a) {
-  sgdUpdate(a.operands[0], a.operands[1], a.operands[2].item<double>(), a.operands[3],
+  sgdUpdate(a.operands[0], a.operands[1], scalarOperand(a, 2), GradScale{a.operands[3], scalarOperand(a, 3)},
             a.operands.size() == 5 ? a.operands[4] : at::Tensor(), SgdHyper(a.node));
   return {};
 }
@@ -182,13 +188,13 @@ void adamwOnePassUpdate(const at::Tensor& param, const at::Tensor& grad, const a
   else TORCH_CHECK(false, "adamw {fused = true} updates f32 or f64 parameters, got ", param.scalar_type());
 }
 
-// The update of one parameter (or one stretch of one), one pass or op by op.
+// The update of one parameter (or one stretch of one): on the host, in one pass when the node
+// is fused; otherwise (and on every other device) op by op, the same arithmetic.
+template <bool Host>
 void adamwUpdate(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& m, const at::Tensor& v, double lr,
-                 std::int64_t step, const at::Tensor& gradScale, const AdamwHyper& h,
+                 std::int64_t step, const GradScale& gradScale, const AdamwHyper& h,
                  const GeneratedCall* generated) {
-  // The one-pass loop and its generated kernel run on the host; other devices take the op-by-op
-  // path (the same arithmetic).
-  if (h.fused && param.is_cpu()) return adamwOnePassUpdate(param, grad, m, v, lr, step, gradScale.item<double>(), h, generated);
+  if (Host && h.fused) return adamwOnePassUpdate(param, grad, m, v, lr, step, gradScale.value, h, generated);
   at::Tensor g = scaledGrad(grad, gradScale);
   if (h.weightDecay != 0.0) param.mul_(1.0 - lr * h.weightDecay);
   const double biasCorrection1 = 1.0 - std::pow(h.beta1, static_cast<double>(step));
@@ -199,9 +205,11 @@ void adamwUpdate(const at::Tensor& param, const at::Tensor& grad, const at::Tens
   param.addcdiv_(m, denom, -lr / biasCorrection1);
 }
 
+template <bool Host>
 Results adamwStepKernel(const KernelArgs& a) {
-  adamwUpdate(a.operands[0], a.operands[1], a.operands[2], a.operands[3], a.operands[4].item<double>(),
-              a.operands[5].item<std::int64_t>(), a.operands[6], AdamwHyper(a.node), a.generated);
+  adamwUpdate<Host>(a.operands[0], a.operands[1], a.operands[2], a.operands[3], scalarOperand(a, 4),
+                    static_cast<std::int64_t>(scalarOperand(a, 5)), GradScale{a.operands[6], scalarOperand(a, 6)},
+                    AdamwHyper(a.node), a.generated);
   return {};
 }
 
@@ -266,18 +274,20 @@ std::vector<SegmentTensors> segmentTensors(const KernelArgs& a, const ShardView&
 }
 
 // (params..., grad..., m, v, lr, step, grad_scale)
+template <bool Host>
 Results adamwShardStepKernel(const KernelArgs& a) {
   const ShardView v = shardView(a);
   const size_t at = v.afterGrads;
   at::Tensor out = v.paramShard ? a.operands[0] : resultBuffer(a);
   const at::Tensor state[2] = {a.operands[at], a.operands[at + 1]};
-  const double lr = a.operands[at + 2].item<double>();
-  const std::int64_t step = a.operands[at + 3].item<std::int64_t>();
+  const double lr = scalarOperand(a, at + 2);
+  const auto step = static_cast<std::int64_t>(scalarOperand(a, at + 3));
+  const GradScale scale{a.operands[at + 4], scalarOperand(a, at + 4)};
   const AdamwHyper decaying(a.node);
   AdamwHyper notDecaying = decaying;
   notDecaying.weightDecay = 0.0;
   for (const SegmentTensors& t : segmentTensors(a, v, out, state))
-    adamwUpdate(t.param, t.grad, t.state[0], t.state[1], lr, step, a.operands[at + 4],
+    adamwUpdate<Host>(t.param, t.grad, t.state[0], t.state[1], lr, step, scale,
                 t.noDecay ? notDecaying : decaying, nullptr);
   if (v.paramShard) return {};
   return {out};
@@ -290,12 +300,13 @@ Results sgdShardStepKernel(const KernelArgs& a) {
   at::Tensor out = v.paramShard ? a.operands[0] : resultBuffer(a);
   std::vector<at::Tensor> state;
   if (a.operands.size() == at + 3) state.push_back(a.operands[at + 2]);
-  const double lr = a.operands[at].item<double>();
+  const double lr = scalarOperand(a, at);
+  const GradScale scale{a.operands[at + 1], scalarOperand(a, at + 1)};
   const SgdHyper decaying(a.node);
   SgdHyper notDecaying = decaying;
   notDecaying.weightDecay = 0.0;
   for (const SegmentTensors& t : segmentTensors(a, v, out, state))
-    sgdUpdate(t.param, t.grad, lr, a.operands[at + 1], t.state.empty() ? at::Tensor() : t.state[0],
+    sgdUpdate(t.param, t.grad, lr, scale, t.state.empty() ? at::Tensor() : t.state[0],
               t.noDecay ? notDecaying : decaying);
   if (v.paramShard) return {};
   return {out};
@@ -306,14 +317,21 @@ const KernelEntry kOptimizer[] = {
     {"clip_coef", clipCoefKernel},
     {"lr_schedule", lrScheduleKernel},
     {"sgd_step", sgdStepKernel},
-    {"adamw_step", adamwStepKernel},
-    {"adamw_shard_step", adamwShardStepKernel},
+    {"adamw_step", adamwStepKernel<false>},
+    {"adamw_shard_step", adamwShardStepKernel<false>},
     {"sgd_shard_step", sgdShardStepKernel},
     {"norm_from_squares", normFromSquaresKernel},
+};
+
+// The host's own: AdamW in one pass (the node's `fused`), with its generated kernel when loaded.
+const KernelEntry kHostOptimizer[] = {
+    {"adamw_step", adamwStepKernel<true>},
+    {"adamw_shard_step", adamwShardStepKernel<true>},
 };
 
 }  // namespace
 
 std::span<const KernelEntry> optimizerKernels() { return kOptimizer; }
+std::span<const KernelEntry> hostOptimizerKernels() { return kHostOptimizer; }
 
 }  // namespace gradc::runtime

@@ -41,12 +41,14 @@ Results expKernel(const KernelArgs& a) {
   return {at::exp_out(out, a.operands[0])};
 }
 
-// The two reductions of rms_norm and its backward, into planned results. bf16/f16 on the host:
+// The two reductions of rms_norm and its backward, into planned results. bf16/f16 in the host's
+// kernels:
 // loops accumulating in float; ATen 2.x's mean and sum convert the whole input to a float copy
 // first, memory the plan does not hold (ATen 1.13's did not).
 // out[r] = mean of in[r, :] (in [R, D] and out [R, 1] contiguous).
+template <bool Host>
 void meanOfRowsInto(at::Tensor& out, const at::Tensor& in) {
-  if (!reducedOnHost(in) || !in.is_contiguous() || !out.is_contiguous()) {
+  if (!Host || !reducedPrecision(in) || !in.is_contiguous() || !out.is_contiguous()) {
     at::mean_out(out, in, {-1}, /*keepdim=*/true);
     return;
   }
@@ -64,8 +66,9 @@ void meanOfRowsInto(at::Tensor& out, const at::Tensor& in) {
 }
 
 // out[c] = sum over rows of in[r, c] (in [R, D] contiguous, out [D] contiguous).
+template <bool Host>
 void sumOfColumnsInto(at::Tensor& out, const at::Tensor& in) {
-  if (!reducedOnHost(in) || !in.is_contiguous() || !out.is_contiguous()) {
+  if (!Host || !reducedPrecision(in) || !in.is_contiguous() || !out.is_contiguous()) {
     at::sum_out(out, in, {0});
     return;
   }
@@ -83,11 +86,12 @@ void sumOfColumnsInto(at::Tensor& out, const at::Tensor& in) {
 }
 
 // y = x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps); y holds x^2 first.
+template <bool Host>
 Results rmsNormKernel(const KernelArgs& a) {
   const at::Tensor x = a.operands[0].contiguous();
   at::Tensor y = resultBuffer(a, 0), rstd = resultBuffer(a, 1);
   at::mul_out(y, x, x);
-  meanOfRowsInto(rstd, y);
+  meanOfRowsInto<Host>(rstd, y);
   rstd.add_(floatAttr(a.node, "eps")).rsqrt_();
   at::mul_out(y, x, rstd);
   y.mul_(a.operands[1]);
@@ -96,6 +100,7 @@ Results rmsNormKernel(const KernelArgs& a) {
 
 // xhat = x * rstd; gw = sum over rows of g * xhat; gx = rstd * (g w - xhat * mean(g w xhat)).
 // gx holds g * xhat, then g * w, before it is the result.
+template <bool Host>
 Results rmsNormBackwardKernel(const KernelArgs& a) {
   const at::Tensor g = a.operands[0].contiguous(), x = a.operands[1].contiguous();
   const at::Tensor& rstd = a.operands[2];
@@ -104,7 +109,7 @@ Results rmsNormBackwardKernel(const KernelArgs& a) {
   at::Tensor gx = resultBuffer(a, 0), gw = resultBuffer(a, 1);
   at::Tensor xhat = at::mul(x, rstd);                            // workspace: x's size
   at::mul_out(gx, g, xhat);
-  sumOfColumnsInto(gw, gx.view({-1, d}));
+  sumOfColumnsInto<Host>(gw, gx.view({-1, d}));
   at::mul_out(gx, g, w);
   at::Tensor dot;
   {
@@ -112,7 +117,7 @@ Results rmsNormBackwardKernel(const KernelArgs& a) {
     std::vector<std::int64_t> rowShape = product.sizes().vec();
     rowShape.back() = 1;
     dot = at::empty(rowShape, product.options());                // workspace: one value per row
-    meanOfRowsInto(dot, product);
+    meanOfRowsInto<Host>(dot, product);
   }
   xhat.mul_(dot);
   gx.sub_(xhat).mul_(rstd);
@@ -191,13 +196,20 @@ const KernelEntry kTransformer[] = {
     {"silu", siluKernel},
     {"silu_backward", siluBackwardKernel},
     {"exp", expKernel},
-    {"rms_norm", rmsNormKernel},
-    {"rms_norm_backward", rmsNormBackwardKernel},
+    {"rms_norm", rmsNormKernel<false>},
+    {"rms_norm_backward", rmsNormBackwardKernel<false>},
     {"rope", ropeKernel},
+};
+
+// The host's own: rms_norm's reductions loop in float for bf16/f16.
+const KernelEntry kHostTransformer[] = {
+    {"rms_norm", rmsNormKernel<true>},
+    {"rms_norm_backward", rmsNormBackwardKernel<true>},
 };
 
 }  // namespace
 
 std::span<const KernelEntry> transformerKernels() { return kTransformer; }
+std::span<const KernelEntry> hostTransformerKernels() { return kHostTransformer; }
 
 }  // namespace gradc::runtime

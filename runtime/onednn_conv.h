@@ -1,6 +1,6 @@
 // conv2d, conv2d_input_grad and conv2d_weight_grad on oneDNN's blocked kernels (onednn/conv.h),
 // for f32 on the CPU. Each kernel of runtime/kernels_conv.cpp calls this first; false when it
-// does not apply (another dtype or device, no oneDNN kernel, or a plan that declared the im2col
+// does not apply (another dtype, no oneDNN kernel, or a plan that declared the im2col
 // workspace, e.g. one made where oneDNN was absent), and the im2col kernel runs instead. The
 // workspace is one allocation of exactly the node's declared bytes (the op table asked oneDNN
 // for them, ir/ops_conv.cpp), carved from the step's planned workspace: measured == planned.

@@ -13,7 +13,8 @@ namespace gradc::runtime {
 
 namespace {
 
-bool applies(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16 && t.device().is_cpu(); }
+// Host tensors: only the host's kernels call these.
+bool applies(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16; }
 
 // The matrices of a 2-D or 3-D operand as oneDNN reads them; a batch stride of 0 (an operand
 // expanded over the batch) is one matrix shared by every product. Strides of extent-1 axes are

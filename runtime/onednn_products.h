@@ -1,7 +1,7 @@
 // bf16 matrix products on oneDNN with their scratchpad from the plan (onednn/gemm.h).
 //
-// The products' kernels (matmul, linear, linear_weight_grad) call these first; each returns
-// false when it does not apply (another dtype, not the CPU, no oneDNN kernel for the layout,
+// The host's products' kernels (matmul, linear, linear_weight_grad, the fused loss) call these
+// first; each returns false when it does not apply (another dtype, no oneDNN kernel for the layout,
 // or a plan made where oneDNN needed less scratchpad), and the kernel then runs ATen's product,
 // which gives the same result and allocates its own scratchpad. The scratchpad is one
 // allocation of exactly the node's declared workspace (ir/ops_gemm_workspace.cpp), made while

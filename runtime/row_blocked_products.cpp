@@ -17,7 +17,7 @@ void product(at::Tensor out, const at::Tensor& x, const at::Tensor& rhs, const a
 void productInRowBlocks(const at::Tensor& out2d, const at::Tensor& x2d, const at::Tensor& rhs,
                         const at::Tensor* bias) {
   const std::int64_t rows = x2d.size(0);
-  if (!out2d.is_cpu() || rows <= kProductRowBlock) return product(out2d, x2d, rhs, bias);
+  if (rows <= kProductRowBlock) return product(out2d, x2d, rhs, bias);
   for (std::int64_t begin = 0; begin < rows; begin += kProductRowBlock) {
     const std::int64_t n = std::min(kProductRowBlock, rows - begin);
     product(out2d.narrow(0, begin, n), x2d.narrow(0, begin, n), rhs, bias);

@@ -11,7 +11,8 @@
 // as the whole one: 0.93x-1.05x of its time on one and two threads at gpt-mini's shapes with
 // 16,384 rows (bench/row_blocked_products.py). Products whose rows are the contraction (the weight
 // gradient, x^T @ g) already touch a bounded panel: the library blocks the contraction itself.
-// Off the host, and up to one block, each product is one library call as before.
+// Up to one block, a product is one library call. The host's kernels call this; the portable
+// ones (runtime/kernels.h) make one call whatever the rows.
 #pragma once
 
 #include <ATen/core/Tensor.h>

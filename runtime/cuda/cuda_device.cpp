@@ -21,9 +21,7 @@
 #include <mutex>
 #include <optional>
 
-#include "runtime/counter_rng.h"
-#include "runtime/cuda/dropout_kernel.h"
-#include "runtime/cuda/softmax_backward_kernel.h"
+#include "runtime/cuda/cuda_kernels.h"
 #include "runtime/dtype_map.h"
 
 namespace gradc::runtime {
@@ -38,16 +36,6 @@ std::string bytesText(std::size_t bytes) { return ir::formatBytesExact(static_ca
 // fields did not.
 auto allocatedBytes(int index) {
   return c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index)).allocated_bytes[0];
-}
-
-std::optional<cuda::Element> elementOf(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat: return cuda::Element::f32;
-    case at::kDouble: return cuda::Element::f64;
-    case at::kHalf: return cuda::Element::f16;
-    case at::kBFloat16: return cuda::Element::bf16;
-    default: return std::nullopt;
-  }
 }
 
 class CudaDevice final : public Device {
@@ -112,58 +100,7 @@ class CudaDevice final : public Device {
     (void)cudaDeviceSynchronize();
   }
 
-  Status dropout(const at::Tensor& x, at::Tensor& y, const RngStream& rng, std::int64_t offset, float threshold,
-                 double scale) const override {
-    cuda::DropoutLaunch l;
-    if (std::optional<cuda::Element> e = elementOf(x.scalar_type())) {
-      l.element = *e;
-    } else {
-      return Error{std::string("dropout on ") + name() + ": no kernel for " + c10::toString(x.scalar_type())};
-    }
-    if (!x.is_contiguous() || !y.is_contiguous() || x.numel() != y.numel())
-      return Error{"dropout on " + name() + ": operand and result must be contiguous and of one size"};
-    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(index_));
-    const PhiloxKey key = philoxKey(rng);
-    l.x = x.data_ptr();
-    l.y = y.data_ptr();
-    l.n = x.numel();
-    l.offset = static_cast<std::uint64_t>(offset);
-    l.step = static_cast<std::uint64_t>(rng.step);
-    l.k0 = key[0];
-    l.k1 = key[1];
-    l.threshold = threshold;
-    l.scale = scale;
-    l.stream = at::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(index_)).stream();
-    if (const char* e = cuda::launchDropout(l)) return Error{"dropout on " + name() + ": " + e};
-    return {};
-  }
-
-  Status softmaxBackward(const at::Tensor& grad, const at::Tensor& y, std::int64_t dim, at::Tensor& out) const override {
-    cuda::SoftmaxBackwardLaunch l;
-    if (std::optional<cuda::Element> e = elementOf(y.scalar_type())) {
-      l.element = *e;
-    } else {
-      return Error{std::string("softmax backward on ") + name() + ": no kernel for " + c10::toString(y.scalar_type())};
-    }
-    if (!grad.is_contiguous() || !y.is_contiguous() || !out.is_contiguous() || grad.sizes() != y.sizes() ||
-        out.sizes() != y.sizes() || grad.scalar_type() != y.scalar_type() || out.scalar_type() != y.scalar_type())
-      return Error{"softmax backward on " + name() + ": operands and result must be contiguous, of one shape and dtype"};
-    if (dim < 0 || dim >= y.dim())
-      return Error{"softmax backward on " + name() + ": axis " + std::to_string(dim) + " of a rank-" +
-                   std::to_string(y.dim()) + " tensor"};
-    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(index_));
-    l.grad = grad.data_ptr();
-    l.y = y.data_ptr();
-    l.out = out.data_ptr();
-    l.outer = 1;
-    l.inner = 1;
-    for (std::int64_t d = 0; d < dim; ++d) l.outer *= y.size(d);
-    for (std::int64_t d = dim + 1; d < y.dim(); ++d) l.inner *= y.size(d);
-    l.size = y.size(dim);
-    l.stream = at::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(index_)).stream();
-    if (const char* e = cuda::launchSoftmaxBackward(l)) return Error{"softmax backward on " + name() + ": " + e};
-    return {};
-  }
+  std::span<const KernelEntry> kernels() const override { return cudaKernels(); }
 
  private:
   int index_;

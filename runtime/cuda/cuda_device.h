@@ -2,8 +2,9 @@
 //
 // - The arena is one cudaMalloc on the device (256-byte aligned, as cudaMalloc guarantees).
 // - Tensors are kCUDA tensors of the device; ATen launches their kernels on the device's current
-//   stream, and so does the dropout kernel (runtime/cuda/dropout_kernel.h), so every kernel of
-//   a step runs in program order on one stream.
+//   stream, and so do the device's own kernels (runtime/cuda/cuda_kernels.h: dropout, softmax
+//   backward), so every kernel of a step runs in program order on one stream. Every other op
+//   runs its portable ATen kernel (runtime/kernels.h).
 // - What ATen allocates beside the arena (cuBLAS/cuDNN workspaces, temporaries) goes through the
 //   CUDA caching allocator; its statistics (allocated bytes now and at their peak) are the
 //   device's internal bytes, reported beside the arena as the host's tracking allocator is.

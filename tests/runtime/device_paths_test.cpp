@@ -1,5 +1,6 @@
-// The device paths of the kernels that loop on the host (runtime/kernels_conv_device.h) are
-// ATen compositions, so they run on the CPU too: here they are checked against the CPU kernels
+// The portable kernels of the ops the host runs with its own kernels (runtime/kernels.h: the
+// host's loops, oneDNN and row-blocked products; the portable ones ATen compositions such as
+// runtime/kernels_conv_device.h's) run on the CPU too: here each is checked against the host's
 // on the same operands, so what a GPU runs is the op's arithmetic before a GPU ever runs it.
 // The dropout element function the CUDA kernel draws with (runtime/cuda/philox_element.h) is
 // checked against the CPU's generator in counter_rng_test.cpp.
@@ -8,6 +9,7 @@
 #include "runtime/dtype_map.h"
 #include "runtime/executor.h"
 #include "runtime/kernels_conv_device.h"
+#include "runtime/kernels.h"
 
 
 // doctest last: c10 includes glog, whose CHECK would otherwise replace doctest's.
@@ -46,7 +48,69 @@ double worstDifference(std::string_view op, DeviceKernel devicePath, const std::
   return worst;
 }
 
+double portableDifference(std::string_view op, const std::vector<at::Tensor>& operands, const ir::AttrMap& attrs) {
+  const KernelFn* portable = findPortableKernel(op);
+  REQUIRE_MESSAGE(portable, (std::string(op) + " has no portable kernel"));
+  return worstDifference(op, *portable, operands, attrs);
+}
+
 }  // namespace
+
+// dropout needs a device's own kernel (no ATen call draws gradc's mask); fused regions run
+// generated code (a device without it runs the artifact's reference step).
+TEST_CASE("kernel table: every op runs on the host, and every op but dropout and fused has a portable kernel") {
+  for (const ir::OpInfo& op : ir::allOps()) {
+    CHECK_MESSAGE(findKernel(op.name, cpuDevice()) != nullptr, "no host kernel for " << op.name);
+    if (op.name != "dropout" && op.name != "fused") CHECK_MESSAGE(findPortableKernel(op.name) != nullptr, "no portable kernel for " << op.name);
+  }
+  // The host's own kernels are found before the portable ones, for ops the op table knows.
+  for (const KernelEntry& e : hostKernels()) {
+    CHECK_MESSAGE(ir::findOp(e.op) != nullptr, "host kernel for unknown op " << e.op);
+    const bool own = *findKernel(e.op, cpuDevice()) == e.fn;
+    CHECK_MESSAGE(own, "the host does not run its own kernel of " << e.op);
+  }
+  CHECK(findPortableKernel("dropout") == nullptr);
+}
+
+TEST_CASE("device paths: the losses, products, attention and pooling equal the host's kernels") {
+  at::manual_seed(21);
+  const at::Tensor logits = at::randn({24, 37});
+  const at::Tensor target = at::randint(0, 37, {24}, at::kLong).index_put_({at::tensor({3, 9}, at::kLong)},
+                                                                         at::scalar_tensor(-1, at::kLong));
+  const ir::AttrMap smoothing{{"label_smoothing", 0.1}, {"ignore_index", std::int64_t{-1}}};
+  CHECK(portableDifference("cross_entropy", {logits, target}, smoothing) < 1e-6);
+  CHECK(portableDifference("cross_entropy_backward", {at::ones({}), logits, target}, smoothing) < 1e-6);
+  const at::Tensor classes = at::randint(0, 37, {24}, at::kLong);
+  CHECK(portableDifference("cross_entropy_backward", {at::ones({}), logits, classes}, {}) < 1e-6);
+
+  // Products over more rows than one of the host's row blocks.
+  const at::Tensor x = at::randn({3, 700, 24}), w = at::randn({40, 24}), bias = at::randn({40});
+  CHECK(portableDifference("linear", {x, w, bias}, {}) < 1e-5);
+  CHECK(portableDifference("matmul", {at::randn({3, 700, 40}), w}, {}) < 1e-5);
+  CHECK(portableDifference("linear_weight_grad", {at::randn({3, 700, 40}), x}, {}) < 1e-5);
+  CHECK(portableDifference("linear_cross_entropy", {x, w, at::randint(0, 40, {3, 700}, at::kLong), bias},
+                           {{"chunks", std::int64_t{3}}}) < 1e-5);
+
+  // Attention, causal, with grouped key heads (2 query heads per key head: k and v broadcast).
+  const at::Tensor q = at::randn({2, 2, 2, 70, 8}), k = at::randn({2, 2, 1, 70, 8}), v = at::randn({2, 2, 1, 70, 8});
+  const ir::AttrMap attention{{"causal", true}, {"scale", 0.35}};
+  CHECK(portableDifference("attention", {q, k, v}, attention) < 1e-5);
+  Expected<std::vector<at::Tensor>> fwd = callOp("attention", std::vector<at::Tensor>{q, k, v}, attention);
+  REQUIRE(fwd.ok());
+  CHECK(portableDifference("attention_backward", {at::randn(q.sizes()), q, k, v, (*fwd)[0], (*fwd)[1]}, attention) <
+        1e-5);
+
+  const at::Tensor images = at::randn({3, 5, 9, 11});
+  CHECK(portableDifference("adaptive_avg_pool2d", {images}, {{"output_size", std::vector<std::int64_t>{4, 3}}}) < 1e-6);
+  CHECK(portableDifference("adaptive_avg_pool2d_backward", {at::randn({3, 5, 4, 3})},
+                           {{"input_shape", std::vector<std::int64_t>{3, 5, 9, 11}}}) < 1e-6);
+
+  // bf16, where the host's kernels loop in float (ATen 2.x would copy the operand to float).
+  const at::Tensor h = at::randn({6, 33}).to(at::kBFloat16), scale = at::rand({33}).add(0.5).to(at::kBFloat16);
+  CHECK(portableDifference("rms_norm", {h, scale}, {{"eps", 1e-6}}) < 2e-2);
+  CHECK(portableDifference("embedding_backward", {at::randn({5, 7, 16}).to(at::kBFloat16), at::randint(0, 9, {5, 7}, at::kLong)},
+                           {{"num", std::int64_t{9}}}) < 2e-2);
+}
 
 TEST_CASE("device paths: convolution and its gradients equal the CPU kernels") {
   at::manual_seed(11);

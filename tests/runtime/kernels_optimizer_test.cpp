@@ -14,6 +14,7 @@
 #include <numbers>
 #include <string>
 
+#include "ir/parser.h"
 #include "runtime/executor.h"
 
 // doctest last: c10 includes glog, whose CHECK would otherwise replace doctest's and abort
@@ -264,5 +265,53 @@ TEST_CASE("adamw_step {fused = true}: one pass, PyTorch's AdamW to rounding") {
                              << p.detach().view(-1)[worst].item<double>());
       CHECK((diff <= bound).all().item<bool>());
     }
+  }
+}
+
+// The optimizer's host-side scalars (learning rate, step, gradient scale) are read once per step,
+// not once per parameter (runtime/step_scalars.h: on a GPU each read is a synchronisation), and
+// the updates are the ones each kernel makes reading them itself.
+TEST_CASE("an optimizer step over four parameters reads its three scalars once each") {
+  std::string text = "graph opt\n  input %step : i64[]\n  input %lr : f32[]\n  input %gs : f32[]\n";
+  for (int i = 0; i < 4; ++i) {
+    const std::string n = std::to_string(i);
+    text += "  input %g" + n + " : f32[5]\n  param %p" + n + " : f32[5]\n  param %m" + n + " : f32[5]\n  param %v" + n +
+            " : f32[5]\n";
+  }
+  for (int i = 0; i < 4; ++i) {
+    const std::string n = std::to_string(i);
+    text += "  adamw_step(%p" + n + ", %g" + n + ", %m" + n + ", %v" + n +
+            ", %lr, %step, %gs) {beta1 = 0.9, beta2 = 0.999, eps = 1e-08, weight_decay = 0.01} : () opt\n";
+  }
+  text += "  %0 = scale(%lr) {factor = 1.0} : f32[] opt\n  output lr_seen = %0\n";
+  Expected<ir::Graph> graph = ir::parseGraph(text, "opt");
+  REQUIRE_MESSAGE(graph.ok(), (graph.ok() ? "" : graph.error().message));
+  Expected<Executor> exec = Executor::create(*graph);
+  REQUIRE(exec.ok());
+
+  torch::manual_seed(4);
+  TensorMap inputs{{"step", at::full({}, 3, at::kLong)}, {"lr", at::full({}, 0.01f)}, {"gs", at::full({}, 0.5f)}};
+  TensorMap state, reference;
+  for (int i = 0; i < 4; ++i) {
+    const std::string n = std::to_string(i);
+    inputs.emplace("g" + n, torch::randn({5}));
+    for (const char* s : {"p", "m", "v"}) state.emplace(s + n, std::string(s) == "v" ? torch::rand({5}) : torch::randn({5}));
+  }
+  for (const auto& [name, t] : state) reference.emplace(name, t.clone());
+  TensorMap grads;
+  for (int i = 0; i < 4; ++i) grads.emplace("g" + std::to_string(i), inputs.at("g" + std::to_string(i)).clone());
+
+  Expected<TensorMap> out = exec->run(inputs, state, RunContext{});
+  REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : out.error().message));
+  CHECK(exec->scalarReads() == 3);
+  const ir::AttrMap attrs{{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.01}};
+  for (int i = 0; i < 4; ++i) {
+    const std::string n = std::to_string(i);
+    REQUIRE(callOp("adamw_step",
+                   std::vector<at::Tensor>{reference.at("p" + n), grads.at("g" + n), reference.at("m" + n),
+                                           reference.at("v" + n), inputs.at("lr"), inputs.at("step"), inputs.at("gs")},
+                   attrs)
+                .ok());
+    for (const char* s : {"p", "m", "v"}) CHECK_MESSAGE(torch::equal(state.at(s + n), reference.at(s + n)), s << n);
   }
 }
