@@ -393,18 +393,25 @@ Results attentionKernel(const KernelArgs& a) {
   return {out, lse};
 }
 
+// attention_backward's operands, results and attributes, by name.
+struct BackwardArgs {
+  const at::Tensor &dout, &q, &k, &v, &out, &lse;
+  at::Tensor dq, dk, dv;
+  bool causal;
+  double scale;
+  explicit BackwardArgs(const KernelArgs& a)
+      : dout(a.operands[0]), q(a.operands[1]), k(a.operands[2]), v(a.operands[3]), out(a.operands[4]),
+        lse(a.operands[5]), dq(resultBuffer(a, 0)), dk(resultBuffer(a, 1)), dv(resultBuffer(a, 2)),
+        causal(ir::getBool(a.node.attrs(), "causal").value_or(false)), scale(floatAttr(a.node, "scale")) {}
+};
+
 Results attentionBackwardKernel(const KernelArgs& a) {
-  const at::Tensor& dout = a.operands[0];
-  const at::Tensor& q = a.operands[1];
-  const at::Tensor& k = a.operands[2];
-  const at::Tensor& v = a.operands[3];
-  const at::Tensor& out = a.operands[4];
-  const at::Tensor& lse = a.operands[5];
-  at::Tensor dq = resultBuffer(a, 0), dk = resultBuffer(a, 1), dv = resultBuffer(a, 2);
-  const double scale = floatAttr(a.node, "scale");
+  BackwardArgs b(a);
+  const at::Tensor &dout = b.dout, &q = b.q, &k = b.k, &v = b.v, &out = b.out;
+  at::Tensor &dq = b.dq, &dk = b.dk, &dv = b.dv;
+  const double scale = b.scale;
   refuseDeviceDropout(dropoutOf(a));
-  at::Tensor p = at::exp(maskedScores(q, k, ir::getBool(a.node.attrs(), "causal").value_or(false), scale)
-                             .sub(lse.unsqueeze(-1)));
+  at::Tensor p = at::exp(maskedScores(q, k, b.causal, scale).sub(b.lse.unsqueeze(-1)));
   dv.copy_(sumToShape(at::matmul(p.transpose(-2, -1), dout), v.sizes()));
   at::Tensor ds = p.mul(at::matmul(dout, v.transpose(-2, -1)).sub(dout.mul(out).sum({-1}, true)));
   dq.copy_(at::matmul(ds, k).mul_(scale));
@@ -435,17 +442,11 @@ Results hostAttentionKernel(const KernelArgs& a) {
 }
 
 Results hostAttentionBackwardKernel(const KernelArgs& a) {
-  const at::Tensor& dout = a.operands[0];
-  const at::Tensor& q = a.operands[1];
-  const at::Tensor& k = a.operands[2];
-  const at::Tensor& v = a.operands[3];
-  const at::Tensor& out = a.operands[4];
-  const at::Tensor& lse = a.operands[5];
-  at::Tensor dq = resultBuffer(a, 0);
-  at::Tensor dk = resultBuffer(a, 1);
-  at::Tensor dv = resultBuffer(a, 2);
-  const bool causal = ir::getBool(a.node.attrs(), "causal").value_or(false);
-  const double scale = floatAttr(a.node, "scale");
+  BackwardArgs b(a);
+  const at::Tensor &dout = b.dout, &q = b.q, &k = b.k, &v = b.v, &out = b.out, &lse = b.lse;
+  at::Tensor &dq = b.dq, &dk = b.dk, &dv = b.dv;
+  const bool causal = b.causal;
+  const double scale = b.scale;
   const Dropout drop = dropoutOf(a);
   const std::int64_t r = q.dim();
   const ir::AttentionTiling tiles = ir::AttentionTiling::of(q.size(r - 2), k.size(r - 2), q.size(r - 1),
