@@ -1,5 +1,4 @@
 #include "runtime/executor.h"
-#include "runtime/step_scalars.h"
 
 #include <c10/util/Exception.h>
 
@@ -95,14 +94,7 @@ Status Executor::bindArena(const ir::MemoryPlan& plan, const ExecutorOptions& op
     return Error{"the plan has " + std::to_string(plan.steps.size()) + " steps, the graph " + std::to_string(nodes.size()) +
                  " nodes"};
   device_ = options.device ? options.device : &cpuDevice();
-  // The device's kernels: its own where it has them, the portable ones for the rest.
-  for (Step& step : steps_) {
-    const KernelFn* kernel = findKernel(step.node->opName(), *device_);
-    if (!kernel)
-      return Error{"no kernel for op '" + std::string(step.node->opName()) + "' on " + device_->name() + " (node '" +
-                   ir::printNode(*step.node, ir::ValueNames(graph)) + "')"};
-    step.kernel = *kernel;
-  }
+  if (Status s = resolveKernels(*device_); !s) return s;
   checkArena_ = options.checkArena;
   if (checkArena_ && !device_->isHost())
     return Error{"the arena check (GRADC_ARENA_CHECK=1) reads the arena from the host: it runs on the CPU device only, "
@@ -354,6 +346,18 @@ Status checkResults(const ir::Node& node, std::span<const at::Tensor> results,
   return {};
 }
 
+// The device's kernels: its own where it has them, the portable ones for the rest.
+Status Executor::resolveKernels(const Device& device) {
+  for (Step& step : steps_) {
+    const KernelFn* kernel = findKernel(step.node->opName(), device);
+    if (!kernel)
+      return Error{"no kernel for op '" + std::string(step.node->opName()) + "' on " + device.name() + " (node '" +
+                   ir::printNode(*step.node, ir::ValueNames(*graph_)) + "')"};
+    step.kernel = *kernel;
+  }
+  return {};
+}
+
 Expected<Executor> Executor::create(const ir::Graph& graph) {
   if (Status s = ir::verify(graph); !s) return s.error().withContext("cannot execute graph '" + graph.name() + "': ");
 
@@ -376,11 +380,7 @@ Expected<Executor> Executor::create(const ir::Graph& graph) {
   exec.steps_.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ir::Node& node = *nodes[i];
-    const KernelFn* kernel = findKernel(node.opName());
-    if (!kernel)
-      return Error{"no kernel for op '" + std::string(node.opName()) + "' (node '" +
-                   ir::printNode(node, ir::ValueNames(graph)) + "')"};
-    Step step{&node, *kernel, {}, {}, {}};
+    Step step{&node, nullptr, {}, {}, {}};
     for (const ir::Value* v : node.operands()) {
       step.operands.push_back(slotOf.at(v));
       bool last = lastUse.at(v) == i && !v->isGraphOutput();
@@ -395,6 +395,7 @@ Expected<Executor> Executor::create(const ir::Graph& graph) {
     exec.steps_.push_back(std::move(step));
   }
   for (const ir::GraphOutput& out : graph.outputs()) exec.outputs_.push_back({out.name, slotOf.at(out.value)});
+  if (Status s = exec.resolveKernels(cpuDevice()); !s) return s.error();
   return exec;
 }
 
@@ -419,13 +420,8 @@ Expected<TensorMap> Executor::run(const TensorMap& inputs, TensorMap& state, con
   std::vector<at::Tensor> slots(static_cast<size_t>(numSlots_));
   RunContext ctx = runContext;
   if (!ctx.device) ctx.device = device_;
-  StepScalars scalars;  // the step's 0-dim operands, read on the host once each
-  if (!ctx.scalars) ctx.scalars = &scalars;
-  struct CountReads {
-    const StepScalars& scalars;
-    std::int64_t& into;
-    ~CountReads() { into = scalars.reads(); }
-  } countReads{*ctx.scalars, scalarReads_};
+  stepScalars_ = StepScalars{};  // the step's 0-dim operands, read on the host once each
+  if (!ctx.scalars) ctx.scalars = &stepScalars_;
 
   auto bind = [&](const Binding& b, const TensorMap& from, std::string_view what) -> Status {
     const std::string& name = b.value->name();

@@ -55,6 +55,7 @@
 #include "runtime/generated_kernels.h"
 #include "runtime/kernels.h"
 #include "runtime/metrics.h"
+#include "runtime/step_scalars.h"
 #include "runtime/tensor_map.h"
 
 namespace gradc::ir {
@@ -132,7 +133,7 @@ class Executor {
   const Device& device() const { return device_ ? *device_ : cpuDevice(); }
   // How many of the last run's 0-dim operands (learning rate, step, gradient scale) were read
   // on the host: once per value per step, however many kernels read it (runtime/step_scalars.h).
-  std::int64_t scalarReads() const { return scalarReads_; }
+  std::int64_t scalarReads() const { return stepScalars_.reads(); }
 
   // One execution. Every graph input must be in `inputs` and every parameter in `state`, each
   // with exactly its IR type (extra entries are ignored). Returns the graph outputs by name; an
@@ -189,6 +190,8 @@ class Executor {
 
   explicit Executor(const ir::Graph& graph) : graph_(&graph) {}
   Status bindArena(const ir::MemoryPlan& plan, const ExecutorOptions& options);
+  // Each step's kernel on `device` (runtime/kernels.h: its own, else the portable one).
+  Status resolveKernels(const Device& device);
   Status checkPlanAgainstGraph(const ir::MemoryPlan& plan, const std::unordered_map<std::string_view, size_t>& byName,
                                const ir::ValueNames& names) const;
   Status checkPoison(const Placed& b, size_t step, const char* when) const;
@@ -206,7 +209,7 @@ class Executor {
   std::shared_ptr<const GeneratedKernels> kernels_;
 
   // Arena execution.
-  mutable std::int64_t scalarReads_ = 0;  // of the last run (scalarReads())
+  mutable StepScalars stepScalars_;  // the last run's (scalarReads())
   const Device* device_ = nullptr;
   std::shared_ptr<std::byte> arena_;  // shared with the evaluation executor and released state
   std::int64_t arenaSize_ = 0;
