@@ -1,4 +1,4 @@
-// The fused attention kernels (runtime/kernels_attention.cpp) alone against the decomposition
+// The fused attention kernels (runtime/kernels/kernels_attention.cpp) alone against the decomposition
 // they replace, run op by op through gradc's own kernels (matmul, scale, causal_mask, softmax,
 // matmul, and their backward ops), on gpt-mini's shapes, alternated run by run; medians.
 //   build/bench/attention_kernel [threads] [batch] [T] [fused]   (fused: time only the fused kernels)
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "bench/timing.h"
-#include "runtime/executor.h"
+#include "runtime/exec/executor.h"
 
 namespace {
 

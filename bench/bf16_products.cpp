@@ -1,5 +1,5 @@
 // bf16 products: gradc's kernels (oneDNN's matmul with the planned scratchpad,
-// runtime/onednn_products.h) against ATen's bf16 product (oneDNN through ideep, which allocates
+// runtime/kernels/onednn_products.h) against ATen's bf16 product (oneDNN through ideep, which allocates
 // the scratchpad per call) on the same operands, alternated run by run; medians.
 //   build/bench/bf16_products [threads]
 // Shapes: gpt-mini at batch 16 (4096 rows, d 256, vocab 65 padded, d_ff 1024) and the
@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "onednn/gemm.h"
 #include "bench/timing.h"
-#include "runtime/executor.h"
+#include "onednn/gemm.h"
+#include "runtime/exec/executor.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Products in blocks of 1,024 output rows (runtime/row_blocked_products.h) against one call:
+"""Products in blocks of 1,024 output rows (runtime/kernels/row_blocked_products.h) against one call:
 the time, and the pages OpenBLAS touches in its per-thread packing buffers.
 
   /usr/bin/python3 bench/row_blocked_products.py [--threads 1,2] [--rows 16384]

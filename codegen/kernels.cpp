@@ -143,7 +143,9 @@ Expected<Machine> machineFor(Target target) {
   std::string error;
   const llvm::Target* t = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!t) return Error{"LLVM has no target for " + triple + ": " + error};
-  std::string cpu = "sm_90", features = "+ptx78";
+  // PTX for sm_70: the kernels use nothing newer, and the driver compiles it for the GPU it
+  // runs on (Volta, Ampere, Hopper and later alike).
+  std::string cpu = "sm_70", features = "+ptx78";
   if (target == Target::Cpu) {
     cpu = llvm::sys::getHostCPUName().str();
     features.clear();
@@ -207,14 +209,10 @@ Expected<Built> build(const ir::Graph& graph, Target target) {
   for (const auto& n : graph.nodes()) {
     const std::string name = ir::generatedKernelName(*n);
     if (name.empty() || !done.emplace(name, true).second) continue;
-    // The GPU runtime's optimizer update is not generated (yet): the PTX holds the regions.
     Status s = n->op().role == ir::OpRole::FusedRegion ? addFusedKernel(*out.module, *n, name, target, math)
-               : target == Target::Cpu ? addAdamwKernel(*out.module, n->operand(0)->type().dtype, name)
-                                       : Status{};
+                                                        : addAdamwKernel(*out.module, n->operand(0)->type().dtype, name, target);
     if (!s) return s.error().withContext("codegen of " + n->specName() + ": ");
   }
-  if (target == Target::Nvptx)
-    std::erase_if(out.kernels, [](const KernelInfo& k) { return k.name.rfind("gradc_adamw_", 0) == 0; });
   if (target == Target::Nvptx) {
     // $CUDA_HOME's, NVIDIA's default install, then Debian's nvidia-cuda-toolkit.
     std::string libdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
@@ -283,7 +281,7 @@ std::vector<KernelInfo> listKernels(const ir::Graph& graph) {
 Expected<std::string> emitCpuLlvm(const ir::Graph& graph) {
   Expected<Built> built = build(graph, Target::Cpu);
   if (!built) return built.error();
-  std::string out = "; " + std::to_string(built->kernels.size()) + " fused kernel(s) of graph " + graph.name() +
+  std::string out = "; " + std::to_string(built->kernels.size()) + " generated kernel(s) of graph " + graph.name() +
                     ", optimised for " + built->machine.triple + " (" + built->machine.tm->getTargetCPU().str() + ")\n";
   for (const KernelInfo& k : built->kernels) {
     out += "\n" + describe(k, ";");
@@ -300,8 +298,9 @@ Expected<std::string> emitPtx(const ir::Graph& graph) {
   if (!built) return built.error();
   Expected<std::string> ptx = emitFile(*built, kAssemblyFile);
   if (!ptx) return ptx.error();
-  std::string header = "// " + std::to_string(built->kernels.size()) + " fused kernel(s) of graph " + graph.name() +
-                       " for sm_90; each is NAME(operands..., results..., i64 n), a grid-stride loop over n elements\n";
+  std::string header = "// " + std::to_string(built->kernels.size()) + " generated kernel(s) of graph " + graph.name() +
+                       " for sm_70; each a grid-stride loop over n elements: a region is NAME(operands..., results..., i64 n, i64 seed, "
+                       "i64 step, rng streams...), a one-pass AdamW update NAME(param, grad, m, v, i64 n, 9 doubles)\n";
   for (const KernelInfo& k : built->kernels) header += describe(k, "//");
   return header + *ptx;
 }

@@ -1,7 +1,8 @@
 // Generated kernels of a graph: every distinct fused node (ir/ops_fused.cpp) compiled once, for
 // the host CPU (a shared object the runtime loads with dlopen) and for NVIDIA GPUs (PTX text for
-// sm_90, the runtime's cuModuleLoadData); and on the CPU the one-pass AdamW update
-// (codegen/optimizer_kernels.h) when the graph's adamw_step nodes use it.
+// sm_70, which the driver compiles for any GPU from Volta on: runtime/cuda/ptx_kernels.h); and
+// the one-pass AdamW update (codegen/optimizer_kernels.h), for both, when the graph's
+// adamw_step nodes use it.
 //
 // Nodes with the same body and types share one kernel (ir::fusedKernelName), so a model's
 // repeated layers cost one compilation. Each kernel is built by codegen/kernel_builder.h, then
@@ -31,7 +32,7 @@ std::vector<KernelInfo> listKernels(const ir::Graph& graph);
 // `gradc compile --emit llvm`: every kernel's optimised LLVM IR for the host CPU, each after a
 // comment naming its fused ops and their spec layers.
 Expected<std::string> emitCpuLlvm(const ir::Graph& graph);
-// `gradc compile --emit ptx`: the PTX module for sm_90, with the same comments.
+// `gradc compile --emit ptx`: the PTX module for sm_70, with the same comments.
 Expected<std::string> emitPtx(const ir::Graph& graph);
 // The host CPU's shared object of every kernel (the file's bytes). An Error when the graph has
 // no fused nodes, or when the object cannot be linked (no C compiler driver).

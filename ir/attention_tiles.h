@@ -1,4 +1,4 @@
-// How the fused attention kernels (runtime/kernels_attention.cpp) tile their work, and so what
+// How the fused attention kernels (runtime/kernels/kernels_attention.cpp) tile their work, and so what
 // they declare as workspace (ir/ops_attention.cpp). Shared by the op table and the kernel, so the
 // kernel allocates exactly the planned bytes.
 //

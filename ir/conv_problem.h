@@ -1,6 +1,6 @@
 // A conv2d node's problem as its kernels see it, from the types of its input, weights and
 // output and its window attributes: one definition for the op table's workspace rules
-// (ir/ops_conv.cpp) and the runtime's kernels (runtime/onednn_conv.cpp, kernels_conv.cpp), so
+// (ir/ops_conv.cpp) and the runtime's kernels (runtime/kernels/onednn_conv.cpp, kernels_conv.cpp), so
 // both ask the same question and get the same answer.
 //
 // Two kernels: im2col + GEMM (every dtype), whose workspace is one sample's column matrix (or a

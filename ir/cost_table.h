@@ -7,7 +7,7 @@
 // also costs perNodeOverhead (the executor's work between kernels). A step's time is the sum
 // over its nodes: the runtime runs one kernel at a time, so the sum is the model.
 //
-// Tables come from two sources (runtime/cost_probe.h):
+// Tables come from two sources (runtime/train/cost_probe.h):
 //   - a profile: `gradc train --profile --cost-table-out FILE` times every kernel call of a real
 //     run and fits each op kind by non-negative least squares over its nodes (fitCostTable: the
 //     best fit over the subsets of terms whose coefficients come out >= 0). perCall starts at

@@ -2,7 +2,7 @@
 // it lives in, whether it is resident for the whole run or only between two steps of the
 // schedule, its offset in that space's arena -- the schedule's steps and the live bytes per step.
 // The compiler's memory planner fills it (passes/memory/memory_plan.h), the artifact stores it as JSON
-// with the one codec (runtime/plan_json.h: `gradc compile --emit plan`, `gradc inspect`, the
+// with the one codec (runtime/exec/plan_json.h: `gradc compile --emit plan`, `gradc inspect`, the
 // runtime's loader), and the runtime executes it as written.
 #pragma once
 

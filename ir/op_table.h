@@ -56,7 +56,7 @@ enum class ViewLayout {
 };
 
 // How the op's kernel reads strided operands (OpInfo::stridedReads), for the planner's hidden
-// copies (passes/memory/storage.h). Mirrors runtime/kernels_*.cpp.
+// copies (passes/memory/storage.h). Mirrors runtime/kernels/kernels_*.cpp.
 enum class StridedReads {
   Copied,   // ATen copies every strided operand to contiguous memory for the call (the default)
   InPlace,  // reads any strides in place (TensorIterator ops, concatenation, reductions, scatters)

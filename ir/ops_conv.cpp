@@ -1,7 +1,7 @@
 // The op table's convolution and pooling over NCHW images (ir/window_geometry.h).
 //
 // conv2d(x[N, C, H, W], w[O, C/g, kh, kw] [, b[O]]){stride, padding, dilation, groups}
-//   -> y[N, O, OH, OW]. The kernel (runtime/kernels_conv.cpp) lowers each sample and group to
+//   -> y[N, O, OH, OW]. The kernel (runtime/kernels/kernels_conv.cpp) lowers each sample and group to
 //   one GEMM against an im2col matrix of [C/g * kh * kw, OH * OW] elements: that matrix is its
 //   workspace, except for pointwise windows (1x1, stride 1, no padding), which read x directly.
 //   Small outputs batch several samples per GEMM (ir/window_geometry.h, convChunkSamples): the

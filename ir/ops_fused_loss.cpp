@@ -15,7 +15,7 @@
 // the forward for the backward is grad_x [..., D] (in place of x) and grad_w [V, D] (which the
 // backward would produce first anyway), never the logits.
 //
-// Workspace (runtime/kernels_fused_loss.cpp allocates exactly these, all alive at once at the
+// Workspace (runtime/kernels/kernels_fused_loss.cpp allocates exactly these, all alive at once at the
 // kernel's peak): the chunk of logits, per-row columns of the chunk, the row loss terms, the
 // factor 1 / N, the target as i64 when it is i32; in bf16, beside them, the scratchpad of the
 // products on oneDNN (linearCrossEntropyProductScratch), one product's at a time.

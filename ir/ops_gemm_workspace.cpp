@@ -16,7 +16,7 @@ bool onOneDnn(const TensorType& t) { return t.dtype == DType::bf16; }
 
 }  // namespace
 
-// Mirrors the kernel's folding (runtime/kernels_forward.cpp, at::matmul's): [..., m, k] @ [k, n]
+// Mirrors the kernel's folding (runtime/kernels/kernels_forward.cpp, at::matmul's): [..., m, k] @ [k, n]
 // folds into one [M, k] @ [k, n] product, except a transposed 3-D operand, which runs batched
 // with B shared; otherwise both operands are broadcast to the common batch and run batched, an
 // operand without batch dims shared by every product.

@@ -183,7 +183,7 @@ std::int64_t workspaceGlobalNorm(const OpContext& c, Types) {
 // Scalar wrapper of the multiply.
 std::int64_t workspaceClipCoef(const OpContext&, Types) { return 3 * 4 + scalarOperandBytes(DType::f32); }
 
-// The updates follow torch.optim op by op (runtime/kernels_optimizer.cpp): each op with a
+// The updates follow torch.optim op by op (runtime/kernels/kernels_optimizer.cpp): each op with a
 // Scalar operand holds that Scalar's wrapper while it runs (scalarOperandBytes); AdamW's
 // denominator sqrt(v) is a parameter-sized temporary, and so is SGD's gradient plus weight
 // decay. A clipping scale multiplies the gradient in place, without a temporary.

@@ -1,5 +1,5 @@
 // A parameter's initialiser as its attributes state it (init = "uniform" with bound, "normal"
-// with std, "ones", "zeros"; runtime/init.h draws the values), and the list of them a ZeRO
+// with std, "ones", "zeros"; runtime/train/init.h draws the values), and the list of them a ZeRO
 // stage 3 shard carries in its shard_init attribute (passes/shard_params.h) so that a rank
 // initialises its shard of a bucket as the replicated run initialises the bucket's parameters:
 // "uniform 0.0625;normal 0.02;ones", one entry per parameter in bucket order, values with 17

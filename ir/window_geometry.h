@@ -41,7 +41,7 @@ struct WindowGeometry {
   }
 };
 
-// Samples a convolution kernel (runtime/kernels_conv.cpp) puts in one GEMM: one when a sample
+// Samples a convolution kernel (runtime/kernels/kernels_conv.cpp) puts in one GEMM: one when a sample
 // has at least kConvGemmColumns output pixels, else enough samples to reach that many columns,
 // at most the batch. Small images (ResNets' deep stages: 4x4, 8x8) would otherwise run GEMMs
 // too narrow for the BLAS to reach its speed. The op table sizes the workspace with it.

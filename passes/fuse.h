@@ -29,7 +29,7 @@
 //
 // Optimizer updates: an op whose table entry has the optional Bool attribute `fused` (adamw_step)
 // gets fused = true when it updates f32 or f64 tensors none of which may be strided: its kernel
-// then reads and writes each element once (runtime/kernels_optimizer.cpp) instead of one ATen call
+// then reads and writes each element once (runtime/kernels/kernels_optimizer.cpp) instead of one ATen call
 // per operation, and needs no workspace.
 //
 // Invariants: the graph computes the same values (the fused kernel's arithmetic is each op's,

@@ -11,7 +11,7 @@
 //      tensors of this rank's shard (opt.adam_m.bucket<k>, ...; attributes shard_of = the
 //      parameters, comma-separated, shard_offset = r s, shard_world = N, shard_prefix = the
 //      replicated state's name prefix), so a checkpoint can be written and read in the
-//      replicated layout (runtime/shard_checkpoint.h).
+//      replicated layout (runtime/io/shard_checkpoint.h).
 //   2. Stage 2 only: the bucket's all_reduce_start/all_reduce_wait become reduce_scatter_start
 //      (same seq, same place) and reduce_scatter_wait, placed right after the next bucket's
 //      start (the last bucket's: where its all-reduce wait was), so each reduction overlaps the

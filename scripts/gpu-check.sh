@@ -130,6 +130,19 @@ else
   fail "NCCL world of one: $(tail -3 "$results/mini-nccl1-cuda.log" | tr '\n' ' ')"
 fi
 
+# ---- fused regions as PTX: the compiled step against its reference step (ATen's kernels) -----------
+# The artifact's kernels were tagged with the preparing machine's key: trusted here by flag.
+log "fused PTX: gpt-mini's compiled step on cuda against its reference step, 20 steps"
+if train mini-fused-ref-cuda gpt-mini-fused cuda 20 --no-generated-kernels \
+  && train mini-fused-cuda gpt-mini-fused cuda 20 --trust-kernels; then
+  compare "$results/mini-fused-ref-cuda.json" "$results/mini-fused-cuda.json" --rtol 1e-4 \
+    >"$results/fused-losses.txt" 2>&1 && l=true || { l=false; fail "fused PTX: losses beyond 1e-4 of the reference step"; }
+  p=$(peak_check mini-fused-cuda 999999999999) || fail "fused PTX: measured peak beyond 1% of the plan: $p"
+  record "{\"check\": \"fused_ptx\", \"losses_within_1e-4\": $l, \"peak\": ${p:-null}}"
+else
+  fail "fused PTX: $(tail -2 "$results/mini-fused-ref-cuda.log" "$results/mini-fused-cuda.log" | tr '\n' ' ')"
+fi
+
 # ---- the seed's language model at its planned peak -----------------------------------------------
 log "lm-seed on cuda"
 if train lm-seed-cuda lm-seed cuda 5; then

@@ -8,6 +8,9 @@
 #                      gpt-mini, gpt-mini-{160,120}MiB[-ref]       parity; budgets, each with
 #                                                                   its no-remat reference;
 #                      gpt-mini-collectives                         a world of one over NCCL;
+#                      gpt-mini-fused                               fused (the default), with the
+#                                                                   regions' PTX: run on the GPU
+#                                                                   against its own reference step;
 #                      lm-seed                                      the seed's language model;
 #                      gpt2-bN                                      GPT-2 small (vocab 50304, seq
 #                                                                   1024) at batch N, --budget 40GiB,
@@ -45,6 +48,10 @@ for budget in 160MiB 120MiB; do
 done
 compile gpt-mini-collectives "$src/models/gpt-mini.yaml" --one-rank-collectives  # NCCL, a world of one
 compile lm-seed "$src/models/lm-seed.yaml"
+# Fused, as gradc compile -o makes it by default: its kernels as PTX beside the CPU's shared object.
+"$gradc" compile "$src/models/gpt-mini.yaml" --device-reserve cuda -o "$out/artifacts/gpt-mini-fused" \
+  2>"$out/artifacts/gpt-mini-fused.log"
+[ -f "$out/artifacts/gpt-mini-fused/step.kernels.ptx" ] || { log "gpt-mini-fused has no PTX"; exit 1; }
 
 gpt2=(--set vocab=50304 --set seq=1024)
 fits() { "$gradc" compile "$src/models/gpt2.yaml" "${gpt2[@]}" --set batch="$1" --budget 40GiB --device-reserve cuda --emit plan \

@@ -13,15 +13,15 @@
 #include "passes/plan/training_planner.h"
 #include "passes/shard_state.h"
 #include "passes/unfuse.h"
-#include "runtime/artifact.h"
-#include "runtime/generated_kernels.h"
-#include "runtime/kernel_trust.h"
-#include "runtime/sha256.h"
+#include "runtime/exec/plan_json.h"
+#include "runtime/io/artifact.h"
+#include "runtime/io/kernel_trust.h"
+#include "runtime/io/sha256.h"
+#include "runtime/kernels/generated_kernels.h"
+#include "tools/batch_choice.h"
 #include "tools/commands.h"
 #include "tools/evaluation_step.h"
 #include "tools/output.h"
-#include "runtime/plan_json.h"
-#include "tools/batch_choice.h"
 #include "tools/spec_loading.h"
 
 namespace gradc::tools {
@@ -99,7 +99,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
   std::vector<runtime::ArtifactFile> files;
   std::vector<std::string> texts;  // of the distinct graphs, in file order
   struct GraphFiles {
-    std::string graph, plan, kernels, ptx, tag, evalGraph, evalPlan, referenceGraph, referencePlan;
+    std::string graph, plan, kernels, ptx, tag, evalGraph, evalPlan, referenceGraph, referencePlan, ptxTag;
   };
   std::string referenceSummary;  // of rank 0's reference step, when its graph runs generated kernels
   std::vector<GraphFiles> graphFiles;  // per distinct graph
@@ -130,7 +130,8 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
         }
         g.kernels = stem + ".kernels.so";
         // Tagged with this user's key, so that the runtime loads them without --trust-kernels.
-        if (Expected<std::string> key = runtime::kernelKey(/*create=*/true); key)
+        Expected<std::string> key = runtime::kernelKey(/*create=*/true);
+        if (key)
           g.tag = runtime::kernelsTag(*key, *so, files[graphFile].contents);
         else if (!r.quiet)
           std::cerr << "gradc: warning: the artifact's kernels are not tagged (" << key.error().message
@@ -162,6 +163,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
           Expected<std::string> ptx = codegen::emitPtx(step.graph);
           if (ptx) {
             g.ptx = stem + ".kernels.ptx";
+            if (key) g.ptxTag = runtime::kernelsTag(*key, *ptx, files[graphFile].contents);
             files.push_back({g.ptx, std::move(*ptx)});
           } else if (!r.quiet) {
             std::cerr << "gradc: warning: no PTX for GPUs in the artifact: " << ptx.error().message << "\n";
@@ -173,7 +175,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
     const GraphFiles& g = graphFiles[index];
     m.ranks.push_back({rank, g.graph, g.plan, g.kernels, g.ptx, g.tag, g.evalGraph, g.evalPlan,
                        evals.empty() ? 1 : evals[static_cast<size_t>(rank)].splits, g.referenceGraph,
-                       g.referencePlan});
+                       g.referencePlan, g.ptxTag});
   }
   const TrainingStep& first = steps.front();
   const std::string remat(passes::rematStrategyName(first.remat.chosen));

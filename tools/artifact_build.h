@@ -1,4 +1,4 @@
-// Compiling a spec into an artifact (runtime/artifact.h): `gradc compile SPEC ... -o DIR`, and
+// Compiling a spec into an artifact (runtime/io/artifact.h): `gradc compile SPEC ... -o DIR`, and
 // `gradc train SPEC`, which compiles into a temporary artifact and runs that.
 //
 // Every rank's step is compiled (ranks differ: their shard of the dropout masks, the loss

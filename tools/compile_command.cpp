@@ -4,7 +4,7 @@
 // ir and dot describe the forward graph (with --devices N, rank 0's); summary describes it and adds every recompute
 // strategy's peak and overhead for the training step; plan compiles the training step (with
 // --budget, --remat, --micro-batches; AdamW defaults) and writes its memory plan as JSON
-// (runtime/plan_json.h, docs/memory.md); with --devices, of one data-parallel rank, with every
+// (runtime/exec/plan_json.h, docs/memory.md); with --devices, of one data-parallel rank, with every
 // rank's peak (docs/parallel.md).
 #include <future>
 #include <iostream>
@@ -15,23 +15,23 @@
 #include "codegen/kernels.h"
 #include "ir/op_table.h"
 #include "passes/budget.h"
-#include "passes/graph_stats.h"
-#include "passes/micro_batch.h"
 #include "passes/dce.h"
 #include "passes/fuse_attention.h"
 #include "passes/fuse_loss.h"
+#include "passes/graph_stats.h"
 #include "passes/memory/liveness.h"
+#include "passes/micro_batch.h"
 #include "passes/pass_manager.h"
 #include "passes/plan/training_planner.h"
 #include "passes/schedule.h"
 #include "passes/shard_state.h"
+#include "runtime/exec/plan_json.h"
 #include "tools/artifact_build.h"
 #include "tools/batch_choice.h"
 #include "tools/commands.h"
 #include "tools/compiler_heap.h"
 #include "tools/output.h"
 #include "tools/pipeline_options.h"
-#include "runtime/plan_json.h"
 #include "tools/spec_loading.h"
 #include "tools/summary_report.h"
 #include "tools/training_step.h"
@@ -275,7 +275,7 @@ int emitSummary(ir::Graph& fullForward, const CompileOptions& o, const std::opti
 }
 
 int runCompile(const CompileOptions& o) {
-  // -o DIR without --emit, or --emit artifact: the compiled artifact (runtime/artifact.h).
+  // -o DIR without --emit, or --emit artifact: the compiled artifact (runtime/io/artifact.h).
   const bool artifact = o.pipeline.emit == "artifact" || (o.emitOption->count() == 0 && o.pipeline.output != "-");
   if (artifact) {
     if (o.pipeline.output == "-") {
@@ -336,7 +336,7 @@ Runner addCompileCommand(CLI::App& cmd) {
   emit->check(CLI::IsMember({"ir", "dot", "summary", "plan", "llvm", "ptx", "artifact"}));
   emit->description("What to write: ir (IR text), dot (Graphviz), summary (sizes and FLOPs) of the forward graph, "
                     "plan (the training step's memory plan as JSON, for gradc inspect), llvm or ptx (the generated "
-                    "kernels of the step's fused elementwise regions: LLVM IR for this CPU, PTX for sm_90), or "
+                    "kernels of the step's fused elementwise regions: LLVM IR for this CPU, PTX for sm_70 and newer GPUs), or "
                     "artifact (a folder gradc train and gradc-run execute; the default with -o and no --emit)");
   o->emitOption = emit;
   return [o] { return runCompile(*o); };

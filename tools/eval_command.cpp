@@ -10,18 +10,18 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/atomic_file.h"
-#include "runtime/checkpoint.h"
-#include "runtime/data.h"
-#include "runtime/executor.h"
-#include "runtime/dtype_map.h"
-#include "runtime/image_data.h"
-#include "runtime/safetensors.h"
+#include "runtime/exec/dtype_map.h"
+#include "runtime/exec/executor.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/io/checkpoint.h"
+#include "runtime/io/data.h"
+#include "runtime/io/image_data.h"
+#include "runtime/io/json_text.h"
+#include "runtime/io/safetensors.h"
 #include "tools/commands.h"
 #include "tools/evaluation_step.h"
 #include "tools/spec_loading.h"
 #include "tools/trained_weights.h"
-#include "runtime/json_text.h"
 
 namespace gradc::tools {
 

@@ -11,8 +11,8 @@
 #include <iostream>
 #include <new>
 
-#include "runtime/c10_message.h"
-#include "runtime/comm_error.h"
+#include "runtime/comm/comm_error.h"
+#include "runtime/exec/c10_message.h"
 #include "tools/commands.h"
 
 namespace gradc::tools {
@@ -68,7 +68,7 @@ std::string describeCurrent(bool& outOfMemory) {
   ::_exit(code);
 }
 
-// SIGBUS: a page of a memory-mapped file (a --data file, runtime/file_mapping.h) that no longer
+// SIGBUS: a page of a memory-mapped file (a --data file, runtime/io/file_mapping.h) that no longer
 // exists, because the file was truncated while in use. One line, prepared beforehand (a signal
 // handler may not allocate), and exit 1.
 char gBusLine[256] = {};

@@ -1,6 +1,6 @@
 // gradc inspect PLAN.json [--top N] [--html OUT.html]
 //
-// A text report of a memory plan (runtime/plan_json.h), for a person looking for where the bytes
+// A text report of a memory plan (runtime/exec/plan_json.h), for a person looking for where the bytes
 // go: the peak and the buffers alive at it, largest first; the bytes at the peak by kind; a
 // chart of live bytes over the schedule; the arena and its fragmentation. --html also writes
 // the interactive timeline (tools/inspect_html.h). A file that is missing, not JSON, or not a
@@ -12,11 +12,11 @@
 #include <map>
 #include <memory>
 
+#include "runtime/exec/plan_json.h"
 #include "tools/commands.h"
 #include "tools/flag_checks.h"
 #include "tools/inspect_html.h"
 #include "tools/output.h"
-#include "runtime/plan_json.h"
 #include "tools/summary_report.h"
 
 namespace gradc::tools {

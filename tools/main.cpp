@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "frontend/suggest.h"
-#include "runtime/artifact.h"
-#include "runtime/blas_kernels.h"
-#include "runtime/library_logging.h"
+#include "runtime/comm/library_logging.h"
+#include "runtime/io/artifact.h"
+#include "runtime/kernels/blas_kernels.h"
 #include "tools/commands.h"
 #include "tools/failure_guard.h"
 #include "tools/flag_checks.h"

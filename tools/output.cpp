@@ -5,7 +5,7 @@
 #include <iostream>
 #include <iterator>
 
-#include "runtime/atomic_file.h"
+#include "runtime/io/atomic_file.h"
 #include "tools/commands.h"
 
 namespace gradc::tools {

@@ -1,5 +1,5 @@
 // Writing command output: to stdout for "-" or no file (a failed write is an Error), else
-// through runtime/atomic_file.h: a regular file atomically (temporary file, then rename), a
+// through runtime/io/atomic_file.h: a regular file atomically (temporary file, then rename), a
 // symlink's target, a device or FIFO directly; never replacing what is not a regular file.
 #pragma once
 

@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/atomic_file.h"
-#include "runtime/json_text.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/io/json_text.h"
 #include "tools/commands.h"
-#include "tools/output.h"
 #include "tools/flag_checks.h"
+#include "tools/output.h"
 
 namespace gradc::tools {
 namespace {

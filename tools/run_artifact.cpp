@@ -9,25 +9,22 @@
 #include <memory>
 #include <optional>
 
-#include "runtime/artifact.h"
-#include "runtime/atomic_file.h"
-#include "runtime/blas_kernels.h"
-#include "runtime/device.h"
-#include "runtime/device_select.h"
-#include "runtime/dist_env.h"
-#include "runtime/generated_kernels.h"
-#include "runtime/gloo_communicator.h"
-#if defined(GRADC_WITH_CUDA_DEVICE)
-#include "runtime/cuda/nccl_tensor_communicator.h"
-#endif
-#include "runtime/host_memory.h"
-#include "runtime/launcher.h"
-#include "runtime/library_logging.h"
-#include "runtime/trainer.h"
+#include "runtime/comm/dist_env.h"
+#include "runtime/comm/launcher.h"
+#include "runtime/comm/library_logging.h"
+#include "runtime/device/backends.h"
+#include "runtime/device/device.h"
+#include "runtime/device/device_select.h"
+#include "runtime/device/host_memory.h"
+#include "runtime/io/artifact.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/io/json_text.h"
+#include "runtime/kernels/blas_kernels.h"
+#include "runtime/kernels/generated_kernels.h"
+#include "runtime/train/trainer.h"
 #include "tools/commands.h"
 #include "tools/failure_guard.h"
 #include "tools/flag_checks.h"
-#include "runtime/json_text.h"
 
 namespace gradc::tools {
 
@@ -122,10 +119,12 @@ void RunFlags::addTo(CLI::App& cmd) {
                  "Seconds a rank waits for the others (rendezvous, each collective) before the run fails")
       ->check(positiveNumber())
       ->capture_default_str();
+  std::vector<std::string> devices{"auto"};
+  for (const runtime::Backend& b : runtime::backends()) devices.emplace_back(b.name);
   cmd.add_option("--device", device,
                  "Where each rank runs: cpu, cuda (GPU LOCAL_RANK of this machine) or auto (cuda when this gradc "
                  "supports GPUs and one is visible, else cpu)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->check(CLI::IsMember(devices))
       ->capture_default_str();
 }
 
@@ -160,10 +159,10 @@ std::vector<std::string> RunFlags::toArgs() const {
   return a;
 }
 
-Expected<bool> runsOnCuda(const RunFlags& flags, int localRanks) {
+Expected<const runtime::Backend*> chooseBackend(const RunFlags& flags, int localRanks) {
   Expected<runtime::DeviceChoice> choice = runtime::parseDeviceChoice(flags.device);
   if (!choice) return choice.error();
-  return runtime::resolvesToCuda(*choice, localRanks);
+  return runtime::resolveBackend(*choice, localRanks);
 }
 
 std::string ownExecutable() {
@@ -273,37 +272,40 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   const int localRank = *env ? (*env)->localRank : 0;
   // The device, decided before anything is loaded or allocated: a launcher (no rank environment)
   // decides for all its workers (each then takes GPU LOCAL_RANK), a worker for itself.
-  Expected<bool> cuda = runsOnCuda(o, *env ? localRank + 1 : world);
-  if (!cuda) {
-    std::cerr << "gradc: error: " << cuda.error().message << "\n";
+  Expected<const runtime::Backend*> chosen = chooseBackend(o, *env ? localRank + 1 : world);
+  if (!chosen) {
+    std::cerr << "gradc: error: " << chosen.error().message << "\n";
     return kExitUserError;
   }
-  bool onCuda = *cuda;
-  // Which step runs: the compiled one, or its reference step, which loads no native code (asked
-  // for, or on a GPU, which does not run the artifact's CPU kernels).
+  const runtime::Backend* backend = *chosen;
+  // Which step runs: the compiled one, with the generated kernels in the format the device runs
+  // (the host's shared object, a GPU's PTX), or its reference step, which loads no native code
+  // (asked for, or when the artifact has no kernels in that format).
   const runtime::ArtifactRank& entry = manifest->ranks[static_cast<size_t>(rank)];
   const bool generated = !entry.kernelsFile.empty();
   runtime::StepVariant variant = o.noGeneratedKernels ? runtime::StepVariant::reference : runtime::StepVariant::compiled;
-  if (onCuda && generated && !o.noGeneratedKernels) {
+  if (generated && !o.noGeneratedKernels && entry.kernelsFileIn(backend->kernelFormat).empty()) {
     if (!entry.referenceGraphFile.empty()) {
       variant = runtime::StepVariant::reference;
       if (!o.quiet && localRank == 0)
-        std::cerr << "gradc: note: the GPU runs the artifact's reference step (its fused regions as ATen kernels: the "
-                     "generated kernels are for the CPU)\n";
+        std::cerr << "gradc: note: " << backend->name << " runs the artifact's reference step (its fused regions as "
+                  << "ATen kernels): the artifact has no generated kernels for it (gradc compile SPEC -o DIR writes "
+                     "them)\n";
     } else {
       // An artifact written before reference steps existed.
       const std::string why = "the artifact " + dir.string() + " runs fused kernels generated for the CPU and has no "
                               "reference step";
-      if (o.device == "cuda") {
-        std::cerr << "gradc: error: --device cuda: " << why << "; recompile it (gradc compile SPEC -o DIR), or use "
-                  << "--device cpu\n";
+      if (o.device == backend->name) {
+        std::cerr << "gradc: error: --device " << backend->name << ": " << why
+                  << "; recompile it (gradc compile SPEC -o DIR), or use --device " << runtime::hostBackend().name
+                  << "\n";
         return kExitUserError;
       }
       if (!o.quiet && localRank == 0) std::cerr << "gradc: note: running on the CPU: " << why << "\n";
-      onCuda = false;
+      backend = &runtime::hostBackend();
     }
   }
-  Expected<runtime::RankProgram> program = runtime::loadRankProgram(dir, *manifest, rank, o.trustKernels, variant);
+  Expected<runtime::RankProgram> program = runtime::loadRankProgram(dir, *manifest, rank, o.trustKernels, variant, *backend);
   if (!program) {
     std::cerr << "gradc: error: " << program.error().message << "\n";
     return exitCodeFor(program.error());
@@ -314,8 +316,8 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   for (const auto& n : program->graph.nodes()) collectives |= n->op().issuesCollective;
   const bool launching = !*env && (world > 1 || collectives);
   const runtime::Device* device = &runtime::cpuDevice();
-  if (onCuda && !launching) {
-    Expected<const runtime::Device*> d = runtime::selectDevice(runtime::DeviceChoice::cuda, localRank);
+  if (!backend->host && !launching) {
+    Expected<const runtime::Device*> d = backend->device(localRank);
     if (!d) {
       std::cerr << "gradc: error: " << d.error().message << "\n";
       return kExitUserError;
@@ -325,7 +327,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   // Element types the device cannot train are refused before anything runs (a launcher for GPU
   // workers holds no GPU device: each worker checks on its own).
   for (const auto& p : program->graph.params())
-    if (Status s = onCuda && launching ? Status::success() : device->canTrain(p->type().dtype); !s) {
+    if (Status s = !backend->host && launching ? Status::success() : device->canTrain(p->type().dtype); !s) {
       std::cerr << "gradc: error: " << s.message() << " (parameter '" << p->name() << "' is "
                 << ir::toString(p->type()) << ")\n";
       return kExitUserError;
@@ -334,8 +336,9 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   // starts (all of them for a local launch; its own under torchrun or Slurm) against what the
   // host can still give.
   // On a GPU, the rank's arena against the GPU's free memory (each worker checks its own).
-  if (Status s = onCuda ? checkDeviceMemory(*device, *program)
-                        : checkHostMemory(dir, *manifest, *program, launching, variant);
+  if (Status s = backend->memoryCheck == runtime::MemoryCheck::device
+                     ? checkDeviceMemory(*device, *program)
+                     : checkHostMemory(dir, *manifest, *program, launching, variant);
       !s) {
     std::cerr << "gradc: error: " << s.message() << "\n";
     return kExitUserError;
@@ -343,7 +346,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   if (launching) {
     // N workers run this artifact, supervised until they all end, on the device decided here.
     RunFlags workerFlags = o;
-    workerFlags.device = onCuda ? "cuda" : "cpu";
+    workerFlags.device = std::string(backend->name);
     runtime::LaunchOptions launch;
     launch.devices = world;
     launch.argv = workerCommand;
@@ -376,11 +379,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     // c10d's store client fails on a thread of its own (a peer resetting the connection): named.
     setFailureContext("rank " + std::to_string(rank) + ": the connection to the rendezvous store at " +
                       (*env)->masterAddr + ":" + std::to_string((*env)->masterPort));
-    Expected<std::unique_ptr<runtime::Communicator>> c =
-#if defined(GRADC_WITH_CUDA_DEVICE)
-        onCuda ? runtime::createNcclCommunicator(**env, localRank, timeout) :
-#endif
-               runtime::GlooCommunicator::create(**env, timeout);
+    Expected<std::unique_ptr<runtime::Communicator>> c = backend->communicator(**env, localRank, timeout);
     if (!c) {
       const std::string& message = c.error().message;
       std::cerr << "gradc: error: " << (message.rfind("rank ", 0) == 0 ? "" : "rank " + std::to_string(rank) + ": ")

@@ -18,6 +18,10 @@
 
 #include "ir/status.h"
 
+namespace gradc::runtime {
+struct Backend;  // runtime/device/backends.h
+}
+
 namespace gradc::tools {
 
 // The flags that only say how to run a step, never what the step is.
@@ -34,8 +38,8 @@ struct RunFlags {
   std::string resume;
   std::string initFrom;  // --init-from: a weights file or checkpoint folder (fine-tuning)
   std::string metricsOut;
-  std::string traceOut;  // Chrome trace-event file of the run (runtime/trace.h)
-  // Validation while training (runtime/evaluation.h).
+  std::string traceOut;  // Chrome trace-event file of the run (runtime/train/trace.h)
+  // Validation while training (runtime/train/evaluation.h).
   std::string valData;
   std::int64_t evalEvery = 0;
   std::int64_t evalBatches = 0;
@@ -43,11 +47,11 @@ struct RunFlags {
   bool quiet = false;
   bool profile = false;
   std::string costTableOut;  // --cost-table-out FILE ("" none)
-  bool verbose = false;       // the libraries' own log lines too (runtime/library_logging.h)
-  bool trustKernels = false;  // load an artifact's native kernels without the user's tag (runtime/kernel_trust.h)
+  bool verbose = false;       // the libraries' own log lines too (runtime/comm/library_logging.h)
+  bool trustKernels = false;  // load an artifact's native kernels without the user's tag (runtime/io/kernel_trust.h)
   bool noGeneratedKernels = false;  // run the artifact's reference step: no native kernels at all
   double timeoutS = 300;
-  std::string device = "auto";  // cpu, cuda or auto (runtime/device_select.h)
+  std::string device = "auto";  // cpu, cuda or auto (runtime/device/device_select.h)
 
   void addTo(CLI::App& cmd);
   // The same flags as arguments, for a worker's command line.
@@ -61,8 +65,9 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& flags, const s
 // The running executable's path (for worker command lines).
 std::string ownExecutable();
 
-// Whether a run with these flags puts local ranks [0, localRanks) on GPUs (runtime/device_select.h),
-// or an Error saying why the requested device cannot be used. Touches no GPU.
-Expected<bool> runsOnCuda(const RunFlags& flags, int localRanks);
+// The backend a run with these flags puts local ranks [0, localRanks) on
+// (runtime/device/device_select.h), or an Error saying why the requested device cannot be used.
+// Touches no device.
+Expected<const runtime::Backend*> chooseBackend(const RunFlags& flags, int localRanks);
 
 }  // namespace gradc::tools

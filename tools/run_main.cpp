@@ -2,9 +2,9 @@
 // compiler linked in: the runtime, ir/ and LibTorch only. The binary for machines that train.
 #include <CLI/CLI.hpp>
 
-#include "runtime/artifact.h"
-#include "runtime/blas_kernels.h"
-#include "runtime/library_logging.h"
+#include "runtime/comm/library_logging.h"
+#include "runtime/io/artifact.h"
+#include "runtime/kernels/blas_kernels.h"
 #include "tools/commands.h"
 #include "tools/failure_guard.h"
 #include "tools/flag_checks.h"

@@ -22,9 +22,9 @@
 #include <memory>
 #include <numeric>
 
-#include "runtime/data.h"
-#include "runtime/dtype_map.h"
-#include "runtime/executor.h"
+#include "runtime/exec/dtype_map.h"
+#include "runtime/exec/executor.h"
+#include "runtime/io/data.h"
 #include "tools/commands.h"
 #include "tools/evaluation_step.h"
 #include "tools/flag_checks.h"

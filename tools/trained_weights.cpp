@@ -5,9 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/atomic_file.h"
-#include "runtime/checkpoint.h"
-#include "runtime/json_text.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/io/checkpoint.h"
+#include "runtime/io/json_text.h"
 
 namespace gradc::tools {
 

@@ -8,8 +8,8 @@
 
 #include "ir/graph.h"
 #include "ir/status.h"
-#include "runtime/data.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/data.h"
+#include "runtime/io/safetensors.h"
 
 namespace gradc::tools {
 

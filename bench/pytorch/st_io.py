@@ -1,4 +1,4 @@
-"""Minimal safetensors reader/writer (the format of runtime/safetensors.h), so the benchmarks
+"""Minimal safetensors reader/writer (the format of runtime/io/safetensors.h), so the benchmarks
 need nothing beyond PyTorch: an 8-byte little-endian header length, a JSON header
 {"__metadata__": {...}, name: {"dtype", "shape", "data_offsets": [begin, end]}}, then the
 raw little-endian tensor bytes."""

@@ -15,7 +15,7 @@
 //    operand of a batched matmul whose batch dims do not fold, a strided input of layer_norm
 //    or softmax, ...). How each kernel reads strided operands, and how each view op derives its
 //    strides, are op-table properties (OpInfo::stridedReads, OpInfo::viewLayout), kept in step
-//    with runtime/kernels_*.cpp.
+//    with runtime/kernels/kernels_*.cpp.
 //  - Roles. What a buffer holds (ir::BufferKind) and its residency (ir::Residency) come from
 //    storageRoleOf, the one place that decides them: a persistent buffer is alive in every step
 //    of every order; a step-scoped one from the node that makes it to its last reader.

@@ -1,10 +1,10 @@
-// The CUDA device (runtime/device.h's seam), built only against a CUDA LibTorch.
+// The CUDA device (runtime/device/device.h's seam), built only against a CUDA LibTorch.
 //
 // - The arena is one cudaMalloc on the device (256-byte aligned, as cudaMalloc guarantees).
 // - Tensors are kCUDA tensors of the device; ATen launches their kernels on the device's current
 //   stream, and so do the device's own kernels (runtime/cuda/cuda_kernels.h: dropout, softmax
 //   backward), so every kernel of a step runs in program order on one stream. Every other op
-//   runs its portable ATen kernel (runtime/kernels.h).
+//   runs its portable ATen kernel (runtime/kernels/kernels.h).
 // - What ATen allocates beside the arena (cuBLAS/cuDNN workspaces, temporaries) goes through the
 //   CUDA caching allocator; its statistics (allocated bytes now and at their peak) are the
 //   device's internal bytes, reported beside the arena as the host's tracking allocator is.
@@ -12,7 +12,7 @@
 #pragma once
 
 #include "ir/status.h"
-#include "runtime/device.h"
+#include "runtime/device/device.h"
 
 namespace gradc::runtime {
 

@@ -4,12 +4,14 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <array>
 #include <optional>
 #include <string>
 
-#include "runtime/counter_rng.h"
 #include "runtime/cuda/dropout_kernel.h"
+#include "runtime/cuda/ptx_kernels.h"
 #include "runtime/cuda/softmax_backward_kernel.h"
+#include "runtime/exec/counter_rng.h"
 
 namespace gradc::runtime {
 namespace {
@@ -84,8 +86,68 @@ Results softmaxBackwardKernel(const KernelArgs& a) {
   return {out};
 }
 
+// A fused region: its PTX kernel (runtime/cuda/ptx_kernels.h) over the result's elements on the
+// rank's stream. It writes only the node's results, into their planned buffers, and allocates
+// nothing (workspace 0, as on the host). Operands are contiguous (passes/fuse.h never fuses a
+// strided one).
+Results fusedKernel(const KernelArgs& a) {
+  TORCH_CHECK(a.generated, "fused node of ", a.node.specName(),
+              ": no PTX is loaded for it (run the compiled artifact, which carries its PTX)");
+  std::vector<void*> pointers;
+  for (const at::Tensor& t : a.operands) {
+    TORCH_CHECK(t.is_contiguous(), "fused node of ", a.node.specName(), ": operand is not contiguous");
+    pointers.push_back(t.data_ptr());
+  }
+  Results results;
+  for (size_t i = 0; i < a.node.numResults(); ++i) {
+    results.push_back(resultBuffer(a, i));
+    pointers.push_back(results.back().data_ptr());
+  }
+  // The kernel's arguments after the buffers: the element count, the run's RNG inputs, then its
+  // dropout steps' streams (as the unfused dropout kernel draws).
+  std::vector<std::int64_t> values{a.node.result()->type().numel(), static_cast<std::int64_t>(a.ctx.seed), a.ctx.step};
+  values.insert(values.end(), a.generated->streams.begin(), a.generated->streams.end());
+  std::vector<void*> params;
+  for (void*& p : pointers) params.push_back(&p);
+  for (std::int64_t& v : values) params.push_back(&v);
+  c10::cuda::CUDAGuard guard(results.front().device());
+  if (Status s = launchPtxKernel(a.generated->fn, values.front(), params.data(), streamOf(results.front())); !s)
+    TORCH_CHECK(false, "fused node of ", a.node.specName(), " on ", results.front().device(), ": ", s.message());
+  return results;
+}
+
+// (param, grad, m, v, lr, step, grad_scale): the one-pass update (adamw_step {fused = true}) as
+// the artifact's PTX kernel when it carries one (codegen/optimizer_kernels.h), in place on the
+// four buffers; otherwise the portable update, op by op. The nine scalars are the step's, read on
+// the host once per step (runtime/exec/step_scalars.h), and passed by value.
+Results adamwStepKernel(const KernelArgs& a) {
+  if (!a.generated) return (*findPortableKernel("adamw_step"))(a);
+  const at::Tensor& param = a.operands[0];
+  std::vector<void*> pointers;
+  for (size_t i = 0; i < 4; ++i) {
+    const at::Tensor& t = a.operands[i];
+    TORCH_CHECK(t.is_contiguous() && t.scalar_type() == param.scalar_type() && t.numel() == param.numel() &&
+                    t.device() == param.device(),
+                "adamw_step of ", a.node.specName(), ": param, grad, m and v must be contiguous, of one dtype, size "
+                "and device");
+    pointers.push_back(t.data_ptr());
+  }
+  std::int64_t n = a.operands[0].numel();
+  std::array<double, 9> scalars = adamwOnePassScalars(a);
+  std::vector<void*> params;
+  for (void*& p : pointers) params.push_back(&p);
+  params.push_back(&n);
+  for (double& v : scalars) params.push_back(&v);
+  c10::cuda::CUDAGuard guard(a.operands[0].device());
+  if (Status s = launchPtxKernel(a.generated->fn, n, params.data(), streamOf(a.operands[0])); !s)
+    TORCH_CHECK(false, "adamw_step of ", a.node.specName(), " on ", a.operands[0].device(), ": ", s.message());
+  return {};
+}
+
 const KernelEntry kCuda[] = {
+    {"adamw_step", adamwStepKernel},
     {"dropout", dropoutKernel},
+    {"fused", fusedKernel},
     {"softmax_backward", softmaxBackwardKernel},
 };
 

@@ -1,16 +1,19 @@
-// The CUDA device's own kernels (runtime/kernels.h's device layer, CudaDevice::kernels()): the
+// The CUDA device's own kernels (runtime/kernels/kernels.h's device layer, CudaDevice::kernels()): the
 // ops whose portable ATen kernel cannot serve a GPU.
 //  - dropout: no ATen call draws gradc's counter-based mask; runtime/cuda/dropout_kernel.h
 //    draws the host's mask bit for bit (the element function is checked against the host's
 //    generator in tests/runtime/counter_rng_test.cpp).
 //  - softmax_backward: ATen's CUDA kernel materialises grad * y beside the plan;
 //    runtime/cuda/softmax_backward_kernel.h needs nothing beyond the result.
+//  - fused, and adamw_step {fused = true}: the artifact's PTX of the region or update
+//    (runtime/cuda/ptx_kernels.h), launched on the rank's stream; an update without PTX runs
+//    the portable kernel.
 // Every other op runs its portable kernel.
 #pragma once
 
 #include <span>
 
-#include "runtime/kernels.h"
+#include "runtime/kernels/kernels.h"
 
 namespace gradc::runtime {
 

@@ -19,7 +19,7 @@ struct DropoutLaunch {
   std::int64_t n = 0;
   std::uint64_t offset = 0;  // stream position of element 0 (the node's rng_offset)
   std::uint64_t step = 0;
-  std::uint32_t k0 = 0, k1 = 0;  // the stream's Philox key (runtime/counter_rng.h: philoxKey)
+  std::uint32_t k0 = 0, k1 = 0;  // the stream's Philox key (runtime/exec/counter_rng.h: philoxKey)
   float threshold = 0;           // p rounded up to the uniforms' 2^-24 grid
   double scale = 1;              // 1 / (1 - p)
   Element element = Element::f32;

@@ -6,8 +6,8 @@
 
 #include <csignal>
 
-#include "runtime/nccl_communicator.h"
-#include "runtime/tcp_kv_store.h"
+#include "runtime/comm/nccl_communicator.h"
+#include "runtime/comm/tcp_kv_store.h"
 
 namespace gradc::runtime {
 namespace {

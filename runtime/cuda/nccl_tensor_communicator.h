@@ -1,4 +1,4 @@
-// The Communicator (runtime/communicator.h) of GPU ranks: NCCL over ATen CUDA tensors, built only
+// The Communicator (runtime/comm/communicator.h) of GPU ranks: NCCL over ATen CUDA tensors, built only
 // against a CUDA LibTorch.
 //
 // Bootstrap: the NCCL unique id goes from rank 0 to the others through the run's TCPStore
@@ -10,7 +10,7 @@
 // kernel of the step runs) has queued, i.e. the kernels that produced the bucket. The backward's
 // later kernels then run beside the collective, as DDP overlaps them. wait() blocks the host
 // until the collective is done, polling NCCL's asynchronous error and the timeout
-// (runtime/nccl_communicator.h: a stuck collective aborts the communicator and is an Error naming
+// (runtime/comm/nccl_communicator.h: a stuck collective aborts the communicator and is an Error naming
 // the rank, the collective and the step, as on Gloo); kernels queued after wait() returns see
 // its result. A bucket is an arena buffer whose planned interval ends only after its wait, so
 // nothing overwrites it while the communication stream reads it. The blocking collectives run
@@ -26,8 +26,8 @@
 #include <chrono>
 #include <memory>
 
-#include "runtime/communicator.h"
-#include "runtime/dist_env.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/comm/dist_env.h"
 
 namespace gradc::runtime {
 

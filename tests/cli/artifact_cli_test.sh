@@ -94,7 +94,7 @@ for edit in "overlap:share bytes while both are alive" "param-overlap:share byte
   [ $rc -eq 2 ] && grep -q "${edit#*:}" "$work/err" && ok || bad "plan edit $mode: exit $rc, $(tail -2 "$work/err")"
 done
 
-# Native kernels load only when the running user's key tags them (runtime/kernel_trust.h): a
+# Native kernels load only when the running user's key tags them (runtime/io/kernel_trust.h): a
 # shared object put in an artifact (checksums recomputed) is refused before it is loaded, so its
 # constructor never runs; another compile's kernels too; another user's key refuses the
 # artifact; --trust-kernels loads them (and the names the graph needs must still be there).

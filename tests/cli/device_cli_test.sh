@@ -33,6 +33,15 @@ expect_refusal() {  # expect_refusal NAME COMMAND...: exit 2, one gradc error li
 
 expect_refusal spec "$gradc" train "$src/models/mlp.yaml" --synthetic --steps 1 --device cuda
 "$gradc" compile "$src/models/mlp.yaml" -o "$work/A" 2>/dev/null && ok || bad "compile -o DIR"
+# compile -o carries the fused kernels as PTX for GPUs, tagged for this user as the CPU's shared
+# object is (a GPU rank loads them only then), with the one-pass AdamW update among them.
+python3 - "$work/A" <<'PY' && ok || bad "compile -o: the PTX is missing, untagged or without the update"
+import json, os, sys
+r = json.load(open(os.path.join(sys.argv[1], "manifest.json")))["ranks"][0]
+ok = r.get("ptx") and r.get("ptx_tag") and r.get("kernels_tag") and r["ptx_tag"] != r["kernels_tag"]
+ok = ok and ".entry gradc_adamw_f32(" in open(os.path.join(sys.argv[1], r["ptx"])).read()
+sys.exit(0 if ok else 1)
+PY
 expect_refusal artifact "$gradc" train "$work/A" --synthetic --steps 1 --device cuda
 expect_refusal run "$run_bin" "$work/A" --synthetic --steps 1 --device cuda
 expect_refusal launch "$gradc" train "$src/models/mlp.yaml" --synthetic --steps 1 --devices 2 --device cuda

@@ -191,7 +191,7 @@ if python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['blas
     2>"$work/blas2.err" && ok || bad "train with OPENBLAS_CORETYPE: $(cat "$work/blas2.err")"
   python3 -c "import json,sys; b=json.load(open(sys.argv[1]))['blas']; sys.exit(0 if b['core'].lower()=='prescott' and 'user' in b['source'] else 1)" \
     "$work/blas2.json" && ok || bad "the user's OPENBLAS_CORETYPE was not respected: $(grep kernels "$work/blas2.err")"
-  # The process gradc re-executes on a misdetected CPU (runtime/blas_kernels.h): its GEMM check
+  # The process gradc re-executes on a misdetected CPU (runtime/kernels/blas_kernels.h): its GEMM check
   # passes and the report says who chose.
   GRADC_BLAS_SELECTED=Prescott OPENBLAS_CORETYPE=Haswell "$gradc" train "$src/models/mlp.yaml" --synthetic --steps 1 \
     --metrics-out "$work/blas3.json" 2>"$work/blas3.err" && ok || bad "selected core run: $(cat "$work/blas3.err")"

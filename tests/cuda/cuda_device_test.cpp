@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "runtime/cuda/cuda_device.h"
-#include "runtime/device_select.h"
-#include "runtime/executor.h"
+#include "runtime/device/device_select.h"
+#include "runtime/exec/executor.h"
 
 
 // doctest last: c10 includes glog, whose CHECK would otherwise replace doctest's.
@@ -59,14 +59,14 @@ TEST_CASE("cuda: a GPU is visible, and --device cuda and auto select it") {
   Expected<int> gpus = visibleCudaDevices();
   REQUIRE_MESSAGE(gpus.ok(), (gpus.ok() ? "" : gpus.error().message));
   CHECK(*gpus >= 1);
-  Expected<const Device*> cuda = selectDevice(DeviceChoice::cuda, 0);
+  Expected<const Device*> cuda = selectDevice(DeviceChoice{findBackend("cuda")}, 0);
   REQUIRE(cuda.ok());
   CHECK((*cuda)->name() == "cuda:0");
   CHECK(!(*cuda)->isHost());
-  Expected<const Device*> automatic = selectDevice(DeviceChoice::automatic, 0);
+  Expected<const Device*> automatic = selectDevice(DeviceChoice{}, 0);
   REQUIRE(automatic.ok());
   CHECK(*automatic == *cuda);
-  CHECK(!selectDevice(DeviceChoice::cuda, *gpus).ok());  // a local rank without a GPU of its own
+  CHECK(!selectDevice(DeviceChoice{findBackend("cuda")}, *gpus).ok());  // a local rank without a GPU of its own
 }
 
 TEST_CASE("cuda: the arena is one device block, outside ATen's allocator") {

@@ -1,4 +1,4 @@
-// The fused attention kernels (runtime/kernels_attention.cpp) against LibTorch autograd on the
+// The fused attention kernels (runtime/kernels/kernels_attention.cpp) against LibTorch autograd on the
 // decomposition they replace (matmul, scale, causal mask, softmax, dropout, matmul): outputs,
 // log-sum-exp and the three gradients, f64 within 1e-12 and f32 within 1e-5 relative, over
 // causal and not, grouped-query heads (shared key heads summed), cross-attention (S != S_kv),
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "ir/op_table.h"
-#include "runtime/executor.h"
-#include "runtime/memory_tracker.h"
+#include "runtime/exec/executor.h"
+#include "runtime/exec/memory_tracker.h"
 
 #undef CHECK
 #include <doctest/doctest.h>

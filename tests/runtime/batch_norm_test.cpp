@@ -6,7 +6,7 @@
 // then round); evaluation output within 1e-5 * max|torch| + 1e-6.
 #include <torch/torch.h>
 
-#include "runtime/executor.h"
+#include "runtime/exec/executor.h"
 
 #undef CHECK  // c10 brings glog's CHECK; doctest's must win
 #include <doctest/doctest.h>

@@ -2,7 +2,7 @@
 // this machine, whether OpenBLAS misdetected the CPU.
 #include <cstdlib>
 
-#include "runtime/blas_kernels.h"
+#include "runtime/kernels/blas_kernels.h"
 
 #undef CHECK  // c10 brings glog's CHECK; doctest's must win
 #include <doctest/doctest.h>

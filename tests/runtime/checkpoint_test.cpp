@@ -1,6 +1,6 @@
 // Checkpoints: round trip, replacement, recovery from interrupted saves, corrupt contents.
-#include "runtime/checkpoint.h"
-#include "runtime/sha256.h"
+#include "runtime/io/checkpoint.h"
+#include "runtime/io/sha256.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/arange.h>
@@ -15,8 +15,8 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/atomic_file.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/io/safetensors.h"
 
 #include "tests/temp_dir.h"
 

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <vector>
 
-#include "runtime/counter_rng.h"
 #include "runtime/cuda/philox_element.h"
-#include "runtime/executor.h"
+#include "runtime/exec/counter_rng.h"
+#include "runtime/exec/executor.h"
 
 // doctest last: c10 includes glog, whose CHECK would otherwise replace doctest's and abort
 // instead of recording the failure.

@@ -1,5 +1,5 @@
 // The cores a process may use: affinity mask and cgroup quota.
-#include "runtime/cpu_cores.h"
+#include "runtime/device/cpu_cores.h"
 
 #include <sched.h>
 

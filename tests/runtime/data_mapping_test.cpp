@@ -1,4 +1,4 @@
-// Text data read through a memory map (runtime/data.h, runtime/file_mapping.h): the batches,
+// Text data read through a memory map (runtime/io/data.h, runtime/io/file_mapping.h): the batches,
 // evaluation windows and tokens are those of translating the whole file at once, a byte outside
 // the vocabulary is found wherever it lies, a file much larger than the batches costs the
 // process the memory of its batches, and a FIFO or device is refused without blocking.
@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/data.h"
-#include "runtime/file_mapping.h"
+#include "runtime/io/data.h"
+#include "runtime/io/file_mapping.h"
 #include "tests/resident_memory.h"
 #include "tests/temp_dir.h"
 

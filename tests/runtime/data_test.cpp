@@ -1,5 +1,5 @@
 // Training data: tokens, vocabularies, windows, deterministic shuffling, resumable positions.
-#include "runtime/data.h"
+#include "runtime/io/data.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/equal.h>

@@ -1,15 +1,15 @@
-// The portable kernels of the ops the host runs with its own kernels (runtime/kernels.h: the
+// The portable kernels of the ops the host runs with its own kernels (runtime/kernels/kernels.h: the
 // host's loops, oneDNN and row-blocked products; the portable ones ATen compositions such as
-// runtime/kernels_conv_device.h's) run on the CPU too: here each is checked against the host's
+// runtime/kernels/kernels_conv_device.h's) run on the CPU too: here each is checked against the host's
 // on the same operands, so what a GPU runs is the op's arithmetic before a GPU ever runs it.
 // The dropout element function the CUDA kernel draws with (runtime/cuda/philox_element.h) is
 // checked against the CPU's generator in counter_rng_test.cpp.
 #include <ATen/ATen.h>
 
-#include "runtime/dtype_map.h"
-#include "runtime/executor.h"
-#include "runtime/kernels_conv_device.h"
-#include "runtime/kernels.h"
+#include "runtime/exec/dtype_map.h"
+#include "runtime/exec/executor.h"
+#include "runtime/kernels/kernels.h"
+#include "runtime/kernels/kernels_conv_device.h"
 
 
 // doctest last: c10 includes glog, whose CHECK would otherwise replace doctest's.

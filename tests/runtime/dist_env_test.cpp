@@ -1,5 +1,5 @@
 // The distributed environment from torchrun-style and Slurm variables, and its errors.
-#include "runtime/dist_env.h"
+#include "runtime/comm/dist_env.h"
 
 #include <doctest/doctest.h>
 

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "ir/parser.h"
-#include "runtime/executor.h"
-#include "runtime/memory_tracker.h"
+#include "runtime/exec/executor.h"
+#include "runtime/exec/memory_tracker.h"
 
 // doctest last: c10 includes glog, whose CHECK would otherwise replace doctest's and abort
 // instead of recording the failure.

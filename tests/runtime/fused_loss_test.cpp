@@ -14,7 +14,6 @@
 
 #include <string>
 
-#include "tests/bundled_model.h"
 #include "frontend/spec.h"
 #include "ir/parser.h"
 #include "passes/autodiff.h"
@@ -23,9 +22,10 @@
 #include "passes/memory/liveness.h"
 #include "passes/pass_manager.h"
 #include "passes/remat.h"
-#include "runtime/executor.h"
-#include "runtime/init.h"
-#include "runtime/synthetic_inputs.h"
+#include "runtime/exec/executor.h"
+#include "runtime/train/init.h"
+#include "runtime/train/synthetic_inputs.h"
+#include "tests/bundled_model.h"
 
 #undef CHECK  // c10 brings glog's CHECK; doctest's must win
 #include <doctest/doctest.h>

@@ -1,6 +1,6 @@
 // GlooCommunicator across forked processes: results of every collective, failures of peers
 // (exit mid-collective, stop) turned into Errors within the timeout, rendezvous timeouts.
-#include "runtime/gloo_communicator.h"
+#include "runtime/comm/gloo_communicator.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

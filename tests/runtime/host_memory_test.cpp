@@ -1,5 +1,5 @@
 // What the memory preflight reads: MemAvailable and cgroup memory limits.
-#include "runtime/host_memory.h"
+#include "runtime/device/host_memory.h"
 
 #include <doctest/doctest.h>
 

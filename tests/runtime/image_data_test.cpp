@@ -1,4 +1,4 @@
-// Image data read through a memory map (runtime/image_data.h): the batches of ImageBatcher and
+// Image data read through a memory map (runtime/io/image_data.h): the batches of ImageBatcher and
 // imageRange are those of converting the whole file at once (u8 scaled by 1/255 to f32, labels
 // widened to i64), whatever the alignment of the tensors in the file; the file checks happen at
 // load; a large file costs the process the memory of its batches.
@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/image_data.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/image_data.h"
+#include "runtime/io/safetensors.h"
 #include "tests/resident_memory.h"
 #include "tests/temp_dir.h"
 

@@ -1,12 +1,12 @@
 // JSON nesting bounded in every reader of files gradc did not necessarily write: a text nested
 // 100,000 deep is refused with a message, where it used to overflow the stack.
-#include "runtime/json_text.h"
+#include "runtime/io/json_text.h"
 
 #include <string>
 
-#include "runtime/plan_json.h"
-#include "runtime/artifact.h"
-#include "runtime/checkpoint.h"
+#include "runtime/exec/plan_json.h"
+#include "runtime/io/artifact.h"
+#include "runtime/io/checkpoint.h"
 #include "tests/temp_dir.h"
 
 // After LibTorch's headers: c10's logging defines a CHECK of its own, which doctest's replaces.

@@ -1,13 +1,13 @@
 // The trust model for native kernels: HMAC-SHA256 against RFC 4231, the per-user key (made once,
 // private, kept), and which tags checkKernelsTrusted accepts.
-#include "runtime/kernel_trust.h"
+#include "runtime/io/kernel_trust.h"
 
 #include <sys/stat.h>
 
 #include <cstdlib>
 #include <string>
 
-#include "runtime/atomic_file.h"
+#include "runtime/io/atomic_file.h"
 #include "tests/temp_dir.h"
 
 #include <doctest/doctest.h>

@@ -12,7 +12,7 @@
 #include <limits>
 #include <string>
 
-#include "runtime/executor.h"
+#include "runtime/exec/executor.h"
 
 // doctest last: c10 includes glog, whose CHECK would otherwise replace doctest's and abort
 // instead of recording the failure.

@@ -16,8 +16,8 @@
 #include <string>
 
 #include "ir/op_table.h"
-#include "runtime/executor.h"
-#include "runtime/kernels.h"
+#include "runtime/exec/executor.h"
+#include "runtime/kernels/kernels.h"
 
 // doctest last: c10 includes glog, whose CHECK would otherwise replace doctest's and abort
 // instead of recording the failure.
@@ -114,7 +114,7 @@ TEST_CASE("forward parity: matmul and linear") {
   expectClose("linear vs f64", run1("linear", {x, w, bias}), ref, 1e-6, 1e-5);
 }
 
-// Products over more rows than one block (runtime/row_blocked_products.h: 1024 rows) run block
+// Products over more rows than one block (runtime/kernels/row_blocked_products.h: 1024 rows) run block
 // by block; the result is the whole product's within rounding (f32 against f64: 1e-5 absolute
 // and relative, the sums of 24 products reaching about 25 in magnitude; f64: 1e-12), the last
 // block short (2,085 = 2 x 1024 + 37 rows).

@@ -1,7 +1,7 @@
 // The launcher: environment of the workers, exit codes, failure lines, clean-up of every worker
 // (after a failure, after SIGINT, after the launcher itself is killed), and a real Gloo run
 // through the launcher's store.
-#include "runtime/launcher.h"
+#include "runtime/comm/launcher.h"
 
 #include <ATen/ATen.h>
 #include <doctest/doctest.h>
@@ -11,8 +11,8 @@
 #include <chrono>
 #include <csignal>
 
-#include "runtime/dist_env.h"
-#include "runtime/gloo_communicator.h"
+#include "runtime/comm/dist_env.h"
+#include "runtime/comm/gloo_communicator.h"
 #include "tests/runtime/dist_test_util.h"
 #include "tests/temp_dir.h"
 

@@ -12,16 +12,16 @@
 #include <functional>
 #include <string>
 
-#include "tests/bundled_model.h"
 #include "frontend/spec.h"
 #include "ir/graph.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
 #include "passes/fuse_attention.h"
 #include "passes/pass_manager.h"
-#include "runtime/executor.h"
-#include "runtime/init.h"
-#include "runtime/synthetic_inputs.h"
+#include "runtime/exec/executor.h"
+#include "runtime/train/init.h"
+#include "runtime/train/synthetic_inputs.h"
+#include "tests/bundled_model.h"
 
 #undef CHECK  // c10 brings glog's CHECK; doctest's must win
 #include <doctest/doctest.h>

@@ -1,6 +1,6 @@
 // NcclCommunicator without LibTorch: the library answers, and creating a communicator on a
 // machine without a GPU is a clear Error (with a GPU: a one-rank all-reduce works).
-#include "runtime/nccl_communicator.h"
+#include "runtime/comm/nccl_communicator.h"
 
 #include <doctest/doctest.h>
 

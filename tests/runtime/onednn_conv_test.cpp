@@ -1,4 +1,4 @@
-// conv2d's kernels on oneDNN (runtime/onednn_conv.h, onednn/conv.h): the declared workspace is
+// conv2d's kernels on oneDNN (runtime/kernels/onednn_conv.h, onednn/conv.h): the declared workspace is
 // oneDNN's answer, the kernel allocates exactly that, and the three passes equal ATen's
 // convolution and its autograd within f32 tolerance, over strides, padding, dilation, groups,
 // rectangular windows and a bias, at 1 and 2 threads; run in chunks of samples, each chunk size
@@ -12,8 +12,8 @@
 #include "ir/conv_problem.h"
 #include "ir/op_table.h"
 #include "onednn/conv.h"
-#include "runtime/executor.h"
-#include "runtime/memory_tracker.h"
+#include "runtime/exec/executor.h"
+#include "runtime/exec/memory_tracker.h"
 
 #undef CHECK
 #include <doctest/doctest.h>

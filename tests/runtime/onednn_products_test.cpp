@@ -1,4 +1,4 @@
-// bf16 matrix products on oneDNN (runtime/onednn_products.h, onednn/gemm.h): the op table's
+// bf16 matrix products on oneDNN (runtime/kernels/onednn_products.h, onednn/gemm.h): the op table's
 // workspace is oneDNN's scratchpad, the kernel allocates exactly that, and the products equal
 // ATen's (the same oneDNN kernels) or, with a bias, the f32 product rounded once.
 //
@@ -11,8 +11,8 @@
 
 #include "ir/op_table.h"
 #include "onednn/gemm.h"
-#include "runtime/executor.h"
-#include "runtime/memory_tracker.h"
+#include "runtime/exec/executor.h"
+#include "runtime/exec/memory_tracker.h"
 
 #undef CHECK
 #include <doctest/doctest.h>

@@ -15,8 +15,8 @@
 #include "passes/autodiff.h"
 #include "passes/dce.h"
 #include "passes/pass_manager.h"
-#include "runtime/executor.h"
-#include "runtime/synthetic_inputs.h"
+#include "runtime/exec/executor.h"
+#include "runtime/train/synthetic_inputs.h"
 
 #undef CHECK  // c10 brings glog's CHECK; doctest's must win
 #include <doctest/doctest.h>

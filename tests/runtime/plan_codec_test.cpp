@@ -1,6 +1,6 @@
-// The plan's one codec (runtime/plan_json.h): what the compiler writes reads back to the same
+// The plan's one codec (runtime/exec/plan_json.h): what the compiler writes reads back to the same
 // plan, and the reader refuses what the runtime must not execute, naming the field.
-#include "runtime/plan_json.h"
+#include "runtime/exec/plan_json.h"
 
 #include <string>
 

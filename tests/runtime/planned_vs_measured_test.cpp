@@ -15,7 +15,6 @@
 #include <iostream>
 #include <unordered_map>
 
-#include "tests/bundled_model.h"
 #include "ir/printer.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
@@ -24,11 +23,12 @@
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 #include "passes/schedule.h"
-#include "runtime/executor.h"
-#include "runtime/init.h"
-#include "runtime/memory_tracker.h"
-#include "runtime/synthetic_inputs.h"
-#include "runtime/trainer.h"
+#include "runtime/exec/executor.h"
+#include "runtime/exec/memory_tracker.h"
+#include "runtime/train/init.h"
+#include "runtime/train/synthetic_inputs.h"
+#include "runtime/train/trainer.h"
+#include "tests/bundled_model.h"
 
 #undef CHECK  // c10 brings glog's CHECK; doctest's must win
 #include <doctest/doctest.h>

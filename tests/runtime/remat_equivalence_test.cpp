@@ -17,20 +17,20 @@
 #include <string>
 #include <vector>
 
-#include "tests/bundled_model.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
 #include "passes/memory/liveness.h"
+#include "passes/memory/step_graph.h"
 #include "passes/micro_batch.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 #include "passes/remat.h"
 #include "passes/remat_free_path.h"
-#include "passes/memory/step_graph.h"
 #include "passes/strip_dropout.h"
-#include "runtime/executor.h"
-#include "runtime/init.h"
-#include "runtime/synthetic_inputs.h"
+#include "runtime/exec/executor.h"
+#include "runtime/train/init.h"
+#include "runtime/train/synthetic_inputs.h"
+#include "tests/bundled_model.h"
 
 #undef CHECK  // c10 brings glog's CHECK; doctest's must win
 #include <doctest/doctest.h>

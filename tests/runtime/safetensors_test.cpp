@@ -1,6 +1,6 @@
 // safetensors: round trips, the exact byte layout, determinism, hostile files, and
 // interoperability with PyTorch (a reader and a writer written against the format in Python).
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/arange.h>
@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "runtime/data.h"
+#include "runtime/io/data.h"
 
 #include "tests/temp_dir.h"
 

@@ -13,16 +13,16 @@
 #include "passes/pass_manager.h"
 #include "passes/schedule.h"
 #include "passes/strip_dropout.h"
-#include "runtime/executor.h"
-#include "runtime/init.h"
-#include "runtime/memory_tracker.h"
-#include "runtime/synthetic_inputs.h"
+#include "runtime/exec/executor.h"
+#include "runtime/exec/memory_tracker.h"
+#include "runtime/train/init.h"
+#include "runtime/train/synthetic_inputs.h"
 #include "tests/bundled_model.h"
 
 #undef CHECK  // c10 brings glog's CHECK; doctest's must win
 #include <doctest/doctest.h>
 
-#include "runtime/plan_json.h"
+#include "runtime/exec/plan_json.h"
 
 using namespace gradc;
 

@@ -13,7 +13,7 @@
 #include "passes/dce.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
-#include "runtime/trainer.h"
+#include "runtime/train/trainer.h"
 
 #undef CHECK  // c10 brings glog's CHECK; doctest's must win
 #include <doctest/doctest.h>

@@ -1,0 +1,572 @@
+// Kernels of the convolution and pooling ops (ir/ops_conv.cpp) and of batch normalisation
+// (ir/ops_batch_norm.cpp).
+//
+// Convolution in f32 runs on oneDNN's blocked kernels where it has one (runtime/kernels/onednn_conv.h);
+// otherwise (f64, no oneDNN) it is one GEMM per sample and group against the sample's im2col matrix
+// [C/g * kh * kw, OH * OW] (ATen's im2col/col2im), written straight into the planned result;
+// the column matrix is the only memory a convolution kernel allocates (the op table's
+// workspace), and pointwise windows (1x1, stride 1, no padding) need none: the image is its own
+// column matrix. Outputs of fewer than kConvGemmColumns pixels put several samples in one GEMM
+// (ir/window_geometry.h): their column matrix and the GEMM's other side, gathered into or
+// scattered from the result's layout, are then the workspace. The weight gradient accumulates over the samples in place (addmm_), so it
+// needs no per-sample temporary either. Batch normalisation is a loop per channel over
+// contiguous planes with f64 accumulation for f32 data, as ATen's CPU kernel accumulates,
+// and allocates nothing. Pooling calls ATen's `_out` kernels. Off the host (a GPU), the
+// loops give way to ATen's device kernels (runtime/kernels/kernels_conv_device.h).
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/OpMathType.h>
+#include <ATen/ops/_adaptive_avg_pool2d_backward.h>
+#include <ATen/ops/adaptive_avg_pool2d.h>
+#include <ATen/ops/avg_pool2d.h>
+#include <ATen/ops/avg_pool2d_backward.h>
+#include <ATen/ops/col2im.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/im2col.h>
+#include <ATen/ops/max_pool2d_with_indices.h>
+#include <ATen/ops/max_pool2d_with_indices_backward.h>
+#include <ATen/ops/mm.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+#include "ir/window_geometry.h"
+#include "runtime/kernels/kernels.h"
+#include "runtime/kernels/kernels_conv_device.h"
+#include "runtime/kernels/onednn_conv.h"
+
+namespace gradc::runtime {
+namespace {
+
+using namespace kernel_detail;
+using Results = std::vector<at::Tensor>;
+
+ir::WindowGeometry geometry(const ir::Node& node, std::optional<std::array<std::int64_t, 2>> kernel = std::nullopt) {
+  ir::WindowGeometry g;
+  [[maybe_unused]] std::optional<std::string> error = ir::readWindow(node.attrs(), g, kernel);
+  assert(!error && "the verifier checked the window attributes");
+  return g;
+}
+
+std::vector<std::int64_t> list(const std::array<std::int64_t, 2>& a) { return {a[0], a[1]}; }
+
+// The loop nest the three convolution kernels share: for each sample n and group g, the
+// sample's channels of the group as a [C/g, H, W] view and its im2col matrix.
+struct ConvLoop {
+  ir::WindowGeometry g;
+  std::int64_t N, C, H, W, O, OH, OW, groups;
+  std::int64_t cg() const { return C / groups; }
+  std::int64_t og() const { return O / groups; }
+  std::int64_t columns() const { return cg() * g.kernel[0] * g.kernel[1]; }
+  std::int64_t outPixels() const { return OH * OW; }
+
+  // x[n]'s channels of group `grp` ([C/g, H, W]) as a column matrix [C/g*kh*kw, OH*OW]: the
+  // image itself for pointwise windows, else im2col into `cols`.
+  at::Tensor columnsOf(const at::Tensor& x, std::int64_t n, std::int64_t grp, at::Tensor& cols) const {
+    at::Tensor plane = x.select(0, n).narrow(0, grp * cg(), cg());
+    if (g.pointwise()) return plane.reshape({cg(), H * W});
+    return at::im2col_out(cols, plane, list(g.kernel), list(g.dilation), list(g.padding), list(g.stride));
+  }
+};
+
+ConvLoop convLoop(const ir::Node& node, at::IntArrayRef x, at::IntArrayRef w, at::IntArrayRef y) {
+  ConvLoop l{geometry(node, std::array<std::int64_t, 2>{w[2], w[3]}), x[0], x[1], x[2], x[3], w[0], y[2], y[3],
+             kernel_detail::intAttr(node, "groups")};
+  return l;
+}
+
+at::Tensor columnBuffer(const KernelArgs& a, const ConvLoop& l, ir::DType dtype) {
+  return l.g.pointwise() ? at::Tensor() : at::empty({l.columns(), l.outPixels()}, optionsFor(a, dtype));
+}
+
+// ---- several samples per GEMM (small outputs: ir/window_geometry.h, convChunkSamples) ---------
+//
+// The chunk's column matrix is [C/g*kh*kw, m*OH*OW] with sample i's pixels in columns
+// [i*OH*OW, (i+1)*OH*OW); the GEMM's other side is the chunk's [O/g, m*OH*OW] result or
+// gathered gradient. im2col and col2im are written here because they read and write one
+// sample's block of those wider rows.
+
+// cols[row][col0 + p] = x[c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw] (0 outside the image), row =
+// (c*kh + ki)*kw + kj, p = oh*OW + ow; `plane` is one sample's [C/g, H, W].
+template <class T>
+void im2colBlock(const T* plane, const ConvLoop& l, T* cols, std::int64_t ld, std::int64_t col0) {
+  const auto& g = l.g;
+  for (std::int64_t c = 0; c < l.cg(); ++c)
+    for (std::int64_t ki = 0; ki < g.kernel[0]; ++ki)
+      for (std::int64_t kj = 0; kj < g.kernel[1]; ++kj) {
+        T* dst = cols + ((c * g.kernel[0] + ki) * g.kernel[1] + kj) * ld + col0;
+        for (std::int64_t oh = 0; oh < l.OH; ++oh) {
+          const std::int64_t ih = oh * g.stride[0] - g.padding[0] + ki * g.dilation[0];
+          T* row = dst + oh * l.OW;
+          if (ih < 0 || ih >= l.H) {
+            std::fill(row, row + l.OW, T(0));
+            continue;
+          }
+          const T* src = plane + (c * l.H + ih) * l.W;
+          for (std::int64_t ow = 0; ow < l.OW; ++ow) {
+            const std::int64_t iw = ow * g.stride[1] - g.padding[1] + kj * g.dilation[1];
+            row[ow] = iw >= 0 && iw < l.W ? src[iw] : T(0);
+          }
+        }
+      }
+}
+
+// The adjoint of im2colBlock: every column entry added back to the pixel it was read from.
+// `plane` ([C/g, H, W]) must be zeroed first.
+template <class T>
+void col2imBlock(const T* cols, std::int64_t ld, std::int64_t col0, const ConvLoop& l, T* plane) {
+  const auto& g = l.g;
+  for (std::int64_t c = 0; c < l.cg(); ++c)
+    for (std::int64_t ki = 0; ki < g.kernel[0]; ++ki)
+      for (std::int64_t kj = 0; kj < g.kernel[1]; ++kj) {
+        const T* src = cols + ((c * g.kernel[0] + ki) * g.kernel[1] + kj) * ld + col0;
+        for (std::int64_t oh = 0; oh < l.OH; ++oh) {
+          const std::int64_t ih = oh * g.stride[0] - g.padding[0] + ki * g.dilation[0];
+          if (ih < 0 || ih >= l.H) continue;
+          T* dst = plane + (c * l.H + ih) * l.W;
+          const T* row = src + oh * l.OW;
+          for (std::int64_t ow = 0; ow < l.OW; ++ow) {
+            const std::int64_t iw = ow * g.stride[1] - g.padding[1] + kj * g.dilation[1];
+            if (iw >= 0 && iw < l.W) dst[iw] += row[ow];
+          }
+        }
+      }
+}
+
+// The workspace of a chunked kernel: the column matrix and the [O/g, m*OH*OW] partner, sized
+// for the largest chunk; chunk() gives views for `m` samples.
+struct ChunkBuffers {
+  at::Tensor cols, partner;
+  std::int64_t chunk;
+  ChunkBuffers(const KernelArgs& a, const ConvLoop& l, ir::DType dtype, std::int64_t chunk) : chunk(chunk) {
+    at::Tensor all = at::empty({(l.columns() + l.og()) * chunk * l.outPixels()}, optionsFor(a, dtype));
+    cols = all.narrow(0, 0, l.columns() * chunk * l.outPixels());
+    partner = all.narrow(0, l.columns() * chunk * l.outPixels(), l.og() * chunk * l.outPixels());
+  }
+  at::Tensor colsFor(const ConvLoop& l, std::int64_t m) const {
+    return cols.narrow(0, 0, l.columns() * m * l.outPixels()).view({l.columns(), m * l.outPixels()});
+  }
+  at::Tensor partnerFor(const ConvLoop& l, std::int64_t m) const {
+    return partner.narrow(0, 0, l.og() * m * l.outPixels()).view({l.og(), m * l.outPixels()});
+  }
+};
+
+// Group `grp` of samples [first, first + m) of an [N, channels, OH, OW] tensor as
+// [channels/g, m, OH*OW]: the layout of a chunk's GEMM partner.
+at::Tensor chunkView(const at::Tensor& t, std::int64_t first, std::int64_t m, std::int64_t grp, std::int64_t per,
+                     std::int64_t pixels) {
+  return t.narrow(0, first, m).narrow(1, grp * per, per).view({m, per, pixels}).permute({1, 0, 2});
+}
+
+template <class F>
+void forEachChunk(const ConvLoop& l, std::int64_t chunk, F&& f) {
+  for (std::int64_t first = 0; first < l.N; first += chunk) f(first, std::min(chunk, l.N - first));
+}
+
+// The columns of samples [first, first + m), group grp, into cols [C/g*kh*kw, m*OH*OW].
+void fillColumns(const at::Tensor& x, const ConvLoop& l, std::int64_t first, std::int64_t m, std::int64_t grp,
+                 at::Tensor& cols) {
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "im2col", [&] {
+    for (std::int64_t i = 0; i < m; ++i)
+      im2colBlock(x.data_ptr<scalar_t>() + ((first + i) * l.C + grp * l.cg()) * l.H * l.W, l, cols.data_ptr<scalar_t>(),
+                  m * l.outPixels(), i * l.outPixels());
+  });
+}
+
+// y[n, group] = w[group] @ columns(x[n, group]) (+ bias).
+Results conv2dKernel(const KernelArgs& a) {
+  at::Tensor y = resultBuffer(a);
+  if (oneDnnConv2d(a, onednn::ConvPass::Forward, y)) return {y};
+  const at::Tensor x = a.operands[0].contiguous(), w = a.operands[1].contiguous();
+  const ConvLoop l = convLoop(a.node, x.sizes(), w.sizes(), y.sizes());
+  const ir::DType dtype = a.node.result()->type().dtype;
+  if (const std::int64_t chunk = ir::convChunkSamples(l.N, l.outPixels()); chunk > 1) {
+    ChunkBuffers buf(a, l, dtype, chunk);
+    forEachChunk(l, chunk, [&](std::int64_t first, std::int64_t m) {
+      for (std::int64_t grp = 0; grp < l.groups; ++grp) {
+        at::Tensor cols = buf.colsFor(l, m), out = buf.partnerFor(l, m);
+        fillColumns(x, l, first, m, grp, cols);
+        at::mm_out(out, w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()}), cols);
+        chunkView(y, first, m, grp, l.og(), l.outPixels()).copy_(out.view({l.og(), m, l.outPixels()}));
+      }
+    });
+  } else {
+    at::Tensor cols = columnBuffer(a, l, dtype);
+    for (std::int64_t n = 0; n < l.N; ++n)
+      for (std::int64_t grp = 0; grp < l.groups; ++grp) {
+        at::Tensor out = y.select(0, n).narrow(0, grp * l.og(), l.og()).view({l.og(), l.outPixels()});
+        at::Tensor weight = w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()});
+        at::mm_out(out, weight, l.columnsOf(x, n, grp, cols));
+      }
+  }
+  if (a.operands.size() == 3) y.add_(a.operands[2].view({1, l.O, 1, 1}));
+  return {y};
+}
+
+// gx[n, group] = col2im(w[group]^T @ grad[n, group]).
+Results conv2dInputGradKernel(const KernelArgs& a) {
+  at::Tensor gx = resultBuffer(a);
+  if (oneDnnConv2d(a, onednn::ConvPass::InputGrad, gx)) return {gx};
+  const at::Tensor gy = a.operands[0].contiguous(), w = a.operands[1].contiguous();
+  const ConvLoop l = convLoop(a.node, gx.sizes(), w.sizes(), gy.sizes());
+  const ir::DType dtype = a.node.result()->type().dtype;
+  if (const std::int64_t chunk = ir::convChunkSamples(l.N, l.outPixels()); chunk > 1) {
+    ChunkBuffers buf(a, l, dtype, chunk);
+    gx.zero_();
+    forEachChunk(l, chunk, [&](std::int64_t first, std::int64_t m) {
+      for (std::int64_t grp = 0; grp < l.groups; ++grp) {
+        at::Tensor cols = buf.colsFor(l, m), g = buf.partnerFor(l, m);
+        g.view({l.og(), m, l.outPixels()}).copy_(chunkView(gy, first, m, grp, l.og(), l.outPixels()));
+        at::mm_out(cols, w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()}).t(), g);
+        AT_DISPATCH_FLOATING_TYPES(gx.scalar_type(), "col2im", [&] {
+          for (std::int64_t i = 0; i < m; ++i)
+            col2imBlock(cols.data_ptr<scalar_t>(), m * l.outPixels(), i * l.outPixels(), l,
+                        gx.data_ptr<scalar_t>() + ((first + i) * l.C + grp * l.cg()) * l.H * l.W);
+        });
+      }
+    });
+    return {gx};
+  }
+  at::Tensor cols = columnBuffer(a, l, dtype);
+  for (std::int64_t n = 0; n < l.N; ++n)
+    for (std::int64_t grp = 0; grp < l.groups; ++grp) {
+      at::Tensor g = gy.select(0, n).narrow(0, grp * l.og(), l.og()).view({l.og(), l.outPixels()});
+      at::Tensor weightT = w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()}).t();
+      at::Tensor plane = gx.select(0, n).narrow(0, grp * l.cg(), l.cg());
+      if (l.g.pointwise()) {
+        at::Tensor out = plane.view({l.cg(), l.H * l.W});
+        at::mm_out(out, weightT, g);
+      } else {
+        at::mm_out(cols, weightT, g);
+        at::col2im_out(plane, cols, {l.H, l.W}, list(l.g.kernel), list(l.g.dilation), list(l.g.padding),
+                       list(l.g.stride));
+      }
+    }
+  return {gx};
+}
+
+// gw[group] = sum over n of grad[n, group] @ columns(x[n, group])^T, accumulated in place.
+Results conv2dWeightGradKernel(const KernelArgs& a) {
+  at::Tensor gw = resultBuffer(a);
+  if (oneDnnConv2d(a, onednn::ConvPass::WeightGrad, gw)) return {gw};
+  const at::Tensor gy = a.operands[0].contiguous(), x = a.operands[1].contiguous();
+  const ConvLoop l = convLoop(a.node, x.sizes(), gw.sizes(), gy.sizes());
+  const ir::DType dtype = a.node.result()->type().dtype;
+  if (const std::int64_t chunk = ir::convChunkSamples(l.N, l.outPixels()); chunk > 1) {
+    ChunkBuffers buf(a, l, dtype, chunk);
+    forEachChunk(l, chunk, [&](std::int64_t first, std::int64_t m) {
+      for (std::int64_t grp = 0; grp < l.groups; ++grp) {
+        at::Tensor cols = buf.colsFor(l, m), g = buf.partnerFor(l, m);
+        g.view({l.og(), m, l.outPixels()}).copy_(chunkView(gy, first, m, grp, l.og(), l.outPixels()));
+        fillColumns(x, l, first, m, grp, cols);
+        at::Tensor out = gw.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()});
+        if (first == 0) at::mm_out(out, g, cols.t());
+        else out.addmm_(g, cols.t());
+      }
+    });
+    return {gw};
+  }
+  at::Tensor cols = columnBuffer(a, l, dtype);
+  for (std::int64_t n = 0; n < l.N; ++n)
+    for (std::int64_t grp = 0; grp < l.groups; ++grp) {
+      at::Tensor g = gy.select(0, n).narrow(0, grp * l.og(), l.og()).view({l.og(), l.outPixels()});
+      at::Tensor out = gw.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()});
+      at::Tensor colsT = l.columnsOf(x, n, grp, cols).t();
+      if (n == 0) at::mm_out(out, g, colsT);
+      else out.addmm_(g, colsT);
+    }
+  return {gw};
+}
+
+// ---- pooling ----------------------------------------------------------------------------------
+
+Results maxPool2dKernel(const KernelArgs& a) {
+  const ir::WindowGeometry g = geometry(a.node);
+  at::Tensor y = resultBuffer(a, 0), indices = resultBuffer(a, 1);
+  at::max_pool2d_with_indices_out(y, indices, a.operands[0].contiguous(), list(g.kernel), list(g.stride),
+                                  list(g.padding), list(g.dilation), g.ceilMode);
+  return {y, indices};
+}
+
+// ATen's pooling backwards read the forward input only for its shape: the result buffer,
+// which has that shape, stands in for it, so the input need not stay alive.
+Results maxPool2dBackwardKernel(const KernelArgs& a) {
+  const ir::WindowGeometry g = geometry(a.node);
+  at::Tensor gx = resultBuffer(a);
+  at::max_pool2d_with_indices_backward_out(gx, a.operands[0].contiguous(), gx, list(g.kernel), list(g.stride),
+                                           list(g.padding), list(g.dilation), g.ceilMode,
+                                           a.operands[1].contiguous());
+  return {gx};
+}
+
+Results avgPool2dKernel(const KernelArgs& a) {
+  const ir::WindowGeometry g = geometry(a.node);
+  at::Tensor y = resultBuffer(a);
+  const bool countPad = ir::getBool(a.node.attrs(), "count_include_pad").value_or(true);
+  at::avg_pool2d_out(y, a.operands[0].contiguous(), list(g.kernel), list(g.stride), list(g.padding), g.ceilMode,
+                     countPad);
+  return {y};
+}
+
+Results avgPool2dBackwardKernel(const KernelArgs& a) {
+  const ir::WindowGeometry g = geometry(a.node);
+  at::Tensor gx = resultBuffer(a);
+  const bool countPad = ir::getBool(a.node.attrs(), "count_include_pad").value_or(true);
+  at::avg_pool2d_backward_out(gx, a.operands[0].contiguous(), gx, list(g.kernel), list(g.stride), list(g.padding),
+                              g.ceilMode, countPad, c10::nullopt);
+  return {gx};
+}
+
+// Adaptive average pooling (PyTorch's windows: rows [floor(i H / oh), ceil((i + 1) H / oh))),
+// written straight into the planned buffers on the CPU: the sums accumulate in at::opmath_type
+// (float for f16 and bf16), one plane of the N x C planes per task, and the backward adds
+// each output cell's share to its window (windows may overlap), so neither allocates.
+struct AdaptiveWindows {
+  std::int64_t in, out;
+  std::int64_t begin(std::int64_t i) const { return i * in / out; }
+  std::int64_t end(std::int64_t i) const { return ((i + 1) * in + out - 1) / out; }
+};
+
+Results adaptiveAvgPool2dKernel(const KernelArgs& a) {
+  at::Tensor y = resultBuffer(a);
+  const at::Tensor x = a.operands[0].contiguous();
+  const std::int64_t planes = x.size(0) * x.size(1);
+  const AdaptiveWindows rows{x.size(2), y.size(2)}, cols{x.size(3), y.size(3)};
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "adaptive_avg_pool2d", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* in = x.data_ptr<scalar_t>();
+    scalar_t* out = y.data_ptr<scalar_t>();
+    at::parallel_for(0, planes, 1, [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t p = first; p < last; ++p) {
+        const scalar_t* plane = in + p * rows.in * cols.in;
+        for (std::int64_t i = 0; i < rows.out; ++i)
+          for (std::int64_t j = 0; j < cols.out; ++j) {
+            acc_t sum = 0;
+            for (std::int64_t r = rows.begin(i); r < rows.end(i); ++r)
+              for (std::int64_t c = cols.begin(j); c < cols.end(j); ++c) sum += static_cast<acc_t>(plane[r * cols.in + c]);
+            const auto count = static_cast<acc_t>((rows.end(i) - rows.begin(i)) * (cols.end(j) - cols.begin(j)));
+            out[(p * rows.out + i) * cols.out + j] = static_cast<scalar_t>(sum / count);
+          }
+      }
+    });
+  });
+  return {y};
+}
+
+Results adaptiveAvgPool2dBackwardKernel(const KernelArgs& a) {
+  at::Tensor gx = resultBuffer(a);
+  const at::Tensor g = a.operands[0].contiguous();
+  const std::int64_t planes = gx.size(0) * gx.size(1);
+  const AdaptiveWindows rows{gx.size(2), g.size(2)}, cols{gx.size(3), g.size(3)};
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, g.scalar_type(), "adaptive_avg_pool2d_backward", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* grad = g.data_ptr<scalar_t>();
+    scalar_t* out = gx.data_ptr<scalar_t>();
+    at::parallel_for(0, planes, 1, [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t p = first; p < last; ++p) {
+        scalar_t* plane = out + p * rows.in * cols.in;
+        std::fill(plane, plane + rows.in * cols.in, scalar_t(0));
+        for (std::int64_t i = 0; i < rows.out; ++i)
+          for (std::int64_t j = 0; j < cols.out; ++j) {
+            const auto count = static_cast<acc_t>((rows.end(i) - rows.begin(i)) * (cols.end(j) - cols.begin(j)));
+            const acc_t share = static_cast<acc_t>(grad[(p * rows.out + i) * cols.out + j]) / count;
+            for (std::int64_t r = rows.begin(i); r < rows.end(i); ++r)
+              for (std::int64_t c = cols.begin(j); c < cols.end(j); ++c)
+                plane[r * cols.in + c] = static_cast<scalar_t>(static_cast<acc_t>(plane[r * cols.in + c]) + share);
+          }
+      }
+    });
+  });
+  return {gx};
+}
+
+// ---- batch normalisation ----------------------------------------------------------------------
+
+// x[N, C, S] contiguous: channel c's values are N planes of S elements, plane n at
+// (n * C + c) * S.
+struct Planes {
+  std::int64_t N, C, S;
+  std::int64_t count() const { return N * S; }
+  // The sum over channel c's values of f(value), in four interleaved partial sums (independent
+  // additions the CPU can overlap).
+  template <class A, class T, class F>
+  A sum(const T* base, std::int64_t c, F&& f) const {
+    A part[4] = {0, 0, 0, 0};
+    for (std::int64_t n = 0; n < N; ++n) {
+      const T* p = base + (n * C + c) * S;
+      std::int64_t s = 0;
+      for (; s + 4 <= S; s += 4)
+        for (int k = 0; k < 4; ++k) part[k] += f(p[s + k]);
+      for (; s < S; ++s) part[0] += f(p[s]);
+    }
+    return (part[0] + part[1]) + (part[2] + part[3]);
+  }
+};
+
+Planes planesOf(const at::Tensor& x) { return {x.size(0), x.size(1), x.numel() / (x.size(0) * x.size(1))}; }
+
+template <class T>
+using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+
+// Two passes over each channel: the mean, then the biased variance about it.
+Results batchNormKernel(const KernelArgs& a) {
+  const at::Tensor x = a.operands[0].contiguous(), w = a.operands[1].contiguous(), b = a.operands[2].contiguous();
+  at::Tensor y = resultBuffer(a, 0), mean = resultBuffer(a, 1), invstd = resultBuffer(a, 2), var = resultBuffer(a, 3);
+  const Planes P = planesOf(x);
+  const double eps = floatAttr(a.node, "eps");
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "batch_norm", [&] {
+    using A = Acc<scalar_t>;
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    scalar_t* yp = y.data_ptr<scalar_t>();
+    at::parallel_for(0, P.C, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t c = begin; c < end; ++c) {
+        const A m = P.sum<A>(xp, c, [](scalar_t v) { return static_cast<A>(v); }) / static_cast<A>(P.count());
+        const A squares = P.sum<A>(xp, c, [m](scalar_t v) { return (static_cast<A>(v) - m) * (static_cast<A>(v) - m); });
+        const A biased = squares / static_cast<A>(P.count());
+        const A inv = 1 / std::sqrt(biased + static_cast<A>(eps));
+        mean.data_ptr<scalar_t>()[c] = static_cast<scalar_t>(m);
+        invstd.data_ptr<scalar_t>()[c] = static_cast<scalar_t>(inv);
+        var.data_ptr<scalar_t>()[c] = static_cast<scalar_t>(squares / static_cast<A>(P.count() - 1));
+        // y = x * alpha + beta in the data's type, as ATen's CPU transform computes it (a loop
+        // the compiler vectorises).
+        const auto alpha = static_cast<scalar_t>(inv * static_cast<A>(w.data_ptr<scalar_t>()[c]));
+        const auto beta = static_cast<scalar_t>(static_cast<A>(b.data_ptr<scalar_t>()[c]) - m * static_cast<A>(alpha));
+        for (std::int64_t n = 0; n < P.N; ++n) {
+          const scalar_t* xi = xp + (n * P.C + c) * P.S;
+          scalar_t* yi = yp + (n * P.C + c) * P.S;
+          for (std::int64_t s = 0; s < P.S; ++s) yi[s] = xi[s] * alpha + beta;
+        }
+      }
+    });
+  });
+  return {y, mean, invstd, var};
+}
+
+// gx = (g - mean(g) - xhat * mean(g * xhat)) * invstd * w with xhat = (x - mean) * invstd;
+// gw = sum(g * xhat), gb = sum(g).
+Results batchNormBackwardKernel(const KernelArgs& a) {
+  const at::Tensor gy = a.operands[0].contiguous(), x = a.operands[1].contiguous();
+  const at::Tensor mean = a.operands[2].contiguous(), invstd = a.operands[3].contiguous(), w = a.operands[4].contiguous();
+  at::Tensor gx = resultBuffer(a, 0), gw = resultBuffer(a, 1), gb = resultBuffer(a, 2);
+  const Planes P = planesOf(x);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "batch_norm_backward", [&] {
+    using A = Acc<scalar_t>;
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    const scalar_t* gp = gy.data_ptr<scalar_t>();
+    scalar_t* gxp = gx.data_ptr<scalar_t>();
+    at::parallel_for(0, P.C, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t c = begin; c < end; ++c) {
+        const A m = mean.data_ptr<scalar_t>()[c], inv = invstd.data_ptr<scalar_t>()[c];
+        // sum(g) and sum(g * (x - mean)) in one pass, four partial sums each.
+        A g4[4] = {0, 0, 0, 0}, d4[4] = {0, 0, 0, 0};
+        for (std::int64_t n = 0; n < P.N; ++n) {
+          const std::int64_t off = (n * P.C + c) * P.S;
+          std::int64_t s = 0;
+          for (; s + 4 <= P.S; s += 4)
+            for (int k = 0; k < 4; ++k) {
+              const A gv = gp[off + s + k];
+              g4[k] += gv;
+              d4[k] += gv * (static_cast<A>(xp[off + s + k]) - m);
+            }
+          for (; s < P.S; ++s) {
+            g4[0] += gp[off + s];
+            d4[0] += gp[off + s] * (static_cast<A>(xp[off + s]) - m);
+          }
+        }
+        const A sumG = (g4[0] + g4[1]) + (g4[2] + g4[3]), dot = (d4[0] + d4[1]) + (d4[2] + d4[3]);
+        gb.data_ptr<scalar_t>()[c] = static_cast<scalar_t>(sumG);
+        gw.data_ptr<scalar_t>()[c] = static_cast<scalar_t>(dot * inv);
+        const A count = static_cast<A>(P.count());
+        const A gradMean = sumG / count, projection = dot * inv * inv / count;
+        const A scale = inv * static_cast<A>(w.data_ptr<scalar_t>()[c]);
+        // gx = g * scale - x * projection * scale + (m * projection - gradMean) * scale, with the
+        // coefficients in the data's type (a vectorised loop).
+        const auto kg = static_cast<scalar_t>(scale), kx = static_cast<scalar_t>(-projection * scale);
+        const auto k0 = static_cast<scalar_t>((m * projection - gradMean) * scale);
+        for (std::int64_t n = 0; n < P.N; ++n) {
+          const std::int64_t off = (n * P.C + c) * P.S;
+          for (std::int64_t s = 0; s < P.S; ++s) gxp[off + s] = gp[off + s] * kg + xp[off + s] * kx + k0;
+        }
+      }
+    });
+  });
+  return {gx, gw, gb};
+}
+
+// running = (1 - momentum) * running + momentum * batch, in place; num_batches_tracked + 1.
+// Cumulative (momentum: null): momentum = 1 / (num_batches_tracked + 1).
+Results runningStatsUpdateKernel(const KernelArgs& a) {
+  at::Tensor rm = a.operands[0], rv = a.operands[1], tracked = a.operands[2];
+  const at::Tensor mean = a.operands[3].contiguous(), var = a.operands[4].contiguous();
+  // PyTorch's momentum=None: batch n (1-based) weighs 1 / n.
+  const bool cumulative = ir::getBool(a.node.attrs(), "cumulative").value_or(false);
+  const double m = cumulative ? 1.0 / static_cast<double>(tracked.data_ptr<std::int64_t>()[0] + 1)
+                              : floatAttr(a.node, "momentum");
+  AT_DISPATCH_FLOATING_TYPES(rm.scalar_type(), "running_stats_update", [&] {
+    using A = Acc<scalar_t>;
+    scalar_t* rmp = rm.data_ptr<scalar_t>();
+    scalar_t* rvp = rv.data_ptr<scalar_t>();
+    for (std::int64_t c = 0; c < rm.numel(); ++c) {
+      rmp[c] = static_cast<scalar_t>(m * static_cast<A>(mean.data_ptr<scalar_t>()[c]) + (1 - m) * static_cast<A>(rmp[c]));
+      rvp[c] = static_cast<scalar_t>(m * static_cast<A>(var.data_ptr<scalar_t>()[c]) + (1 - m) * static_cast<A>(rvp[c]));
+    }
+  });
+  tracked.data_ptr<std::int64_t>()[0] += 1;
+  return {};
+}
+
+// y = (x - running_mean) / sqrt(running_var + eps) * w + b.
+Results batchNormInferenceKernel(const KernelArgs& a) {
+  const at::Tensor x = a.operands[0].contiguous();
+  at::Tensor y = resultBuffer(a);
+  const Planes P = planesOf(x);
+  const double eps = floatAttr(a.node, "eps");
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "batch_norm_inference", [&] {
+    using A = Acc<scalar_t>;
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    scalar_t* yp = y.data_ptr<scalar_t>();
+    const at::Tensor w = a.operands[1].contiguous(), b = a.operands[2].contiguous();
+    const at::Tensor rm = a.operands[3].contiguous(), rv = a.operands[4].contiguous();
+    auto at = [](const at::Tensor& t, std::int64_t c) { return static_cast<A>(t.data_ptr<scalar_t>()[c]); };
+    for (std::int64_t c = 0; c < P.C; ++c) {
+      const A alpha = at(w, c) / std::sqrt(at(rv, c) + static_cast<A>(eps));
+      const A beta = at(b, c) - at(rm, c) * alpha;
+      for (std::int64_t n = 0; n < P.N; ++n) {
+        const std::int64_t off = (n * P.C + c) * P.S;
+        for (std::int64_t s = 0; s < P.S; ++s) yp[off + s] = static_cast<scalar_t>(xp[off + s] * alpha + beta);
+      }
+    }
+  });
+  return {y};
+}
+
+// Portable: ATen's pooling kernels, with their out= variants.
+const KernelEntry kConv[] = {
+    {"max_pool2d", maxPool2dKernel},
+    {"max_pool2d_backward", maxPool2dBackwardKernel},
+    {"avg_pool2d", avgPool2dKernel},
+    {"avg_pool2d_backward", avgPool2dBackwardKernel},
+};
+
+// The host's own: im2col and oneDNN convolutions, loops over host memory. Their portable
+// counterparts are runtime/kernels/kernels_conv_device.cpp's.
+const KernelEntry kHostConv[] = {
+    {"conv2d", conv2dKernel},
+    {"conv2d_input_grad", conv2dInputGradKernel},
+    {"conv2d_weight_grad", conv2dWeightGradKernel},
+    {"adaptive_avg_pool2d", adaptiveAvgPool2dKernel},
+    {"adaptive_avg_pool2d_backward", adaptiveAvgPool2dBackwardKernel},
+    {"batch_norm", batchNormKernel},
+    {"batch_norm_backward", batchNormBackwardKernel},
+    {"running_stats_update", runningStatsUpdateKernel},
+    {"batch_norm_inference", batchNormInferenceKernel},
+};
+
+}  // namespace
+
+std::span<const KernelEntry> convKernels() { return kConv; }
+std::span<const KernelEntry> hostConvKernels() { return kHostConv; }
+
+}  // namespace gradc::runtime

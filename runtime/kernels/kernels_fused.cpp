@@ -1,0 +1,48 @@
+// The kernel of `fused` nodes: the region's generated code (runtime/kernels/generated_kernels.h), run
+// over the node's elements in parallel chunks on the intra-op thread pool. It writes only the
+// node's results (into their planned buffers) and allocates nothing: its workspace is 0, as the
+// op table declares. Operands are contiguous (passes/fuse.h never fuses a strided operand); a
+// strided one here means the graph did not come from the fuse pass, and is an error.
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include "runtime/kernels/generated_kernels.h"
+#include "runtime/kernels/kernels.h"
+
+namespace gradc::runtime {
+namespace {
+using Results = std::vector<at::Tensor>;
+using kernel_detail::resultBuffer;
+
+// Elements per parallel task: large enough that scheduling costs nothing next to the work.
+constexpr std::int64_t kFusedGrain = 1 << 15;
+
+Results fusedKernel(const KernelArgs& a) {
+  TORCH_CHECK(a.generated, "fused node of ", a.node.specName(),
+              ": no generated kernels are loaded (run the compiled artifact, which carries them)");
+  const auto fn = reinterpret_cast<FusedKernelFn>(a.generated->fn);
+  std::vector<void*> buffers;
+  for (const at::Tensor& t : a.operands) {
+    TORCH_CHECK(t.is_contiguous(), "fused node of ", a.node.specName(), ": operand is not contiguous");
+    buffers.push_back(t.data_ptr());
+  }
+  Results results;
+  for (size_t i = 0; i < a.node.numResults(); ++i) {
+    results.push_back(resultBuffer(a, i));
+    buffers.push_back(results.back().data_ptr());
+  }
+  // The run's RNG inputs, then its dropout steps' streams (as the unfused dropout kernel draws).
+  std::vector<std::int64_t> scalars{static_cast<std::int64_t>(a.ctx.seed), a.ctx.step};
+  scalars.insert(scalars.end(), a.generated->streams.begin(), a.generated->streams.end());
+  const std::int64_t n = a.node.result()->type().numel();
+  at::parallel_for(0, n, kFusedGrain,
+                   [&](std::int64_t begin, std::int64_t end) { fn(buffers.data(), begin, end, scalars.data()); });
+  return results;
+}
+
+const KernelEntry kEntries[] = {{"fused", fusedKernel}};
+}  // namespace
+
+std::span<const KernelEntry> hostFusedKernels() { return kEntries; }
+
+}  // namespace gradc::runtime

@@ -1,0 +1,18 @@
+# Kernels by family: the portable (ATen) table and the host's own (oneDNN, OpenBLAS, generated code).
+set(GRADC_RUNTIME_KERNEL_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/blas_kernels.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/generated_kernels.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels_attention.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels_backward.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels_collective.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels_conv.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels_conv_device.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels_forward.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels_fused.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels_fused_loss.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels_optimizer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels_transformer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/onednn_conv.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/onednn_products.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/row_blocked_products.cpp
+)
