@@ -93,16 +93,8 @@ Results softmaxBackwardKernel(const KernelArgs& a) {
 Results fusedKernel(const KernelArgs& a) {
   TORCH_CHECK(a.generated, "fused node of ", a.node.specName(),
               ": no PTX is loaded for it (run the compiled artifact, which carries its PTX)");
-  std::vector<void*> pointers;
-  for (const at::Tensor& t : a.operands) {
-    TORCH_CHECK(t.is_contiguous(), "fused node of ", a.node.specName(), ": operand is not contiguous");
-    pointers.push_back(t.data_ptr());
-  }
   Results results;
-  for (size_t i = 0; i < a.node.numResults(); ++i) {
-    results.push_back(resultBuffer(a, i));
-    pointers.push_back(results.back().data_ptr());
-  }
+  std::vector<void*> pointers = fusedBuffers(a, results);
   // The kernel's arguments after the buffers: the element count, the run's RNG inputs, then its
   // dropout steps' streams (as the unfused dropout kernel draws).
   std::vector<std::int64_t> values{a.node.result()->type().numel(), static_cast<std::int64_t>(a.ctx.seed), a.ctx.step};

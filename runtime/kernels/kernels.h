@@ -155,6 +155,11 @@ struct DropoutMask {
 };
 DropoutMask dropoutMask(const KernelArgs& a);
 
+// A fused node's buffers in its generated kernel's order (codegen/kernel_builder.h): its operands
+// (contiguous: passes/fuse.h never fuses a strided one; else an error), then its results'
+// planned buffers, which are appended to `results`.
+std::vector<void*> fusedBuffers(const KernelArgs& a, std::vector<at::Tensor>& results);
+
 // The nine scalars of a one-pass AdamW update (adamw_step {fused = true}, the generated kernels'
 // ABI: codegen/optimizer_kernels.h): grad_scale, 1 - lr wd, beta1, 1 - beta1, beta2, 1 - beta2,
 // sqrt(1 - beta2^step), eps, -lr / (1 - beta1^step), from the node and its step's scalars.

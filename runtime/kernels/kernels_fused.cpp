@@ -21,16 +21,8 @@ Results fusedKernel(const KernelArgs& a) {
   TORCH_CHECK(a.generated, "fused node of ", a.node.specName(),
               ": no generated kernels are loaded (run the compiled artifact, which carries them)");
   const auto fn = reinterpret_cast<FusedKernelFn>(a.generated->fn);
-  std::vector<void*> buffers;
-  for (const at::Tensor& t : a.operands) {
-    TORCH_CHECK(t.is_contiguous(), "fused node of ", a.node.specName(), ": operand is not contiguous");
-    buffers.push_back(t.data_ptr());
-  }
   Results results;
-  for (size_t i = 0; i < a.node.numResults(); ++i) {
-    results.push_back(resultBuffer(a, i));
-    buffers.push_back(results.back().data_ptr());
-  }
+  const std::vector<void*> buffers = kernel_detail::fusedBuffers(a, results);
   // The run's RNG inputs, then its dropout steps' streams (as the unfused dropout kernel draws).
   std::vector<std::int64_t> scalars{static_cast<std::int64_t>(a.ctx.seed), a.ctx.step};
   scalars.insert(scalars.end(), a.generated->streams.begin(), a.generated->streams.end());
@@ -42,6 +34,19 @@ Results fusedKernel(const KernelArgs& a) {
 
 const KernelEntry kEntries[] = {{"fused", fusedKernel}};
 }  // namespace
+
+std::vector<void*> kernel_detail::fusedBuffers(const KernelArgs& a, std::vector<at::Tensor>& results) {
+  std::vector<void*> buffers;
+  for (const at::Tensor& t : a.operands) {
+    TORCH_CHECK(t.is_contiguous(), "fused node of ", a.node.specName(), ": operand is not contiguous");
+    buffers.push_back(t.data_ptr());
+  }
+  for (size_t i = 0; i < a.node.numResults(); ++i) {
+    results.push_back(resultBuffer(a, i));
+    buffers.push_back(results.back().data_ptr());
+  }
+  return buffers;
+}
 
 std::span<const KernelEntry> hostFusedKernels() { return kEntries; }
 
