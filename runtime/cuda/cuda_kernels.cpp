@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "runtime/cuda/cuda_attention.h"
 #include "runtime/cuda/dropout_kernel.h"
 #include "runtime/cuda/ptx_kernels.h"
 #include "runtime/cuda/softmax_backward_kernel.h"
@@ -145,6 +146,13 @@ const KernelEntry kCuda[] = {
 
 }  // namespace
 
-std::span<const KernelEntry> cudaKernels() { return kCuda; }
+std::span<const KernelEntry> cudaKernels() {
+  static const std::vector<KernelEntry> all = [] {
+    std::vector<KernelEntry> entries(std::begin(kCuda), std::end(kCuda));
+    for (const KernelEntry& e : cudaAttentionKernels()) entries.push_back(e);
+    return entries;
+  }();
+  return all;
+}
 
 }  // namespace gradc::runtime

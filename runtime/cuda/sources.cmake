@@ -1,5 +1,6 @@
 # The CUDA device's sources: C++ that needs a CUDA LibTorch, and kernels nvcc compiles.
 set(GRADC_RUNTIME_CUDA_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/cuda_attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda_backend.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda_device.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda_kernels.cpp

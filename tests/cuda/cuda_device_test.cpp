@@ -176,4 +176,28 @@ TEST_CASE("cuda: the kernels that loop on the host take ATen's device path, with
   }
 }
 
+TEST_CASE("cuda: attention runs ATen's fused kernel, with the host's results, forward and backward") {
+  const Device& d = gpu();
+  // 100 queries: the fused kernel's log-sum-exp rows are padded to 128; causal and not; a
+  // 3-dimensional case; and shared key/value heads (grouped-query), which take the portable path.
+  struct Case {
+    std::vector<std::int64_t> q, kv;
+    bool causal;
+  };
+  for (const Case& c : {Case{{2, 4, 100, 32}, {2, 4, 100, 32}, true}, Case{{2, 4, 100, 32}, {2, 4, 60, 32}, false},
+                        Case{{3, 37, 16}, {3, 37, 16}, true}, Case{{2, 4, 64, 16}, {2, 1, 64, 16}, true}}) {
+    CAPTURE(c.q.size());
+    CAPTURE(c.causal);
+    const at::Tensor q = at::randn(c.q), k = at::randn(c.kv), v = at::randn(c.kv);
+    const ir::AttrMap attrs{{"causal", c.causal}, {"scale", 0.125}};
+    const std::vector<at::Tensor> host = run("attention", {q, k, v}, attrs, nullptr);
+    const std::vector<at::Tensor> dev = run("attention", {q, k, v}, attrs, &d);
+    CHECK(relativeError(host, dev) < 1e-5);
+    const at::Tensor dout = at::randn(host[0].sizes());
+    const std::vector<at::Tensor> backward{dout, q, k, v, host[0], host[1]};
+    CHECK(relativeError(run("attention_backward", backward, attrs, nullptr),
+                        run("attention_backward", backward, attrs, &d)) < 1e-4);
+  }
+}
+
 }  // namespace gradc::runtime
