@@ -150,15 +150,7 @@ Status buildNvptx(llvm::Function* f, const Body& body, MathLibrary& math, size_t
   auto* loop = llvm::BasicBlock::Create(ctx, "element", f);
   auto* exit = llvm::BasicBlock::Create(ctx, "exit", f);
   b.SetInsertPoint(entry);
-  auto sreg = [&](llvm::Intrinsic::ID id) {
-    return b.CreateZExt(b.CreateCall(llvm::Intrinsic::getDeclaration(module, id)), i64);
-  };
-  Value* tid = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x);
-  Value* ntid = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x);
-  Value* ctaid = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x);
-  Value* nctaid = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x);
-  Value* first = b.CreateAdd(b.CreateMul(ctaid, ntid), tid);
-  Value* stride = b.CreateMul(nctaid, ntid);
+  const auto [first, stride] = gridStride(b, *module);
   const unsigned nArg = static_cast<unsigned>(numInputs + numOutputs);
   Value* n = f->getArg(nArg);
   b.CreateCondBr(b.CreateICmpSLT(first, n), loop, exit);
@@ -191,6 +183,16 @@ Status buildNvptx(llvm::Function* f, const Body& body, MathLibrary& math, size_t
 }
 
 }  // namespace
+
+GridStride gridStride(llvm::IRBuilder<>& b, llvm::Module& module) {
+  auto sreg = [&](llvm::Intrinsic::ID id) {
+    return b.CreateZExt(b.CreateCall(llvm::Intrinsic::getDeclaration(&module, id)), b.getInt64Ty());
+  };
+  llvm::Value* ntid = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x);
+  llvm::Value* first = b.CreateAdd(b.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x), ntid),
+                                   sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x));
+  return {first, b.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x), ntid)};
+}
 
 llvm::Function* addBufferArrayEntry(llvm::Module& module, const std::string& name, llvm::Function* loop,
                                     unsigned buffers) {

@@ -18,6 +18,7 @@
 
 #include <string>
 
+#include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
 
 #include "codegen/elementwise_ops.h"
@@ -33,6 +34,14 @@ enum class Target { Cpu, Nvptx };
 // pointer arguments are noalias (inlined, LLVM keeps that as scopes).
 llvm::Function* addBufferArrayEntry(llvm::Module& module, const std::string& name, llvm::Function* loop,
                                     unsigned buffers);
+
+// A GPU kernel's grid-stride loop: this thread's first element (block index x block size +
+// thread index) and the stride (blocks x block size), as i64, built at `b`'s insertion point.
+struct GridStride {
+  llvm::Value* first;
+  llvm::Value* stride;
+};
+GridStride gridStride(llvm::IRBuilder<>& b, llvm::Module& module);
 
 // Adds the kernel of `node` (a `fused` node) to `module` as function `name`.
 Status addFusedKernel(llvm::Module& module, const ir::Node& node, const std::string& name, Target target,

@@ -1,7 +1,6 @@
 #include "codegen/optimizer_kernels.h"
 
 #include <llvm/IR/IRBuilder.h>
-#include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include <tuple>
 #include <vector>
@@ -51,14 +50,7 @@ void addNvptxAdamw(llvm::Module& module, llvm::Type* t, const std::string& name)
   auto* body = llvm::BasicBlock::Create(ctx, "element", f);
   auto* exit = llvm::BasicBlock::Create(ctx, "exit", f);
   b.SetInsertPoint(entry);
-  auto sreg = [&](llvm::Intrinsic::ID id) {
-    return b.CreateZExt(b.CreateCall(llvm::Intrinsic::getDeclaration(&module, id)), i64);
-  };
-  llvm::Value* first = b.CreateAdd(b.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x),
-                                               sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x)),
-                                   sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x));
-  llvm::Value* stride = b.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x),
-                                    sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x));
+  const auto [first, stride] = gridStride(b, module);
   llvm::Value* n = f->getArg(4);
   llvm::Value* scalars[9];
   for (unsigned k = 0; k < 9; ++k) scalars[k] = t == f64 ? f->getArg(5 + k) : b.CreateFPTrunc(f->getArg(5 + k), t);
