@@ -149,7 +149,8 @@ const KernelEntry kCuda[] = {
 std::span<const KernelEntry> cudaKernels() {
   static const std::vector<KernelEntry> all = [] {
     std::vector<KernelEntry> entries(std::begin(kCuda), std::end(kCuda));
-    for (const KernelEntry& e : cudaAttentionKernels()) entries.push_back(e);
+    for (auto part : {cudaAttentionKernels(), layerNormF32StatisticsKernels(), layerNormBackwardF32StatisticsKernels()})
+      entries.insert(entries.end(), part.begin(), part.end());
     return entries;
   }();
   return all;

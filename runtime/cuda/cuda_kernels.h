@@ -5,6 +5,8 @@
 //    generator in tests/runtime/counter_rng_test.cpp).
 //  - softmax_backward: ATen's CUDA kernel materialises grad * y beside the plan;
 //    runtime/cuda/softmax_backward_kernel.h needs nothing beyond the result.
+//  - layer_norm and its backward: the portable kernels, with f16/bf16 statistics computed in f32
+//    as ATen's CUDA kernel keeps them (runtime/kernels/kernels.h);
 //  - attention and its backward: ATen's memory-efficient kernel where it fits
 //    (runtime/cuda/cuda_attention.h), never holding the [S, S_kv] scores;
 //  - fused, and adamw_step {fused = true}: the artifact's PTX of the region or update

@@ -17,12 +17,3 @@
 #endif
 #include <ATen/native/layer_norm.h>
 
-namespace gradc::runtime {
-
-// ATen's CUDA kernels keep the statistics (mean, rstd) of f16/bf16 data in f32, where the IR and
-// the CPU kernels give them the data's type: off the host they are widened for the stubs.
-inline bool statisticsWidenedOnDevice(const at::Tensor& x) {
-  return !x.is_cpu() && (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16);
-}
-
-}  // namespace gradc::runtime

@@ -119,6 +119,11 @@ std::span<const KernelEntry> forwardKernels();
 std::span<const KernelEntry> backwardKernels();
 std::span<const KernelEntry> optimizerKernels();
 std::span<const KernelEntry> collectiveKernels();  // kernels_collective.cpp
+// Layer norm and its backward for a device whose ATen kernels keep the statistics of f16/bf16
+// data in f32 (CUDA): computed in f32, rounded into the IR's statistics, widened again for the
+// backward. The device lists them among its own kernels.
+std::span<const KernelEntry> layerNormF32StatisticsKernels();          // kernels_forward.cpp
+std::span<const KernelEntry> layerNormBackwardF32StatisticsKernels();  // kernels_backward.cpp
 std::span<const KernelEntry> fusedLossKernels();   // kernels_fused_loss.cpp
 std::span<const KernelEntry> transformerKernels(); // kernels_transformer.cpp
 std::span<const KernelEntry> convKernels();        // kernels_conv.cpp: convolution, pooling, batch norm

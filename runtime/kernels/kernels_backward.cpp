@@ -107,6 +107,9 @@ Results logSoftmaxBackwardKernel(const KernelArgs& a) {
 //   -> grad_x[N.., D], grad_weight[D], grad_bias[D]: ATen's CPU layer-norm backward kernel (what
 // at::native_layer_norm_backward runs), writing straight into the three results. It reads the
 // statistics as N contiguous values, which [N.., 1] tensors are.
+// F32Statistics: as layer_norm's kernel (kernels_forward.cpp), the statistics widened for a
+// device whose kernel reads f16/bf16 data's statistics in f32.
+template <bool F32Statistics>
 Results layerNormBackwardKernel(const KernelArgs& a) {
   const at::Tensor dy = a.operands[0].contiguous();
   const at::Tensor x = a.operands[1].contiguous();
@@ -118,7 +121,7 @@ Results layerNormBackwardKernel(const KernelArgs& a) {
     gb.zero_();
     return {gx, gw, gb};
   }
-  const bool widened = statisticsWidenedOnDevice(x);
+  const bool widened = F32Statistics && reducedPrecision(x);
   const at::Tensor mean = widened ? a.operands[2].to(at::kFloat) : a.operands[2].contiguous();
   const at::Tensor rstd = widened ? a.operands[3].to(at::kFloat) : a.operands[3].contiguous();
   // ATen's CUDA kernel (2.x) may replace a result handle with a tensor of its own when it reduces
@@ -345,7 +348,7 @@ const KernelEntry kBackward[] = {
     {"sigmoid_backward", sigmoidBackwardKernel},
     {"softmax_backward", softmaxBackwardKernel},
     {"log_softmax_backward", logSoftmaxBackwardKernel},
-    {"layer_norm_backward", layerNormBackwardKernel},
+    {"layer_norm_backward", layerNormBackwardKernel<false>},
     {"causal_mask_backward", causalMaskBackwardKernel},
     {"slice_backward", sliceBackwardKernel},
     {"select_backward", selectBackwardKernel},
@@ -367,7 +370,10 @@ const KernelEntry kHostBackward[] = {
 
 }  // namespace
 
+const KernelEntry kF32Statistics[] = {{"layer_norm_backward", layerNormBackwardKernel<true>}};
+
 std::span<const KernelEntry> backwardKernels() { return kBackward; }
+std::span<const KernelEntry> layerNormBackwardF32StatisticsKernels() { return kF32Statistics; }
 std::span<const KernelEntry> hostBackwardKernels() { return kHostBackward; }
 
 }  // namespace gradc::runtime

@@ -263,9 +263,11 @@ Results logSoftmaxKernel(const KernelArgs& a) {
   return {at::_log_softmax_out(out, x, axisAttr(a.node, "dim", x.dim()), /*half_to_float=*/false)};
 }
 
-// x[N.., D] -> y[N.., D], mean[N.., 1], rstd[N.., 1]: ATen's CPU layer-norm kernel (what
-// at::native_layer_norm runs), writing straight into the three results. The statistics are
-// N contiguous values, which [N.., 1] tensors are.
+// x[N.., D] -> y[N.., D], mean[N.., 1], rstd[N.., 1]: ATen's layer-norm kernel for the device
+// (what at::native_layer_norm runs), writing straight into the three results. The statistics
+// are N contiguous values, which [N.., 1] tensors are. F32Statistics: a device whose kernel keeps
+// the statistics of f16/bf16 data in f32 (CUDA's), where the IR gives them the data's type.
+template <bool F32Statistics>
 Results layerNormKernel(const KernelArgs& a) {
   const at::Tensor x = a.operands[0].contiguous();
   const std::int64_t d = x.size(-1);
@@ -273,7 +275,7 @@ Results layerNormKernel(const KernelArgs& a) {
   at::Tensor y = resultBuffer(a, 0), mean = resultBuffer(a, 1), rstd = resultBuffer(a, 2);
   if (rows == 0) return {y, mean, rstd};
   // Statistics the device keeps in f32 are computed there, then rounded into the results.
-  const bool widened = statisticsWidenedOnDevice(x);
+  const bool widened = F32Statistics && reducedPrecision(x);
   at::Tensor m = widened ? at::empty(mean.sizes(), mean.options().dtype(at::kFloat)) : mean;
   at::Tensor r = widened ? at::empty(rstd.sizes(), rstd.options().dtype(at::kFloat)) : rstd;
   at::native::LayerNormKernel(x.device().type(), x, a.operands[1].contiguous(), a.operands[2].contiguous(), rows, d,
@@ -496,7 +498,7 @@ const KernelEntry kForward[] = {
     {"sigmoid", sigmoidKernel},
     {"softmax", softmaxKernel},
     {"log_softmax", logSoftmaxKernel},
-    {"layer_norm", layerNormKernel},
+    {"layer_norm", layerNormKernel<false>},
     {"causal_mask", causalMaskKernel},
     {"reshape", reshapeKernel},
     {"transpose", transposeKernel},
@@ -521,7 +523,10 @@ const KernelEntry kHostForward[] = {
 
 }  // namespace
 
+const KernelEntry kF32Statistics[] = {{"layer_norm", layerNormKernel<true>}};
+
 std::span<const KernelEntry> forwardKernels() { return kForward; }
+std::span<const KernelEntry> layerNormF32StatisticsKernels() { return kF32Statistics; }
 std::span<const KernelEntry> hostForwardKernels() { return kHostForward; }
 
 }  // namespace gradc::runtime
