@@ -169,26 +169,23 @@ std::array<double, 9> onePassScalars(double lr, std::int64_t step, double gradSc
 void adamwOnePassUpdate(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& m, const at::Tensor& v,
                         double lr, std::int64_t step, double gradScale, const AdamwHyper& h,
                         const GeneratedCall* generated) {
-  const double bias1 = 1.0 - std::pow(h.beta1, static_cast<double>(step));
-  const double bias2 = 1.0 - std::pow(h.beta2, static_cast<double>(step));
   for (const at::Tensor* t : {&param, &grad, &m, &v}) TORCH_CHECK(t->is_contiguous(), "adamw: an operand is strided");
+  const std::array<double, 9> s = onePassScalars(lr, step, gradScale, h);
   // The generated kernel (codegen/optimizer_kernels.h) when the artifact carries one: the same
   // arithmetic, vectorised for this CPU.
   if (generated) {
     const auto fn = reinterpret_cast<AdamwKernelFn>(generated->fn);
     void* buffers[4] = {param.data_ptr(), grad.data_ptr(), m.data_ptr(), v.data_ptr()};
-    const std::array<double, 9> scalars = onePassScalars(lr, step, gradScale, h);
     at::parallel_for(0, param.numel(), 1 << 14,
-                     [&](std::int64_t begin, std::int64_t end) { fn(buffers, begin, end, scalars.data()); });
+                     [&](std::int64_t begin, std::int64_t end) { fn(buffers, begin, end, s.data()); });
     return;
   }
   auto run = [&](auto zero) {
     using T = decltype(zero);
     adamwOnePass<T>(param.data_ptr<T>(), grad.data_ptr<T>(), m.data_ptr<T>(), v.data_ptr<T>(), param.numel(),
-                    static_cast<T>(gradScale), static_cast<T>(1.0 - lr * h.weightDecay), static_cast<T>(h.beta1),
-                    static_cast<T>(1.0 - h.beta1), static_cast<T>(h.beta2), static_cast<T>(1.0 - h.beta2),
-                    static_cast<T>(std::sqrt(bias2)), static_cast<T>(h.eps), static_cast<T>(-lr / bias1),
-                    gradScale != 1.0, h.weightDecay != 0.0);
+                    static_cast<T>(s[0]), static_cast<T>(s[1]), static_cast<T>(s[2]), static_cast<T>(s[3]),
+                    static_cast<T>(s[4]), static_cast<T>(s[5]), static_cast<T>(s[6]), static_cast<T>(s[7]),
+                    static_cast<T>(s[8]), gradScale != 1.0, h.weightDecay != 0.0);
   };
   if (param.scalar_type() == at::kDouble) run(0.0);
   else if (param.scalar_type() == at::kFloat) run(0.0f);
