@@ -8,7 +8,8 @@
 //     acc = acc e^(m - m') + dropout(p) v;  m = m'
 // then out = acc / l and lse = m + log l. Backward, per key head (the query indices that share
 // it run on one thread, so dk and dv need no atomics): for each block of keys, for each block of
-// queries that can see it, p = exp(scale q k^T - lse) is recomputed, and
+// queries that can see it (with the causal mask, the tile cut to the keys its rows see),
+// p = exp(scale q k^T - lse) is recomputed, and
 //     dv += dropout(p)^T dout;  dp = dropout'(dout v^T);  ds = p (dp - rowsum(dout * out));
 //     dq += scale ds k;  dk += scale ds^T q
 // The tile products run on the BLAS the process already links (cblas_sgemm / cblas_dgemm,
@@ -308,6 +309,9 @@ void attentionBackward(const at::Tensor& dout, const at::Tensor& q, const at::Te
           std::fill(dvAcc, dvAcc + bc * Dv, T(0));
           for (std::int64_t i0 = causal ? j0 : 0; i0 < S; i0 += Br) {
             const std::int64_t br = std::min(Br, S - i0);
+            // With the causal mask the block's rows see keys up to i0 + br - 1 only: the tile's
+            // products stop there (the columns beyond would be exact zeros).
+            const std::int64_t width = causal ? std::min(bc, i0 + br - j0) : bc;
             Q.load(qAt[f], i0, br, Dh, qt);
             dO.load(doutAt[f], i0, br, Dv, dot);
             for (std::int64_t row = 0; row < br; ++row) {
@@ -316,35 +320,35 @@ void attentionBackward(const at::Tensor& dout, const at::Tensor& q, const at::Te
               for (std::int64_t c = 0; c < Dv; ++c) d += dot[row * Dv + c] * O.at(outAt[f], i0 + row, c);
               rowDot[row] = d;
             }
-            gemm<T>(false, true, br, bc, Dh, scale, qt, Dh, kt, Dh, T(0), s, bc);
+            gemm<T>(false, true, br, width, Dh, scale, qt, Dh, kt, Dh, T(0), s, bc);
             for (std::int64_t row = 0; row < br; ++row) {
               T* sr = s + row * bc;
-              const std::int64_t valid = causal ? std::clamp<std::int64_t>(i0 + row - j0 + 1, 0, bc) : bc;
+              const std::int64_t valid = causal ? std::clamp<std::int64_t>(i0 + row - j0 + 1, 0, width) : width;
               expShifted(sr, valid, lseT[row]);
-              std::fill(sr + valid, sr + bc, T(0));
+              std::fill(sr + valid, sr + width, T(0));
             }
             if (drop.on()) {  // dv takes the dropped probabilities; dp holds them for the product
               for (std::int64_t row = 0; row < br; ++row) {
-                uniformFloats(drop.rng, drop.offset + (f * S + i0 + row) * Skv + j0, bc, u);
-                for (std::int64_t c = 0; c < bc; ++c)
+                uniformFloats(drop.rng, drop.offset + (f * S + i0 + row) * Skv + j0, width, u);
+                for (std::int64_t c = 0; c < width; ++c)
                   dp[row * bc + c] = u[c] >= drop.threshold ? s[row * bc + c] * keep : T(0);
               }
-              gemm<T>(true, false, bc, Dv, br, T(1), dp, bc, dot, Dv, T(1), dvAcc, Dv);
+              gemm<T>(true, false, width, Dv, br, T(1), dp, bc, dot, Dv, T(1), dvAcc, Dv);
             } else {
-              gemm<T>(true, false, bc, Dv, br, T(1), s, bc, dot, Dv, T(1), dvAcc, Dv);
+              gemm<T>(true, false, width, Dv, br, T(1), s, bc, dot, Dv, T(1), dvAcc, Dv);
             }
-            gemm<T>(false, true, br, bc, Dv, T(1), dot, Dv, vt, Dv, T(0), dp, bc);
+            gemm<T>(false, true, br, width, Dv, T(1), dot, Dv, vt, Dv, T(0), dp, bc);
             for (std::int64_t row = 0; row < br; ++row) {
               T* sr = s + row * bc;
               T* pr = dp + row * bc;
               if (drop.on()) {
-                uniformFloats(drop.rng, drop.offset + (f * S + i0 + row) * Skv + j0, bc, u);
-                for (std::int64_t c = 0; c < bc; ++c) pr[c] = u[c] >= drop.threshold ? pr[c] * keep : T(0);
+                uniformFloats(drop.rng, drop.offset + (f * S + i0 + row) * Skv + j0, width, u);
+                for (std::int64_t c = 0; c < width; ++c) pr[c] = u[c] >= drop.threshold ? pr[c] * keep : T(0);
               }
-              for (std::int64_t c = 0; c < bc; ++c) sr[c] *= pr[c] - rowDot[row];
+              for (std::int64_t c = 0; c < width; ++c) sr[c] *= pr[c] - rowDot[row];
             }
-            gemm<T>(false, false, br, Dh, bc, scale, s, bc, kt, Dh, T(1), dqHead + i0 * Dh, Dh);
-            gemm<T>(true, false, bc, Dh, br, scale, s, bc, qt, Dh, T(1), dkAcc, Dh);
+            gemm<T>(false, false, br, Dh, width, scale, s, bc, kt, Dh, T(1), dqHead + i0 * Dh, Dh);
+            gemm<T>(true, false, width, Dh, br, scale, s, bc, qt, Dh, T(1), dkAcc, Dh);
           }
           for (std::int64_t e = 0; e < bc * Dh; ++e) dkHead[j0 * Dh + e] += dkAcc[e];
           for (std::int64_t e = 0; e < bc * Dv; ++e) dvHead[j0 * Dv + e] += dvAcc[e];
