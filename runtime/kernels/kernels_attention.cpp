@@ -31,7 +31,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -39,6 +38,7 @@
 #include "ir/attention_tiles.h"
 #include "runtime/exec/counter_rng.h"
 #include "runtime/kernels/kernels.h"
+#include "runtime/kernels/row_ops.h"
 
 namespace gradc::runtime {
 namespace {
@@ -82,36 +82,6 @@ void gemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t
   }
 }
 
-// ---- exponentials -----------------------------------------------------------------------------
-
-// e^x for f32 without a library call, so the loops over a row of scores vectorise: x = n ln2 + t
-// (n = round(x / ln2), ln2 split in two for an exact product), e^t by Cephes' degree-6 expf
-// polynomial (about 1 ulp), times 2^n built in the exponent bits. Arguments are scores minus a
-// row's maximum or log-sum-exp, so at most a rounding above 0; below -87.3 (e^x under the
-// smallest normal f32) the result is 0.
-inline float expNotAbove(float x) {
-  const float clamped = std::min(std::max(x, -87.0f), 80.0f);
-  const float n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-  const float t = clamped - n * 0.693359375f - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * t + 1.3981999507e-3f;
-  p = p * t + 8.3334519073e-3f;
-  p = p * t + 4.1665795894e-2f;
-  p = p * t + 1.6666665459e-1f;
-  p = p * t + 5.0000001201e-1f;
-  const float e = p * t * t + t + 1.0f;
-  const float scale = std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
-  return x < -87.0f ? 0.0f : e * scale;
-}
-
-// row[c] = e^(row[c] - shift) for c < n.
-inline void expShifted(float* __restrict row, std::int64_t n, float shift) {
-  for (std::int64_t c = 0; c < n; ++c) row[c] = expNotAbove(row[c] - shift);
-}
-inline void expShifted(double* __restrict row, std::int64_t n, double shift) {
-  for (std::int64_t c = 0; c < n; ++c) row[c] = std::exp(row[c] - shift);
-}
-
 // ---- operands ---------------------------------------------------------------------------------
 
 // One operand [leading..., rows, cols] read through its strides.
@@ -131,7 +101,14 @@ struct Strided {
         for (std::int64_t c = 0; c < cols; ++c) d[c] = src[c * colStride];
     }
   }
-  T at(std::int64_t base, std::int64_t r, std::int64_t c) const { return data[base + r * rowStride + c * colStride]; }
+  // The dot product of row r of the matrix at `base` with x[cols].
+  T rowDot(std::int64_t base, std::int64_t r, const T* x, std::int64_t cols) const {
+    const T* row = data + base + r * rowStride;
+    if (colStride == 1) return rows::dot(x, row, cols);
+    T d = 0;
+    for (std::int64_t c = 0; c < cols; ++c) d += x[c] * row[c * colStride];
+    return d;
+  }
 };
 
 template <class T>
@@ -238,16 +215,13 @@ void attentionForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor
             std::fill(sr, sr + bc, T(0));
             continue;
           }
-          T mx = *std::max_element(sr, sr + valid);
-          const T mNew = std::max(m[row], mx);
+          const T mNew = std::max(m[row], rows::max(sr, valid));
           const T alpha = m[row] == minusInf ? T(0) : std::exp(m[row] - mNew);
-          expShifted(sr, valid, mNew);
-          T sum = 0;
-          for (std::int64_t c = 0; c < valid; ++c) sum += sr[c];
+          const T sum = rows::expShiftedSum(sr, valid, mNew);
           std::fill(sr + valid, sr + bc, T(0));
           l[row] = l[row] * alpha + sum;
           m[row] = mNew;
-          for (T* a = acc + row * Dv; a < acc + (row + 1) * Dv; ++a) *a *= alpha;
+          rows::scale(acc + row * Dv, Dv, alpha);
           if (drop.on()) {
             uniformFloats(drop.rng, drop.offset + (f * S + i) * Skv + j0, valid, u);
             for (std::int64_t c = 0; c < valid; ++c) sr[c] = u[c] >= drop.threshold ? sr[c] * keep : T(0);
@@ -316,15 +290,13 @@ void attentionBackward(const at::Tensor& dout, const at::Tensor& q, const at::Te
             dO.load(doutAt[f], i0, br, Dv, dot);
             for (std::int64_t row = 0; row < br; ++row) {
               lseT[row] = lseData[f * S + i0 + row];
-              T d = 0;
-              for (std::int64_t c = 0; c < Dv; ++c) d += dot[row * Dv + c] * O.at(outAt[f], i0 + row, c);
-              rowDot[row] = d;
+              rowDot[row] = O.rowDot(outAt[f], i0 + row, dot + row * Dv, Dv);
             }
             gemm<T>(false, true, br, width, Dh, scale, qt, Dh, kt, Dh, T(0), s, bc);
             for (std::int64_t row = 0; row < br; ++row) {
               T* sr = s + row * bc;
               const std::int64_t valid = causal ? std::clamp<std::int64_t>(i0 + row - j0 + 1, 0, width) : width;
-              expShifted(sr, valid, lseT[row]);
+              rows::expShifted(sr, valid, lseT[row]);
               std::fill(sr + valid, sr + width, T(0));
             }
             if (drop.on()) {  // dv takes the dropped probabilities; dp holds them for the product
@@ -345,7 +317,7 @@ void attentionBackward(const at::Tensor& dout, const at::Tensor& q, const at::Te
                 uniformFloats(drop.rng, drop.offset + (f * S + i0 + row) * Skv + j0, width, u);
                 for (std::int64_t c = 0; c < width; ++c) pr[c] = u[c] >= drop.threshold ? pr[c] * keep : T(0);
               }
-              for (std::int64_t c = 0; c < width; ++c) sr[c] *= pr[c] - rowDot[row];
+              rows::mulShifted(sr, pr, width, rowDot[row]);
             }
             gemm<T>(false, false, br, Dh, width, scale, s, bc, kt, Dh, T(1), dqHead + i0 * Dh, Dh);
             gemm<T>(true, false, width, Dh, br, scale, s, bc, qt, Dh, T(1), dkAcc, Dh);

@@ -15,4 +15,7 @@ set(GRADC_RUNTIME_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/onednn_conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/onednn_products.cpp
   ${CMAKE_CURRENT_LIST_DIR}/row_blocked_products.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/row_ops.cpp
 )
+# The attention kernels' row loops: vectorised per instruction set (row_ops.h).
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/row_ops.cpp PROPERTIES COMPILE_OPTIONS -O3)

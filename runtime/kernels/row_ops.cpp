@@ -1,0 +1,121 @@
+// Row primitives of the tiled attention kernels: see row_ops.h. Each public function is a
+// wrapper around one template, cloned per instruction set (GCC's and Clang's target_clones:
+// an ifunc picks the clone when the library loads); the templates are forced inline so every
+// clone compiles its own vector code. This file is built at -O3 (sources.cmake).
+#include "runtime/kernels/row_ops.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define GRADC_ROW_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define GRADC_ROW_CLONES
+#endif
+#define GRADC_INLINE inline __attribute__((always_inline))
+
+namespace gradc::runtime::rows {
+namespace {
+
+// e^x for f32 without a library call, so the loops vectorise: x = n ln2 + t (n = round(x / ln2),
+// ln2 split in two for an exact product), e^t by Cephes' degree-6 expf polynomial (about 1 ulp),
+// times 2^n built in the exponent bits. Arguments are scores minus a row's maximum or
+// log-sum-exp, so at most a rounding above 0; below -87 (e^x under the smallest normal f32)
+// the result is 0.
+GRADC_INLINE float expNotAbove(float x) {
+  const float clamped = std::min(std::max(x, -87.0f), 80.0f);
+  const float n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  const float t = clamped - n * 0.693359375f - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * t + 1.3981999507e-3f;
+  p = p * t + 8.3334519073e-3f;
+  p = p * t + 4.1665795894e-2f;
+  p = p * t + 1.6666665459e-1f;
+  p = p * t + 5.0000001201e-1f;
+  const float e = p * t * t + t + 1.0f;
+  const float scale = std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
+  return x < -87.0f ? 0.0f : e * scale;
+}
+GRADC_INLINE double expOf(double x) { return std::exp(x); }
+GRADC_INLINE float expOf(float x) { return expNotAbove(x); }
+
+// Combines kLanes partial results in a fixed order, then the tail left to right.
+template <class T, class Op>
+GRADC_INLINE T combine(const T (&part)[kLanes], const T* tail, std::int64_t count, T start, Op op) {
+  T r = start;
+  for (int l = 0; l < kLanes; ++l) r = op(r, part[l]);
+  for (std::int64_t c = 0; c < count; ++c) r = op(r, tail[c]);
+  return r;
+}
+
+template <class T>
+GRADC_INLINE T maxOf(const T* x, std::int64_t n) {
+  const T lowest = -std::numeric_limits<T>::infinity();
+  T part[kLanes];
+  std::fill(part, part + kLanes, lowest);
+  std::int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) part[l] = x[c + l] > part[l] ? x[c + l] : part[l];
+  return combine(part, x + c, n - c, lowest, [](T a, T b) { return b > a ? b : a; });
+}
+
+template <class T>
+GRADC_INLINE T expShiftedSumOf(T* x, std::int64_t n, T shift) {
+  T part[kLanes] = {};
+  std::int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      x[c + l] = expOf(x[c + l] - shift);
+      part[l] += x[c + l];
+    }
+  for (std::int64_t t = c; t < n; ++t) x[t] = expOf(x[t] - shift);
+  return combine(part, x + c, n - c, T(0), [](T a, T b) { return a + b; });
+}
+
+template <class T>
+GRADC_INLINE T dotOf(const T* a, const T* b, std::int64_t n) {
+  T part[kLanes] = {};
+  std::int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) part[l] += a[c + l] * b[c + l];
+  T r = 0;
+  for (int l = 0; l < kLanes; ++l) r += part[l];
+  for (; c < n; ++c) r += a[c] * b[c];
+  return r;
+}
+
+}  // namespace
+
+GRADC_ROW_CLONES float max(const float* x, std::int64_t n) { return maxOf(x, n); }
+GRADC_ROW_CLONES double max(const double* x, std::int64_t n) { return maxOf(x, n); }
+
+GRADC_ROW_CLONES float expShiftedSum(float* x, std::int64_t n, float shift) { return expShiftedSumOf(x, n, shift); }
+GRADC_ROW_CLONES double expShiftedSum(double* x, std::int64_t n, double shift) { return expShiftedSumOf(x, n, shift); }
+
+GRADC_ROW_CLONES void expShifted(float* x, std::int64_t n, float shift) {
+  for (std::int64_t c = 0; c < n; ++c) x[c] = expNotAbove(x[c] - shift);
+}
+GRADC_ROW_CLONES void expShifted(double* x, std::int64_t n, double shift) {
+  for (std::int64_t c = 0; c < n; ++c) x[c] = std::exp(x[c] - shift);
+}
+
+GRADC_ROW_CLONES void scale(float* x, std::int64_t n, float factor) {
+  for (std::int64_t c = 0; c < n; ++c) x[c] *= factor;
+}
+GRADC_ROW_CLONES void scale(double* x, std::int64_t n, double factor) {
+  for (std::int64_t c = 0; c < n; ++c) x[c] *= factor;
+}
+
+GRADC_ROW_CLONES float dot(const float* a, const float* b, std::int64_t n) { return dotOf(a, b, n); }
+GRADC_ROW_CLONES double dot(const double* a, const double* b, std::int64_t n) { return dotOf(a, b, n); }
+
+GRADC_ROW_CLONES void mulShifted(float* p, const float* d, std::int64_t n, float shift) {
+  for (std::int64_t c = 0; c < n; ++c) p[c] *= d[c] - shift;
+}
+GRADC_ROW_CLONES void mulShifted(double* p, const double* d, std::int64_t n, double shift) {
+  for (std::int64_t c = 0; c < n; ++c) p[c] *= d[c] - shift;
+}
+
+}  // namespace gradc::runtime::rows
