@@ -132,7 +132,8 @@ std::span<const KernelEntry> hostKernels() {
   static const std::vector<KernelEntry> all = [] {
     std::vector<KernelEntry> v;
     for (auto part : {hostForwardKernels(), hostBackwardKernels(), hostOptimizerKernels(), hostFusedLossKernels(),
-                      hostTransformerKernels(), hostFusedKernels(), hostConvKernels(), hostAttentionKernels()})
+                      hostTransformerKernels(), hostFusedKernels(), hostConvKernels(), hostAttentionKernels(),
+                      hostLayerNormKernels()})
       v.insert(v.end(), part.begin(), part.end());
     (void)tableOf({v});  // each op once
     return v;

@@ -86,6 +86,57 @@ GRADC_INLINE T dotOf(const T* a, const T* b, std::int64_t n) {
   return r;
 }
 
+template <class T>
+GRADC_INLINE T sumOf(const T* x, std::int64_t n) {
+  T part[kLanes] = {};
+  std::int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) part[l] += x[c + l];
+  return combine(part, x + c, n - c, T(0), [](T a, T b) { return a + b; });
+}
+
+template <class T>
+GRADC_INLINE Moments<T> layerNormOf(const T* __restrict x, const T* __restrict w, const T* __restrict b,
+                                    T* __restrict y, std::int64_t d, T eps) {
+  const T mean = sumOf(x, d) / static_cast<T>(d);
+  T part[kLanes] = {};
+  std::int64_t c = 0;
+  for (; c + kLanes <= d; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) part[l] += (x[c + l] - mean) * (x[c + l] - mean);
+  T squares = 0;
+  for (int l = 0; l < kLanes; ++l) squares += part[l];
+  for (; c < d; ++c) squares += (x[c] - mean) * (x[c] - mean);
+  const T rstd = T(1) / std::sqrt(squares / static_cast<T>(d) + eps);
+  for (std::int64_t e = 0; e < d; ++e) y[e] = (x[e] - mean) * rstd * w[e] + b[e];
+  return {mean, rstd};
+}
+
+template <class T>
+GRADC_INLINE void layerNormBackwardOf(const T* __restrict dy, const T* __restrict x, T mean, T rstd,
+                                      const T* __restrict w, T* __restrict dx, T* __restrict gw, T* __restrict gb,
+                                      std::int64_t d) {
+  // Two plain reductions (one array of partial sums each: two in one loop vectorise badly).
+  T partG[kLanes] = {}, partGX[kLanes] = {};
+  std::int64_t c = 0;
+  for (; c + kLanes <= d; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) partG[l] += dy[c + l] * w[c + l];
+  T meanG = combine(partG, dy + c, 0, T(0), [](T p, T q) { return p + q; });
+  for (std::int64_t t = c; t < d; ++t) meanG += dy[t] * w[t];
+  for (c = 0; c + kLanes <= d; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) partGX[l] += dy[c + l] * w[c + l] * (x[c + l] - mean);
+  T meanGX = combine(partGX, dy + c, 0, T(0), [](T p, T q) { return p + q; });
+  for (std::int64_t t = c; t < d; ++t) meanGX += dy[t] * w[t] * (x[t] - mean);
+  meanGX *= rstd;
+  meanG /= static_cast<T>(d);
+  meanGX /= static_cast<T>(d);
+  for (std::int64_t e = 0; e < d; ++e) {
+    const T xhat = (x[e] - mean) * rstd;
+    dx[e] = rstd * (dy[e] * w[e] - meanG - xhat * meanGX);
+    gw[e] += dy[e] * xhat;
+    gb[e] += dy[e];
+  }
+}
+
 }  // namespace
 
 GRADC_ROW_CLONES float max(const float* x, std::int64_t n) { return maxOf(x, n); }
@@ -116,6 +167,24 @@ GRADC_ROW_CLONES void mulShifted(float* p, const float* d, std::int64_t n, float
 }
 GRADC_ROW_CLONES void mulShifted(double* p, const double* d, std::int64_t n, double shift) {
   for (std::int64_t c = 0; c < n; ++c) p[c] *= d[c] - shift;
+}
+
+GRADC_ROW_CLONES Moments<float> layerNorm(const float* x, const float* w, const float* b, float* y, std::int64_t d,
+                                          float eps) {
+  return layerNormOf(x, w, b, y, d, eps);
+}
+GRADC_ROW_CLONES Moments<double> layerNorm(const double* x, const double* w, const double* b, double* y,
+                                           std::int64_t d, double eps) {
+  return layerNormOf(x, w, b, y, d, eps);
+}
+
+GRADC_ROW_CLONES void layerNormBackward(const float* dy, const float* x, float mean, float rstd, const float* w,
+                                        float* dx, float* gw, float* gb, std::int64_t d) {
+  layerNormBackwardOf(dy, x, mean, rstd, w, dx, gw, gb, d);
+}
+GRADC_ROW_CLONES void layerNormBackward(const double* dy, const double* x, double mean, double rstd, const double* w,
+                                        double* dx, double* gw, double* gb, std::int64_t d) {
+  layerNormBackwardOf(dy, x, mean, rstd, w, dx, gw, gb, d);
 }
 
 }  // namespace gradc::runtime::rows

@@ -1,9 +1,10 @@
-// Row primitives of the host's tiled attention kernels (runtime/kernels/kernels_attention.cpp):
-// the reductions and elementwise passes over one row of a score tile.
+// Vector loops over rows for the host's own kernels: the reductions and elementwise passes over
+// one row of a tiled attention kernel's scores (runtime/kernels/kernels_attention.cpp), and
+// layer norm's rows forward and backward (runtime/kernels/kernels_layer_norm.cpp).
 //
-// The kernels spend their time between the tile products on rows of 64-256 scores; written as
-// plain loops those run one element after another (a sum is a chain of dependent adds, and the
-// library's baseline is SSE2). Here each reduction keeps kLanes partial results, combined in
+// The attention kernels spend their time between the tile products on rows of 64-256 scores;
+// written as plain loops those run one element after another (a sum is a chain of dependent
+// adds, and the library's baseline is SSE2). Here each reduction keeps kLanes partial results, combined in
 // a fixed order at the end, so the compiler turns it into vector code, and each function is
 // compiled for AVX-512, AVX2 + FMA and the baseline, the best one chosen when the library loads
 // (row_ops.cpp). The partial results make a row's sum differ from a left-to-right sum by
@@ -40,5 +41,21 @@ double dot(const double* a, const double* b, std::int64_t n);
 // p[c] *= d[c] - shift for c < n (the softmax backward's ds = p (dp - rowsum(dO * O))).
 void mulShifted(float* p, const float* d, std::int64_t n, float shift);
 void mulShifted(double* p, const double* d, std::int64_t n, double shift);
+
+// Layer norm of one row x[d] (two passes: the mean, then the mean square deviation):
+// y = (x - mean) rstd w + b with rstd = 1 / sqrt(var + eps); returns {mean, rstd}.
+template <class T>
+struct Moments {
+  T mean, rstd;
+};
+Moments<float> layerNorm(const float* x, const float* w, const float* b, float* y, std::int64_t d, float eps);
+Moments<double> layerNorm(const double* x, const double* w, const double* b, double* y, std::int64_t d, double eps);
+
+// Its backward for one row: with xhat = (x - mean) rstd and g = dy w,
+// dx = rstd (g - mean(g) - xhat mean(g xhat)); gw[c] += dy[c] xhat[c] and gb[c] += dy[c].
+void layerNormBackward(const float* dy, const float* x, float mean, float rstd, const float* w, float* dx, float* gw,
+                       float* gb, std::int64_t d);
+void layerNormBackward(const double* dy, const double* x, double mean, double rstd, const double* w, double* dx,
+                       double* gw, double* gb, std::int64_t d);
 
 }  // namespace gradc::runtime::rows

@@ -10,6 +10,7 @@ set(GRADC_RUNTIME_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/kernels_forward.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_fused.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_fused_loss.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels_layer_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_optimizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_transformer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/onednn_conv.cpp
@@ -17,5 +18,5 @@ set(GRADC_RUNTIME_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/row_blocked_products.cpp
   ${CMAKE_CURRENT_LIST_DIR}/row_ops.cpp
 )
-# The attention kernels' row loops: vectorised per instruction set (row_ops.h).
+# The host kernels' row loops: vectorised per instruction set (row_ops.h).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/row_ops.cpp PROPERTIES COMPILE_OPTIONS -O3)

@@ -136,6 +136,31 @@ TEST_CASE("backward parity: layer_norm (all three gradients)") {
   expectClose("layer_norm_backward grad bias", ours[2], ref[2]);
 }
 
+// The host's layer norm rows (runtime/kernels/kernels_layer_norm.cpp): every gradient against
+// autograd in f64 within 1e-12, rows with and without a tail beyond the 16-lane blocks, and the
+// weight and bias gradients summed over rows split between two threads.
+TEST_CASE("backward parity: the host's layer norm in f64, one and two threads") {
+  torch::manual_seed(15);
+  const int threadsBefore = at::get_num_threads();
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    for (std::int64_t d : {256, 37}) {
+      at::Tensor x = leaf((torch::randn({3, 200, d}) * 2 + 1).to(at::kDouble));
+      at::Tensor w = leaf(torch::randn({d}).to(at::kDouble)), b = leaf(torch::randn({d}).to(at::kDouble));
+      at::Tensor g = torch::randn({3, 200, d}).to(at::kDouble);
+      at::Tensor y = F::layer_norm(x, F::LayerNormFuncOptions({d}).weight(w).bias(b).eps(1e-5));
+      std::vector<at::Tensor> ref = autograd(y, {x, w, b}, g);
+      std::vector<at::Tensor> fwd = run("layer_norm", {x.detach(), w.detach(), b.detach()}, {{"eps", 1e-5}});
+      std::vector<at::Tensor> ours = run("layer_norm_backward", {g, x.detach(), fwd[1], fwd[2], w.detach(), b.detach()});
+      const std::string what = "layer_norm_backward d " + std::to_string(d) + ", " + std::to_string(threads) + " threads";
+      expectClose(what + " grad x", ours[0], ref[0], 1e-12, 1e-12);
+      expectClose(what + " grad weight", ours[1], ref[1], 1e-12, 1e-12);
+      expectClose(what + " grad bias", ours[2], ref[2], 1e-12, 1e-12);
+    }
+  }
+  at::set_num_threads(threadsBefore);
+}
+
 TEST_CASE("backward parity: causal_mask, slice, select, split") {
   torch::manual_seed(14);
   at::Tensor x = leaf(torch::randn({2, 3, 5, 6}));
