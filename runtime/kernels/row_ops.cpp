@@ -61,17 +61,19 @@ GRADC_INLINE T maxOf(const T* x, std::int64_t n) {
   return combine(part, x + c, n - c, lowest, [](T a, T b) { return b > a ? b : a; });
 }
 
-template <class T>
-GRADC_INLINE T expShiftedSumOf(T* x, std::int64_t n, T shift) {
+// y[c] = e^(x[c] - shift); returns the sum of the y[c]. In place (y == x) or into a row that
+// does not overlap x (Y = T* __restrict), so the compiler needs no overlap check.
+template <class T, class Y = T*>
+GRADC_INLINE T expShiftedSumOf(const T* x, Y y, std::int64_t n, T shift) {
   T part[kLanes] = {};
   std::int64_t c = 0;
   for (; c + kLanes <= n; c += kLanes)
     for (int l = 0; l < kLanes; ++l) {
-      x[c + l] = expOf(x[c + l] - shift);
-      part[l] += x[c + l];
+      y[c + l] = expOf(x[c + l] - shift);
+      part[l] += y[c + l];
     }
-  for (std::int64_t t = c; t < n; ++t) x[t] = expOf(x[t] - shift);
-  return combine(part, x + c, n - c, T(0), [](T a, T b) { return a + b; });
+  for (std::int64_t t = c; t < n; ++t) y[t] = expOf(x[t] - shift);
+  return combine(part, y + c, n - c, T(0), [](T a, T b) { return a + b; });
 }
 
 template <class T>
@@ -137,13 +139,52 @@ GRADC_INLINE void layerNormBackwardOf(const T* __restrict dy, const T* __restric
   }
 }
 
+template <class T>
+GRADC_INLINE void softmaxOf(const T* __restrict x, T* __restrict y, std::int64_t d) {
+  const T inverse = T(1) / expShiftedSumOf<T, T* __restrict>(x, y, d, maxOf(x, d));
+  for (std::int64_t c = 0; c < d; ++c) y[c] *= inverse;
+}
+
+// The sum of e^(x - shift) without storing the exps.
+template <class T>
+GRADC_INLINE T expSumOf(const T* __restrict x, std::int64_t d, T shift) {
+  T part[kLanes] = {};
+  std::int64_t c = 0;
+  for (; c + kLanes <= d; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) part[l] += expOf(x[c + l] - shift);
+  T r = 0;
+  for (int l = 0; l < kLanes; ++l) r += part[l];
+  for (; c < d; ++c) r += expOf(x[c] - shift);
+  return r;
+}
+
+template <class T>
+GRADC_INLINE void logSoftmaxOf(const T* __restrict x, T* __restrict y, std::int64_t d) {
+  const T top = maxOf(x, d);
+  const T shift = top + std::log(expSumOf(x, d, top));
+  for (std::int64_t c = 0; c < d; ++c) y[c] = x[c] - shift;
+}
+
+template <class T>
+GRADC_INLINE void softmaxBackwardOf(const T* __restrict g, const T* __restrict y, T* __restrict out, std::int64_t d) {
+  const T s = dotOf(g, y, d);
+  for (std::int64_t c = 0; c < d; ++c) out[c] = y[c] * (g[c] - s);
+}
+
+template <class T>
+GRADC_INLINE void logSoftmaxBackwardOf(const T* __restrict g, const T* __restrict y, T* __restrict out,
+                                       std::int64_t d) {
+  const T s = sumOf(g, d);
+  for (std::int64_t c = 0; c < d; ++c) out[c] = g[c] - expOf(y[c]) * s;
+}
+
 }  // namespace
 
 GRADC_ROW_CLONES float max(const float* x, std::int64_t n) { return maxOf(x, n); }
 GRADC_ROW_CLONES double max(const double* x, std::int64_t n) { return maxOf(x, n); }
 
-GRADC_ROW_CLONES float expShiftedSum(float* x, std::int64_t n, float shift) { return expShiftedSumOf(x, n, shift); }
-GRADC_ROW_CLONES double expShiftedSum(double* x, std::int64_t n, double shift) { return expShiftedSumOf(x, n, shift); }
+GRADC_ROW_CLONES float expShiftedSum(float* x, std::int64_t n, float shift) { return expShiftedSumOf(x, x, n, shift); }
+GRADC_ROW_CLONES double expShiftedSum(double* x, std::int64_t n, double shift) { return expShiftedSumOf(x, x, n, shift); }
 
 GRADC_ROW_CLONES void expShifted(float* x, std::int64_t n, float shift) {
   for (std::int64_t c = 0; c < n; ++c) x[c] = expNotAbove(x[c] - shift);
@@ -185,6 +226,23 @@ GRADC_ROW_CLONES void layerNormBackward(const float* dy, const float* x, float m
 GRADC_ROW_CLONES void layerNormBackward(const double* dy, const double* x, double mean, double rstd, const double* w,
                                         double* dx, double* gw, double* gb, std::int64_t d) {
   layerNormBackwardOf(dy, x, mean, rstd, w, dx, gw, gb, d);
+}
+
+GRADC_ROW_CLONES void softmax(const float* x, float* y, std::int64_t d) { softmaxOf(x, y, d); }
+GRADC_ROW_CLONES void softmax(const double* x, double* y, std::int64_t d) { softmaxOf(x, y, d); }
+GRADC_ROW_CLONES void logSoftmax(const float* x, float* y, std::int64_t d) { logSoftmaxOf(x, y, d); }
+GRADC_ROW_CLONES void logSoftmax(const double* x, double* y, std::int64_t d) { logSoftmaxOf(x, y, d); }
+GRADC_ROW_CLONES void softmaxBackward(const float* g, const float* y, float* out, std::int64_t d) {
+  softmaxBackwardOf(g, y, out, d);
+}
+GRADC_ROW_CLONES void softmaxBackward(const double* g, const double* y, double* out, std::int64_t d) {
+  softmaxBackwardOf(g, y, out, d);
+}
+GRADC_ROW_CLONES void logSoftmaxBackward(const float* g, const float* y, float* out, std::int64_t d) {
+  logSoftmaxBackwardOf(g, y, out, d);
+}
+GRADC_ROW_CLONES void logSoftmaxBackward(const double* g, const double* y, double* out, std::int64_t d) {
+  logSoftmaxBackwardOf(g, y, out, d);
 }
 
 }  // namespace gradc::runtime::rows

@@ -1,6 +1,7 @@
 // Vector loops over rows for the host's own kernels: the reductions and elementwise passes over
-// one row of a tiled attention kernel's scores (runtime/kernels/kernels_attention.cpp), and
-// layer norm's rows forward and backward (runtime/kernels/kernels_layer_norm.cpp).
+// one row of a tiled attention kernel's scores (runtime/kernels/kernels_attention.cpp), layer
+// norm's rows forward and backward (runtime/kernels/kernels_layer_norm.cpp), and softmax's and
+// log-softmax's (runtime/kernels/kernels_softmax.cpp).
 //
 // The attention kernels spend their time between the tile products on rows of 64-256 scores;
 // written as plain loops those run one element after another (a sum is a chain of dependent
@@ -57,5 +58,18 @@ void layerNormBackward(const float* dy, const float* x, float mean, float rstd, 
                        float* gb, std::int64_t d);
 void layerNormBackward(const double* dy, const double* x, double mean, double rstd, const double* w, double* dx,
                        double* gw, double* gb, std::int64_t d);
+
+// Softmax of one row: y = e^(x - max) / sum; log-softmax: y = x - max - log(sum of e^(x - max)).
+void softmax(const float* x, float* y, std::int64_t d);
+void softmax(const double* x, double* y, std::int64_t d);
+void logSoftmax(const float* x, float* y, std::int64_t d);
+void logSoftmax(const double* x, double* y, std::int64_t d);
+
+// Their backwards from the forward's result y and the gradient g: softmax
+// out = y (g - sum(g y)); log-softmax out = g - e^y sum(g).
+void softmaxBackward(const float* g, const float* y, float* out, std::int64_t d);
+void softmaxBackward(const double* g, const double* y, double* out, std::int64_t d);
+void logSoftmaxBackward(const float* g, const float* y, float* out, std::int64_t d);
+void logSoftmaxBackward(const double* g, const double* y, double* out, std::int64_t d);
 
 }  // namespace gradc::runtime::rows

@@ -12,6 +12,7 @@ set(GRADC_RUNTIME_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/kernels_fused_loss.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_layer_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_optimizer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels_softmax.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_transformer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/onednn_conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/onednn_products.cpp
