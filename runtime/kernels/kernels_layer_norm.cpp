@@ -23,10 +23,6 @@ namespace {
 using namespace kernel_detail;
 using Results = std::vector<at::Tensor>;
 
-constexpr std::int64_t kGrainElements = 1 << 14;  // elements of rows per intra-op task
-
-std::int64_t rowGrain(std::int64_t d) { return std::max<std::int64_t>(1, kGrainElements / d); }
-
 // All operands and results f32 (or all f64) and contiguous, rows of d > 0 elements.
 bool ownPath(const KernelArgs& a, const std::vector<at::Tensor>& results, std::int64_t d) {
   const at::ScalarType t = a.operands[0].scalar_type();
@@ -45,7 +41,7 @@ void forwardRows(const KernelArgs& a, at::Tensor& y, at::Tensor& mean, at::Tenso
   T* m = mean.data_ptr<T>();
   T* r = rstd.data_ptr<T>();
   const T eps = static_cast<T>(floatAttr(a.node, "eps"));
-  at::parallel_for(0, rows, rowGrain(d), [&](std::int64_t begin, std::int64_t end) {
+  at::parallel_for(0, rows, rows::rowsPerTask(d), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t row = begin; row < end; ++row) {
       const rows::Moments<T> s = rows::layerNorm(x + row * d, w, b, out + row * d, d, eps);
       m[row] = s.mean;
@@ -83,7 +79,7 @@ void backwardRows(const KernelArgs& a, at::Tensor& gx, at::Tensor& gw, at::Tenso
   at::Tensor ws = at::empty({threads * slot}, gx.options());
   T* partial = ws.data_ptr<T>();
   std::fill(partial, partial + threads * slot, T(0));
-  at::parallel_for(0, rows, rowGrain(d), [&](std::int64_t begin, std::int64_t end) {
+  at::parallel_for(0, rows, rows::rowsPerTask(d), [&](std::int64_t begin, std::int64_t end) {
     T* mine = partial + at::get_thread_num() * slot;
     for (std::int64_t row = begin; row < end; ++row)
       rows::layerNormBackward(dy + row * d, x + row * d, mean[row], rstd[row], w, dx + row * d, mine, mine + d, d);

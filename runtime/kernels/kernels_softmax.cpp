@@ -19,8 +19,6 @@ namespace {
 using namespace kernel_detail;
 using Results = std::vector<at::Tensor>;
 
-constexpr std::int64_t kGrainElements = 1 << 14;  // elements of rows per intra-op task
-
 // The rows: the last axis when the op normalises over it and every tensor is contiguous f32
 // (or f64) of one shape; 0 otherwise.
 std::int64_t rowLength(const KernelArgs& a, const at::Tensor& out) {
@@ -37,7 +35,7 @@ template <class T, void (*Row)(const T*, T*, std::int64_t)>
 void forwardRows(const at::Tensor& x, at::Tensor& out, std::int64_t d) {
   const T* in = x.data_ptr<T>();
   T* y = out.data_ptr<T>();
-  at::parallel_for(0, x.numel() / d, std::max<std::int64_t>(1, kGrainElements / d), [&](std::int64_t begin, std::int64_t end) {
+  at::parallel_for(0, x.numel() / d, rows::rowsPerTask(d), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) Row(in + r * d, y + r * d, d);
   });
 }
@@ -48,7 +46,7 @@ void backwardRows(const at::Tensor& g, const at::Tensor& y, at::Tensor& out, std
   const T* gd = g.data_ptr<T>();
   const T* yd = y.data_ptr<T>();
   T* o = out.data_ptr<T>();
-  at::parallel_for(0, y.numel() / d, std::max<std::int64_t>(1, kGrainElements / d), [&](std::int64_t begin, std::int64_t end) {
+  at::parallel_for(0, y.numel() / d, rows::rowsPerTask(d), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) Row(gd + r * d, yd + r * d, o + r * d, d);
   });
 }

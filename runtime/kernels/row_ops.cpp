@@ -1,4 +1,4 @@
-// Row primitives of the tiled attention kernels: see row_ops.h. Each public function is a
+// Vector loops over rows for the host's own kernels: see row_ops.h. Each public function is a
 // wrapper around one template, cloned per instruction set (GCC's and Clang's target_clones:
 // an ifunc picks the clone when the library loads); the templates are forced inline so every
 // clone compiles its own vector code. This file is built at -O3 (sources.cmake).
@@ -41,28 +41,36 @@ GRADC_INLINE float expNotAbove(float x) {
 GRADC_INLINE double expOf(double x) { return std::exp(x); }
 GRADC_INLINE float expOf(float x) { return expNotAbove(x); }
 
-// Combines kLanes partial results in a fixed order, then the tail left to right.
-template <class T, class Op>
-GRADC_INLINE T combine(const T (&part)[kLanes], const T* tail, std::int64_t count, T start, Op op) {
+// The reduction of term(0), ..., term(n - 1) by `op` from `start`: kLanes partial results over
+// blocks of kLanes elements (what the compiler turns into vector code), combined in a fixed
+// order, then the tail left to right. One loop per call: two reductions in one loop vectorise
+// badly.
+template <class T, class Term, class Op>
+GRADC_INLINE T reduceRow(std::int64_t n, T start, Term term, Op op) {
+  T part[kLanes];
+  std::fill(part, part + kLanes, start);
+  std::int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) part[l] = op(part[l], term(c + l));
   T r = start;
   for (int l = 0; l < kLanes; ++l) r = op(r, part[l]);
-  for (std::int64_t c = 0; c < count; ++c) r = op(r, tail[c]);
+  for (; c < n; ++c) r = op(r, term(c));
   return r;
+}
+template <class T, class Term>
+GRADC_INLINE T sumRow(std::int64_t n, Term term) {
+  return reduceRow(n, T(0), term, [](T a, T b) { return a + b; });
 }
 
 template <class T>
 GRADC_INLINE T maxOf(const T* x, std::int64_t n) {
-  const T lowest = -std::numeric_limits<T>::infinity();
-  T part[kLanes];
-  std::fill(part, part + kLanes, lowest);
-  std::int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int l = 0; l < kLanes; ++l) part[l] = x[c + l] > part[l] ? x[c + l] : part[l];
-  return combine(part, x + c, n - c, lowest, [](T a, T b) { return b > a ? b : a; });
+  return reduceRow(n, -std::numeric_limits<T>::infinity(), [x](std::int64_t c) { return x[c]; },
+                   [](T a, T b) { return b > a ? b : a; });
 }
 
 // y[c] = e^(x[c] - shift); returns the sum of the y[c]. In place (y == x) or into a row that
 // does not overlap x (Y = T* __restrict), so the compiler needs no overlap check.
+// (Its own loop: written as a reduceRow term that also stores, it ran about 6% slower.)
 template <class T, class Y = T*>
 GRADC_INLINE T expShiftedSumOf(const T* x, Y y, std::int64_t n, T shift) {
   T part[kLanes] = {};
@@ -72,42 +80,22 @@ GRADC_INLINE T expShiftedSumOf(const T* x, Y y, std::int64_t n, T shift) {
       y[c + l] = expOf(x[c + l] - shift);
       part[l] += y[c + l];
     }
-  for (std::int64_t t = c; t < n; ++t) y[t] = expOf(x[t] - shift);
-  return combine(part, y + c, n - c, T(0), [](T a, T b) { return a + b; });
-}
-
-template <class T>
-GRADC_INLINE T dotOf(const T* a, const T* b, std::int64_t n) {
-  T part[kLanes] = {};
-  std::int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int l = 0; l < kLanes; ++l) part[l] += a[c + l] * b[c + l];
   T r = 0;
   for (int l = 0; l < kLanes; ++l) r += part[l];
-  for (; c < n; ++c) r += a[c] * b[c];
+  for (; c < n; ++c) r += (y[c] = expOf(x[c] - shift));
   return r;
 }
 
 template <class T>
-GRADC_INLINE T sumOf(const T* x, std::int64_t n) {
-  T part[kLanes] = {};
-  std::int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int l = 0; l < kLanes; ++l) part[l] += x[c + l];
-  return combine(part, x + c, n - c, T(0), [](T a, T b) { return a + b; });
+GRADC_INLINE T dotOf(const T* a, const T* b, std::int64_t n) {
+  return sumRow<T>(n, [&](std::int64_t c) { return a[c] * b[c]; });
 }
 
 template <class T>
 GRADC_INLINE Moments<T> layerNormOf(const T* __restrict x, const T* __restrict w, const T* __restrict b,
                                     T* __restrict y, std::int64_t d, T eps) {
-  const T mean = sumOf(x, d) / static_cast<T>(d);
-  T part[kLanes] = {};
-  std::int64_t c = 0;
-  for (; c + kLanes <= d; c += kLanes)
-    for (int l = 0; l < kLanes; ++l) part[l] += (x[c + l] - mean) * (x[c + l] - mean);
-  T squares = 0;
-  for (int l = 0; l < kLanes; ++l) squares += part[l];
-  for (; c < d; ++c) squares += (x[c] - mean) * (x[c] - mean);
+  const T mean = sumRow<T>(d, [x](std::int64_t c) { return x[c]; }) / static_cast<T>(d);
+  const T squares = sumRow<T>(d, [&](std::int64_t c) { return (x[c] - mean) * (x[c] - mean); });
   const T rstd = T(1) / std::sqrt(squares / static_cast<T>(d) + eps);
   for (std::int64_t e = 0; e < d; ++e) y[e] = (x[e] - mean) * rstd * w[e] + b[e];
   return {mean, rstd};
@@ -117,20 +105,9 @@ template <class T>
 GRADC_INLINE void layerNormBackwardOf(const T* __restrict dy, const T* __restrict x, T mean, T rstd,
                                       const T* __restrict w, T* __restrict dx, T* __restrict gw, T* __restrict gb,
                                       std::int64_t d) {
-  // Two plain reductions (one array of partial sums each: two in one loop vectorise badly).
-  T partG[kLanes] = {}, partGX[kLanes] = {};
-  std::int64_t c = 0;
-  for (; c + kLanes <= d; c += kLanes)
-    for (int l = 0; l < kLanes; ++l) partG[l] += dy[c + l] * w[c + l];
-  T meanG = combine(partG, dy + c, 0, T(0), [](T p, T q) { return p + q; });
-  for (std::int64_t t = c; t < d; ++t) meanG += dy[t] * w[t];
-  for (c = 0; c + kLanes <= d; c += kLanes)
-    for (int l = 0; l < kLanes; ++l) partGX[l] += dy[c + l] * w[c + l] * (x[c + l] - mean);
-  T meanGX = combine(partGX, dy + c, 0, T(0), [](T p, T q) { return p + q; });
-  for (std::int64_t t = c; t < d; ++t) meanGX += dy[t] * w[t] * (x[t] - mean);
-  meanGX *= rstd;
-  meanG /= static_cast<T>(d);
-  meanGX /= static_cast<T>(d);
+  const T meanG = sumRow<T>(d, [&](std::int64_t c) { return dy[c] * w[c]; }) / static_cast<T>(d);
+  const T meanGX =
+      sumRow<T>(d, [&](std::int64_t c) { return dy[c] * w[c] * (x[c] - mean); }) * rstd / static_cast<T>(d);
   for (std::int64_t e = 0; e < d; ++e) {
     const T xhat = (x[e] - mean) * rstd;
     dx[e] = rstd * (dy[e] * w[e] - meanG - xhat * meanGX);
@@ -145,23 +122,10 @@ GRADC_INLINE void softmaxOf(const T* __restrict x, T* __restrict y, std::int64_t
   for (std::int64_t c = 0; c < d; ++c) y[c] *= inverse;
 }
 
-// The sum of e^(x - shift) without storing the exps.
-template <class T>
-GRADC_INLINE T expSumOf(const T* __restrict x, std::int64_t d, T shift) {
-  T part[kLanes] = {};
-  std::int64_t c = 0;
-  for (; c + kLanes <= d; c += kLanes)
-    for (int l = 0; l < kLanes; ++l) part[l] += expOf(x[c + l] - shift);
-  T r = 0;
-  for (int l = 0; l < kLanes; ++l) r += part[l];
-  for (; c < d; ++c) r += expOf(x[c] - shift);
-  return r;
-}
-
 template <class T>
 GRADC_INLINE void logSoftmaxOf(const T* __restrict x, T* __restrict y, std::int64_t d) {
   const T top = maxOf(x, d);
-  const T shift = top + std::log(expSumOf(x, d, top));
+  const T shift = top + std::log(sumRow<T>(d, [&](std::int64_t c) { return expOf(x[c] - top); }));
   for (std::int64_t c = 0; c < d; ++c) y[c] = x[c] - shift;
 }
 
@@ -174,7 +138,7 @@ GRADC_INLINE void softmaxBackwardOf(const T* __restrict g, const T* __restrict y
 template <class T>
 GRADC_INLINE void logSoftmaxBackwardOf(const T* __restrict g, const T* __restrict y, T* __restrict out,
                                        std::int64_t d) {
-  const T s = sumOf(g, d);
+  const T s = sumRow<T>(d, [g](std::int64_t c) { return g[c]; });
   for (std::int64_t c = 0; c < d; ++c) out[c] = g[c] - expOf(y[c]) * s;
 }
 

@@ -12,11 +12,15 @@
 // rounding only; one machine always gives the same bits (recompute stays bit-identical).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace gradc::runtime::rows {
 
 inline constexpr int kLanes = 16;
+
+// Rows of length d per intra-op task of the kernels that loop over rows: about 16 K elements.
+inline std::int64_t rowsPerTask(std::int64_t d) { return std::max<std::int64_t>(1, (std::int64_t{1} << 14) / d); }
 
 // max(x[0..n)); -inf for n == 0.
 float max(const float* x, std::int64_t n);
