@@ -12,8 +12,9 @@
 // p = exp(scale q k^T - lse) is recomputed, and
 //     dv += dropout(p)^T dout;  dp = dropout'(dout v^T);  ds = p (dp - rowsum(dout * out));
 //     dq += scale ds k;  dk += scale ds^T q
-// The tile products run on the BLAS the process already links (cblas_sgemm / cblas_dgemm,
-// looked up once), or on plain loops when there is none.
+// The f32 tile products run on register-blocked vector kernels (tile_products.h: AVX-512 or
+// AVX2 + FMA); f64 ones, and f32 on CPUs without those, on the BLAS the process already links
+// (cblas_sgemm / cblas_dgemm, looked up once), or on plain loops when there is none.
 //
 // Memory: operands are read through their strides (tiles are gathered into the thread's slot);
 // results are written in place; the only allocation is the workspace, one slot per intra-op
@@ -39,6 +40,7 @@
 #include "runtime/exec/counter_rng.h"
 #include "runtime/kernels/kernels.h"
 #include "runtime/kernels/row_ops.h"
+#include "runtime/kernels/tile_products.h"
 
 namespace gradc::runtime {
 namespace {
@@ -64,6 +66,10 @@ template <class T>
 void gemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* A,
           std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if constexpr (std::is_same_v<T, float>)
+    if ((beta == 0.0f || beta == 1.0f) &&
+        tiles::product(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta == 1.0f, C, ldc))
+      return;
   if (CblasGemm<T> f = cblasGemm<T>()) {
     f(kRowMajor, transA ? kTrans : kNoTrans, transB ? kTrans : kNoTrans, static_cast<int>(m), static_cast<int>(n),
       static_cast<int>(k), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));

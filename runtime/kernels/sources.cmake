@@ -18,6 +18,10 @@ set(GRADC_RUNTIME_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/onednn_products.cpp
   ${CMAKE_CURRENT_LIST_DIR}/row_blocked_products.cpp
   ${CMAKE_CURRENT_LIST_DIR}/row_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tile_products.cpp
 )
 # The host kernels' row loops: vectorised per instruction set (row_ops.h).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/row_ops.cpp PROPERTIES COMPILE_OPTIONS -O3)
+# The tiled kernels' small products: register-blocked per instruction set, acc += a b as one
+# fused multiply-add (tile_products.h).
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/tile_products.cpp PROPERTIES COMPILE_OPTIONS "-O3;-ffp-contract=fast")
