@@ -114,6 +114,7 @@ std::span<const KernelEntry> hostConvKernels();       // kernels_conv.cpp: im2co
 std::span<const KernelEntry> hostAttentionKernels();  // kernels_attention.cpp: the tiled kernels
 std::span<const KernelEntry> hostLayerNormKernels();  // kernels_layer_norm.cpp: f32/f64 rows
 std::span<const KernelEntry> hostSoftmaxKernels();    // kernels_softmax.cpp: f32/f64 rows
+std::span<const KernelEntry> hostGeluKernels();       // kernels_gelu.cpp: exact GELU, f32
 std::span<const KernelEntry> hostFusedKernels();      // kernels_fused.cpp: the generated CPU code
 
 // The portable parts of the table (one entry per op each); findPortableKernel searches them.

@@ -133,7 +133,7 @@ std::span<const KernelEntry> hostKernels() {
     std::vector<KernelEntry> v;
     for (auto part : {hostForwardKernels(), hostBackwardKernels(), hostOptimizerKernels(), hostFusedLossKernels(),
                       hostTransformerKernels(), hostFusedKernels(), hostConvKernels(), hostAttentionKernels(),
-                      hostLayerNormKernels(), hostSoftmaxKernels()})
+                      hostLayerNormKernels(), hostSoftmaxKernels(), hostGeluKernels()})
       v.insert(v.end(), part.begin(), part.end());
     (void)tableOf({v});  // each op once
     return v;

@@ -1,52 +1,27 @@
 // Vector loops over rows for the host's own kernels: see row_ops.h. Each public function is a
-// wrapper around one template, cloned per instruction set (GCC's and Clang's target_clones:
-// an ifunc picks the clone when the library loads); the templates are forced inline so every
-// clone compiles its own vector code. This file is built at -O3 (sources.cmake).
+// wrapper around one template, cloned per instruction set (vector_math.h); the templates are
+// forced inline so every clone compiles its own vector code. This file is built at -O3 without
+// trapping math (sources.cmake).
 #include "runtime/kernels/row_ops.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define GRADC_ROW_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define GRADC_ROW_CLONES
-#endif
-#define GRADC_INLINE inline __attribute__((always_inline))
+#include "runtime/kernels/vector_math.h"
 
 namespace gradc::runtime::rows {
 namespace {
 
-// e^x for f32 without a library call, so the loops vectorise: x = n ln2 + t (n = round(x / ln2),
-// ln2 split in two for an exact product), e^t by Cephes' degree-6 expf polynomial (about 1 ulp),
-// times 2^n built in the exponent bits. Arguments are scores minus a row's maximum or
-// log-sum-exp, so at most a rounding above 0; below -87 (e^x under the smallest normal f32)
-// the result is 0.
-GRADC_INLINE float expNotAbove(float x) {
-  const float clamped = std::min(std::max(x, -87.0f), 80.0f);
-  const float n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-  const float t = clamped - n * 0.693359375f - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * t + 1.3981999507e-3f;
-  p = p * t + 8.3334519073e-3f;
-  p = p * t + 4.1665795894e-2f;
-  p = p * t + 1.6666665459e-1f;
-  p = p * t + 5.0000001201e-1f;
-  const float e = p * t * t + t + 1.0f;
-  const float scale = std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
-  return x < -87.0f ? 0.0f : e * scale;
-}
-GRADC_INLINE double expOf(double x) { return std::exp(x); }
-GRADC_INLINE float expOf(float x) { return expNotAbove(x); }
+GRADC_VECTOR_INLINE double expOf(double x) { return std::exp(x); }
+GRADC_VECTOR_INLINE float expOf(float x) { return vmath::expNotAbove(x); }
 
 // The reduction of term(0), ..., term(n - 1) by `op` from `start`: kLanes partial results over
 // blocks of kLanes elements (what the compiler turns into vector code), combined in a fixed
 // order, then the tail left to right. One loop per call: two reductions in one loop vectorise
 // badly.
 template <class T, class Term, class Op>
-GRADC_INLINE T reduceRow(std::int64_t n, T start, Term term, Op op) {
+GRADC_VECTOR_INLINE T reduceRow(std::int64_t n, T start, Term term, Op op) {
   T part[kLanes];
   std::fill(part, part + kLanes, start);
   std::int64_t c = 0;
@@ -58,12 +33,12 @@ GRADC_INLINE T reduceRow(std::int64_t n, T start, Term term, Op op) {
   return r;
 }
 template <class T, class Term>
-GRADC_INLINE T sumRow(std::int64_t n, Term term) {
+GRADC_VECTOR_INLINE T sumRow(std::int64_t n, Term term) {
   return reduceRow(n, T(0), term, [](T a, T b) { return a + b; });
 }
 
 template <class T>
-GRADC_INLINE T maxOf(const T* x, std::int64_t n) {
+GRADC_VECTOR_INLINE T maxOf(const T* x, std::int64_t n) {
   return reduceRow(n, -std::numeric_limits<T>::infinity(), [x](std::int64_t c) { return x[c]; },
                    [](T a, T b) { return b > a ? b : a; });
 }
@@ -72,7 +47,7 @@ GRADC_INLINE T maxOf(const T* x, std::int64_t n) {
 // does not overlap x (Y = T* __restrict), so the compiler needs no overlap check.
 // (Its own loop: written as a reduceRow term that also stores, it ran about 6% slower.)
 template <class T, class Y = T*>
-GRADC_INLINE T expShiftedSumOf(const T* x, Y y, std::int64_t n, T shift) {
+GRADC_VECTOR_INLINE T expShiftedSumOf(const T* x, Y y, std::int64_t n, T shift) {
   T part[kLanes] = {};
   std::int64_t c = 0;
   for (; c + kLanes <= n; c += kLanes)
@@ -87,12 +62,12 @@ GRADC_INLINE T expShiftedSumOf(const T* x, Y y, std::int64_t n, T shift) {
 }
 
 template <class T>
-GRADC_INLINE T dotOf(const T* a, const T* b, std::int64_t n) {
+GRADC_VECTOR_INLINE T dotOf(const T* a, const T* b, std::int64_t n) {
   return sumRow<T>(n, [&](std::int64_t c) { return a[c] * b[c]; });
 }
 
 template <class T>
-GRADC_INLINE Moments<T> layerNormOf(const T* __restrict x, const T* __restrict w, const T* __restrict b,
+GRADC_VECTOR_INLINE Moments<T> layerNormOf(const T* __restrict x, const T* __restrict w, const T* __restrict b,
                                     T* __restrict y, std::int64_t d, T eps) {
   const T mean = sumRow<T>(d, [x](std::int64_t c) { return x[c]; }) / static_cast<T>(d);
   const T squares = sumRow<T>(d, [&](std::int64_t c) { return (x[c] - mean) * (x[c] - mean); });
@@ -102,7 +77,7 @@ GRADC_INLINE Moments<T> layerNormOf(const T* __restrict x, const T* __restrict w
 }
 
 template <class T>
-GRADC_INLINE void layerNormBackwardOf(const T* __restrict dy, const T* __restrict x, T mean, T rstd,
+GRADC_VECTOR_INLINE void layerNormBackwardOf(const T* __restrict dy, const T* __restrict x, T mean, T rstd,
                                       const T* __restrict w, T* __restrict dx, T* __restrict gw, T* __restrict gb,
                                       std::int64_t d) {
   const T meanG = sumRow<T>(d, [&](std::int64_t c) { return dy[c] * w[c]; }) / static_cast<T>(d);
@@ -117,26 +92,26 @@ GRADC_INLINE void layerNormBackwardOf(const T* __restrict dy, const T* __restric
 }
 
 template <class T>
-GRADC_INLINE void softmaxOf(const T* __restrict x, T* __restrict y, std::int64_t d) {
+GRADC_VECTOR_INLINE void softmaxOf(const T* __restrict x, T* __restrict y, std::int64_t d) {
   const T inverse = T(1) / expShiftedSumOf<T, T* __restrict>(x, y, d, maxOf(x, d));
   for (std::int64_t c = 0; c < d; ++c) y[c] *= inverse;
 }
 
 template <class T>
-GRADC_INLINE void logSoftmaxOf(const T* __restrict x, T* __restrict y, std::int64_t d) {
+GRADC_VECTOR_INLINE void logSoftmaxOf(const T* __restrict x, T* __restrict y, std::int64_t d) {
   const T top = maxOf(x, d);
   const T shift = top + std::log(sumRow<T>(d, [&](std::int64_t c) { return expOf(x[c] - top); }));
   for (std::int64_t c = 0; c < d; ++c) y[c] = x[c] - shift;
 }
 
 template <class T>
-GRADC_INLINE void softmaxBackwardOf(const T* __restrict g, const T* __restrict y, T* __restrict out, std::int64_t d) {
+GRADC_VECTOR_INLINE void softmaxBackwardOf(const T* __restrict g, const T* __restrict y, T* __restrict out, std::int64_t d) {
   const T s = dotOf(g, y, d);
   for (std::int64_t c = 0; c < d; ++c) out[c] = y[c] * (g[c] - s);
 }
 
 template <class T>
-GRADC_INLINE void logSoftmaxBackwardOf(const T* __restrict g, const T* __restrict y, T* __restrict out,
+GRADC_VECTOR_INLINE void logSoftmaxBackwardOf(const T* __restrict g, const T* __restrict y, T* __restrict out,
                                        std::int64_t d) {
   const T s = sumRow<T>(d, [g](std::int64_t c) { return g[c]; });
   for (std::int64_t c = 0; c < d; ++c) out[c] = g[c] - expOf(y[c]) * s;
@@ -144,68 +119,68 @@ GRADC_INLINE void logSoftmaxBackwardOf(const T* __restrict g, const T* __restric
 
 }  // namespace
 
-GRADC_ROW_CLONES float max(const float* x, std::int64_t n) { return maxOf(x, n); }
-GRADC_ROW_CLONES double max(const double* x, std::int64_t n) { return maxOf(x, n); }
+GRADC_VECTOR_CLONES float max(const float* x, std::int64_t n) { return maxOf(x, n); }
+GRADC_VECTOR_CLONES double max(const double* x, std::int64_t n) { return maxOf(x, n); }
 
-GRADC_ROW_CLONES float expShiftedSum(float* x, std::int64_t n, float shift) { return expShiftedSumOf(x, x, n, shift); }
-GRADC_ROW_CLONES double expShiftedSum(double* x, std::int64_t n, double shift) { return expShiftedSumOf(x, x, n, shift); }
+GRADC_VECTOR_CLONES float expShiftedSum(float* x, std::int64_t n, float shift) { return expShiftedSumOf(x, x, n, shift); }
+GRADC_VECTOR_CLONES double expShiftedSum(double* x, std::int64_t n, double shift) { return expShiftedSumOf(x, x, n, shift); }
 
-GRADC_ROW_CLONES void expShifted(float* x, std::int64_t n, float shift) {
-  for (std::int64_t c = 0; c < n; ++c) x[c] = expNotAbove(x[c] - shift);
+GRADC_VECTOR_CLONES void expShifted(float* x, std::int64_t n, float shift) {
+  for (std::int64_t c = 0; c < n; ++c) x[c] = vmath::expNotAbove(x[c] - shift);
 }
-GRADC_ROW_CLONES void expShifted(double* x, std::int64_t n, double shift) {
+GRADC_VECTOR_CLONES void expShifted(double* x, std::int64_t n, double shift) {
   for (std::int64_t c = 0; c < n; ++c) x[c] = std::exp(x[c] - shift);
 }
 
-GRADC_ROW_CLONES void scale(float* x, std::int64_t n, float factor) {
+GRADC_VECTOR_CLONES void scale(float* x, std::int64_t n, float factor) {
   for (std::int64_t c = 0; c < n; ++c) x[c] *= factor;
 }
-GRADC_ROW_CLONES void scale(double* x, std::int64_t n, double factor) {
+GRADC_VECTOR_CLONES void scale(double* x, std::int64_t n, double factor) {
   for (std::int64_t c = 0; c < n; ++c) x[c] *= factor;
 }
 
-GRADC_ROW_CLONES float dot(const float* a, const float* b, std::int64_t n) { return dotOf(a, b, n); }
-GRADC_ROW_CLONES double dot(const double* a, const double* b, std::int64_t n) { return dotOf(a, b, n); }
+GRADC_VECTOR_CLONES float dot(const float* a, const float* b, std::int64_t n) { return dotOf(a, b, n); }
+GRADC_VECTOR_CLONES double dot(const double* a, const double* b, std::int64_t n) { return dotOf(a, b, n); }
 
-GRADC_ROW_CLONES void mulShifted(float* p, const float* d, std::int64_t n, float shift) {
+GRADC_VECTOR_CLONES void mulShifted(float* p, const float* d, std::int64_t n, float shift) {
   for (std::int64_t c = 0; c < n; ++c) p[c] *= d[c] - shift;
 }
-GRADC_ROW_CLONES void mulShifted(double* p, const double* d, std::int64_t n, double shift) {
+GRADC_VECTOR_CLONES void mulShifted(double* p, const double* d, std::int64_t n, double shift) {
   for (std::int64_t c = 0; c < n; ++c) p[c] *= d[c] - shift;
 }
 
-GRADC_ROW_CLONES Moments<float> layerNorm(const float* x, const float* w, const float* b, float* y, std::int64_t d,
+GRADC_VECTOR_CLONES Moments<float> layerNorm(const float* x, const float* w, const float* b, float* y, std::int64_t d,
                                           float eps) {
   return layerNormOf(x, w, b, y, d, eps);
 }
-GRADC_ROW_CLONES Moments<double> layerNorm(const double* x, const double* w, const double* b, double* y,
+GRADC_VECTOR_CLONES Moments<double> layerNorm(const double* x, const double* w, const double* b, double* y,
                                            std::int64_t d, double eps) {
   return layerNormOf(x, w, b, y, d, eps);
 }
 
-GRADC_ROW_CLONES void layerNormBackward(const float* dy, const float* x, float mean, float rstd, const float* w,
+GRADC_VECTOR_CLONES void layerNormBackward(const float* dy, const float* x, float mean, float rstd, const float* w,
                                         float* dx, float* gw, float* gb, std::int64_t d) {
   layerNormBackwardOf(dy, x, mean, rstd, w, dx, gw, gb, d);
 }
-GRADC_ROW_CLONES void layerNormBackward(const double* dy, const double* x, double mean, double rstd, const double* w,
+GRADC_VECTOR_CLONES void layerNormBackward(const double* dy, const double* x, double mean, double rstd, const double* w,
                                         double* dx, double* gw, double* gb, std::int64_t d) {
   layerNormBackwardOf(dy, x, mean, rstd, w, dx, gw, gb, d);
 }
 
-GRADC_ROW_CLONES void softmax(const float* x, float* y, std::int64_t d) { softmaxOf(x, y, d); }
-GRADC_ROW_CLONES void softmax(const double* x, double* y, std::int64_t d) { softmaxOf(x, y, d); }
-GRADC_ROW_CLONES void logSoftmax(const float* x, float* y, std::int64_t d) { logSoftmaxOf(x, y, d); }
-GRADC_ROW_CLONES void logSoftmax(const double* x, double* y, std::int64_t d) { logSoftmaxOf(x, y, d); }
-GRADC_ROW_CLONES void softmaxBackward(const float* g, const float* y, float* out, std::int64_t d) {
+GRADC_VECTOR_CLONES void softmax(const float* x, float* y, std::int64_t d) { softmaxOf(x, y, d); }
+GRADC_VECTOR_CLONES void softmax(const double* x, double* y, std::int64_t d) { softmaxOf(x, y, d); }
+GRADC_VECTOR_CLONES void logSoftmax(const float* x, float* y, std::int64_t d) { logSoftmaxOf(x, y, d); }
+GRADC_VECTOR_CLONES void logSoftmax(const double* x, double* y, std::int64_t d) { logSoftmaxOf(x, y, d); }
+GRADC_VECTOR_CLONES void softmaxBackward(const float* g, const float* y, float* out, std::int64_t d) {
   softmaxBackwardOf(g, y, out, d);
 }
-GRADC_ROW_CLONES void softmaxBackward(const double* g, const double* y, double* out, std::int64_t d) {
+GRADC_VECTOR_CLONES void softmaxBackward(const double* g, const double* y, double* out, std::int64_t d) {
   softmaxBackwardOf(g, y, out, d);
 }
-GRADC_ROW_CLONES void logSoftmaxBackward(const float* g, const float* y, float* out, std::int64_t d) {
+GRADC_VECTOR_CLONES void logSoftmaxBackward(const float* g, const float* y, float* out, std::int64_t d) {
   logSoftmaxBackwardOf(g, y, out, d);
 }
-GRADC_ROW_CLONES void logSoftmaxBackward(const double* g, const double* y, double* out, std::int64_t d) {
+GRADC_VECTOR_CLONES void logSoftmaxBackward(const double* g, const double* y, double* out, std::int64_t d) {
   logSoftmaxBackwardOf(g, y, out, d);
 }
 

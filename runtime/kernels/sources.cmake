@@ -1,6 +1,7 @@
 # Kernels by family: the portable (ATen) table and the host's own (oneDNN, OpenBLAS, generated code).
 set(GRADC_RUNTIME_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/blas_kernels.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/gelu_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/generated_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_backward.cpp
@@ -10,6 +11,7 @@ set(GRADC_RUNTIME_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/kernels_forward.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_fused.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_fused_loss.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels_gelu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_layer_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_optimizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_softmax.cpp
@@ -20,8 +22,11 @@ set(GRADC_RUNTIME_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/row_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tile_products.cpp
 )
-# The host kernels' row loops: vectorised per instruction set (row_ops.h).
-set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/row_ops.cpp PROPERTIES COMPILE_OPTIONS -O3)
+# The host kernels' vector loops, cloned per instruction set (vector_math.h): without trapping
+# math, or the AVX2 clones stay scalar; GELU's also with FMA contraction (gelu_ops.h).
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/row_ops.cpp PROPERTIES COMPILE_OPTIONS "-O3;-fno-trapping-math")
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/gelu_ops.cpp PROPERTIES COMPILE_OPTIONS
+                            "-O3;-fno-trapping-math;-ffp-contract=fast")
 # The tiled kernels' small products: register-blocked per instruction set, acc += a b as one
 # fused multiply-add (tile_products.h).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/tile_products.cpp PROPERTIES COMPILE_OPTIONS "-O3;-ffp-contract=fast")
