@@ -11,8 +11,9 @@
 // as the whole one: 0.93x-1.05x of its time on one and two threads at gpt-mini's shapes with
 // 16,384 rows (bench/row_blocked_products.py). Products whose rows are the contraction (the weight
 // gradient, x^T @ g) already touch a bounded panel: the library blocks the contraction itself.
-// Up to one block, a product is one library call. The host's kernels call this; the portable
-// ones (runtime/kernels/kernels.h) make one call whatever the rows.
+// Up to one block, a product is one library call; a small one (few rows or terms, f32) runs on
+// the tile kernels instead (runtime/kernels/small_products.h). The host's kernels call this; the
+// portable ones (runtime/kernels/kernels.h) make one call whatever the rows.
 #pragma once
 
 #include <ATen/core/Tensor.h>

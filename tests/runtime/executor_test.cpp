@@ -62,8 +62,10 @@ TEST_CASE("executor: runs a graph and returns its outputs by name") {
   REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : out.error().message));
   REQUIRE(out->size() == 3);
   at::Tensor pred = F::linear(torch::relu(F::linear(x, state["fc1.weight"], state["fc1.bias"])), state["fc2.weight"]);
-  CHECK(torch::equal(out->at("pred"), pred));
-  CHECK(torch::equal(out->at("loss"), F::mse_loss(pred, y)));
+  // Products of 4 rows run on the host's tile kernels (runtime/kernels/small_products.h): equal
+  // to ATen's BLAS product up to f32 rounding; the loss is ATen's kernel on them.
+  CHECK(torch::allclose(out->at("pred"), pred, 1e-5, 1e-6));
+  CHECK(torch::equal(out->at("loss"), F::mse_loss(out->at("pred"), y)));
   // An output that is a parameter is the state tensor itself.
   CHECK(out->at("w2").is_same(state["fc2.weight"]));
   CHECK(&exec.graph() == &g);
