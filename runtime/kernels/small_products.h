@@ -1,10 +1,10 @@
 // f32 matrix products too small for the BLAS to run well, on the tile kernels
 // (runtime/kernels/tile_products.h) instead: few rows (a linear layer applied to one time step of
 // a small batch: the LSTM's [8, 256] x [256, 1024] per step) or few terms (the weight gradient of
-// such a step, [1024, 8] x [8, 256]). There OpenBLAS's Haswell kernels spent their time packing
-// and ran at 45-65 GFLOP/s on this project's machine; the tile kernels at 75-170
-// (bench/results/small_products.md). Larger products stay on the BLAS, whose cache blocking
-// they need.
+// such a step, [1024, 8] x [8, 256]). There OpenBLAS's Haswell kernels spend much of each call
+// packing: 48-105 GFLOP/s on such shapes on this project's machine, one thread, against the
+// tile kernels' 94-219 (bench/results/small_products.md). Larger products stay on the BLAS,
+// whose cache blocking they need.
 //
 // The work is split over the intra-op threads by blocks of rows or columns of the result (each
 // a product of its own, with no shared output), so the result does not depend on the thread
