@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "ir/blas_layout.h"
 #include "runtime/kernels/tile_products.h"
 
 namespace gradc::runtime {
@@ -17,17 +18,18 @@ struct Layout {
   std::int64_t ld = 0;
 };
 
+// The layout of a 2-D f32 host tensor when a BLAS reads it without a copy (ir::blasCompatible:
+// rows or columns apart by at least their length, or a single row or column); false otherwise
+// (overlapping rows, a stride on both axes).
 bool layoutOf(const at::Tensor& t, Layout& layout) {
   if (t.dim() != 2 || t.scalar_type() != at::kFloat || !t.device().is_cpu()) return false;
-  if (t.stride(1) == 1 || t.size(1) == 1) {
-    layout = {false, std::max<std::int64_t>(t.stride(0), t.size(1))};
-    return true;
-  }
-  if (t.stride(0) == 1 || t.size(0) == 1) {
-    layout = {true, std::max<std::int64_t>(t.stride(1), t.size(0))};
-    return true;
-  }
-  return false;
+  const std::int64_t rowStride = t.stride(0), colStride = t.stride(1);
+  if (!ir::blasCompatible(t.size(0), t.size(1), rowStride, colStride)) return false;
+  if (colStride == 1 || t.size(1) == 1)
+    layout = {false, rowStride};  // element (i, j) at i ld + j
+  else
+    layout = {true, colStride};  // element (i, j) at i + j ld (row stride 1, or a single row)
+  return true;
 }
 
 // Multiply-adds per intra-op task: below this a task's start costs more than it saves.
@@ -38,12 +40,13 @@ constexpr std::int64_t kColumnBlock = 64;
 }  // namespace
 
 bool smallProduct(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor* bias) {
-  const std::int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  if (m > kSmallProductExtent && k > kSmallProductExtent) return false;
   if (tiles::bestInstructionSet() == tiles::InstructionSet::kNone) return false;
   Layout la, lb;
-  if (!layoutOf(a, la) || !layoutOf(b, lb) || out.scalar_type() != at::kFloat || !out.is_contiguous() ||
-      out.dim() != 2 || out.size(0) != m || out.size(1) != n || b.size(0) != k)
+  if (!layoutOf(a, la) || !layoutOf(b, lb)) return false;
+  const std::int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  if (m > kSmallProductExtent && k > kSmallProductExtent) return false;
+  if (out.scalar_type() != at::kFloat || !out.is_contiguous() || out.dim() != 2 || out.size(0) != m ||
+      out.size(1) != n || b.size(0) != k)
     return false;
   if (bias != nullptr && (bias->scalar_type() != at::kFloat || !bias->is_contiguous() || bias->numel() != n))
     return false;
