@@ -7,8 +7,8 @@
 //     C[r, v W ..] = alpha acc[r][v] (+ C[r, v W ..])
 // AVX-512 takes MR = 6, NV = 4 (24 accumulators, 4 B vectors and a broadcast in its 32
 // registers; 64 columns), AVX2 MR = 4, NV = 2 (of its 16). Rows left over take a block of
-// fewer rows, whole vectors left over a block of fewer vectors, and the last n mod W columns a
-// plain loop. The templates are forced inline into one function per instruction set
+// fewer rows, whole vectors left over a block of fewer vectors, and the last n mod W columns one
+// vector block over a zero-padded copy of them (leftoverColumns). The templates are forced inline into one function per instruction set
 // (`target` attributes), so each compiles its own vector code; the vector types are GCC's
 // and Clang's vector extensions, and this file is built with FMA contraction (sources.cmake),
 // so acc += a b is one fused multiply-add.
