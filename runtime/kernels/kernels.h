@@ -110,7 +110,8 @@ std::span<const KernelEntry> hostBackwardKernels();   // kernels_backward.cpp
 std::span<const KernelEntry> hostOptimizerKernels();  // kernels_optimizer.cpp: one-pass AdamW
 std::span<const KernelEntry> hostFusedLossKernels();  // kernels_fused_loss.cpp
 std::span<const KernelEntry> hostTransformerKernels();  // kernels_transformer.cpp
-std::span<const KernelEntry> hostConvKernels();       // kernels_conv.cpp: im2col/oneDNN, pooling, batch norm
+std::span<const KernelEntry> hostConvKernels();       // kernels_conv.cpp: im2col/oneDNN, pooling
+std::span<const KernelEntry> hostBatchNormKernels();  // kernels_batch_norm.cpp: per-channel loops
 std::span<const KernelEntry> hostAttentionKernels();  // kernels_attention.cpp: the tiled kernels
 std::span<const KernelEntry> hostLayerNormKernels();  // kernels_layer_norm.cpp: f32/f64 rows
 std::span<const KernelEntry> hostSoftmaxKernels();    // kernels_softmax.cpp: f32/f64 rows

@@ -132,8 +132,8 @@ std::span<const KernelEntry> hostKernels() {
   static const std::vector<KernelEntry> all = [] {
     std::vector<KernelEntry> v;
     for (auto part : {hostForwardKernels(), hostBackwardKernels(), hostOptimizerKernels(), hostFusedLossKernels(),
-                      hostTransformerKernels(), hostFusedKernels(), hostConvKernels(), hostAttentionKernels(),
-                      hostLayerNormKernels(), hostSoftmaxKernels(), hostGeluKernels()})
+                      hostTransformerKernels(), hostFusedKernels(), hostConvKernels(), hostBatchNormKernels(),
+                      hostAttentionKernels(), hostLayerNormKernels(), hostSoftmaxKernels(), hostGeluKernels()})
       v.insert(v.end(), part.begin(), part.end());
     (void)tableOf({v});  // each op once
     return v;

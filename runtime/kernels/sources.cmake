@@ -1,10 +1,12 @@
 # Kernels by family: the portable (ATen) table and the host's own (oneDNN, OpenBLAS, generated code).
 set(GRADC_RUNTIME_KERNEL_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/batch_norm_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/blas_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gelu_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/generated_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_backward.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels_batch_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_collective.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_conv_device.cpp
@@ -26,6 +28,11 @@ set(GRADC_RUNTIME_KERNEL_SOURCES
 # The host kernels' vector loops, cloned per instruction set (vector_math.h): without trapping
 # math, or the AVX2 clones stay scalar; GELU's also with FMA contraction (gelu_ops.h).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/row_ops.cpp PROPERTIES COMPILE_OPTIONS "-O3;-fno-trapping-math")
+# Batch norm's sums are written on GCC's 64-byte vector types (batch_norm_ops.cpp): -Wno-psabi
+# silences the note that such values would pass differently between functions built for
+# different instruction sets (they never cross one: the helpers are inlined into each clone).
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/batch_norm_ops.cpp PROPERTIES COMPILE_OPTIONS
+                            "-O3;-fno-trapping-math;-Wno-psabi")
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/gelu_ops.cpp PROPERTIES COMPILE_OPTIONS
                             "-O3;-fno-trapping-math;-ffp-contract=fast")
 # The tiled kernels' small products: register-blocked per instruction set, acc += a b as one

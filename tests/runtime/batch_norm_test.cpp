@@ -88,3 +88,50 @@ TEST_CASE("batch_norm in f64 matches torch to 1e-12") {
   torch::Tensor y = torch::batch_norm(x, w, b, {}, {}, true, 0.1, 1e-5, false);
   CHECK(relErr((*norm)[0], y) < 1e-12);
 }
+
+// f32 runs on the host's vector loops (runtime/kernels/batch_norm_ops.h): 64 f32 lanes flushed
+// into f64 every 16 additions. Against torch's batch_norm and its autograd, on shapes that put
+// planes on both sides of the 64-lane width (1, 7, 16, 100, 1024 elements), a mean far from
+// zero (the variance's cancellation), and one and two threads. Tolerance: f32, 2e-5 of the
+// largest reference value for y and the input gradient; 1e-5 relative for the weight and bias
+// gradients and the statistics.
+TEST_CASE("batch_norm f32 on the host's vector loops: forward, statistics and backward against torch autograd") {
+  struct Shape {
+    std::int64_t n, c, h, w;
+    double offset, spread;
+  };
+  const Shape shapes[] = {{8, 16, 32, 32, 0, 1}, {32, 24, 4, 4, 0.5, 2}, {5, 7, 10, 10, 100, 0.5},
+                          {3, 5, 7, 1, -3, 1},   {16, 6, 1, 1, 0, 1},    {2, 3, 33, 35, 1000, 1}};
+  const int savedThreads = at::get_num_threads();
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    for (const Shape& s : shapes) {
+      CAPTURE(threads);
+      CAPTURE(s.n);
+      CAPTURE(s.c);
+      CAPTURE(s.h);
+      CAPTURE(s.w);
+      torch::manual_seed(11);
+      torch::Tensor x = (torch::randn({s.n, s.c, s.h, s.w}) * s.spread + s.offset).requires_grad_(true);
+      torch::Tensor w = torch::randn({s.c}).requires_grad_(true), b = torch::randn({s.c}).requires_grad_(true);
+      torch::Tensor g = torch::randn({s.n, s.c, s.h, s.w});
+      torch::Tensor y = torch::batch_norm(x, w, b, {}, {}, true, 0.1, 1e-5, false);
+      y.backward(g);
+      torch::Tensor xd = x.detach();
+      torch::Tensor refMean = xd.mean({0, 2, 3}), refVar = xd.to(torch::kDouble).var({0, 2, 3}, /*unbiased=*/true);
+      Expected<std::vector<at::Tensor>> norm =
+          runtime::callOp("batch_norm", std::vector<at::Tensor>{xd, w.detach(), b.detach()}, {{"eps", 1e-5}});
+      REQUIRE_MESSAGE(norm.ok(), norm.error().message);
+      CHECK(relErr((*norm)[0], y.detach()) < 2e-5);
+      CHECK(((*norm)[1] - refMean).abs().max().item<double>() <= 1e-6 * (std::abs(s.offset) + s.spread));
+      CHECK(relErr((*norm)[3].to(torch::kDouble), refVar) < 1e-5);
+      Expected<std::vector<at::Tensor>> grads = runtime::callOp(
+          "batch_norm_backward", std::vector<at::Tensor>{g, xd, (*norm)[1], (*norm)[2], w.detach()}, {});
+      REQUIRE_MESSAGE(grads.ok(), grads.error().message);
+      CHECK(relErr((*grads)[0], x.grad()) < 2e-5);
+      CHECK(relErr((*grads)[1], w.grad()) < 1e-5);
+      CHECK(relErr((*grads)[2], b.grad()) < 1e-5);
+    }
+  }
+  at::set_num_threads(savedThreads);
+}
