@@ -20,6 +20,7 @@
 #include "runtime/io/atomic_file.h"
 #include "runtime/io/json_text.h"
 #include "runtime/kernels/blas_kernels.h"
+#include "runtime/kernels/host_products.h"
 #include "runtime/kernels/generated_kernels.h"
 #include "runtime/train/trainer.h"
 #include "tools/commands.h"
@@ -369,7 +370,8 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
                 << device->libraryBytes() << " bytes beside it)\n";
     std::cerr << "kernels: " << manifest->kernelThreads << " intra-op thread" << (manifest->kernelThreads == 1 ? "" : "s")
               << ", BLAS " << blas.library << (blas.core.empty() ? "" : " core " + blas.core) << " ("
-              << blas.source << ")\n";
+              << blas.source << ")"
+              << (runtime::largeProductsOnTiles() ? "; large f32 products on the tile kernels (AVX-512)" : "") << "\n";
   }
   // The plan's per-thread workspace was sized for this many intra-op threads.
   at::set_num_threads(manifest->kernelThreads);

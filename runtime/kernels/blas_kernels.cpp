@@ -34,7 +34,7 @@ std::string lower(std::string_view s) {
 }
 
 // Vector level of an OpenBLAS x86-64 core: 0 SSE only, 1 AVX, 2 AVX2 + FMA, 3 AVX-512.
-std::optional<int> coreLevel(std::string_view core) {
+std::optional<int> coreLevelOf(std::string_view core) {
   static const std::pair<const char*, int> kLevels[] = {
       {"prescott", 0},    {"core2", 0},      {"penryn", 0},     {"dunnington", 0}, {"nehalem", 0},
       {"atom", 0},        {"opteron", 0},    {"barcelona", 0},  {"bobcat", 0},     {"sandybridge", 1},
@@ -111,8 +111,10 @@ std::optional<std::string> openblasCoreName() {
   return name ? std::optional<std::string>(name) : std::nullopt;
 }
 
+std::optional<int> openblasCoreLevel(std::string_view core) { return coreLevelOf(core); }
+
 std::optional<std::string> betterCoreType(std::string_view chosen, const CpuFeatures& features) {
-  std::optional<int> have = coreLevel(chosen);
+  std::optional<int> have = coreLevelOf(chosen);
   const int want = featureLevel(features);
   if (!have || *have >= want || want == 0) return std::nullopt;
   return want == 3 ? "SkylakeX" : want == 2 ? "Haswell" : "Sandybridge";

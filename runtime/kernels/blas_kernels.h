@@ -30,6 +30,11 @@ CpuFeatures cpuFeatures();
 // The OpenBLAS core in use ("Cooperlake", "Prescott"); nullopt when the BLAS is not OpenBLAS.
 std::optional<std::string> openblasCoreName();
 
+// The vector level of an OpenBLAS core: 0 (SSE), 1 (AVX), 2 (AVX2 + FMA), kOpenblasAvx512Level
+// (SkylakeX, Cooperlake, SapphireRapids); nullopt for a core this table does not know.
+inline constexpr int kOpenblasAvx512Level = 3;
+std::optional<int> openblasCoreLevel(std::string_view core);
+
 // The core type worth forcing when OpenBLAS chose `chosen` on a CPU with `features`:
 // "SkylakeX" (AVX-512 F/BW/DQ/VL), "Haswell" (AVX2 + FMA) or "Sandybridge" (AVX); nullopt when
 // `chosen` is already at that level or above, or is a core this table does not know.

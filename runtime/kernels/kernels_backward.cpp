@@ -32,7 +32,7 @@
 
 #include "runtime/device/device.h"
 #include "runtime/kernels/kernels.h"
-#include "runtime/kernels/small_products.h"
+#include "runtime/kernels/host_products.h"
 #include "runtime/kernels/onednn_products.h"
 
 namespace gradc::runtime {
@@ -327,14 +327,14 @@ Results mseBackwardKernel(const KernelArgs& a) {
 
 // (grad_out[N.., out], x[N.., in]) -> grad_out^T x summed over the leading dims: [out, in].
 // The host's: bf16 on oneDNN with the planned scratchpad; f32 with few rows N on the tile
-// kernels (runtime/kernels/small_products.h).
+// kernels (runtime/kernels/host_products.h).
 template <bool Host>
 Results linearWeightGradKernel(const KernelArgs& a) {
   const at::Tensor& g = a.operands[0];
   const at::Tensor& x = a.operands[1];
   at::Tensor out = resultBuffer(a);
   const at::Tensor gt = g.reshape({-1, g.size(-1)}).t(), x2d = x.reshape({-1, x.size(-1)});
-  if (Host && (oneDnnProduct2d(a.node, gt, x2d, nullptr, out) || smallProduct(out, gt, x2d))) return {out};
+  if (Host && (oneDnnProduct2d(a.node, gt, x2d, nullptr, out) || hostProduct(out, gt, x2d))) return {out};
   return {at::mm_out(out, gt, x2d)};
 }
 

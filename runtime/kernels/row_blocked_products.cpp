@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "runtime/kernels/small_products.h"
+#include "runtime/kernels/host_products.h"
 
 namespace gradc::runtime {
 
@@ -19,7 +19,7 @@ void product(at::Tensor out, const at::Tensor& x, const at::Tensor& rhs, const a
 void productInRowBlocks(const at::Tensor& out2d, const at::Tensor& x2d, const at::Tensor& rhs,
                         const at::Tensor* bias) {
   const std::int64_t rows = x2d.size(0);
-  if (smallProduct(out2d, x2d, rhs, bias)) return;
+  if (hostProduct(out2d, x2d, rhs, bias)) return;
   if (rows <= kProductRowBlock) return product(out2d, x2d, rhs, bias);
   for (std::int64_t begin = 0; begin < rows; begin += kProductRowBlock) {
     const std::int64_t n = std::min(kProductRowBlock, rows - begin);

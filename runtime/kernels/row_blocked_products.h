@@ -12,7 +12,7 @@
 // 16,384 rows (bench/row_blocked_products.py). Products whose rows are the contraction (the weight
 // gradient, x^T @ g) already touch a bounded panel: the library blocks the contraction itself.
 // Up to one block, a product is one library call; a small one (few rows or terms, f32) runs on
-// the tile kernels instead (runtime/kernels/small_products.h). The host's kernels call this; the
+// the tile kernels instead (runtime/kernels/host_products.h). The host's kernels call this; the
 // portable ones (runtime/kernels/kernels.h) make one call whatever the rows.
 #pragma once
 

@@ -22,7 +22,7 @@ set(GRADC_RUNTIME_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/onednn_products.cpp
   ${CMAKE_CURRENT_LIST_DIR}/row_blocked_products.cpp
   ${CMAKE_CURRENT_LIST_DIR}/row_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/small_products.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/host_products.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tile_products.cpp
 )
 # The host kernels' vector loops, cloned per instruction set (vector_math.h): without trapping

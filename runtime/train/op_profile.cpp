@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ir/op_table.h"
+#include "runtime/kernels/host_products.h"
 
 namespace gradc::runtime {
 
@@ -46,7 +47,9 @@ MachinePeaks measureMachinePeaks() {
   const std::int64_t n = 1024;
   at::Tensor a = at::randn({n, n}), b = at::randn({n, n}), c = at::empty({n, n});
   at::mm_out(c, a, b);  // warm-up: OpenBLAS's buffers, the threads
-  p.gemmGflops = 2.0 * n * n * n / bestSeconds([&] { at::mm_out(c, a, b); }) / 1e9;
+  p.blasGemmGflops = 2.0 * n * n * n / bestSeconds([&] { at::mm_out(c, a, b); }) / 1e9;
+  p.gemmOnTiles = largeProductsOnTiles() && hostProduct(c, a, b);
+  p.gemmGflops = p.gemmOnTiles ? 2.0 * n * n * n / bestSeconds([&] { hostProduct(c, a, b); }) / 1e9 : p.blasGemmGflops;
   const std::int64_t elems = (64 << 20) / 4;
   at::Tensor src = at::ones({elems}), dst = at::empty({elems});
   dst.copy_(src);
@@ -121,8 +124,13 @@ std::string OpProfile::format(int top, const MachinePeaks* peaks) const {
                 static_cast<long long>(steps_), stepSeconds_ * 1e3 / steps, kernelNs / 1e6 / steps);
   out += line;
   if (peaks) {
-    std::snprintf(line, sizeof line, "machine (probe): f32 GEMM %.1f GFLOP/s, memory %.1f GB/s\n", peaks->gemmGflops,
-                  peaks->bandwidthGBs);
+    if (peaks->gemmOnTiles)
+      std::snprintf(line, sizeof line,
+                    "machine (probe): f32 GEMM %.1f GFLOP/s on the tile kernels (the BLAS's: %.1f), memory %.1f GB/s\n",
+                    peaks->gemmGflops, peaks->blasGemmGflops, peaks->bandwidthGBs);
+    else
+      std::snprintf(line, sizeof line, "machine (probe): f32 GEMM %.1f GFLOP/s, memory %.1f GB/s\n", peaks->gemmGflops,
+                    peaks->bandwidthGBs);
     out += line;
     // The whole step's roofline: its FLOPs at the probe's GEMM rate are a lower bound on its time.
     if (peaks->gemmGflops > 0 && stepFlops > 0) {

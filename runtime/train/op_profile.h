@@ -16,10 +16,15 @@
 namespace gradc::runtime {
 
 // What this machine's cores reach, measured by a short probe (about 0.1-0.5 s): f32 GEMM
-// throughput (1024 x 1024 x 1024 at::mm, best of 3) and memory bandwidth (a 64 MiB copy, read
-// plus write, best of 3), with the current intra-op threads. The roofline's ceilings.
+// throughput (1024 x 1024 x 1024, best of 3) and memory bandwidth (a 64 MiB copy, read plus
+// write, best of 3), with the current intra-op threads. The roofline's ceilings. The GEMM is
+// the one the host's linear and matmul kernels run at that size (the tile kernels where
+// runtime/kernels/host_products.h takes large products, else the BLAS's at::mm); the BLAS's
+// own rate is measured beside it.
 struct MachinePeaks {
   double gemmGflops = 0;
+  double blasGemmGflops = 0;  // at::mm's rate (the same as gemmGflops when the BLAS runs them)
+  bool gemmOnTiles = false;   // gemmGflops is the tile kernels' rate
   double bandwidthGBs = 0;
   double dispatchSeconds = 0;  // one small kernel call (an add of 64 floats, best of 5 x 2000)
 };

@@ -62,7 +62,7 @@ TEST_CASE("executor: runs a graph and returns its outputs by name") {
   REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : out.error().message));
   REQUIRE(out->size() == 3);
   at::Tensor pred = F::linear(torch::relu(F::linear(x, state["fc1.weight"], state["fc1.bias"])), state["fc2.weight"]);
-  // Products of 4 rows run on the host's tile kernels (runtime/kernels/small_products.h): equal
+  // Products of 4 rows run on the host's tile kernels (runtime/kernels/host_products.h): equal
   // to ATen's BLAS product up to f32 rounding; the loss is ATen's kernel on them.
   CHECK(torch::allclose(out->at("pred"), pred, 1e-5, 1e-6));
   CHECK(torch::equal(out->at("loss"), F::mse_loss(out->at("pred"), y)));

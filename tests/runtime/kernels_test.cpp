@@ -109,7 +109,7 @@ TEST_CASE("forward parity: matmul and linear") {
   expectExact("matmul (batch broadcast)", ours, torch::matmul(a, b));
   expectClose("matmul vs f64", ours, torch::matmul(a.to(at::kDouble), b.to(at::kDouble)).to(at::kFloat), 1e-6, 1e-5);
   at::Tensor x = torch::randn({2, 3, 8}), w = torch::randn({5, 8}), bias = torch::randn({5});
-  // Few rows: the host runs its tile kernels (runtime/kernels/small_products.h), not ATen's BLAS call.
+  // Few rows: the host runs its tile kernels (runtime/kernels/host_products.h), not ATen's BLAS call.
   expectClose("linear", run1("linear", {x, w, bias}), F::linear(x, w, bias), 1e-6, 1e-5);
   expectClose("linear (no bias)", run1("linear", {x, w}), F::linear(x, w), 1e-6, 1e-5);
   at::Tensor ref = (torch::matmul(x.to(at::kDouble), w.to(at::kDouble).t()) + bias.to(at::kDouble)).to(at::kFloat);

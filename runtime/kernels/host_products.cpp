@@ -1,11 +1,14 @@
-// Small products on the tile kernels: see small_products.h.
-#include "runtime/kernels/small_products.h"
+// f32 products on the tile kernels: see host_products.h.
+#include "runtime/kernels/host_products.h"
 
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "ir/blas_layout.h"
+#include "runtime/kernels/blas_kernels.h"
 #include "runtime/kernels/tile_products.h"
 
 namespace gradc::runtime {
@@ -37,14 +40,51 @@ constexpr std::int64_t kMultiplyAddsPerTask = std::int64_t{1} << 19;
 // Column blocks are whole register panels of the AVX-512 kernel (64 columns).
 constexpr std::int64_t kColumnBlock = 64;
 
+// C[m, n] (+)= op(A)[m, k] op(B)[k, n], k in blocks of kTermBlock when it is longer than two
+// blocks: the first block accumulates onto C only when `accumulate`, the rest always.
+void product(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, const float* A, std::int64_t lda,
+             const float* B, std::int64_t ldb, bool accumulate, float* C, std::int64_t ldc) {
+  if (k <= 2 * kTermBlock) {
+    tiles::product(transA, transB, m, n, k, 1.0f, A, lda, B, ldb, accumulate, C, ldc);
+    return;
+  }
+  for (std::int64_t k0 = 0; k0 < k; k0 += kTermBlock) {
+    const std::int64_t terms = std::min(kTermBlock, k - k0);
+    const float* Ak = transA ? A + k0 * lda : A + k0;  // op(A)'s columns k0.. (A's rows when transposed)
+    const float* Bk = transB ? B + k0 : B + k0 * ldb;  // op(B)'s rows k0..
+    tiles::product(transA, transB, m, n, terms, 1.0f, Ak, lda, Bk, ldb, accumulate || k0 > 0, C, ldc);
+  }
+}
+
 }  // namespace
 
-bool smallProduct(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor* bias) {
+bool largeProductsBelongOnTiles(tiles::InstructionSet tiles, const std::optional<std::string>& openblasCore,
+                                const char* forced) {
+  if (forced != nullptr && std::string_view(forced) == "tiles") return tiles != tiles::InstructionSet::kNone;
+  if (forced != nullptr && std::string_view(forced) == "blas") return false;
+  if (tiles != tiles::InstructionSet::kAvx512) return false;
+  if (!openblasCore) return false;  // a BLAS gradc cannot name: assume it has the CPU's best kernels
+  const std::optional<int> level = openblasCoreLevel(*openblasCore);
+  return level && *level < kOpenblasAvx512Level;
+}
+
+bool largeProductsOnTiles() {
+  static const bool onTiles =
+      largeProductsBelongOnTiles(tiles::bestInstructionSet(), openblasCoreName(), std::getenv("GRADC_HOST_PRODUCTS"));
+  return onTiles;
+}
+
+bool hostProduct(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor* bias) {
+  if (a.dim() != 2 || b.dim() != 2) return false;
+  if (a.size(0) > kSmallProductExtent && a.size(1) > kSmallProductExtent && !largeProductsOnTiles()) return false;
+  return tileProduct(out, a, b, bias);
+}
+
+bool tileProduct(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor* bias) {
   if (tiles::bestInstructionSet() == tiles::InstructionSet::kNone) return false;
   Layout la, lb;
   if (!layoutOf(a, la) || !layoutOf(b, lb)) return false;
   const std::int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  if (m > kSmallProductExtent && k > kSmallProductExtent) return false;
   if (out.scalar_type() != at::kFloat || !out.is_contiguous() || out.dim() != 2 || out.size(0) != m ||
       out.size(1) != n || b.size(0) != k)
     return false;
@@ -63,7 +103,7 @@ bool smallProduct(const at::Tensor& out, const at::Tensor& a, const at::Tensor& 
     const std::int64_t grain = std::max<std::int64_t>(1, kMultiplyAddsPerTask * m / work);
     at::parallel_for(0, m, grain, [&](std::int64_t i0, std::int64_t i1) {
       const float* Ai = A + (la.transposed ? i0 : i0 * la.ld);
-      tiles::product(la.transposed, lb.transposed, i1 - i0, n, k, 1.0f, Ai, la.ld, B, lb.ld, accumulate, C + i0 * n, n);
+      product(la.transposed, lb.transposed, i1 - i0, n, k, Ai, la.ld, B, lb.ld, accumulate, C + i0 * n, n);
     });
   } else {  // blocks of C's columns: B's columns (or rows, transposed) from j0
     const std::int64_t blocks = (n + kColumnBlock - 1) / kColumnBlock;
@@ -71,7 +111,7 @@ bool smallProduct(const at::Tensor& out, const at::Tensor& a, const at::Tensor& 
     at::parallel_for(0, blocks, grain, [&](std::int64_t b0, std::int64_t b1) {
       const std::int64_t j0 = b0 * kColumnBlock, j1 = std::min(n, b1 * kColumnBlock);
       const float* Bj = B + (lb.transposed ? j0 * lb.ld : j0);
-      tiles::product(la.transposed, lb.transposed, m, j1 - j0, k, 1.0f, A, la.ld, Bj, lb.ld, accumulate, C + j0, n);
+      product(la.transposed, lb.transposed, m, j1 - j0, k, A, la.ld, Bj, lb.ld, accumulate, C + j0, n);
     });
   }
   return true;

@@ -1,11 +1,13 @@
-// Small f32 products: the host's tile kernels (runtime/kernels/small_products.h, through
-// smallProduct, as the linear, matmul and linear_weight_grad kernels call them) against ATen's mm
-// on the same operands (OpenBLAS, as the kernels called before), alternated call by call;
-// medians of GFLOP/s, and the largest difference between the two results.
-//   build/bench/small_products [threads]
+// f32 products: the host's tile kernels (runtime/kernels/host_products.h, through hostProduct,
+// as the linear, matmul and linear_weight_grad kernels call them) against ATen's mm on the same
+// operands (OpenBLAS, as the kernels called before), alternated call by call; medians of
+// GFLOP/s, and the largest difference between the two results.
+//   build/bench/host_products [threads]
 // Shapes: lstm-lm's step at batch 8 and 16 (x [b, 256] @ W^T [256, 1024], dgates [b, 1024] @
 // W [1024, 256], dgates^T [1024, b] @ h [b, 256]); mlp's layers at batch 64; the fused
-// attention's tiles ([16, 64] @ K^T [64, 128], [64, 128] @ V [128, 64]).
+// attention's tiles ([16, 64] @ K^T [64, 128], [64, 128] @ V [128, 64]); gpt-mini's MLP
+// products at batch 16 (2,048 rows), which take the tile kernels only where large products do
+// (host_products.h: an OpenBLAS without AVX-512 kernels on an AVX-512 CPU).
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
@@ -15,7 +17,7 @@
 #include <vector>
 
 #include "bench/timing.h"
-#include "runtime/kernels/small_products.h"
+#include "runtime/kernels/host_products.h"
 #include "runtime/kernels/tile_products.h"
 
 namespace {
@@ -46,6 +48,10 @@ int main(int argc, char** argv) {
       {"mlp b64: dy^T @ x", 256, 64, 256, true, false},
       {"attention: q @ k^T (16 rows)", 16, 64, 128, false, true},
       {"attention: p @ v", 64, 128, 64, false, false},
+      {"gpt-mini b16: x @ W_fc^T", 2048, 256, 1024, false, true},
+      {"gpt-mini b16: h @ W_proj^T", 2048, 1024, 256, false, true},
+      {"gpt-mini b16: dh @ W_fc", 2048, 1024, 256, false, false},
+      {"gpt-mini b16: dh^T @ x", 1024, 2048, 256, true, false},
   };
   std::printf("| product | m x k x n | tile kernels GFLOP/s | ATen mm (BLAS) GFLOP/s | ratio | max abs diff |\n");
   std::printf("|---|---|---|---|---|---|\n");
@@ -55,14 +61,15 @@ int main(int argc, char** argv) {
     at::Tensor ours = at::empty({s.m, s.n}), theirs = at::empty({s.m, s.n});
     const double flops = 2.0 * static_cast<double>(s.m * s.k * s.n);
     const int calls = static_cast<int>(std::max(1.0, 2e8 / flops));
-    if (!gradc::runtime::smallProduct(ours, a, b)) {
-      std::printf("| %s | (no tile kernel on this CPU) |\n", s.what.c_str());
+    if (!gradc::runtime::hostProduct(ours, a, b)) {
+      std::printf("| %s | (the BLAS's: no tile kernel on this CPU, or a large product kept on the BLAS) |\n",
+                  s.what.c_str());
       continue;
     }
     std::vector<double> tOurs, tTheirs;
     for (int rep = 0; rep < 9; ++rep) {
       tOurs.push_back(seconds([&] {
-        for (int c = 0; c < calls; ++c) gradc::runtime::smallProduct(ours, a, b);
+        for (int c = 0; c < calls; ++c) gradc::runtime::hostProduct(ours, a, b);
       }));
       tTheirs.push_back(seconds([&] {
         for (int c = 0; c < calls; ++c) at::mm_out(theirs, a, b);
@@ -74,6 +81,7 @@ int main(int argc, char** argv) {
                 static_cast<long long>(s.m), static_cast<long long>(s.k), static_cast<long long>(s.n), gOurs,
                 gTheirs, gOurs / gTheirs, diff);
   }
-  std::printf("\n%d intra-op thread(s); tile kernels: %s\n", threads,
-              gradc::runtime::tiles::nameOf(gradc::runtime::tiles::bestInstructionSet()));
+  std::printf("\n%d intra-op thread(s); tile kernels: %s; large products on them: %s\n", threads,
+              gradc::runtime::tiles::nameOf(gradc::runtime::tiles::bestInstructionSet()),
+              gradc::runtime::largeProductsOnTiles() ? "yes" : "no (the BLAS)");
 }
