@@ -126,8 +126,9 @@ std::string OpProfile::format(int top, const MachinePeaks* peaks) const {
   if (peaks) {
     if (peaks->gemmOnTiles)
       std::snprintf(line, sizeof line,
-                    "machine (probe): f32 GEMM %.1f GFLOP/s on the tile kernels (the BLAS's: %.1f), memory %.1f GB/s\n",
-                    peaks->gemmGflops, peaks->blasGemmGflops, peaks->bandwidthGBs);
+                    "machine (probe): f32 GEMM %.1f GFLOP/s, memory %.1f GB/s (the GEMM on the tile kernels; "
+                    "the BLAS's: %.1f GFLOP/s)\n",
+                    peaks->gemmGflops, peaks->bandwidthGBs, peaks->blasGemmGflops);
     else
       std::snprintf(line, sizeof line, "machine (probe): f32 GEMM %.1f GFLOP/s, memory %.1f GB/s\n", peaks->gemmGflops,
                     peaks->bandwidthGBs);
