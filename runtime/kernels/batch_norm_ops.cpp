@@ -1,11 +1,11 @@
 // Batch normalisation's vector loops: see batch_norm_ops.h. Built at -O3 without trapping math
 // (sources.cmake), cloned per instruction set (vector_math.h).
 //
-// The sums keep 64 f32 partial sums as four 16-lane vectors of GCC's vector types (registers
-// on AVX-512, two per vector on AVX2), each run's elements going to lanes 0, 1, ... in order;
-// a run's last partial group of 64 is read through a copy padded with the value that adds
-// nothing. After kAddsPerFlush groups the f32 lanes are added into 64 f64 lanes and cleared;
-// the f64 lanes are summed pairwise at the end.
+// The sums read 64 f32 values at a time as four 16-lane vectors of GCC's vector types, widen
+// them to eight vectors of 8 f64, and keep 64 f64 partial sums (eight vectors: registers on
+// AVX-512, two per vector on AVX2), each run's elements going to lanes 0, 1, ... in order; a
+// run's last partial group of 64 is read through a copy padded with the value that adds
+// nothing. The partial sums are added pairwise at the end.
 #include "runtime/kernels/batch_norm_ops.h"
 
 #include <algorithm>
@@ -21,41 +21,35 @@ typedef float Vec8 __attribute__((vector_size(32)));
 typedef double Double8 __attribute__((vector_size(64)));
 
 constexpr std::int64_t kLanes = 64;
-constexpr int kAddsPerFlush = 16;
 
-GRADC_VECTOR_INLINE Vec16 load(const float* p) {
-  Vec16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
+// A group's 64 f32 values widened to f64, eight at a time.
+struct Widened {
+  Double8 v[8];
+};
+
+GRADC_VECTOR_INLINE Widened widen(const float* p) {
+  Widened w;
+  for (int k = 0; k < 4; ++k) {
+    Vec16 v;
+    std::memcpy(&v, p + 16 * k, sizeof v);
+    const Vec8 first = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+    const Vec8 second = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+    w.v[2 * k] = __builtin_convertvector(first, Double8);
+    w.v[2 * k + 1] = __builtin_convertvector(second, Double8);
+  }
+  return w;
 }
 
-// 64 partial sums: f32 for speed, flushed into f64 before any holds more than kAddsPerFlush
-// terms.
+// 64 partial sums in f64.
 struct Lanes {
-  Vec16 low[4] = {};
-  Double8 high[8] = {};
-  int adds = 0;
+  Double8 sum[8] = {};
 
-  GRADC_VECTOR_INLINE void add(int k, Vec16 v) { low[k] += v; }
-  GRADC_VECTOR_INLINE void counted() {
-    if (++adds < kAddsPerFlush) return;
-    for (int k = 0; k < 4; ++k) {
-      const Vec8 first = __builtin_shufflevector(low[k], low[k], 0, 1, 2, 3, 4, 5, 6, 7);
-      const Vec8 second = __builtin_shufflevector(low[k], low[k], 8, 9, 10, 11, 12, 13, 14, 15);
-      high[2 * k] += __builtin_convertvector(first, Double8);
-      high[2 * k + 1] += __builtin_convertvector(second, Double8);
-      low[k] = Vec16{};
-    }
-    adds = 0;
-  }
   GRADC_VECTOR_INLINE double total() {
-    adds = kAddsPerFlush - 1;
-    counted();
     for (int width = 4; width > 0; width /= 2)
-      for (int k = 0; k < width; ++k) high[k] += high[k + width];
-    double sum = 0;
-    for (int j = 0; j < 8; ++j) sum += high[0][j];
-    return sum;
+      for (int k = 0; k < width; ++k) sum[k] += sum[k + width];
+    double total = 0;
+    for (int j = 0; j < 8; ++j) total += sum[0][j];
+    return total;
   }
 };
 
@@ -123,34 +117,34 @@ GRADC_VECTOR_INLINE void eachRun(Runs runs, Body&& body) {
 GRADC_VECTOR_CLONES double sum(const float* x, Runs runs) {
   Lanes lanes;
   eachGroup<1>({x}, {0.0f}, runs, [&](const float* const (&at)[1]) {
-    for (int k = 0; k < 4; ++k) lanes.add(k, load(at[0] + 16 * k));
-    lanes.counted();
+    const Widened w = widen(at[0]);
+    for (int j = 0; j < 8; ++j) lanes.sum[j] += w.v[j];
   });
   return lanes.total();
 }
 
 GRADC_VECTOR_CLONES double squaredDeviations(const float* x, Runs runs, float centre) {
   Lanes lanes;
+  const double c = centre;
   eachGroup<1>({x}, {centre}, runs, [&](const float* const (&at)[1]) {
-    for (int k = 0; k < 4; ++k) {
-      const Vec16 d = load(at[0] + 16 * k) - centre;
-      lanes.add(k, d * d);
+    const Widened w = widen(at[0]);
+    for (int j = 0; j < 8; ++j) {
+      const Double8 d = w.v[j] - c;  // exact: two floats' difference fits a double
+      lanes.sum[j] += d * d;
     }
-    lanes.counted();
   });
   return lanes.total();
 }
 
 GRADC_VECTOR_CLONES GradientSums gradientSums(const float* g, const float* x, Runs runs, float centre) {
   Lanes grad, product;
+  const double c = centre;
   eachGroup<2>({g, x}, {0.0f, centre}, runs, [&](const float* const (&at)[2]) {
-    for (int k = 0; k < 4; ++k) {
-      const Vec16 gk = load(at[0] + 16 * k);
-      grad.add(k, gk);
-      product.add(k, gk * (load(at[1] + 16 * k) - centre));
+    const Widened gw = widen(at[0]), xw = widen(at[1]);
+    for (int j = 0; j < 8; ++j) {
+      grad.sum[j] += gw.v[j];
+      product.sum[j] += gw.v[j] * (xw.v[j] - c);
     }
-    grad.counted();
-    product.counted();
   });
   return {grad.total(), product.total()};
 }

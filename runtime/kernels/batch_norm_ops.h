@@ -3,12 +3,11 @@
 // `planes` runs of `size` contiguous elements, run p at base + p * stride (NCHW: the channel's
 // plane in each sample).
 //
-// Sums run in 64 f32 lanes; each lane takes at most 16 additions before it is added into its
-// own f64 lane, and the 64 f64 lanes are summed at the end. Every f32 partial sum therefore
-// holds at most 16 terms, so the result is within about 16 ulps (f32) of each term's size
-// times the count's share per lane, and the total is accumulated in f64 as ATen's CPU kernel
-// accumulates: within 1e-6 relative of the f64 sum in practice, at f32 speed. The order of the
-// additions depends only on the shape, so the same data gives the same bits on any thread.
+// The sums widen each f32 value to f64 and accumulate in 64 f64 lanes (eight vectors), the
+// differences from the centre and the products in f64 too: the arithmetic of ATen's CPU kernel
+// (f64 accumulation for f32 data), with the conversions and additions as vector code. The order
+// of the additions depends only on the shape, so the same data gives the same bits on any
+// thread count.
 #pragma once
 
 #include <cstdint>

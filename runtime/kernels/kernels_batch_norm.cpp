@@ -2,8 +2,8 @@
 // its contiguous planes (NCHW), the channels split over the intra-op threads. The statistics
 // are two passes (the mean, then the biased variance about it), the backward one pass for
 // sum(g) and sum(g (x - mean)) and one for the input gradient. f32 batch_norm and its backward
-// run on the vector loops of runtime/kernels/batch_norm_ops.h (f32 lanes flushed into f64 every
-// 16 additions); f64, and f32 evaluation, accumulate in f64. Nothing allocates for contiguous
+// run on the vector loops of runtime/kernels/batch_norm_ops.h (widened to f64 lanes); f64, and
+// f32 evaluation, accumulate in f64 in plain loops. Nothing allocates for contiguous
 // operands. Off the host (a GPU), ATen's device
 // kernels run instead (runtime/kernels/kernels_conv_device.h).
 #include <ATen/Dispatch.h>
@@ -49,8 +49,7 @@ Planes planesOf(const at::Tensor& x) { return {x.size(0), x.size(1), x.numel() /
 template <class T>
 using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
 
-// f32 on the host's vector loops (batch_norm_ops.h): the same passes, the sums in f32 lanes
-// flushed into f64. The variance is taken about the mean rounded to f32 (c) and corrected:
+// f32 on the host's vector loops (batch_norm_ops.h): the same passes, the sums in f64 lanes. The variance is taken about the mean rounded to f32 (c) and corrected:
 // sum((x - m)^2) = sum((x - c)^2) - n (m - c)^2.
 void batchNormF32(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps, at::Tensor& y,
                   at::Tensor& mean, at::Tensor& invstd, at::Tensor& var) {

@@ -89,8 +89,8 @@ TEST_CASE("batch_norm in f64 matches torch to 1e-12") {
   CHECK(relErr((*norm)[0], y) < 1e-12);
 }
 
-// f32 runs on the host's vector loops (runtime/kernels/batch_norm_ops.h): 64 f32 lanes flushed
-// into f64 every 16 additions. Against torch's batch_norm and its autograd, on shapes that put
+// f32 runs on the host's vector loops (runtime/kernels/batch_norm_ops.h): values widened to f64
+// and summed in 64 f64 lanes. Against torch's batch_norm and its autograd, on shapes that put
 // planes on both sides of the 64-lane width (1, 7, 16, 100, 1024 elements), a mean far from
 // zero (the variance's cancellation), and one and two threads. Tolerance: f32, 2e-5 of the
 // largest reference value for y and the input gradient; 1e-5 relative for the weight and bias
