@@ -6,11 +6,11 @@
 //    kernels ran 48-105 GFLOP/s on such shapes on this project's machine, one thread, against
 //    the tile kernels' 94-219 (bench/results/host_products.md).
 //  - large products too when the tile kernels have AVX-512 and the BLAS's kernels do not (an
-//    OpenBLAS core below SkylakeX: Haswell, Zen, ...; OpenBLAS releases before 0.3.2x give AMD's
-//    AVX-512 CPUs their AVX2 kernels, and OPENBLAS_CORETYPE can hold any CPU to them). On
-//    gpt-mini's products the tile kernels ran 150-200 GFLOP/s there against OpenBLAS Haswell's
-//    95-105; against OpenBLAS's own AVX-512 kernels (Cooperlake: 165-190) they are no faster, so
-//    with those, or with a BLAS gradc cannot name, large products stay on the BLAS.
+//    OpenBLAS core below SkylakeX: Haswell, Zen, ..., as OPENBLAS_CORETYPE can impose on any
+//    CPU, or as a release that does not know the CPU picks). On gpt-mini's products the tile
+//    kernels ran 123-186 GFLOP/s there against OpenBLAS Haswell's 91-94; against OpenBLAS's own
+//    AVX-512 kernels (Cooperlake: 165-190) they are no faster, so with those, or with a BLAS
+//    gradc cannot name, large products stay on the BLAS.
 // GRADC_HOST_PRODUCTS=blas sends every product that is not small to the BLAS, =tiles every one
 // to the tile kernels (both for comparisons); unset, the rule above decides.
 //
