@@ -10,41 +10,38 @@ std::int64_t IterationSpace::numel() const {
   return n;
 }
 
-IterationSpace iterationSpaceOf(const ir::Shape& space, std::span<const ir::TensorType> operands) {
+IterationSpace iterationSpaceOf(const ir::Shape& space, std::span<const ir::TensorType> operands,
+                                std::span<const std::vector<std::int64_t>> strides) {
+  assert(strides.empty() || strides.size() == operands.size());
   const size_t rank = space.size();
-  // spans[k][d]: operand k has the full extent along dimension d (else it is broadcast).
-  std::vector<std::int64_t> extents;
-  std::vector<std::vector<bool>> spans(operands.size());
+  // stride[k][d]: operand k's stride along dimension d of `space`, 0 where it is broadcast.
+  std::vector<std::vector<std::int64_t>> stride(operands.size(), std::vector<std::int64_t>(rank, 0));
+  for (size_t k = 0; k < operands.size(); ++k) {
+    const ir::Shape& shape = operands[k].shape;
+    const size_t offset = rank - shape.size();
+    std::int64_t contiguous = 1;
+    for (size_t d = rank; d-- > offset;) {
+      const std::int64_t own = strides.empty() ? contiguous : strides[k][d - offset];
+      contiguous *= shape[d - offset];
+      if (shape[d - offset] == space[d]) stride[k][d] = own;
+    }
+  }
+  IterationSpace out;
+  out.strides.resize(operands.size());
   for (size_t d = 0; d < rank; ++d) {
     if (space[d] == 1) continue;
-    std::vector<bool> column;
-    for (const ir::TensorType& t : operands) {
-      const size_t offset = rank - t.shape.size();
-      column.push_back(d >= offset && t.shape[d - offset] == space[d]);
+    bool merge = !out.extents.empty();
+    for (size_t k = 0; merge && k < operands.size(); ++k) merge = out.strides[k].back() == stride[k][d] * space[d];
+    if (merge) out.extents.back() *= space[d];
+    else out.extents.push_back(space[d]);
+    for (size_t k = 0; k < operands.size(); ++k) {
+      if (merge) out.strides[k].back() = stride[k][d];
+      else out.strides[k].push_back(stride[k][d]);
     }
-    bool merge = !extents.empty();
-    for (size_t k = 0; merge && k < operands.size(); ++k) merge = spans[k].back() == column[k];
-    if (merge) {
-      extents.back() *= space[d];
-      continue;
-    }
-    extents.push_back(space[d]);
-    for (size_t k = 0; k < operands.size(); ++k) spans[k].push_back(column[k]);
   }
-  if (extents.empty()) {
-    extents.push_back(1);
-    for (auto& s : spans) s.push_back(true);
-  }
-  IterationSpace out{extents, {}};
-  for (const auto& s : spans) {
-    std::vector<std::int64_t> strides(extents.size(), 0);
-    std::int64_t stride = 1;
-    for (size_t d = extents.size(); d-- > 0;) {
-      if (!s[d]) continue;
-      strides[d] = stride;
-      stride *= extents[d];
-    }
-    out.strides.push_back(std::move(strides));
+  if (out.extents.empty()) {
+    out.extents.push_back(1);
+    for (auto& s : out.strides) s.push_back(0);
   }
   return out;
 }

@@ -1,11 +1,14 @@
 // The loop a fused kernel runs: the node's iteration space with its operands' broadcasting,
 // reduced to the fewest dimensions that describe it.
 //
-// Extents of 1 are dropped, and neighbouring dimensions merge when every operand either spans
-// both or is broadcast along both (so [B, T, C] + [C] stays two dimensions, [B*T, C], and an
-// operand with the full shape reads one flat run). Each operand then has, per dimension, a
-// stride in elements over its own contiguous memory: 0 where it is broadcast. Results always
-// span every dimension and are contiguous in the iteration order.
+// Each operand is read through its own strides in elements (contiguous unless given: a fused
+// node's `strides` attribute, ir/fused_body.h). Extents of 1 are dropped, and neighbouring
+// dimensions merge when every operand steps through both as through one (outer stride = inner
+// stride x inner extent), which holds when it is broadcast along both (stride 0) or contiguous
+// across them: so [B, T, C] + [C] stays two dimensions, [B*T, C], an operand with the full
+// shape reads one flat run, and a column slice [B, H] of a [B, 4H] buffer keeps its rows. Each
+// operand then has, per dimension, its stride: 0 where it is broadcast. Results always span
+// every dimension and are contiguous in the iteration order.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +25,9 @@ struct IterationSpace {
   std::int64_t numel() const;
 };
 
-// `operands` must broadcast to `space` (the verifier checked it for a fused node).
-IterationSpace iterationSpaceOf(const ir::Shape& space, std::span<const ir::TensorType> operands);
+// `operands` must broadcast to `space` (the verifier checked it for a fused node). `strides`:
+// per operand, one stride per dimension of its own shape; empty: every operand contiguous.
+IterationSpace iterationSpaceOf(const ir::Shape& space, std::span<const ir::TensorType> operands,
+                                std::span<const std::vector<std::int64_t>> strides = {});
 
 }  // namespace gradc::codegen

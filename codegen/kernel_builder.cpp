@@ -104,9 +104,16 @@ Status buildCpu(llvm::Function* f, const Body& body, MathLibrary& math, size_t n
   Value* stop = b.CreateSelect(b.CreateICmpSLT(end, rowEnd), end, rowEnd, "stop");
   Value* count = b.CreateSub(stop, i, "count");
   std::vector<Value*> rowBase;  // per operand: its element at (row, column)
+  // Operand k's offset `steps` elements along the row: steps x its inner stride (0 when it is
+  // broadcast along the row; 1 for contiguous rows, which the loop vectoriser reads as vectors).
+  auto along = [&](size_t k, Value* steps) -> Value* {
+    const std::int64_t inner = space.strides[k].back();
+    if (inner == 0) return nullptr;
+    return inner == 1 ? steps : b.CreateMul(steps, llvm::ConstantInt::get(i64, inner));
+  };
   for (size_t k = 0; k < numInputs; ++k) {
     Value* base = offsetOf(b, space, k, row, dims - 1);
-    if (space.strides[k].back() != 0) base = b.CreateAdd(base, column);
+    if (Value* step = along(k, column)) base = b.CreateAdd(base, step);
     rowBase.push_back(base);
   }
   b.CreateBr(inner);
@@ -120,7 +127,8 @@ Status buildCpu(llvm::Function* f, const Body& body, MathLibrary& math, size_t n
       c, *body.steps,
       [&](int k) -> Value* {
         const size_t kk = static_cast<size_t>(k);
-        Value* at = space.strides[kk].back() != 0 ? b.CreateAdd(rowBase[kk], j) : rowBase[kk];
+        Value* step = along(kk, j);
+        Value* at = step ? b.CreateAdd(rowBase[kk], step) : rowBase[kk];
         return b.CreateLoad(body.element, b.CreateInBoundsGEP(body.element, pointers[kk], at));
       },
       [&](int r) { return streams[static_cast<size_t>(r)]; });
@@ -217,10 +225,13 @@ Status addFusedKernel(llvm::Module& module, const ir::Node& node, const std::str
   Expected<std::shared_ptr<const ir::FusedBody>> steps = ir::cachedFusedBody(*ir::getString(node.attrs(), "body"));
   if (!steps) return steps.error();
   const std::vector<ir::TensorType> operands = node.operandTypes();
+  Expected<std::vector<std::vector<std::int64_t>>> strides = ir::fusedOperandStrides(node.attrs(), operands);
+  if (!strides) return strides.error();
   llvm::LLVMContext& ctx = module.getContext();
   const ir::DType dtype = node.result()->type().dtype;
   llvm::Type* element = dtype == ir::DType::f64 ? llvm::Type::getDoubleTy(ctx) : llvm::Type::getFloatTy(ctx);
-  Body body{*steps, iterationSpaceOf(node.result()->type().shape, operands), element, node.result()->type().shape};
+  Body body{*steps, iterationSpaceOf(node.result()->type().shape, operands, *strides), element,
+            node.result()->type().shape};
   const size_t numInputs = node.numOperands(), numOutputs = node.numResults();
   llvm::Type* ptr = llvm::PointerType::get(ctx, 0);
   llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);

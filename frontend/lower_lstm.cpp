@@ -10,6 +10,9 @@
 //     i, f, gg, o = split(g, dim 1, 4 sections)                       gate order i, f, g, o
 //     c = sigmoid(f) * c + sigmoid(i) * tanh(gg)
 //     h = sigmoid(o) * tanh(c)
+//   each gate's activation emitted just before its first use (tanh(gg), sigmoid(i), their
+//   product, sigmoid(f), ...): the fuse pass then makes one kernel of a step's nine elementwise
+//   ops, reading the four gates through their column slices of g (passes/fuse.h).
 //   y = stack(h_0 .. h_{S-1}, dim 1)                                   [B, S, H]
 // bidirectional: a second set of parameters "<kind>_l{l}_reverse" runs t = S-1 .. 0 and its
 // outputs join along the features, y = concat(y_forward, y_reverse, dim 2): [B, S, 2H], as
@@ -72,16 +75,15 @@ std::vector<ir::Value*> lstmDirection(Layer& layer, ir::Value* x, std::int64_t H
     if (!gates) return {};
     ir::Node* split = layer.emit("split", {gates}, {{"dim", std::int64_t{1}}, {"sections", std::int64_t{4}}}, step);
     if (!split) return {};
-    ir::Value* i = op("sigmoid", {split->result(0)});
-    ir::Value* f = i ? op("sigmoid", {split->result(1)}) : nullptr;
-    ir::Value* g = f ? op("tanh", {split->result(2)}) : nullptr;
-    ir::Value* o = g ? op("sigmoid", {split->result(3)}) : nullptr;
-    if (!o) return {};
-    ir::Value* fc = op("mul", {f, c});
-    ir::Value* ig = fc ? op("mul", {i, g}) : nullptr;
-    c = ig ? op("add", {fc, ig}) : nullptr;
+    ir::Value* g = op("tanh", {split->result(2)});
+    ir::Value* i = g ? op("sigmoid", {split->result(0)}) : nullptr;
+    ir::Value* ig = i ? op("mul", {i, g}) : nullptr;
+    ir::Value* f = ig ? op("sigmoid", {split->result(1)}) : nullptr;
+    ir::Value* fc = f ? op("mul", {f, c}) : nullptr;
+    c = fc ? op("add", {fc, ig}) : nullptr;
     ir::Value* tc = c ? op("tanh", {c}) : nullptr;
-    h = tc ? op("mul", {o, tc}) : nullptr;
+    ir::Value* o = tc ? op("sigmoid", {split->result(3)}) : nullptr;
+    h = o ? op("mul", {o, tc}) : nullptr;
     if (!h) return {};
     hs[static_cast<size_t>(t)] = h;
   }

@@ -270,7 +270,7 @@ std::vector<std::int64_t> fusedRandomStreams(const FusedBody& body) {
 }
 
 std::string fusedKernelName(std::string_view body, std::span<const TensorType> inputs,
-                            std::span<const TensorType> results) {
+                            std::span<const TensorType> results, std::span<const std::int64_t> strides) {
   std::uint64_t h = 1469598103934665603ull;
   auto mix = [&](std::string_view s) {
     for (unsigned char c : s) {
@@ -299,14 +299,43 @@ std::string fusedKernelName(std::string_view body, std::span<const TensorType> i
   for (const TensorType& t : inputs) mix(toString(t));
   mix("->");
   for (const TensorType& t : results) mix(toString(t));
+  if (!strides.empty()) {
+    mix("strides");
+    for (std::int64_t s : strides) mix(std::to_string(s));
+  }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return std::string("gradc_fused_") + hex;
 }
 
+Expected<std::vector<std::vector<std::int64_t>>> fusedOperandStrides(const AttrMap& attrs,
+                                                                      std::span<const TensorType> inputs) {
+  const std::optional<std::vector<std::int64_t>> flat = getIntList(attrs, "strides");
+  size_t dims = 0;
+  for (const TensorType& t : inputs) dims += t.shape.size();
+  if (flat && flat->size() != dims)
+    return Error{"strides lists " + std::to_string(flat->size()) + " values, but the operands have " +
+                 std::to_string(dims) + " dimensions"};
+  std::vector<std::vector<std::int64_t>> strides;
+  size_t at = 0;
+  for (const TensorType& t : inputs) {
+    std::vector<std::int64_t> own(t.shape.size());
+    std::int64_t contiguous = 1;
+    for (size_t d = own.size(); d-- > 0;) {
+      own[d] = flat ? (*flat)[at + d] : contiguous;
+      contiguous *= t.shape[d];
+      if (own[d] < 0) return Error{"strides must not be negative, got " + std::to_string(own[d])};
+    }
+    at += own.size();
+    strides.push_back(std::move(own));
+  }
+  return strides;
+}
+
 std::string generatedKernelName(const Node& node) {
   if (node.opName() == "fused")
-    return fusedKernelName(getString(node.attrs(), "body").value_or(""), node.operandTypes(), node.resultTypes());
+    return fusedKernelName(getString(node.attrs(), "body").value_or(""), node.operandTypes(), node.resultTypes(),
+                           getIntList(node.attrs(), "strides").value_or(std::vector<std::int64_t>{}));
   if (node.opName() == "adamw_step" && getBool(node.attrs(), "fused").value_or(false))
     return std::string("gradc_adamw_") + std::string(dtypeName(node.operand(0)->type().dtype));
   return {};

@@ -73,9 +73,18 @@ std::vector<std::int64_t> fusedRandomStreams(const FusedBody& body);
 // A name for the kernel of a fused node: the same for every node with the same body (spec names
 // and random streams aside) and operand and result types (every layer of a model shares one),
 // different otherwise.
-// "gradc_fused_" + 16 hex digits of a 64-bit FNV-1a hash of the body and the types.
+// "gradc_fused_" + 16 hex digits of a 64-bit FNV-1a hash of the body, the types and the
+// operands' strides (the node's `strides` attribute; empty when every operand is contiguous).
 std::string fusedKernelName(std::string_view body, std::span<const TensorType> inputs,
-                            std::span<const TensorType> results);
+                            std::span<const TensorType> results, std::span<const std::int64_t> strides = {});
+
+// A fused node reads each operand through static strides in elements, one per dimension of
+// the operand: its optional IntList attribute `strides` holds them, operand after operand
+// (passes/fuse.cpp writes it when some operand is a strided view); without it every operand is
+// contiguous. Per operand, its strides; an Error when the attribute does not match the operands
+// (a wrong length, a negative stride).
+Expected<std::vector<std::vector<std::int64_t>>> fusedOperandStrides(const AttrMap& attrs,
+                                                                      std::span<const TensorType> inputs);
 
 // The generated kernel a node runs, or "" when it runs an ATen-backed kernel: a fused node's
 // (fusedKernelName), and the one-pass AdamW update of adamw_step {fused = true}

@@ -4,8 +4,9 @@
 // returns the body's returned steps. Its rules are its steps' rules: the result types are the
 // returned steps' types, the FLOPs are the sum of the steps' FLOPs, and there is no workspace --
 // the generated kernel (codegen/) keeps every intermediate in registers and writes only the
-// results. It reads every operand contiguously (passes/fuse.cpp never fuses a strided operand),
-// so the planner models no hidden copies for it.
+// results. It reads every operand in place through the strides its optional `strides` attribute
+// names (ir/fused_body.h fusedOperandStrides; contiguous without it), so the planner models no
+// hidden copies for it.
 #include <string>
 
 #include "ir/fused_body.h"
@@ -21,6 +22,8 @@ Results inferFused(const OpContext& c) {
   if (!body) return body.error();
   Expected<std::vector<TensorType>> steps = inferFusedSteps(**body, c.inputs);
   if (!steps) return steps.error();
+  if (Expected<std::vector<std::vector<std::int64_t>>> strides = fusedOperandStrides(c.attrs, c.inputs); !strides)
+    return fail(strides.error().message);
   const Shape& space = (*steps)[0].shape;
   for (const TensorType& in : c.inputs)
     if (std::optional<Shape> joint = broadcastShapes(in.shape, space); !joint || *joint != space)
@@ -50,7 +53,9 @@ std::int64_t flopsFused(const OpContext& c, Types) {
 std::vector<OpInfo> fusedOps() {
   return {
       {.name = "fused", .minInputs = 1, .maxInputs = kVariadic,
-       .attrs = {{"body", AttrKind::String, true, "the region's elementwise steps (ir/fused_body.h)"}},
+       .attrs = {{"body", AttrKind::String, true, "the region's elementwise steps (ir/fused_body.h)"},
+                 {"strides", AttrKind::IntList, false,
+                  "each operand's strides in elements, operand after operand; absent: all contiguous"}},
        .infer = inferFused, .flops = flopsFused, .stridedReads = StridedReads::InPlace,
        .role = OpRole::FusedRegion,
        .summary = "a region of elementwise ops run as one generated kernel; intermediates never stored"},

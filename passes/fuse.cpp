@@ -1,12 +1,14 @@
 #include "passes/fuse.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "ir/fused_body.h"
+#include "passes/memory/storage.h"
 
 namespace gradc::passes {
 namespace {
@@ -33,7 +35,7 @@ bool isCandidate(const ir::Node& n) {
   const ir::DType t = n.result()->type().dtype;
   if (t != ir::DType::f32 && t != ir::DType::f64) return false;
   for (const ir::Value* v : n.operands())
-    if (v->type().dtype != t || mayBeStrided(v)) return false;
+    if (v->type().dtype != t) return false;
   return true;
 }
 
@@ -63,7 +65,10 @@ std::string commonSpecName(const std::vector<ir::Node*>& members) {
 class Fuser {
  public:
   explicit Fuser(ir::Graph& graph)
-      : graph_(graph), position_(graph.nodeIdBound(), 0), regionOf_(graph.nodeIdBound(), -1) {
+      : graph_(graph),
+        storage_(analyzeStorage(graph)),
+        position_(graph.nodeIdBound(), 0),
+        regionOf_(graph.nodeIdBound(), -1) {
     for (size_t i = 0; i < graph.numNodes(); ++i) position_[graph.nodes()[i]->id()] = i;
   }
 
@@ -119,6 +124,35 @@ class Fuser {
     return true;
   }
 
+  // The values region r (index id) reads from outside it.
+  std::vector<const ir::Value*> inputsOf(const Region& r, int id) const {
+    std::vector<const ir::Value*> inputs;
+    for (const ir::Node* m : r.members)
+      for (const ir::Value* v : m->operands())
+        if ((v->kind() != ir::ValueKind::Result || regionOf(v->producer()) != id) &&
+            std::find(inputs.begin(), inputs.end(), v) == inputs.end())
+          inputs.push_back(v);
+    return inputs;
+  }
+
+  // Where region r's input is last read before n, counting r's own last member and each other
+  // reader at its region's place (where the region's fused node will be, or later); nullopt
+  // when the value stays alive at n anyway (a parameter or input, a graph output, a reader at
+  // or after n). Positions only move later as regions grow, so this errs towards "read earlier".
+  std::optional<size_t> lastReadBefore(const ir::Value* input, const Region& r, int id, const ir::Node* n) const {
+    if (input->kind() != ir::ValueKind::Result || input->isGraphOutput()) return std::nullopt;
+    size_t last = positionOf(r.members.back());
+    for (const ir::Use& u : input->uses()) {
+      if (u.user == n) continue;
+      const int region = regionOf(u.user);
+      if (region == id) continue;
+      const size_t at = region >= 0 ? positionOf(regions_[static_cast<size_t>(region)].members.back()) : positionOf(u.user);
+      if (at >= positionOf(n)) return std::nullopt;
+      last = std::max(last, at);
+    }
+    return last;
+  }
+
   void place(ir::Node* n) {
     if (!isCandidate(*n)) return;
     std::vector<int> joined;
@@ -133,21 +167,25 @@ class Fuser {
       steps += r.members.size();
       joined.push_back(id);
     }
-    // Nothing that allocates may run between a joined region's last member and n (other than
-    // the joined regions' own members): the fused node reads the region's inputs at n's place,
-    // so they would stay alive across that allocation (an accumulation chain add(add(g1, g2), g3)
-    // with g3 computed in between would keep every g alive at once).
-    // Dropping a region can expose another one's members as allocations in between: repeat
-    // until the set is stable (it only shrinks).
+    // The fused node reads a joined region's inputs at n's place, so each input stays alive
+    // from where it was last read to n: nothing that allocates may run in that stretch (other
+    // than the joined regions' own members), or the fusion would keep it alive across an
+    // allocation (an accumulation chain add(add(g1, g2), g3) with g3 computed in between would
+    // keep every g alive at once). Dropping a region can expose another one's members as
+    // allocations in between: repeat until the set is stable (it only shrinks).
     for (bool dropped = true; dropped;) {
       const std::vector<int> candidates = joined;
       dropped = std::erase_if(joined, [&](int id) {
-        const size_t last = positionOf(regions_[static_cast<size_t>(id)].members.back());
-        for (size_t p = last + 1; p < positionOf(n); ++p) {
-          const ir::Node* between = graph_.nodes()[p].get();
-          const int other = regionOf(between);
-          if (other >= 0 && std::find(candidates.begin(), candidates.end(), other) != candidates.end()) continue;
-          if (allocates(*between)) return true;
+        const Region& r = regions_[static_cast<size_t>(id)];
+        for (const ir::Value* input : inputsOf(r, id)) {
+          const std::optional<size_t> from = lastReadBefore(input, r, id, n);
+          if (!from) continue;  // alive at n anyway
+          for (size_t p = *from + 1; p < positionOf(n); ++p) {
+            const ir::Node* between = graph_.nodes()[p].get();
+            const int other = regionOf(between);
+            if (other >= 0 && std::find(candidates.begin(), candidates.end(), other) != candidates.end()) continue;
+            if (allocates(*between)) return true;
+          }
         }
         return false;
       }) > 0;
@@ -207,15 +245,28 @@ class Fuser {
       outputs.push_back(m);
     }
     if (outputs.empty()) return false;  // dead code (dce removes it); nothing to fuse
+    // Strided inputs (views) are read in place: the node names every input's strides.
+    ir::AttrMap attrs{{"body", ir::printFusedBody(body)}};
+    std::vector<std::int64_t> strides;
+    bool strided = false;
+    for (const ir::Value* v : inputs) {
+      // Only views can be strided; they predate this pass (a fused node's results, which the
+      // storage model has not seen, are contiguous).
+      const bool view = v->kind() == ir::ValueKind::Result && v->producer()->op().view;
+      const std::vector<std::int64_t> own = view ? storage_.strides(v) : contiguousStrides(v->type().shape);
+      strides.insert(strides.end(), own.begin(), own.end());
+      strided = strided || (view && !storage_.contiguous(v));
+    }
+    if (strided) attrs["strides"] = std::move(strides);
     graph_.setInsertionPoint(r.members.back());
-    Expected<ir::Node*> fused = graph_.create("fused", inputs, {{"body", ir::printFusedBody(body)}}, r.phase,
-                                              commonSpecName(r.members));
+    Expected<ir::Node*> fused = graph_.create("fused", inputs, std::move(attrs), r.phase, commonSpecName(r.members));
     if (!fused) return Error{"internal: fusing " + r.members.front()->specName() + ": " + fused.error().message, ErrorKind::Internal};
     for (size_t k = 0; k < outputs.size(); ++k) graph_.replaceAllUsesWith(outputs[k]->result(), (*fused)->result(k));
     return true;
   }
 
   ir::Graph& graph_;
+  const StorageModel storage_;    // strides of the values fused nodes read (views among them)
   std::vector<size_t> position_;  // by node id: program position of the nodes given
   std::vector<int> regionOf_;     // by node id: region index, -1 for none
   std::vector<Region> regions_;

@@ -7,19 +7,24 @@
 // f64, of one phase (forward, backward, optimizer: a region never mixes them, so remat and the
 // scheduler see phases as before). A region's iteration space is the shape of every member's
 // result; operands of other shapes are broadcast into it. Reductions, matmuls, views, random
-// ops and collectives end a region. An operand that may be strided (a view other than a reshape
-// of contiguous memory, passes/fuse.cpp mayBeStrided) is never read by a region: the kernel
-// reads contiguous memory, so the planner's model (no hidden copies) stays exact.
+// ops and collectives end a region. A strided operand (a view: a slice, a split's part, an
+// unbound step, a transpose) is read in place: the fused node records every operand's static
+// strides (its `strides` attribute, from the storage model, passes/memory/storage.h) and its
+// kernel is generated for them, so the planner's model (no hidden copies) stays exact and an
+// LSTM's gate activations over the four column slices of its gates fuse with the cell update.
 //
 // Algorithm: one sweep in program order. Node n joins (and merges) the regions of those of its
 // operands' producers that are in a region of the same phase and iteration space, provided (1) no
 // node outside such a region uses its values before n: the fused node takes the position of its
 // last member, so every outside user must come after it (this is also what keeps the graph
-// acyclic: a path region -> outside node -> n would need an outside user before n); and (2) no
-// node that allocates runs between the region's last member and n: the fused node reads every
-// input at its own position, so fusing across an allocation would keep the region's inputs alive
-// through it (fusing a gradient accumulation chain whose terms are computed in between would
-// hold all the terms at once). So fusion never lengthens a buffer's life past an allocation,
+// acyclic: a path region -> outside node -> n would need an outside user before n); and (2) for
+// each value the region reads, no node that allocates runs between its last read (the region's
+// last member, or a later reader outside it) and n, unless the value is alive at n anyway: the
+// fused node reads every input at its own position, so fusing across an allocation would keep
+// the region's inputs alive through it (fusing a gradient accumulation chain whose terms are
+// computed in between would hold all the terms at once). Two branches that read the same value
+// (an LSTM cell's d(o) = dh * tanh(c) and d(tanh c) = dh * o) may thus run one after the other
+// and still fuse. So fusion never lengthens a buffer's life past an allocation,
 // and removes the intermediates: without recompute a fused step's plan is no larger than the
 // unfused one's (a test checks it on the bundled models; a recompute strategy plans the fused
 // graph on its own terms). Otherwise n starts a region of its own. Regions of one node stay as they are. Then each region becomes a

@@ -89,8 +89,8 @@ Results softmaxBackwardKernel(const KernelArgs& a) {
 
 // A fused region: its PTX kernel (runtime/cuda/ptx_kernels.h) over the result's elements on the
 // rank's stream. It writes only the node's results, into their planned buffers, and allocates
-// nothing (workspace 0, as on the host). Operands are contiguous (passes/fuse.h never fuses a
-// strided one).
+// nothing (workspace 0, as on the host). Operands are read through the strides the node names
+// (fusedBuffers checks them, as on the host).
 Results fusedKernel(const KernelArgs& a) {
   TORCH_CHECK(a.generated, "fused node of ", a.node.specName(),
               ": no PTX is loaded for it (run the compiled artifact, which carries its PTX)");

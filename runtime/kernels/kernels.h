@@ -165,8 +165,8 @@ struct DropoutMask {
 DropoutMask dropoutMask(const KernelArgs& a);
 
 // A fused node's buffers in its generated kernel's order (codegen/kernel_builder.h): its operands
-// (contiguous: passes/fuse.h never fuses a strided one; else an error), then its results'
-// planned buffers, which are appended to `results`.
+// (each with the strides the node names, ir/fusedOperandStrides; else an error), then its
+// results' planned buffers, which are appended to `results`.
 std::vector<void*> fusedBuffers(const KernelArgs& a, std::vector<at::Tensor>& results);
 
 // The nine scalars of a one-pass AdamW update (adamw_step {fused = true}, the generated kernels'

@@ -1,11 +1,14 @@
 // The kernel of `fused` nodes: the region's generated code (runtime/kernels/generated_kernels.h), run
 // over the node's elements in parallel chunks on the intra-op thread pool. It writes only the
 // node's results (into their planned buffers) and allocates nothing: its workspace is 0, as the
-// op table declares. Operands are contiguous (passes/fuse.h never fuses a strided operand); a
-// strided one here means the graph did not come from the fuse pass, and is an error.
+// op table declares. Operands are read in place through the strides the node names (its
+// `strides` attribute, contiguous without it: ir/fused_body.h), which the code was generated
+// for; an operand whose strides differ (a planner whose stride model disagrees with ATen's)
+// is an error, never a wrong read.
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
+#include "ir/fused_body.h"
 #include "runtime/kernels/generated_kernels.h"
 #include "runtime/kernels/kernels.h"
 
@@ -37,9 +40,26 @@ const KernelEntry kEntries[] = {{"fused", fusedKernel}};
 
 std::vector<void*> kernel_detail::fusedBuffers(const KernelArgs& a, std::vector<at::Tensor>& results) {
   std::vector<void*> buffers;
-  for (const at::Tensor& t : a.operands) {
-    TORCH_CHECK(t.is_contiguous(), "fused node of ", a.node.specName(), ": operand is not contiguous");
-    buffers.push_back(t.data_ptr());
+  if (!ir::getIntList(a.node.attrs(), "strides")) {
+    for (const at::Tensor& t : a.operands) {
+      TORCH_CHECK(t.is_contiguous(), "fused node of ", a.node.specName(), ": operand is not contiguous");
+      buffers.push_back(t.data_ptr());
+    }
+  } else {
+    Expected<std::vector<std::vector<std::int64_t>>> strides =
+        ir::fusedOperandStrides(a.node.attrs(), a.node.operandTypes());
+    TORCH_CHECK(static_cast<bool>(strides), "fused node of ", a.node.specName(), ": ",
+                strides ? std::string() : strides.error().message);
+    for (size_t k = 0; k < a.operands.size(); ++k) {
+      const at::Tensor& t = a.operands[k];
+      const std::vector<std::int64_t>& expected = (*strides)[k];
+      bool same = t.dim() == static_cast<std::int64_t>(expected.size());
+      for (size_t d = 0; same && d < expected.size(); ++d)
+        same = t.size(static_cast<std::int64_t>(d)) == 1 || t.stride(static_cast<std::int64_t>(d)) == expected[d];
+      TORCH_CHECK(same, "fused node of ", a.node.specName(), ": operand ", k, " has strides ", t.strides(),
+                  " where its kernel was generated for ", c10::IntArrayRef(expected));
+      buffers.push_back(t.data_ptr());
+    }
   }
   for (size_t i = 0; i < a.node.numResults(); ++i) {
     results.push_back(resultBuffer(a, i));

@@ -163,6 +163,35 @@ TEST_CASE("iteration spaces merge dimensions that every operand treats alike") {
   CHECK(scalar.extents == std::vector<std::int64_t>({1}));
 }
 
+TEST_CASE("iteration spaces follow strided operands: rows of a slice stay rows, contiguous runs merge") {
+  using T = ir::TensorType;
+  using Strides = std::vector<std::vector<std::int64_t>>;
+  const auto f = [](ir::Shape s) { return T{ir::DType::f32, std::move(s)}; };
+  // A column slice [8, 256] of a [8, 1024] buffer beside a contiguous [8, 256] operand.
+  codegen::IterationSpace slice =
+      codegen::iterationSpaceOf({8, 256}, std::vector<T>{f({8, 256}), f({8, 256})}, Strides{{1024, 1}, {256, 1}});
+  CHECK(slice.extents == std::vector<std::int64_t>({8, 256}));
+  CHECK(slice.strides[0] == std::vector<std::int64_t>({1024, 1}));
+  CHECK(slice.strides[1] == std::vector<std::int64_t>({256, 1}));
+  // A step of an unbound [B, S, C] buffer ([B, C], rows S * C apart) with a broadcast bias.
+  codegen::IterationSpace step =
+      codegen::iterationSpaceOf({4, 6}, std::vector<T>{f({4, 6}), f({6})}, Strides{{30, 1}, {1}});
+  CHECK(step.extents == std::vector<std::int64_t>({4, 6}));
+  CHECK(step.strides[0] == std::vector<std::int64_t>({30, 1}));
+  CHECK(step.strides[1] == std::vector<std::int64_t>({0, 1}));
+  // A slice along the leading dimension is contiguous across its inner dimensions: one run.
+  codegen::IterationSpace leading =
+      codegen::iterationSpaceOf({2, 3, 5}, std::vector<T>{f({2, 3, 5})}, Strides{{15, 5, 1}});
+  CHECK(leading.extents == std::vector<std::int64_t>({30}));
+  CHECK(leading.strides[0] == std::vector<std::int64_t>({1}));
+  // A transposed operand: no dimension merges, the inner stride is not 1.
+  codegen::IterationSpace transposed =
+      codegen::iterationSpaceOf({3, 5}, std::vector<T>{f({3, 5}), f({3, 5})}, Strides{{1, 3}, {5, 1}});
+  CHECK(transposed.extents == std::vector<std::int64_t>({3, 5}));
+  CHECK(transposed.strides[0] == std::vector<std::int64_t>({1, 3}));
+  CHECK(transposed.strides[1] == std::vector<std::int64_t>({5, 1}));
+}
+
 TEST_CASE("every fusable op alone, f32 and f64, full and broadcast operands, against ATen") {
   std::mt19937 rng(7);
   for (ir::DType dtype : {ir::DType::f32, ir::DType::f64}) {
@@ -212,6 +241,78 @@ TEST_CASE("every fusable op alone, f32 and f64, full and broadcast operands, aga
       }
     }
   }
+}
+
+TEST_CASE("regions that read strided views (split parts, an unbound step, a transpose) run in place, as ATen") {
+  // An LSTM step's shape of work: the four gates as column slices of one [B, 4H] buffer, a
+  // time step unbound from [B, S, 4H] (rows S * 4H apart), and a transposed operand (inner
+  // stride not 1). Odd extents leave vector remainders in every row.
+  for (const char* dtype : {"f32", "f64"}) {
+    const std::string t = dtype;
+    const std::string text = "graph strided\n"
+                             "  input %xs : " + t + "[5, 3, 148]\n"
+                             "  input %c : " + t + "[5, 37]\n"
+                             "  input %w : " + t + "[37, 5]\n"
+                             "  %0, %1, %2 = unbind(%xs) {dim = 1} : " + t + "[5, 148], " + t + "[5, 148], " + t + "[5, 148] fwd\n"
+                             "  %3, %4, %5, %6 = split(%1) {dim = 1, sections = 4} : " + t + "[5, 37], " + t + "[5, 37], " +
+                             t + "[5, 37], " + t + "[5, 37] fwd\n"
+                             "  %7 = transpose(%w) {dim0 = 0, dim1 = 1} : " + t + "[5, 37] fwd\n"
+                             "  %8 = tanh(%5) : " + t + "[5, 37] fwd\n"
+                             "  %9 = sigmoid(%3) : " + t + "[5, 37] fwd\n"
+                             "  %10 = mul(%9, %8) : " + t + "[5, 37] fwd\n"
+                             "  %11 = sigmoid(%4) : " + t + "[5, 37] fwd\n"
+                             "  %12 = mul(%11, %c) : " + t + "[5, 37] fwd\n"
+                             "  %13 = add(%12, %10) : " + t + "[5, 37] fwd\n"
+                             "  %14 = tanh(%13) : " + t + "[5, 37] fwd\n"
+                             "  %15 = sigmoid(%6) : " + t + "[5, 37] fwd\n"
+                             "  %16 = mul(%15, %14) : " + t + "[5, 37] fwd\n"
+                             "  %17 = add(%16, %7) : " + t + "[5, 37] fwd\n"
+                             "  %18 = mul(%2, %0) : " + t + "[5, 148] fwd\n"
+                             "  %19 = relu(%18) : " + t + "[5, 148] fwd\n"
+                             "  output h = %17\n"
+                             "  output c2 = %13\n"
+                             "  output r = %19\n";
+    Expected<ir::Graph> ref = ir::parseGraph(text);
+    REQUIRE_MESSAGE(ref, (ref ? std::string() : ref.error().message));
+    Expected<ir::Graph> fused = ir::parseGraph(text);
+    REQUIRE(fused);
+    Expected<passes::FuseStats> stats = passes::fuseElementwise(*fused);
+    REQUIRE(stats);
+    REQUIRE(ir::verify(*fused));
+    // One region for the cell (nine ops and the transposed add), one for the two unbound steps.
+    CHECK(stats->regions == 2);
+    CHECK(stats->fusedNodes == 12);
+    int strided = 0;
+    for (const auto& n : fused->nodes())
+      if (n->opName() == "fused") strided += ir::getIntList(n->attrs(), "strides").has_value();
+    CHECK(strided == 2);
+    const std::string printed = ir::printGraph(*fused);
+    CHECK(printed.find("strides = [444, 1, 444, 1, 444, 1, 37, 1, 444, 1, 1, 5]") != std::string::npos);
+    std::mt19937 rng(11);
+    runtime::TensorMap inputs;
+    for (const auto& v : ref->inputs()) inputs[v->name()] = randomInput(v->type(), rng);
+    runtime::TensorMap expected = runGraph(*ref, inputs);
+    runtime::TensorMap got = runGraph(*fused, inputs, compileKernels(*fused, "strided"));
+    for (const char* out : {"h", "c2", "r"}) expectClose(t + " strided " + out, got.at(out), expected.at(out), false);
+  }
+}
+
+TEST_CASE("a fused node's strides must match its operands") {
+  const std::string body = "%0 = relu($0); return %0";
+  ir::Graph g("g");
+  ir::Value* x = g.addInput("x", {ir::DType::f32, {4, 8}});
+  const auto withStrides = [&](std::vector<std::int64_t> strides) {
+    return g.create("fused", std::vector<ir::Value*>{x}, ir::AttrMap{{"body", body}, {"strides", std::move(strides)}});
+  };
+  CHECK(withStrides({8, 1}));
+  Expected<ir::Node*> shortList = withStrides({1});
+  REQUIRE_FALSE(shortList);
+  CHECK(shortList.error().message.find("strides lists 1 values, but the operands have 2 dimensions") != std::string::npos);
+  CHECK_FALSE(withStrides({-8, 1}));
+  // The kernel's name tells the layouts apart: a strided operand gets another kernel.
+  const std::vector<ir::TensorType> in{{ir::DType::f32, {4, 8}}};
+  const std::vector<std::int64_t> rows{32, 1};
+  CHECK(ir::fusedKernelName(body, in, in) != ir::fusedKernelName(body, in, in, rows));
 }
 
 namespace {

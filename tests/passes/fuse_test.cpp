@@ -1,6 +1,6 @@
 // The elementwise fusion pass: which nodes form a region, what a region reads and returns, and
-// the cases that must stay apart (a use outside the region before its end, another phase, a
-// strided operand, a random op).
+// the cases that must stay apart (a use outside the region before its end, another phase, an
+// allocation while a region's inputs would be kept alive), strided operands read in place.
 #include <doctest/doctest.h>
 
 #include "../ir/test_util.h"
@@ -100,7 +100,7 @@ TEST_CASE("regions stay within one phase and one iteration space") {
   CHECK(stats.fusedNodes == 2);
 }
 
-TEST_CASE("strided operands and f16 are never fused; dropout is") {
+TEST_CASE("strided operands are read in place with their strides; f16 is never fused; dropout is") {
   passes::FuseStats stats;
   const std::string out = fuse(R"(graph t
   input %x : f32[8, 4]
@@ -115,14 +115,33 @@ TEST_CASE("strided operands and f16 are never fused; dropout is") {
   output y = %4
   output z = %6
 )", &stats);
-  // relu reads the transposed view (not a candidate); exp, dropout and tanh fuse; f16 does not.
+  // relu reads the transposed view through its strides, with exp, dropout and tanh; f16 does not fuse.
   CHECK(stats.regions == 1);
-  CHECK(has(out, "= fused(%1) {body = \"%0 = exp($0); %1 = dropout(%0) {p = 0.5, rng = 1}; %2 = tanh(%1); "
-                 "return %2\"}"));
+  CHECK(has(out, "= fused(%0) {body = \"%0 = relu($0); %1 = exp(%0); %2 = dropout(%1) {p = 0.5, rng = 1}; "
+                 "%3 = tanh(%2); return %3\", strides = [1, 4]}"));
   CHECK(has(out, "= relu(%h)"));
 }
 
 TEST_CASE("no region spans an allocation: an accumulation chain keeps its terms' short lives") {
+  passes::FuseStats stats;
+  const std::string out = fuse(R"(graph t
+  input %x : f32[4, 8]
+  input %w : f32[8, 8]
+  %0 = matmul(%x, %w) : f32[4, 8] bwd
+  %1 = matmul(%0, %w) : f32[4, 8] bwd
+  %2 = relu(%0) : f32[4, 8] bwd
+  %3 = add(%2, %1) : f32[4, 8] bwd
+  %4 = matmul(%x, %w) : f32[4, 8] bwd
+  %5 = add(%3, %4) : f32[4, 8] bwd
+  output y = %5
+)", &stats);
+  // relu + add fuse; the second add would keep their terms %0 and %1 alive across %4.
+  CHECK(stats.regions == 1);
+  CHECK(has(out, "fused(%0, %1) {body = \"%0 = relu($0); %1 = add(%0, $1); return %1\"}"));
+  CHECK(has(out, "= add(%2, %3)"));
+}
+
+TEST_CASE("a region reading only parameters and inputs may fuse across an allocation") {
   passes::FuseStats stats;
   const std::string out = fuse(R"(graph t
   input %a : f32[4, 8]
@@ -134,10 +153,53 @@ TEST_CASE("no region spans an allocation: an accumulation chain keeps its terms'
   %3 = add(%1, %2) : f32[4, 8] bwd
   output y = %3
 )", &stats);
-  // relu + add fuse; the second add would read the first region's inputs after the matmul.
+  // %a and %b stay alive throughout: fusing the second add keeps no buffer alive longer, and
+  // %1 is no longer stored across the matmul.
   CHECK(stats.regions == 1);
-  CHECK(has(out, "fused(%a, %b) {body = \"%0 = relu($0); %1 = add(%0, $1); return %1\"}"));
-  CHECK(has(out, "= add(%0, %1)"));
+  CHECK(has(out, "fused(%a, %b, %0) {body = \"%0 = relu($0); %1 = add(%0, $1); %2 = add(%1, $2); return %2\"}"));
+}
+
+TEST_CASE("a region may fuse across an allocation when the values it reads stay alive through it") {
+  passes::FuseStats stats;
+  const std::string out = fuse(R"(graph t
+  input %x : f32[4, 8]
+  input %w : f32[8, 8]
+  %0 = matmul(%x, %w) : f32[4, 8] bwd
+  %1 = exp(%x) : f32[4, 8] fwd
+  %2 = tanh(%x) : f32[4, 8] fwd
+  %3 = mul(%0, %2) : f32[4, 8] bwd
+  %4 = mul(%0, %1) : f32[4, 8] bwd
+  %5 = sigmoid_backward(%3, %1) : f32[4, 8] bwd
+  %6 = tanh_backward(%4, %2) : f32[4, 8] bwd
+  output a = %5
+  output b = %6
+)", &stats);
+  // An LSTM cell's two branches from one gradient %0: d(o) = %0 * tanh(c), d(tanh c) = %0 * o.
+  // sigmoid_backward joins %3's region across %4's allocation because %3's inputs stay alive
+  // through it (%4 reads %0 and %1; %6 reads %2); tanh_backward then joins %4's region across
+  // that region's fused node, which reads %0 and %1 at %5's place. (Without that rule, four
+  // nodes apart.) The two forward ops form no region: one node each.
+  CHECK(stats.regions == 2);
+  CHECK(stats.fusedNodes == 4);
+  CHECK(has(out, "fused(%0, %2, %1) {body = \"%0 = mul($0, $1); %1 = sigmoid_backward(%0, $2); return %1\"}"));
+  CHECK(has(out, "fused(%0, %1, %2) {body = \"%0 = mul($0, $1); %1 = tanh_backward(%0, $2); return %1\"}"));
+}
+
+TEST_CASE("a region does not fuse across an allocation when that would keep its inputs alive") {
+  passes::FuseStats stats;
+  fuse(R"(graph t
+  input %x : f32[4, 8]
+  input %w : f32[8, 8]
+  %0 = matmul(%x, %w) : f32[4, 8] bwd
+  %1 = matmul(%0, %w) : f32[4, 8] bwd
+  %2 = relu(%1) : f32[4, 8] bwd
+  %3 = matmul(%x, %w) : f32[4, 8] bwd
+  %4 = exp(%2) : f32[4, 8] bwd
+  output a = %4
+  output b = %3
+)", &stats);
+  // relu's input %1 is last read by relu: fusing exp into it would keep %1 alive across %3.
+  CHECK(stats.regions == 0);
 }
 
 TEST_CASE("a reshape of contiguous memory is read in place") {
