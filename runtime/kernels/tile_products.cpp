@@ -216,6 +216,36 @@ GRADC_INLINE void productTransposedB(const Operands& o, std::int64_t m, std::int
   }
 }
 
+// ---- op(A) = A^T with a long sum ----------------------------------------------------------------
+
+// A^T's elements of one row block lie a whole row of A apart along k: a block of MR rows reads
+// MR floats from each of k cache lines (and, with rows of a few KiB, as many pages). So rows are
+// taken kPackedRows at a time and k kPackedTerms at a time, and that [kc, rows] piece of A is
+// copied into a panel on the stack (row by row: each of A's rows holds it contiguously), which
+// every column panel of C then reads from the core's nearest caches; each panel of B is then
+// reused by 16 blocks of rows. Each element of C still sums its terms in order, accumulating
+// onto C after every kPackedTerms. (gpt-mini's weight gradients, one thread, AVX-512: 142-150
+// GFLOP/s reading A^T in place, 145-152 with 48-row panels, 164-176 with 96 to 144 rows.)
+constexpr std::int64_t kPackedRows = 96, kPackedTerms = 256;  // 96 KiB
+// Shorter sums (an LSTM step's weight gradient, k = batch; mlp's at batch 64) read A^T in place.
+constexpr std::int64_t kPackedMinTerms = 256;
+
+template <class V, int MR, int NV>
+GRADC_INLINE void productTransposedA(const Operands& o, std::int64_t m, std::int64_t n) {
+  alignas(64) float panel[kPackedRows * kPackedTerms];
+  const std::int64_t lda = o.aCol;  // A(i, p) = A[i + p lda]
+  for (std::int64_t i0 = 0; i0 < m; i0 += kPackedRows) {
+    const std::int64_t rows = std::min(kPackedRows, m - i0);
+    for (std::int64_t p0 = 0; p0 < o.k; p0 += kPackedTerms) {
+      const std::int64_t kc = std::min(kPackedTerms, o.k - p0);
+      for (std::int64_t p = 0; p < kc; ++p) std::copy_n(o.A + (p0 + p) * lda + i0, rows, panel + p * rows);
+      const Operands chunk{panel, 1, rows, o.B + p0 * o.ldb, o.ldb, o.C + i0 * o.ldc, o.ldc, kc, o.alpha,
+                           o.accumulate || p0 > 0};
+      productOf<V, MR, NV>(chunk, rows, n);
+    }
+  }
+}
+
 template <class V, int MR, int NV>
 GRADC_INLINE void run(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
                       const float* A, std::int64_t lda, const float* B, std::int64_t ldb, bool accumulate, float* C,
@@ -228,6 +258,8 @@ GRADC_INLINE void run(bool transA, bool transB, std::int64_t m, std::int64_t n, 
   const Operands o{A, transA ? 1 : lda, transA ? lda : 1, B, ldb, C, ldc, k, alpha, accumulate};
   if (transB)
     productTransposedB<V, MR, NV>(o, m, n);
+  else if (transA && k >= kPackedMinTerms && m > MR)
+    productTransposedA<V, MR, NV>(o, m, n);
   else
     productOf<V, MR, NV>(o, m, n);
 }

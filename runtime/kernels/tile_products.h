@@ -6,9 +6,10 @@
 // build the process links may be held to an older instruction set (OPENBLAS_CORETYPE): on the
 // attention tiles of gpt-mini OpenBLAS's Haswell kernels ran at about half of their large-product
 // rate. Here each product is one register-blocked loop: a block of C's rows x vectors of columns
-// stays in registers while k runs; A's elements are broadcast from wherever they lie (so op(A) =
-// A^T costs nothing), B is read row by row (op(B) = B^T is first transposed, a k-panel at a time,
-// into a buffer on the stack). Compiled for AVX-512 and for AVX2 + FMA, the best chosen once per
+// stays in registers while k runs; A's elements are broadcast from wherever they lie (op(A) =
+// A^T over a long sum, a weight gradient's, is first copied 96 rows by 256 terms at a time into
+// a panel on the stack, so its elements are not gathered from a cache line per term), B is read
+// row by row (op(B) = B^T is first transposed, a k-panel at a time, into a buffer on the stack). Compiled for AVX-512 and for AVX2 + FMA, the best chosen once per
 // process; on other CPUs `product` declines and the caller uses its BLAS.
 //
 // Sums over k run in order within each element (no partial sums): the same operands always give
