@@ -49,7 +49,8 @@ Planes planesOf(const at::Tensor& x) { return {x.size(0), x.size(1), x.numel() /
 template <class T>
 using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
 
-// f32 on the host's vector loops (batch_norm_ops.h): the same passes, the sums in f64 lanes. The variance is taken about the mean rounded to f32 (c) and corrected:
+// f32 on the host's vector loops (batch_norm_ops.h): the same passes, the sums in f64 lanes.
+// The variance is taken about the mean rounded to f32 (c) and corrected:
 // sum((x - m)^2) = sum((x - c)^2) - n (m - c)^2.
 void batchNormF32(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps, at::Tensor& y,
                   at::Tensor& mean, at::Tensor& invstd, at::Tensor& var) {

@@ -8,7 +8,8 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
-#include "ir/fused_body.h"
+#include <variant>
+
 #include "runtime/kernels/generated_kernels.h"
 #include "runtime/kernels/kernels.h"
 
@@ -39,27 +40,28 @@ const KernelEntry kEntries[] = {{"fused", fusedKernel}};
 }  // namespace
 
 std::vector<void*> kernel_detail::fusedBuffers(const KernelArgs& a, std::vector<at::Tensor>& results) {
+  // The node's `strides` attribute (the verifier checked its length against the operands'
+  // ranks), read in place: this runs at every step.
+  const auto named = a.node.attrs().find("strides");
+  const std::vector<std::int64_t>* strides =
+      named != a.node.attrs().end() ? std::get_if<std::vector<std::int64_t>>(&named->second) : nullptr;
   std::vector<void*> buffers;
-  if (!ir::getIntList(a.node.attrs(), "strides")) {
-    for (const at::Tensor& t : a.operands) {
+  std::int64_t at = 0;
+  for (size_t k = 0; k < a.operands.size(); ++k) {
+    const at::Tensor& t = a.operands[k];
+    if (strides == nullptr) {
       TORCH_CHECK(t.is_contiguous(), "fused node of ", a.node.specName(), ": operand is not contiguous");
-      buffers.push_back(t.data_ptr());
-    }
-  } else {
-    Expected<std::vector<std::vector<std::int64_t>>> strides =
-        ir::fusedOperandStrides(a.node.attrs(), a.node.operandTypes());
-    TORCH_CHECK(static_cast<bool>(strides), "fused node of ", a.node.specName(), ": ",
-                strides ? std::string() : strides.error().message);
-    for (size_t k = 0; k < a.operands.size(); ++k) {
-      const at::Tensor& t = a.operands[k];
-      const std::vector<std::int64_t>& expected = (*strides)[k];
-      bool same = t.dim() == static_cast<std::int64_t>(expected.size());
-      for (size_t d = 0; same && d < expected.size(); ++d)
-        same = t.size(static_cast<std::int64_t>(d)) == 1 || t.stride(static_cast<std::int64_t>(d)) == expected[d];
+    } else {
+      TORCH_CHECK(at + t.dim() <= static_cast<std::int64_t>(strides->size()), "fused node of ", a.node.specName(),
+                  ": its strides do not cover operand ", k);
+      const c10::IntArrayRef expected(strides->data() + at, static_cast<size_t>(t.dim()));
+      at += t.dim();
+      bool same = true;
+      for (std::int64_t d = 0; same && d < t.dim(); ++d) same = t.size(d) == 1 || t.stride(d) == expected[d];
       TORCH_CHECK(same, "fused node of ", a.node.specName(), ": operand ", k, " has strides ", t.strides(),
-                  " where its kernel was generated for ", c10::IntArrayRef(expected));
-      buffers.push_back(t.data_ptr());
+                  " where its kernel was generated for ", expected);
     }
+    buffers.push_back(t.data_ptr());
   }
   for (size_t i = 0; i < a.node.numResults(); ++i) {
     results.push_back(resultBuffer(a, i));
