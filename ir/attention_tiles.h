@@ -14,11 +14,16 @@
 //             the tile's log-sum-exp and rowsum(dO * O) [Br] each, uniforms [Bc] (dropout)
 //
 // with Br = min(kQueryTileRows, S) and Bc = min(kKeyTileRows, S_kv).
+//
+// Off the host the ops run as ATen calls (runtime/kernels/attention_composite.h), a block of
+// query rows at a time over all leading indices together: AttentionChunks says how many rows,
+// and bounds the bytes those calls allocate (the op's workspace when a plan is made for CUDA).
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 
 namespace gradc::ir {
 
@@ -62,6 +67,88 @@ struct AttentionTiling {
     for (std::int64_t p : parts) sum += p;
     return sum;
   }
+};
+
+// The composed kernels' blocks: `rows` queries of every leading index, so that one [L, rows, S_kv]
+// score block holds at most kChunkScoreBytes (at least one row). Their allocations, largest first:
+//
+//   whole call: contiguous [L, S, D] copies of q, k and v (and dout and out backward) when their
+//               leading axes cannot be merged in place; dk and dv accumulators over the expanded
+//               heads, and their sums down to k's and v's shape, when keys and values are shared
+//   per block:  the scores [L, rows, S_kv], reused for the probabilities and then dS; backward,
+//               dP and (with dropout) the dropped probabilities, of the same shape; the causal
+//               mask [rows, S_kv] of bools; row statistics [L, rows] (three); a contiguous copy
+//               of q's block [L, rows, Dh] (and dout's [L, rows, Dv] backward) where a product
+//               needs one; forward the block's output [L, rows, Dv]; backward dout * out
+//               [L, rows, Dv] and dq's block [L, rows, Dh]
+//
+// Every allocation is counted rounded up to kAllocationGrain bytes (CUDA's caching allocator's
+// granularity), so the bound holds on the host's allocator and on the device's.
+inline constexpr std::int64_t kChunkScoreBytes = std::int64_t{32} << 20;
+inline constexpr std::int64_t kAllocationGrain = 512;
+
+struct AttentionChunks {
+  std::int64_t leading = 1;    // L: the product of q's leading axes
+  std::int64_t kvLeading = 1;  // the product of k's (and v's) leading axes: L, or less when heads are shared
+  std::int64_t queries = 0, keys = 0, headDim = 0, valueDim = 0;
+  std::int64_t elementBytes = 4;
+  bool causal = false, dropout = false;
+
+  bool sharedHeads() const { return kvLeading != leading; }
+
+  // Whether CUDA's fused kernel (runtime/cuda/cuda_attention.h) runs the node: f32 (`f32`), no
+  // dropout, no shared heads, head sizes multiples of 8. Decided by types alone, so a plan and
+  // the kernel agree on the path (operands whose layout does not fit are copied).
+  bool cudaFused(bool f32) const {
+    return f32 && !dropout && !sharedHeads() && headDim % 8 == 0 && valueDim % 8 == 0;
+  }
+
+  // Query rows per block.
+  std::int64_t rows() const {
+    const std::int64_t perRow = std::max<std::int64_t>(product({leading, keys, elementBytes}), 1);
+    return std::clamp<std::int64_t>(kChunkScoreBytes / perRow, 1, std::max<std::int64_t>(queries, 1));
+  }
+
+  std::int64_t forwardBytes() const {
+    const std::int64_t r = rows();
+    const std::int64_t whole = sized({leading, queries, headDim}) + sized({leading, keys, headDim}) +
+                               sized({leading, keys, valueDim});
+    return whole + sized({leading, r, keys}) + masks(r) + 3 * sized({leading, r}) + sized({leading, r, headDim}) +
+           sized({leading, r, valueDim});
+  }
+
+  std::int64_t backwardBytes() const {
+    const std::int64_t r = rows();
+    std::int64_t whole = sized({leading, queries, headDim}) + sized({leading, keys, headDim}) +
+                         sized({leading, keys, valueDim}) + 2 * sized({leading, queries, valueDim});
+    if (sharedHeads())
+      whole += sized({leading, keys, headDim}) + sized({leading, keys, valueDim}) + sized({kvLeading, keys, headDim}) +
+               sized({kvLeading, keys, valueDim});
+    const std::int64_t scoreBlocks = dropout ? 3 : 2;
+    return whole + scoreBlocks * sized({leading, r, keys}) + masks(r) + 3 * sized({leading, r}) +
+           2 * sized({leading, r, headDim}) + 2 * sized({leading, r, valueDim});
+  }
+
+  // Bytes rounded up to the allocation grain.
+  static std::int64_t grain(std::int64_t bytes) {
+    return bytes <= 0 ? 0 : (bytes + kAllocationGrain - 1) / kAllocationGrain * kAllocationGrain;
+  }
+  // A product of extents, saturating at 2^56 (far beyond any device, and summable without
+  // overflow).
+  static std::int64_t product(std::initializer_list<std::int64_t> factors) {
+    constexpr std::int64_t kCap = std::int64_t{1} << 56;
+    std::int64_t p = 1;
+    for (std::int64_t f : factors)
+      if (__builtin_mul_overflow(p, f, &p) || p > kCap) return kCap;
+    return p;
+  }
+
+ private:
+  std::int64_t sized(std::initializer_list<std::int64_t> extents) const {
+    std::int64_t elements = product(extents);
+    return grain(product({elements, elementBytes}));
+  }
+  std::int64_t masks(std::int64_t r) const { return causal ? grain(product({r, keys})) : 0; }
 };
 
 }  // namespace gradc::ir

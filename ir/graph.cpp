@@ -75,11 +75,11 @@ std::int64_t Node::flops() const {
   return opFlops(*op_, ins, attrs_, outs);
 }
 
-std::int64_t Node::workspaceBytes(int kernelThreads) const {
+std::int64_t Node::workspaceBytes(KernelSetting kernels) const {
   if (!op_->workspaceBytes) return 0;
   auto ins = operandTypes();
   auto outs = resultTypes();
-  return opWorkspaceBytes(*op_, ins, attrs_, outs, kernelThreads);
+  return opWorkspaceBytes(*op_, ins, attrs_, outs, kernels);
 }
 
 // ---- Graph -----------------------------------------------------------------------------------
@@ -87,6 +87,18 @@ std::int64_t Node::workspaceBytes(int kernelThreads) const {
 int Graph::kernelThreads() const { return static_cast<int>(std::max<std::int64_t>(getInt(attrs_, "kernel_threads").value_or(1), 1)); }
 
 void Graph::setKernelThreads(int threads) { attrs_["kernel_threads"] = std::int64_t{std::max(threads, 1)}; }
+
+KernelTarget Graph::kernelTarget() const {
+  const std::optional<std::string> name = getString(attrs_, "kernel_target");
+  return name ? kernelTargetNamed(*name).value_or(KernelTarget::host) : KernelTarget::host;
+}
+
+void Graph::setKernelTarget(KernelTarget target) {
+  if (target == KernelTarget::host)
+    attrs_.erase("kernel_target");
+  else
+    attrs_["kernel_target"] = std::string(kernelTargetName(target));
+}
 
 Graph::~Graph() { releaseNodes(); }
 

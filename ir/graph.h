@@ -109,9 +109,9 @@ class Node {
   void setSpecName(std::string name) { specName_ = std::move(name); }
 
   std::int64_t flops() const;
-  // Bytes the kernel allocates beyond its results, run with `kernelThreads` intra-op threads
-  // (its graph's kernelThreads()).
-  std::int64_t workspaceBytes(int kernelThreads) const;
+  // Bytes the kernel allocates beyond its results, run with the given intra-op threads on the
+  // given device kind (its graph's kernelSetting(); an int: that many threads on the host).
+  std::int64_t workspaceBytes(KernelSetting kernels) const;
   // Dense number of this node in its graph, below Graph::nodeIdBound() (as Value::id()).
   std::uint32_t id() const { return id_; }
 
@@ -162,6 +162,12 @@ class Graph {
   // their source's attributes, so it is set once, on the graph a build starts from.
   int kernelThreads() const;
   void setKernelThreads(int threads);
+  // The device kind whose kernels run the graph, also a parameter of its plan (a CUDA kernel
+  // may allocate differently from the host's: ops_attention.cpp). The graph attribute
+  // "kernel_target" ("cuda"); a graph without it is planned for the host ("cpu").
+  KernelTarget kernelTarget() const;
+  void setKernelTarget(KernelTarget target);
+  KernelSetting kernelSetting() const { return {kernelThreads(), kernelTarget()}; }
 
   Value* addInput(std::string name, TensorType type);
   Value* addParam(std::string name, TensorType type, AttrMap attrs = {});

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -29,12 +30,32 @@ struct AttrSpec {
   std::string_view doc;
 };
 
+// The kind of device whose kernels a plan is made for (Graph::kernelTarget). Workspace rules
+// read it where the device's kernel allocates differently from the host's (fused attention:
+// the host's tile slots, CUDA's fused kernel results or bounded chunks).
+enum class KernelTarget : std::uint8_t { host, cuda };
+
+// "cpu" or "cuda" (the names of gradc's --device).
+std::string_view kernelTargetName(KernelTarget target);
+std::optional<KernelTarget> kernelTargetNamed(std::string_view name);
+
+// What a plan sizes kernel workspaces for: intra-op threads and the target device's kernels
+// (a graph's kernelSetting()). An int converts to that many threads on the host.
+struct KernelSetting {
+  int threads = 1;
+  KernelTarget target = KernelTarget::host;
+  KernelSetting(int threads = 1, KernelTarget target = KernelTarget::host)  // NOLINT: implicit from threads
+      : threads(threads), target(target) {}
+};
+
 // What an op's rules see: operand types and attributes (already checked against the schema).
 struct OpContext {
   std::span<const TensorType> inputs;
   const AttrMap& attrs;
   // Intra-op threads the kernel runs with (Graph::kernelThreads); read by workspace rules only.
   int kernelThreads = 1;
+  // The device kind whose kernels run the node (Graph::kernelTarget); read by workspace rules only.
+  KernelTarget kernelTarget = KernelTarget::host;
 };
 
 using InferFn = Expected<std::vector<TensorType>> (*)(const OpContext& ctx);
@@ -173,12 +194,12 @@ Expected<std::vector<TensorType>> inferResultTypes(const OpInfo& op, std::span<c
 
 std::int64_t opFlops(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
                      std::span<const TensorType> results);
-// With `kernelThreads` intra-op threads (Graph::kernelThreads: a plan's parameter, which the
-// runtime then runs with).
+// With the plan's kernel setting (Graph::kernelSetting: intra-op threads and target device,
+// parameters of the plan, which the runtime then runs with).
 std::int64_t opWorkspaceBytes(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
-                              std::span<const TensorType> results, int kernelThreads);
+                              std::span<const TensorType> results, KernelSetting kernels);
 // Bytes read and written by one execution: operands plus results plus workspace.
 std::int64_t opBytesAccessed(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
-                             std::span<const TensorType> results, int kernelThreads);
+                             std::span<const TensorType> results, KernelSetting kernels);
 
 }  // namespace gradc::ir

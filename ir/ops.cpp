@@ -466,14 +466,23 @@ std::int64_t opFlops(const OpInfo& op, std::span<const TensorType> inputs, const
   return op.flops ? op.flops(OpContext{inputs, attrs}, results) : 0;
 }
 
+std::string_view kernelTargetName(KernelTarget target) { return target == KernelTarget::cuda ? "cuda" : "cpu"; }
+
+std::optional<KernelTarget> kernelTargetNamed(std::string_view name) {
+  if (name == "cpu") return KernelTarget::host;
+  if (name == "cuda") return KernelTarget::cuda;
+  return std::nullopt;
+}
+
 std::int64_t opWorkspaceBytes(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
-                              std::span<const TensorType> results, int kernelThreads) {
-  return op.workspaceBytes ? op.workspaceBytes(OpContext{inputs, attrs, std::max(kernelThreads, 1)}, results) : 0;
+                              std::span<const TensorType> results, KernelSetting kernels) {
+  if (!op.workspaceBytes) return 0;
+  return op.workspaceBytes(OpContext{inputs, attrs, std::max(kernels.threads, 1), kernels.target}, results);
 }
 
 std::int64_t opBytesAccessed(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
-                             std::span<const TensorType> results, int kernelThreads) {
-  std::int64_t bytes = opWorkspaceBytes(op, inputs, attrs, results, kernelThreads);
+                             std::span<const TensorType> results, KernelSetting kernels) {
+  std::int64_t bytes = opWorkspaceBytes(op, inputs, attrs, results, kernels);
   for (const TensorType& t : inputs) bytes += t.bytes();
   for (const TensorType& t : results) bytes += t.bytes();
   return bytes;

@@ -13,8 +13,12 @@
 //     backward, recomputing each tile's probabilities from q, k and lse; dk and dv summed over
 //     the query indices that share a key head.
 //
-// Neither op ever holds the [S, S_kv] matrix: the kernels work one tile of scores per thread
-// (ir/attention_tiles.h), and the declared workspace is exactly the threads' tile slots.
+// Neither op ever holds the [S, S_kv] matrix. On the host the kernels work one tile of scores
+// per thread (ir/attention_tiles.h), and the declared workspace is exactly the threads' tile
+// slots. In a plan made for CUDA (Graph::kernelTarget) the workspace is what the CUDA kernels
+// allocate beside the arena: ATen's fused kernel's results before they are copied into the
+// planned buffers where that kernel runs the node (AttentionChunks::cudaFused), else the
+// composed kernels' blocks of at most kChunkScoreBytes of scores (linear in S apart from them).
 //
 // Dropout draws element (row r of the flattened leading axes and queries, key j) of the
 // probabilities at stream position rng_offset + r S_kv + j of the node's stream (runtime/
@@ -117,11 +121,61 @@ AttentionTiling tilingOf(const OpContext& c, size_t first) {
                              c.inputs[first + 2].shape[r - 1], getFloat(c.attrs, "p").value_or(0.0) > 0.0);
 }
 
+// The composed kernels' blocks and bound (ir/attention_tiles.h) for operands from `first`.
+AttentionChunks chunksOf(const OpContext& c, size_t first) {
+  const TensorType& q = c.inputs[first];
+  const TensorType& k = c.inputs[first + 1];
+  const int r = q.rank();
+  AttentionChunks a;
+  for (int d = 0; d < r - 2; ++d) {
+    a.leading *= q.shape[d];
+    a.kvLeading *= k.shape[d];
+  }
+  a.queries = q.shape[r - 2];
+  a.keys = k.shape[r - 2];
+  a.headDim = q.shape[r - 1];
+  a.valueDim = c.inputs[first + 2].shape[r - 1];
+  a.elementBytes = dtypeSize(q.dtype);
+  a.causal = getBool(c.attrs, "causal").value_or(false);
+  a.dropout = getFloat(c.attrs, "p").value_or(0.0) > 0.0;
+  return a;
+}
+
+// What CUDA's fused kernel allocates beside the arena. Forward: its output and its log-sum-exp
+// (f32, rows padded to a multiple of 32), and two RNG scalars. Backward: the log-sum-exp in that
+// layout, dq, dk and dv, the row sums of dout * out (padded as the log-sum-exp), an f32
+// accumulator of dq, and contiguous copies of dout and out (a bound: ATen's internals).
+std::int64_t cudaFusedForwardBytes(const AttentionChunks& a) {
+  using C = AttentionChunks;
+  const std::int64_t padded = (a.queries + 31) / 32 * 32;
+  return C::grain(C::product({a.leading, a.queries, a.valueDim, a.elementBytes})) +
+         C::grain(C::product({a.leading, padded, 4})) + 2 * kAllocationGrain;
+}
+
+std::int64_t cudaFusedBackwardBytes(const AttentionChunks& a) {
+  using C = AttentionChunks;
+  const std::int64_t padded = (a.queries + 31) / 32 * 32;
+  const std::int64_t q = C::product({a.leading, a.queries, a.headDim});
+  const std::int64_t out = C::product({a.leading, a.queries, a.valueDim});
+  return 2 * C::grain(C::product({a.leading, padded, 4})) + C::grain(C::product({q, a.elementBytes})) +
+         C::grain(C::product({a.leading, a.keys, a.headDim, a.elementBytes})) +
+         C::grain(C::product({a.leading, a.keys, a.valueDim, a.elementBytes})) + C::grain(C::product({q, 4})) +
+         2 * C::grain(C::product({out, a.elementBytes}));
+}
+
 std::int64_t workspaceAttention(const OpContext& c, Types) {
+  if (c.kernelTarget == KernelTarget::cuda) {
+    const AttentionChunks a = chunksOf(c, 0);
+    return a.cudaFused(c.inputs[0].dtype == DType::f32) ? cudaFusedForwardBytes(a) : a.forwardBytes();
+  }
   return saturatingMul(std::max(c.kernelThreads, 1) * tilingOf(c, 0).forwardSlot(), dtypeSize(c.inputs[0].dtype));
 }
 
 std::int64_t workspaceAttentionBackward(const OpContext& c, Types) {
+  if (c.kernelTarget == KernelTarget::cuda) {
+    const AttentionChunks a = chunksOf(c, 1);
+    return a.cudaFused(c.inputs[1].dtype == DType::f32) ? cudaFusedBackwardBytes(a) : a.backwardBytes();
+  }
   return saturatingMul(std::max(c.kernelThreads, 1) * tilingOf(c, 1).backwardSlot(), dtypeSize(c.inputs[1].dtype));
 }
 

@@ -18,6 +18,11 @@ class Verifier {
   explicit Verifier(const Graph& g) : g_(g), defined_(g.valueIdBound(), nullptr), operandSlots_(g.valueIdBound(), 0) {}
 
   Status run() {
+    if (auto target = g_.attrs().find("kernel_target"); target != g_.attrs().end()) {
+      const std::string* name = std::get_if<std::string>(&target->second);
+      if (!name || !kernelTargetNamed(*name))
+        return Error{"the graph attribute kernel_target must be \"cpu\" or \"cuda\""};
+    }
     // Names are compared in place: the graph outlives the check.
     std::unordered_set<std::string_view> declared;
     declared.reserve(g_.inputs().size() + g_.params().size());

@@ -39,10 +39,10 @@ GraphStats computeGraphStats(const ir::Graph& graph) {
   using Key = std::tuple<std::string, std::string, std::string>;  // pattern, op, type
   std::map<Key, ActivationClass> classes;
   bool sawBackward = false;
-  const int threads = graph.kernelThreads();
+  const ir::KernelSetting kernels = graph.kernelSetting();
   for (const auto& node : graph.nodes()) {
     std::int64_t flops = node->flops();
-    std::int64_t workspace = node->workspaceBytes(threads);
+    std::int64_t workspace = node->workspaceBytes(kernels);
     if (workspace > s.maxWorkspaceBytes) {
       s.maxWorkspaceBytes = workspace;
       s.maxWorkspaceNode = node->specName() + " (" + std::string(node->opName()) + ")";

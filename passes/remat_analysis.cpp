@@ -203,7 +203,7 @@ std::unordered_map<const ir::Value*, Episode::FreeValue> freeValues(const std::v
 Expected<Analysis> analyze(ir::Graph& graph) {
   Analysis a;
   const auto nodes = graph.nodes();
-  const int threads = graph.kernelThreads();
+  const ir::KernelSetting kernels = graph.kernelSetting();
   a.numNodes = nodes.size();
   a.prefetchGathers = ir::getBool(graph.attrs(), kPrefetchGathersAttr).value_or(false);
   for (const auto& n : nodes)
@@ -507,7 +507,7 @@ Expected<Analysis> analyze(ir::Graph& graph) {
         const size_t limit = window >= 1 ? windowEnd[static_cast<size_t>(window) - 1] : bwdEnd;
         const ir::Node* n = nodes[p].get();
         chain::Stage& st = ep.model[static_cast<size_t>(window)];
-        std::int64_t temporary = n->workspaceBytes(threads);
+        std::int64_t temporary = n->workspaceBytes(kernels);
         for (size_t r = 0; r < n->numResults(); ++r) {
           const ir::Value* v = n->result(r);
           bool survives = v->isGraphOutput();

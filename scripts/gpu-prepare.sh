@@ -48,8 +48,9 @@ for budget in 160MiB 120MiB; do
 done
 compile gpt-mini-collectives "$src/models/gpt-mini.yaml" --one-rank-collectives  # NCCL, a world of one
 compile lm-seed "$src/models/lm-seed.yaml"
-# Fused, as gradc compile -o makes it by default: its kernels as PTX beside the CPU's shared object.
-"$gradc" compile "$src/models/gpt-mini.yaml" --device-reserve cuda -o "$out/artifacts/gpt-mini-fused" \
+# Fused, as gradc compile -o makes it by default: its kernels as PTX beside the CPU's shared object,
+# planned for CUDA's kernels (fused attention's workspace; --device-reserve cuda with it).
+"$gradc" compile "$src/models/gpt-mini.yaml" --device cuda -o "$out/artifacts/gpt-mini-fused" \
   2>"$out/artifacts/gpt-mini-fused.log"
 [ -f "$out/artifacts/gpt-mini-fused/step.kernels.ptx" ] || { log "gpt-mini-fused has no PTX"; exit 1; }
 

@@ -41,6 +41,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
   std::optional<ir::Graph> forward = loadSpec(r.spec, sets, exitCode, &source);
   if (!forward) return exitCode;
   forward->setKernelThreads(threads);  // the plan is made for the threads the runtime will run with
+  forward->setKernelTarget(kernelTargetOf(r.memory));  // and for its device's kernels
   std::optional<passes::TrainingPlanOptions> planOptions = parseTrainingPlanOptions(r.memory, opt, threads);
   if (!planOptions) return kExitUserError;
 

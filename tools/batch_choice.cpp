@@ -221,6 +221,7 @@ int resolveAutoBatch(const BatchRequest& r, std::vector<std::string>& sets, std:
                    std::to_string(globalBatch) + " their leading extent is " + std::to_string(*extent) +
                    " (auto searches the dim that is the inputs' first axis)"};
     if (r.kernelThreads > 0) forward.setKernelThreads(r.kernelThreads);
+    forward.setKernelTarget(kernelTargetOf(*r.memory));
     std::optional<ir::Graph> shard;
     if (options->dataParallel) {
       Expected<ir::Graph> p = passes::partitionForward(forward, *options->dataParallel);

@@ -274,7 +274,9 @@ int emitSummary(ir::Graph& fullForward, const CompileOptions& o, const std::opti
   return kExitOk;
 }
 
-int runCompile(const CompileOptions& o) {
+int runCompile(CompileOptions o) {
+  // A plan for CUDA keeps the CUDA libraries' memory free of the budget unless told otherwise.
+  if (o.memory.device == "cuda" && o.memory.deviceReserve.empty()) o.memory.deviceReserve = "cuda";
   // -o DIR without --emit, or --emit artifact: the compiled artifact (runtime/io/artifact.h).
   const bool artifact = o.pipeline.emit == "artifact" || (o.emitOption->count() == 0 && o.pipeline.output != "-");
   if (artifact) {
@@ -298,6 +300,7 @@ int runCompile(const CompileOptions& o) {
   int exitCode = kExitOk;
   std::optional<ir::Graph> graph = loadSpec(o.spec, sets, exitCode);
   if (!graph) return exitCode;
+  graph->setKernelTarget(kernelTargetOf(o.memory));
   struct KeepForward {  // the spec's graph, however the command ends
     std::optional<ir::Graph>& graph;
     ~KeepForward() { keepUntilExit(std::move(graph)); }
@@ -330,6 +333,11 @@ Runner addCompileCommand(CLI::App& cmd) {
   o->memory.addTo(cmd);
   o->parallel.addTo(cmd);
   o->optimizer.addTo(cmd);
+  cmd.add_option("--device", o->memory.device,
+                 "The device kind the plan is made for: its kernels' workspaces (fused attention's differ) and, for "
+                 "cuda, --device-reserve cuda unless given")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   // compile alone also emits the training step's memory plan: widen the shared --emit check.
   CLI::Option* emit = cmd.get_option("--emit");
   emit->get_validator()->active(false).description("");

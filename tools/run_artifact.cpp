@@ -311,6 +311,19 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     std::cerr << "gradc: error: " << program.error().message << "\n";
     return exitCodeFor(program.error());
   }
+  // Kernel workspaces were planned for one device kind's kernels: say when another's differ.
+  if (std::optional<ir::KernelTarget> running = ir::kernelTargetNamed(backend->name);
+      running && *running != program->graph.kernelTarget() && rank == 0 && !o.quiet) {
+    const ir::KernelSetting planned = program->graph.kernelSetting();
+    std::int64_t differing = 0;
+    for (const auto& n : program->graph.nodes())
+      differing += n->workspaceBytes(planned) != n->workspaceBytes({planned.threads, *running});
+    if (differing > 0)
+      std::cerr << "gradc: note: the plan's kernel workspaces were sized for " << ir::kernelTargetName(planned.target)
+                << "'s kernels, and " << differing << " node(s) allocate differently on " << backend->name
+                << " (their planned workspace is not theirs here); recompile with gradc compile --device "
+                << backend->name << " for a plan of this device\n";
+  }
   // A step with collectives needs a communicator, even for a world of one (--one-rank-collectives):
   // a launcher then hosts the rendezvous for its one worker.
   bool collectives = false;

@@ -101,6 +101,7 @@ int runTrain(const TrainCommandOptions& o) {
   }
   if (!(*backend)->host) {
     request.memory.noFuse = true;
+    request.memory.device = std::string((*backend)->name);
     if (request.memory.deviceReserve.empty()) request.memory.deviceReserve = std::string((*backend)->name);
   }
   Expected<TemporaryFolder> folder = TemporaryFolder::create();

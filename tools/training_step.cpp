@@ -203,6 +203,10 @@ Expected<passes::DataParallelOptions> ParallelFlags::forRank(int rank) const {
   return o;
 }
 
+ir::KernelTarget kernelTargetOf(const MemoryFlags& flags) {
+  return ir::kernelTargetNamed(flags.device).value_or(ir::KernelTarget::host);
+}
+
 std::optional<std::int64_t> parseDeviceReserve(const MemoryFlags& flags) {
   if (flags.deviceReserve.empty()) return 0;
   if (flags.deviceReserve == "cuda") return runtime::cuda::kLibraryReserveBytes;

@@ -28,6 +28,9 @@ struct MemoryFlags {
   std::string lossChunks = "auto";  // a count, "auto" or "off" (passes/fuse_loss.h)
   bool noFuse = false;              // --no-fuse: no elementwise fusion (passes/fuse.h)
   std::string deviceReserve;        // --device-reserve: "" (none), "cuda" or a size
+  // The device kind the plan's kernel workspaces are sized for (ir::Graph::kernelTarget):
+  // compile's --device, or the device gradc train runs on.
+  std::string device = "cpu";
   std::string objective = "least-recompute";  // --objective (passes/plan/objective.h)
   double maxRecompute = -1;                   // --max-recompute PCT; negative: no cap
   std::int64_t batchMultiple = 0;             // --batch-multiple N with --set batch=auto; 0: not given
@@ -92,6 +95,8 @@ struct TrainingStep {
 // after printing the error (exit code 2).
 // --device-reserve in bytes (0 when not given); nullopt after printing the error.
 std::optional<std::int64_t> parseDeviceReserve(const MemoryFlags& flags);
+// MemoryFlags::device as the graph's kernel target ("cpu" or "cuda"; checked where it is given).
+ir::KernelTarget kernelTargetOf(const MemoryFlags& flags);
 // `kernelThreads`: the intra-op threads the step will run with (--objective throughput probes
 // the machine with them, and warns when a --cost-table was measured with others).
 std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const MemoryFlags& flags,

@@ -232,7 +232,7 @@ StorageModel analyzeStorage(const ir::Graph& graph) {
   m.valueIndex_ = IdIndex<ir::Value>(graph.valueIdBound());
   m.info_.reserve(graph.valueIdBound());
   m.nodeIndex_ = IdIndex<ir::Node>(graph.nodeIdBound());
-  const int threads = graph.kernelThreads();  // the plan's parameter (ir::Graph::kernelThreads)
+  const ir::KernelSetting kernels = graph.kernelSetting();  // the plan's parameters (ir::Graph)
   for (const auto& p : graph.params())
     m.add(p.get(), StorageModel::Info{p.get(), contiguousStrides(p->type().shape)});
   for (const auto& in : graph.inputs())
@@ -276,7 +276,7 @@ StorageModel analyzeStorage(const ir::Graph& graph) {
         }
         break;
     }
-    std::int64_t workspace = node.workspaceBytes(threads) + copies;
+    std::int64_t workspace = node.workspaceBytes(kernels) + copies;
     if (workspace > 0 && m.nodeIndex_.insert(&node, static_cast<int>(m.nodes_.size())))
       m.nodes_.push_back(StorageModel::NodeCost{workspace, copies});
   }

@@ -53,7 +53,7 @@ std::string dominance(const ir::Graph& graph, const ScheduledLiveness& scheduled
   if (l.peakStep < 0 || l.peakStep >= static_cast<int>(scheduled.order.size())) return out;
   const ir::Node& node = *scheduled.order[static_cast<size_t>(l.peakStep)];
   std::unordered_set<const ir::Value*> seen;
-  std::int64_t working = node.workspaceBytes(graph.kernelThreads());
+  std::int64_t working = node.workspaceBytes(graph.kernelSetting());
   for (const ir::Value* v : node.operands())
     if (seen.insert(v).second) working += v->type().bytes();
   for (size_t r = 0; r < node.numResults(); ++r) working += node.result(r)->type().bytes();

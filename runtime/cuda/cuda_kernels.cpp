@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "runtime/cuda/aten_element.h"
 #include "runtime/cuda/cuda_attention.h"
 #include "runtime/cuda/dropout_kernel.h"
 #include "runtime/cuda/ptx_kernels.h"
@@ -20,15 +21,7 @@ namespace {
 using namespace kernel_detail;
 using Results = std::vector<at::Tensor>;
 
-std::optional<cuda::Element> elementOf(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat: return cuda::Element::f32;
-    case at::kDouble: return cuda::Element::f64;
-    case at::kHalf: return cuda::Element::f16;
-    case at::kBFloat16: return cuda::Element::bf16;
-    default: return std::nullopt;
-  }
-}
+using cuda::elementOf;
 
 cudaStream_t streamOf(const at::Tensor& t) { return at::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
 

@@ -14,13 +14,16 @@ namespace gradc::runtime::cuda {
 namespace {
 
 template <class T>
-__global__ void dropoutKernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t n, std::uint64_t offset,
-                              std::uint64_t step, std::uint32_t k0, std::uint32_t k1, float threshold,
-                              typename ElementArithmetic<T>::Compute scale) {
+__global__ void dropoutKernel(const T* x, T* y, std::int64_t n, std::uint64_t offset,
+                              std::int64_t run, std::uint64_t runStride, std::uint64_t step, std::uint32_t k0,
+                              std::uint32_t k1, float threshold, typename ElementArithmetic<T>::Compute scale) {
   using A = ElementArithmetic<T>;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const float u = philox::uniform(offset + static_cast<std::uint64_t>(i), step, k0, k1);
+    const std::uint64_t position =
+        run > 0 ? offset + static_cast<std::uint64_t>(i / run) * runStride + static_cast<std::uint64_t>(i % run)
+                : offset + static_cast<std::uint64_t>(i);
+    const float u = philox::uniform(position, step, k0, k1);
     y[i] = u >= threshold ? A::store(A::load(x[i]) * scale) : A::store(typename A::Compute(0));
   }
 }
@@ -32,7 +35,7 @@ void launch(const DropoutLaunch& l) {
   if (blocks == 0) return;
   using C = typename ElementArithmetic<T>::Compute;
   dropoutKernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(l.stream)>>>(
-      static_cast<const T*>(l.x), static_cast<T*>(l.y), l.n, l.offset, l.step, l.k0, l.k1, l.threshold,
+      static_cast<const T*>(l.x), static_cast<T*>(l.y), l.n, l.offset, l.run, l.runStride, l.step, l.k0, l.k1, l.threshold,
       static_cast<C>(l.scale));
 }
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 
 namespace gradc::runtime {
@@ -44,5 +45,9 @@ void uniformFloats(const RngStream& rng, std::int64_t first, std::int64_t count,
 // The uniform float of element `index` (the reference definition; uniformFloats is the
 // batched form and must agree with it).
 float uniformAt(const RngStream& rng, std::int64_t index);
+
+// Dropout with probability p keeps element i exactly when u(i) >= dropoutThreshold(p): p rounded
+// up to the uniforms' 2^-24 grid (every dropout kernel, on every device, compares with it).
+inline float dropoutThreshold(double p) { return static_cast<float>(std::ceil(p * 16777216.0) / 16777216.0); }
 
 }  // namespace gradc::runtime

@@ -18,16 +18,12 @@
 //
 // Memory: operands are read through their strides (tiles are gathered into the thread's slot);
 // results are written in place; the only allocation is the workspace, one slot per intra-op
-// thread (ir/attention_tiles.h), exactly the op table's declared bytes. Off the host the kernels
-// compose ATen ops instead (their [S, S_kv] temporaries are not planned) and refuse dropout.
+// thread (ir/attention_tiles.h), exactly the op table's declared bytes. The portable kernels
+// (any device without its own) compose ATen calls a block of queries at a time instead
+// (attention_composite.h), and refuse dropout, having no mask of the device's to draw.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/exp.h>
-#include <ATen/ops/logsumexp.h>
-#include <ATen/ops/matmul.h>
-#include <ATen/ops/sum.h>
-#include <ATen/ops/ones.h>
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -38,6 +34,7 @@
 
 #include "ir/attention_tiles.h"
 #include "runtime/exec/counter_rng.h"
+#include "runtime/kernels/attention_composite.h"
 #include "runtime/kernels/kernels.h"
 #include "runtime/kernels/row_ops.h"
 #include "runtime/kernels/tile_products.h"
@@ -159,7 +156,7 @@ Dropout dropoutOf(const KernelArgs& a) {
   if (!d.on()) return d;
   d.rng = RngStream{a.ctx.seed, a.ctx.step, intAttr(a.node, "rng")};
   d.offset = ir::getInt(a.node.attrs(), "rng_offset").value_or(0);
-  d.threshold = static_cast<float>(std::ceil(d.p * 16777216.0) / 16777216.0);
+  d.threshold = dropoutThreshold(d.p);
   return d;
 }
 
@@ -394,42 +391,22 @@ void attentionBackward(const at::Tensor& dout, const at::Tensor& q, const at::Te
   });
 }
 
-// ---- off the host: ATen composites ------------------------------------------------------------
-
-at::Tensor maskedScores(const at::Tensor& q, const at::Tensor& k, bool causal, double scale) {
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul_(scale);
-  if (causal) {
-    at::Tensor above = at::ones({scores.size(-2), scores.size(-1)}, scores.options().dtype(at::kBool)).triu_(1);
-    scores.masked_fill_(above, -std::numeric_limits<double>::infinity());
-  }
-  return scores;
-}
-
-// Sums a [leading of q..., rows, cols] gradient down to the shape of k or v (the shared heads).
-at::Tensor sumToShape(const at::Tensor& g, at::IntArrayRef shape) {
-  std::vector<std::int64_t> dims;
-  for (std::int64_t d = 0; d < g.dim() - 2; ++d)
-    if (shape[d] == 1 && g.size(d) != 1) dims.push_back(d);
-  return dims.empty() ? g : g.sum(dims, true);
-}
-
-void refuseDeviceDropout(const Dropout& drop) {
-  TORCH_CHECK(!drop.on(), "fused attention with dropout: only the host's tiled kernel draws its mask (this device runs the portable one); compile with --no-fuse");
-}
-
 // ---- kernels ----------------------------------------------------------------------------------
 
-// The portable kernels: the op's definition as ATen calls (the [.., S, S_kv] scores and
-// probabilities as temporaries, no dropout); the host runs the tiled kernels above.
+// The portable kernels: the op composed of ATen calls a block of queries at a time
+// (attention_composite.h), with no dropout mask to draw; the host runs the tiled kernels above.
+AttentionCall portableCall(const KernelArgs& a) {
+  AttentionCall call;
+  call.causal = ir::getBool(a.node.attrs(), "causal").value_or(false);
+  call.scale = floatAttr(a.node, "scale");
+  call.p = ir::getFloat(a.node.attrs(), "p").value_or(0.0);
+  return call;
+}
+
 Results attentionKernel(const KernelArgs& a) {
-  const at::Tensor& q = a.operands[0];
   at::Tensor out = resultBuffer(a, 0);
   at::Tensor lse = resultBuffer(a, 1);
-  refuseDeviceDropout(dropoutOf(a));
-  at::Tensor scores = maskedScores(q, a.operands[1], ir::getBool(a.node.attrs(), "causal").value_or(false),
-                                   floatAttr(a.node, "scale"));
-  lse.copy_(at::logsumexp(scores, {-1}));
-  out.copy_(at::matmul(at::exp(scores.sub(lse.unsqueeze(-1))), a.operands[2]));
+  composedAttention(a.operands[0], a.operands[1], a.operands[2], out, lse, portableCall(a));
   return {out, lse};
 }
 
@@ -447,16 +424,8 @@ struct BackwardArgs {
 
 Results attentionBackwardKernel(const KernelArgs& a) {
   BackwardArgs b(a);
-  const at::Tensor &dout = b.dout, &q = b.q, &k = b.k, &v = b.v, &out = b.out;
-  at::Tensor &dq = b.dq, &dk = b.dk, &dv = b.dv;
-  const double scale = b.scale;
-  refuseDeviceDropout(dropoutOf(a));
-  at::Tensor p = at::exp(maskedScores(q, k, b.causal, scale).sub(b.lse.unsqueeze(-1)));
-  dv.copy_(sumToShape(at::matmul(p.transpose(-2, -1), dout), v.sizes()));
-  at::Tensor ds = p.mul(at::matmul(dout, v.transpose(-2, -1)).sub(dout.mul(out).sum({-1}, true)));
-  dq.copy_(at::matmul(ds, k).mul_(scale));
-  dk.copy_(sumToShape(at::matmul(ds.transpose(-2, -1), q).mul_(scale), k.sizes()));
-  return {dq, dk, dv};
+  composedAttentionBackward(b.dout, b.q, b.k, b.v, b.out, b.lse, b.dq, b.dk, b.dv, portableCall(a));
+  return {b.dq, b.dk, b.dv};
 }
 
 Results hostAttentionKernel(const KernelArgs& a) {

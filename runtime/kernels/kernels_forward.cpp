@@ -97,7 +97,7 @@ DropoutMask dropoutMask(const KernelArgs& a) {
   DropoutMask m;
   m.p = floatAttr(a.node, "p");
   m.rng = RngStream{a.ctx.seed, a.ctx.step, intAttr(a.node, "rng")};
-  m.threshold = static_cast<float>(std::ceil(m.p * 16777216.0) / 16777216.0);
+  m.threshold = dropoutThreshold(m.p);
   m.scale = 1.0 / (1.0 - m.p);
   m.offset = ir::getInt(a.node.attrs(), "rng_offset").value_or(0);
   return m;

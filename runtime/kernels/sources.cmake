@@ -1,5 +1,6 @@
 # Kernels by family: the portable (ATen) table and the host's own (oneDNN, OpenBLAS, generated code).
 set(GRADC_RUNTIME_KERNEL_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/attention_composite.cpp
   ${CMAKE_CURRENT_LIST_DIR}/batch_norm_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/blas_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gelu_ops.cpp

@@ -244,5 +244,32 @@ assert r["peak_bytes_measured"] == r["peak_bytes_planned"] == plan["peak_bytes"]
 assert "beyond_plan" not in r, r
 PY
 
+# --device cuda: the plan is made for CUDA's kernels (fused attention's workspace is what they
+# allocate beside the arena, not the host's tile slots) and keeps the CUDA libraries' reserve.
+timeout 120 "$gradc" compile "$src/models/gpt-mini.yaml" --device cuda --emit plan -o "$work/cuda.json" 2>"$work/err" \
+  && timeout 120 "$gradc" compile "$src/models/gpt-mini.yaml" --emit plan -o "$work/host.json" 2>>"$work/err" \
+  && timeout 120 "$gradc" compile "$src/models/gpt2.yaml" --device cuda --emit plan -o "$work/gpt2-cuda.json" 2>>"$work/err" \
+  && $py - "$work/cuda.json" "$work/host.json" "$work/gpt2-cuda.json" <<'PY' && ok || bad "plans for cuda: $(tail -2 "$work/err")"
+import json, sys
+cuda, host, gpt2 = (json.load(open(f)) for f in sys.argv[1:])
+def attention_workspaces(plan):
+    return {b["producer"]: b["size"] for b in plan["buffers"] if b["kind"] == "workspace" and b.get("producer", "").startswith("attention")}
+assert cuda["reserve_bytes"] == 36 << 20 and host["reserve_bytes"] == 0, (cuda["reserve_bytes"], host["reserve_bytes"])
+# gpt-mini's heads [16, 4, 128, 64] in f32 take CUDA's fused kernel: its output and its padded
+# log-sum-exp forward; row statistics, dq/dk/dv, a dq accumulator and copies of dout and out backward.
+assert attention_workspaces(cuda) == {"attention": (1 << 21) + (1 << 15) + 1024, "attention_backward": 2 * (1 << 15) + 6 * (1 << 21)}, attention_workspaces(cuda)
+assert attention_workspaces(host)["attention"] != attention_workspaces(cuda)["attention"]
+# gpt2 drops out its attention probabilities: the composed blocks, a larger bound, still far below
+# one layer's [B, H, S, S] probabilities.
+g = attention_workspaces(gpt2)
+assert g["attention_backward"] > g["attention"] > 0, g
+PY
+# An artifact planned for CUDA, run on the CPU, says so; the CPU's kernels fit in its plan.
+if timeout 120 "$gradc" compile "$src/models/gpt-mini.yaml" --set layers=1 --device cuda -o "$work/cuda-art" 2>"$work/err" \
+  && timeout 120 "$gradc" train "$work/cuda-art" --synthetic --steps 1 >"$work/out" 2>&1 \
+  && grep -q "workspaces were sized for cuda's kernels, and 2 node(s) allocate differently on cpu" "$work/out" \
+  && grep -Eq "peak memory ([0-9]+) bytes measured, \1 planned" "$work/out"; then ok; else bad "cuda plan on the cpu: $(tail -3 "$work/out")"; fi
+expect_error "unknown device kind" "tpu not in" compile "$src/models/mlp.yaml" --device tpu --emit plan -o "$work/x.json"
+
 echo "plan cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

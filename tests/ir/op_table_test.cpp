@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "ir/attention_tiles.h"
 #include "ir/graph.h"
 #include "ir/op_table.h"
+#include "ir/verifier.h"
 #include "onednn/conv.h"
 
 using namespace gradc;
@@ -462,6 +464,65 @@ TEST_CASE("layer_norm_backward's workspace is per intra-op thread: the graph's k
   g.setKernelThreads(0);  // stated, so an artifact's graph always records its count
   CHECK(g.kernelThreads() == 1);
   CHECK(getInt(g.attrs(), "kernel_threads") == 1);
+}
+
+TEST_CASE("attention's workspace follows the plan's kernel target: tile slots on the host, CUDA's kernels there") {
+  const OpInfo* fwd = findOp("attention");
+  const OpInfo* bwd = findOp("attention_backward");
+  REQUIRE((fwd && bwd));
+  auto f64 = [](Shape s) { return TensorType{DType::f64, std::move(s)}; };
+  const AttrMap causal{{"causal", true}, {"scale", 0.25}};
+  const KernelSetting cuda{1, KernelTarget::cuda};
+  // [2, 4, 64, 16] f32: CUDA's fused kernel runs it. Forward: its output (32 KiB) and its
+  // log-sum-exp rows padded to 32 in f32 (2 KiB), and two RNG scalars, each a 512-byte grain.
+  const std::vector<TensorType> q{f32({2, 4, 64, 16}), f32({2, 4, 64, 16}), f32({2, 4, 64, 16})};
+  const std::vector<TensorType> out{f32({2, 4, 64, 16}), f32({2, 4, 64})};
+  CHECK(opWorkspaceBytes(*fwd, q, causal, out, cuda) == 32768 + 2048 + 1024);
+  // Backward: the padded log-sum-exp and the row sums (2 x 2 KiB), dq, dk, dv, an f32 dq
+  // accumulator and copies of dout and out (6 x 32 KiB).
+  const std::vector<TensorType> bq{out[0], q[0], q[1], q[2], out[0], out[1]};
+  CHECK(opWorkspaceBytes(*bwd, bq, causal, q, cuda) == 4096 + 6 * 32768);
+  // The host's: one tile slot per thread, whatever the target of other plans.
+  const std::int64_t slot = AttentionTiling::of(64, 64, 16, 16, false).forwardSlot() * 4;
+  CHECK(opWorkspaceBytes(*fwd, q, causal, out, 2) == 2 * slot);
+  CHECK(opWorkspaceBytes(*fwd, q, causal, out, KernelSetting{2, KernelTarget::host}) == 2 * slot);
+
+  // f64 is composed of ATen calls a block at a time (all 64 rows here): copies of q, k, v
+  // (3 x 64 KiB), the scores [8, 64, 64] (256 KiB), the causal mask (4 KiB), three row
+  // statistics (3 x 4 KiB), a copy of q's block and the block's output (2 x 64 KiB).
+  const std::vector<TensorType> q64{f64({2, 4, 64, 16}), f64({2, 4, 64, 16}), f64({2, 4, 64, 16})};
+  const std::vector<TensorType> out64{f64({2, 4, 64, 16}), f64({2, 4, 64})};
+  CHECK(opWorkspaceBytes(*fwd, q64, causal, out64, cuda) == 3 * 65536 + 262144 + 4096 + 3 * 4096 + 2 * 65536);
+  // So is dropout (gradc's mask), and shared key/value heads.
+  AttrMap dropout = causal;
+  dropout["p"] = 0.1;
+  dropout["rng"] = std::int64_t{3};
+  CHECK(opWorkspaceBytes(*fwd, q, dropout, out, cuda) > opWorkspaceBytes(*fwd, q, causal, out, cuda));
+  const std::vector<TensorType> gqa{f32({2, 4, 64, 16}), f32({2, 1, 64, 16}), f32({2, 1, 64, 16})};
+  CHECK(opWorkspaceBytes(*fwd, gqa, causal, out, cuda) > opWorkspaceBytes(*fwd, q, causal, out, cuda));
+
+  // A long sequence: the composed kernels' blocks hold at most 32 MiB of scores, never the whole
+  // [8, 16384, 16384] (8 GiB in f32).
+  const std::vector<TensorType> longQ{f32({2, 4, 16384, 16}), f32({2, 1, 16384, 16}), f32({2, 1, 16384, 16})};
+  const std::vector<TensorType> longOut{f32({2, 4, 16384, 16}), f32({2, 4, 16384})};
+  const std::int64_t composed = opWorkspaceBytes(*fwd, longQ, causal, longOut, cuda);
+  CHECK(composed > (std::int64_t{32} << 20));
+  CHECK(composed < (std::int64_t{64} << 20));
+
+  Graph g;
+  CHECK(g.kernelTarget() == KernelTarget::host);
+  CHECK(g.kernelSetting().target == KernelTarget::host);
+  g.setKernelTarget(KernelTarget::cuda);
+  CHECK(getString(g.attrs(), "kernel_target") == "cuda");
+  CHECK(g.kernelSetting().target == KernelTarget::cuda);
+  g.setKernelTarget(KernelTarget::host);
+  CHECK(!g.attrs().contains("kernel_target"));
+  CHECK(kernelTargetNamed("cuda") == KernelTarget::cuda);
+  CHECK(kernelTargetNamed("cpu") == KernelTarget::host);
+  CHECK(!kernelTargetNamed("tpu"));
+  CHECK(verify(g).ok());
+  g.attrs()["kernel_target"] = std::string("tpu");
+  CHECK(verify(g).message().find("kernel_target") != std::string::npos);
 }
 
 TEST_CASE("convolution workspace: one sample's im2col matrix (f64), oneDNN's answer (f32)") {

@@ -13,6 +13,7 @@
 #include "ir/op_table.h"
 #include "runtime/exec/executor.h"
 #include "runtime/exec/memory_tracker.h"
+#include "tests/runtime/attention_cases.h"
 
 #undef CHECK
 #include <doctest/doctest.h>
@@ -56,14 +57,7 @@ double relErr(const at::Tensor& a, const at::Tensor& b) {
          std::max(b.to(at::kDouble).abs().max().item<double>(), 1e-300);
 }
 
-struct Case {
-  std::string name;
-  std::vector<std::int64_t> qLead, kvLead;
-  std::int64_t S, Skv, Dh, Dv;
-  bool causal;
-  double p = 0.0;
-  bool stridedQ = false;
-};
+using Case = testing::AttentionCase;
 
 }  // namespace
 
@@ -86,16 +80,11 @@ TEST_CASE("fused attention: forward and backward equal autograd on the decomposi
         INFO(c.name << ", " << (dtype == at::kDouble ? "f64" : "f32") << ", " << threads << " thread(s)");
         at::manual_seed(7);
         const auto opts = at::TensorOptions().dtype(dtype);
-        auto shape = [](std::vector<std::int64_t> lead, std::int64_t a, std::int64_t b) {
-          lead.push_back(a);
-          lead.push_back(b);
-          return lead;
-        };
-        at::Tensor q = at::randn(shape(c.qLead, c.S, c.Dh), opts);
+        at::Tensor q = at::randn(testing::withRows(c.qLead, c.S, c.Dh), opts);
         if (c.stridedQ) q = q.transpose(-2, -3).contiguous().transpose(-2, -3);  // same values, strided rows
-        const at::Tensor k = at::randn(shape(c.kvLead, c.Skv, c.Dh), opts);
-        const at::Tensor v = at::randn(shape(c.kvLead, c.Skv, c.Dv), opts);
-        const at::Tensor dout = at::randn(shape(c.qLead, c.S, c.Dv), opts);
+        const at::Tensor k = at::randn(testing::withRows(c.kvLead, c.Skv, c.Dh), opts);
+        const at::Tensor v = at::randn(testing::withRows(c.kvLead, c.Skv, c.Dv), opts);
+        const at::Tensor dout = at::randn(testing::withRows(c.qLead, c.S, c.Dv), opts);
         const double scale = 1.0 / std::sqrt(static_cast<double>(c.Dh));
         ir::AttrMap attrs{{"causal", c.causal}, {"scale", scale}};
         if (c.p > 0) {

@@ -12,6 +12,7 @@ gradc_add_test(runtime_exec_tests
   runtime/onednn_products_test.cpp
   runtime/onednn_conv_test.cpp
   runtime/attention_test.cpp
+  runtime/attention_composite_test.cpp
   runtime/tile_products_test.cpp
   runtime/host_products_test.cpp
   LIBS gradc_runtime gradc_onednn)
