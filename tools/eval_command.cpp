@@ -28,6 +28,7 @@ namespace gradc::tools {
 namespace {
 struct EvalOptions {
   std::string spec;
+  bool noFuse = false;  // --no-fuse: attention as its decomposition
   std::vector<std::string> sets;
   std::string weights;
   std::string data;
@@ -76,7 +77,7 @@ int runEval(const EvalOptions& o) {
   int exitCode = kExitOk;
   std::optional<ir::Graph> graph = loadSpec(o.spec, o.sets, exitCode);
   if (!graph) return exitCode;
-  if (Status s = prepareInference(*graph); !s) return fail(s.message());
+  if (Status s = prepareInference(*graph, !o.noFuse); !s) return fail(s.message());
 
   // The weights and the vocabulary they were trained with (tools/trained_weights.h).
   Expected<TrainedWeights> trained = loadTrainedWeights(o.weights, *graph);
@@ -128,6 +129,8 @@ Runner addEvalCommand(CLI::App& cmd) {
   cmd.add_option("--weights", o->weights, "weights.safetensors, or a checkpoint folder")->required();
   cmd.add_option("--data", o->data, "Text file (language models) or safetensors file of images and labels to evaluate on")
       ->required();
+  cmd.add_flag("--no-fuse", o->noFuse,
+               "Run attention as its decomposition (default: fused attention, which never holds the [S, S] scores)");
   return [o] { return runEval(*o); };
 }
 

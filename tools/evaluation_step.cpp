@@ -16,10 +16,12 @@
 
 namespace gradc::tools {
 
-Status prepareInference(ir::Graph& graph) {
+Status prepareInference(ir::Graph& graph, bool fuseAttention) {
   passes::PassManager pm;
   pm.add<passes::StripDropout>().add<passes::BatchNormInference>().add<passes::DeadCodeElimination>();
   if (Expected<bool> r = pm.run(graph); !r) return r.error();
+  if (fuseAttention)
+    if (Expected<int> n = passes::fuseAttention(graph); !n) return n.error();
   return {};
 }
 
@@ -32,14 +34,12 @@ Expected<EvaluationStep> buildEvaluationStep(const ir::Graph& forward, const Tra
   Expected<ir::Graph> whole = passes::rebatchForward(forward, *batch, 1, "evaluation");
   if (!whole) return whole.error();
   whole->removeOutputsIf([](const ir::GraphOutput& o) { return o.name != "loss"; });
-  if (Status s = prepareInference(*whole); !s) return s.error();
   // Attention as the training step runs it: fused there (the default), fused here, so an
   // evaluation never holds the [S, S_kv] scores a long context's training step does without.
   const bool fusedAttention = std::any_of(step.graph.nodes().begin(), step.graph.nodes().end(), [](const auto& n) {
     return n->op().role == ir::OpRole::FusedAttention;
   });
-  if (fusedAttention)
-    if (Expected<int> n = passes::fuseAttention(*whole); !n) return n.error();
+  if (Status s = prepareInference(*whole, fusedAttention); !s) return s.error();
 
   const std::int64_t rows = *batch / world;
   std::string last;

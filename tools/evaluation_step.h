@@ -22,9 +22,10 @@
 
 namespace gradc::tools {
 
-// Dropout off, batch norm in inference mode, dead code removed: what `gradc eval`, `gradc
-// sample` and the evaluation step run.
-Status prepareInference(ir::Graph& graph);
+// Dropout off, batch norm in inference mode, dead code removed, and with `fuseAttention` the
+// attention cores as fused attention nodes (passes/fuse_attention.h, never holding the
+// [S, S_kv] scores): what `gradc eval`, `gradc sample` and the evaluation step run.
+Status prepareInference(ir::Graph& graph, bool fuseAttention);
 
 struct EvaluationStep {
   ir::Graph graph;  // scheduled; inputs of rows / splits examples, output "loss"

@@ -36,6 +36,7 @@ namespace {
 
 struct SampleOptions {
   std::string spec;
+  bool noFuse = false;  // --no-fuse: attention as its decomposition
   std::vector<std::string> sets;
   std::string weights;
   std::string prompt;
@@ -92,7 +93,7 @@ int runSample(const SampleOptions& o) {
     return fail("gradc sample needs a language model: `tokens` and `targets` inputs [batch, seq] and a cross_entropy "
                 "loss over logits [batch, seq, vocab]; '" + o.spec + "' is not one");
   graph->setOutput("logits", head->operand(0));
-  if (Status s = prepareInference(*graph); !s) return fail(s.message());
+  if (Status s = prepareInference(*graph, !o.noFuse); !s) return fail(s.message());
 
   Expected<TrainedWeights> trained = loadTrainedWeights(o.weights, *graph);
   if (!trained) return fail(trained.error().message);
@@ -160,6 +161,8 @@ Runner addSampleCommand(CLI::App& cmd) {
       ->check(integerIn(0, 1 << 30))
       ->capture_default_str();
   cmd.add_option("--seed", o->seed, "The draws' seed: the same seed, the same text")->capture_default_str();
+  cmd.add_flag("--no-fuse", o->noFuse,
+               "Run attention as its decomposition (default: fused attention, which never holds the [S, S] scores)");
   return [o] { return runSample(*o); };
 }
 

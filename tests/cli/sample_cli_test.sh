@@ -16,6 +16,9 @@ sample --prompt "Th" --tokens 50 --seed 1 --top-k 5 >"$work/b.txt" 2>/dev/null
 sample --prompt "Th" --tokens 50 --seed 2 --temperature 1.5 >"$work/c.txt" 2>/dev/null
 cmp -s "$work/a.txt" "$work/b.txt" && ok || bad "the same seed gave another text"
 cmp -s "$work/a.txt" "$work/c.txt" && bad "another seed and temperature gave the same text" || ok
+# Fused attention (the default) and its decomposition draw the same text here.
+sample --prompt "Th" --tokens 50 --seed 1 --top-k 5 --no-fuse >"$work/d.txt" 2>/dev/null
+cmp -s "$work/a.txt" "$work/d.txt" && ok || bad "--no-fuse gave another text: $(head -c 80 "$work/d.txt")"
 if $py - "$work/a.txt" "$work/corpus.txt" <<'PY'; then ok; else bad "the sample's shape: $(head -c 100 "$work/a.txt")"; fi
 import sys
 text = open(sys.argv[1], "rb").read()

@@ -31,6 +31,14 @@ grep -q '"step": 7' "$work/m2.json" && ok || bad "resumed run does not start at 
 if timeout 120 "$gradc" eval "$src/models/gpt-mini.yaml" "${small[@]}" --weights "$work/ck" --data "$src/data/corpus.txt" \
     >"$work/out" 2>"$work/err" && grep -Eq '^loss [0-9.]+ over [0-9]+ windows' "$work/out"; then ok
 else bad "gradc eval: $(cat "$work/out" "$work/err" | tail -3)"; fi
+# Its attention ran fused (the default); the decomposition (--no-fuse) gives the same loss.
+if timeout 120 "$gradc" eval "$src/models/gpt-mini.yaml" "${small[@]}" --weights "$work/ck" --data "$src/data/corpus.txt" \
+    --no-fuse >"$work/out-unfused" 2>"$work/err" && /usr/bin/python3 - "$work/out" "$work/out-unfused" <<'PY'; then ok
+import re, sys
+fused, unfused = (float(re.match(r"loss ([0-9.]+)", open(f).read()).group(1)) for f in sys.argv[1:])
+assert abs(fused - unfused) <= 1e-5 * abs(unfused), (fused, unfused)
+PY
+else bad "gradc eval --no-fuse: $(cat "$work/out" "$work/out-unfused" "$work/err" | tail -3)"; fi
 
 # The weights file describes itself: a --vocab chars model evaluated from weights.safetensors
 # alone uses the characters vocabulary (the same loss as from its folder); weights of another
