@@ -11,7 +11,6 @@
 #include <utility>
 #include <vector>
 
-#include "ir/attention_tiles.h"
 #include "runtime/cuda/aten_element.h"
 #include "runtime/cuda/dropout_kernel.h"
 #include "runtime/exec/counter_rng.h"
@@ -37,11 +36,7 @@ struct ComposedCall {
   AttentionCall call;
   AttentionDropout drop;
 
-  explicit ComposedCall(const KernelArgs& a) {
-    call.causal = ir::getBool(a.node.attrs(), "causal").value_or(false);
-    call.scale = floatAttr(a.node, "scale");
-    call.p = ir::getFloat(a.node.attrs(), "p").value_or(0.0);
-    call.rngOffset = ir::getInt(a.node.attrs(), "rng_offset").value_or(0);
+  explicit ComposedCall(const KernelArgs& a) : call(attentionCallOf(a.node)) {
     if (call.p <= 0.0) return;
     const RngStream rng{a.ctx.seed, a.ctx.step, intAttr(a.node, "rng")};
     const double p = call.p;
@@ -118,15 +113,8 @@ at::Tensor aligned(const at::Tensor& t) {
 // Whether the fused kernel runs the node: the op table's rule (ir::AttentionChunks::cudaFused),
 // which the plan's declared workspace follows.
 bool fusedRuns(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ir::Node& node) {
-  ir::AttentionChunks a;
-  for (std::int64_t d = 0; d + 2 < q.dim(); ++d) {
-    a.leading *= q.size(d);
-    a.kvLeading *= k.size(d);
-  }
-  a.headDim = q.size(-1);
-  a.valueDim = v.size(-1);
-  a.dropout = ir::getFloat(node.attrs(), "p").value_or(0.0) > 0.0;
-  return a.cudaFused(q.scalar_type() == at::kFloat);
+  const bool dropout = ir::getFloat(node.attrs(), "p").value_or(0.0) > 0.0;
+  return attentionChunksOf(q, k, v, false, dropout).cudaFused(q.scalar_type() == at::kFloat);
 }
 
 Fitted fit(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ir::Node& node) {

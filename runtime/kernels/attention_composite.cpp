@@ -9,7 +9,8 @@
 #include <limits>
 #include <vector>
 
-#include "ir/attention_tiles.h"
+#include "runtime/kernels/kernels.h"
+
 
 namespace gradc::runtime {
 namespace {
@@ -21,23 +22,12 @@ struct Shapes {
 };
 
 Shapes shapesOf(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionCall& call) {
+  TORCH_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(),
+              "attention: q, k and v must have one rank of at least 2");
   Shapes s;
-  ir::AttentionChunks& c = s.chunks;
-  const std::int64_t r = q.dim();
-  TORCH_CHECK(r >= 2 && k.dim() == r && v.dim() == r, "attention: q, k and v must have one rank of at least 2");
-  for (std::int64_t d = 0; d + 2 < r; ++d) {
-    s.leading.push_back(q.size(d));
-    c.leading *= q.size(d);
-    c.kvLeading *= k.size(d);
-  }
-  c.queries = q.size(r - 2);
-  c.keys = k.size(r - 2);
-  c.headDim = q.size(r - 1);
-  c.valueDim = v.size(r - 1);
-  c.elementBytes = static_cast<std::int64_t>(q.element_size());
-  c.causal = call.causal;
-  c.dropout = call.p > 0.0;
-  TORCH_CHECK(!c.dropout || call.drop,
+  s.leading.assign(q.sizes().begin(), q.sizes().end() - 2);
+  s.chunks = attentionChunksOf(q, k, v, call.causal, call.p > 0.0);
+  TORCH_CHECK(!s.chunks.dropout || call.drop,
               "fused attention with dropout: this device draws no dropout mask for it (compile with --no-fuse)");
   return s;
 }
@@ -78,6 +68,32 @@ at::Tensor sumToShape(const at::Tensor& g, at::IntArrayRef shape) {
 }
 
 }  // namespace
+
+AttentionCall attentionCallOf(const ir::Node& node) {
+  AttentionCall call;
+  call.causal = ir::getBool(node.attrs(), "causal").value_or(false);
+  call.scale = kernel_detail::floatAttr(node, "scale");
+  call.p = ir::getFloat(node.attrs(), "p").value_or(0.0);
+  call.rngOffset = ir::getInt(node.attrs(), "rng_offset").value_or(0);
+  return call;
+}
+
+ir::AttentionChunks attentionChunksOf(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                                      bool dropout) {
+  ir::AttentionChunks c;
+  for (std::int64_t d = 0; d + 2 < q.dim(); ++d) {
+    c.leading *= q.size(d);
+    c.kvLeading *= k.size(d);
+  }
+  c.queries = q.size(-2);
+  c.keys = k.size(-2);
+  c.headDim = q.size(-1);
+  c.valueDim = v.size(-1);
+  c.elementBytes = static_cast<std::int64_t>(q.element_size());
+  c.causal = causal;
+  c.dropout = dropout;
+  return c;
+}
 
 void composedAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& out,
                        at::Tensor& lse, const AttentionCall& call) {

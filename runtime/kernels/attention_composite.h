@@ -23,6 +23,9 @@
 #include <cstdint>
 #include <functional>
 
+#include "ir/attention_tiles.h"
+#include "ir/graph.h"
+
 namespace gradc::runtime {
 
 // Applies dropout in place to `block` (contiguous), whose element e sits at stream position
@@ -39,6 +42,13 @@ struct AttentionCall {
   const AttentionDropout* drop = nullptr;   // required when p > 0
   std::int64_t blockRows = 0;               // query rows per block; 0: ir::AttentionChunks::rows(), as planned
 };
+
+// The node's attributes as a call (no dropout callback: the device's kernel sets one).
+AttentionCall attentionCallOf(const ir::Node& node);
+
+// The node's shapes as the blocks and the op table's rules see them (ir::AttentionChunks).
+ir::AttentionChunks attentionChunksOf(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                                      bool dropout);
 
 // out [..., S, Dv] and lse [..., S] (contiguous, written in place) of attention(q, k, v).
 void composedAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& out,

@@ -395,18 +395,10 @@ void attentionBackward(const at::Tensor& dout, const at::Tensor& q, const at::Te
 
 // The portable kernels: the op composed of ATen calls a block of queries at a time
 // (attention_composite.h), with no dropout mask to draw; the host runs the tiled kernels above.
-AttentionCall portableCall(const KernelArgs& a) {
-  AttentionCall call;
-  call.causal = ir::getBool(a.node.attrs(), "causal").value_or(false);
-  call.scale = floatAttr(a.node, "scale");
-  call.p = ir::getFloat(a.node.attrs(), "p").value_or(0.0);
-  return call;
-}
-
 Results attentionKernel(const KernelArgs& a) {
   at::Tensor out = resultBuffer(a, 0);
   at::Tensor lse = resultBuffer(a, 1);
-  composedAttention(a.operands[0], a.operands[1], a.operands[2], out, lse, portableCall(a));
+  composedAttention(a.operands[0], a.operands[1], a.operands[2], out, lse, attentionCallOf(a.node));
   return {out, lse};
 }
 
@@ -424,7 +416,7 @@ struct BackwardArgs {
 
 Results attentionBackwardKernel(const KernelArgs& a) {
   BackwardArgs b(a);
-  composedAttentionBackward(b.dout, b.q, b.k, b.v, b.out, b.lse, b.dq, b.dk, b.dv, portableCall(a));
+  composedAttentionBackward(b.dout, b.q, b.k, b.v, b.out, b.lse, b.dq, b.dk, b.dv, attentionCallOf(a.node));
   return {b.dq, b.dk, b.dv};
 }
 

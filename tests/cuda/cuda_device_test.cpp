@@ -27,15 +27,20 @@ const Device& gpu() {
 
 at::Tensor onGpu(const at::Tensor& t) { return t.to(at::Device(at::kCUDA, 0)); }
 
-std::vector<at::Tensor> run(std::string_view op, const std::vector<at::Tensor>& operands, const ir::AttrMap& attrs,
-                            const Device* device) {
+// The run every case uses: the same seed and step (dropout's keys) on either device.
+RunContext contextOn(const Device* device) {
   RunContext ctx;
   ctx.seed = 1234;
   ctx.step = 7;
   ctx.device = device;
+  return ctx;
+}
+
+std::vector<at::Tensor> run(std::string_view op, const std::vector<at::Tensor>& operands, const ir::AttrMap& attrs,
+                            const Device* device) {
   std::vector<at::Tensor> in;
   for (const at::Tensor& t : operands) in.push_back(device ? onGpu(t) : t);
-  Expected<std::vector<at::Tensor>> out = callOp(op, in, attrs, ctx);
+  Expected<std::vector<at::Tensor>> out = callOp(op, in, attrs, contextOn(device));
   REQUIRE_MESSAGE(out.ok(), (std::string(op) + ": " + (out.ok() ? "" : out.error().message)));
   std::vector<at::Tensor> host;
   for (const at::Tensor& t : *out) host.push_back(t.cpu());
@@ -63,15 +68,11 @@ struct DeviceWorkspace {
 
 DeviceWorkspace measureOnGpu(std::string_view op, const std::vector<at::Tensor>& operands, const ir::AttrMap& attrs,
                              const Device& d) {
-  RunContext ctx;
-  ctx.seed = 1234;
-  ctx.step = 7;
-  ctx.device = &d;
   std::vector<at::Tensor> in;
   for (const at::Tensor& t : operands) in.push_back(onGpu(t));
   d.resetInternalPeak();
   const std::int64_t before = d.internalBytes();
-  Expected<std::vector<at::Tensor>> out = callOp(op, in, attrs, ctx);
+  Expected<std::vector<at::Tensor>> out = callOp(op, in, attrs, contextOn(&d));
   REQUIRE_MESSAGE(out.ok(), (std::string(op) + ": " + (out.ok() ? "" : out.error().message)));
   std::int64_t results = 0;
   std::vector<ir::TensorType> inTypes, outTypes;

@@ -165,13 +165,7 @@ TEST_CASE("composed attention: allocates within a CUDA plan's declared workspace
     const ir::KernelSetting cuda{1, ir::KernelTarget::cuda};
     // The composed kernels' bound: what a CUDA plan declares for nodes they run (here the one
     // with dropout and shared heads; CUDA's fused kernel takes the other).
-    ir::AttentionChunks chunks;
-    chunks.leading = 4;
-    chunks.kvLeading = z.kvLead[1];
-    chunks.queries = chunks.keys = z.S;
-    chunks.headDim = chunks.valueDim = 16;
-    chunks.causal = true;
-    chunks.dropout = z.p > 0;
+    const ir::AttentionChunks chunks = runtime::attentionChunksOf(o.q, o.k, o.v, true, z.p > 0);
     const std::int64_t declaredFwd = chunks.forwardBytes(), declaredBwd = chunks.backwardBytes();
     std::vector<ir::TensorType> bwdIn{typeOf(o.dout), in[0], in[1], in[2], fwdOut[0], fwdOut[1]};
     const bool composedOnCuda = !chunks.cudaFused(true);
