@@ -1,6 +1,6 @@
 // How ATen's matrix products read strided operands: one definition for the planner's storage
 // model (passes/memory/storage.cpp, which counts the copies) and the runtime's products
-// (runtime/kernels/onednn_products.cpp, which must copy exactly those).
+// (runtime/kernels/low_precision_products.cpp, which must copy exactly those).
 #pragma once
 
 #include <algorithm>

@@ -8,6 +8,10 @@
 
 #include "ir/op_table.h"
 
+namespace gradc::onednn {
+struct ProductShape;
+}  // namespace gradc::onednn
+
 namespace gradc::ir {
 
 // The parts of the op table: forward ops (what specs lower to), training ops (backward kernels
@@ -27,7 +31,10 @@ std::vector<OpInfo> attentionOps();    // ir/ops_attention.cpp
 
 namespace rules {
 
-// Workspace rules of the matrix products (ir/ops_gemm_workspace.cpp): oneDNN's scratchpad in bf16.
+// Workspace rules of the matrix products (ir/ops_gemm_workspace.cpp): in bf16 and f16, the
+// temporaries of the route this process runs them on (oneDNN's scratchpad or the widened
+// products' panels); 0 in f32 and f64.
+std::int64_t productWorkspace(const onednn::ProductShape& shape, DType dtype, int threads);
 std::int64_t workspaceMatmul(const OpContext& c, std::span<const TensorType> results);
 std::int64_t workspaceLinear(const OpContext& c, std::span<const TensorType> results);
 std::int64_t workspaceLinearWeightGrad(const OpContext& c, std::span<const TensorType> results);

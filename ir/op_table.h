@@ -175,10 +175,10 @@ std::int64_t scalarOperandBytes(DType dtype);
 // linear_cross_entropy{chunks} (ir/ops_fused_loss.cpp) processes its rows this many at a time:
 // ceil(rows / chunks); the last chunk may be shorter. The kernel and the declared workspace use it.
 std::int64_t linearCrossEntropyChunkRows(std::int64_t rows, std::int64_t chunks);
-// The scratchpad each of linear_cross_entropy's matrix products gets in bf16, where they run on
-// oneDNN (onednn/gemm.h): the most any of them needs (logits, grad_x, grad_w accumulated) for a
-// full chunk and for the last one; 0 in other dtypes. Part of the declared workspace; the kernel
-// hands every product this many bytes.
+// The temporaries each of linear_cross_entropy's matrix products gets in bf16 and f16
+// (ir::rules::productWorkspace): the most any of them needs (logits, grad_x, grad_w and grad_bias
+// accumulated) for a full chunk and for the last one; 0 in other dtypes. Part of the declared
+// workspace; the kernel hands every product this many bytes.
 std::int64_t linearCrossEntropyProductScratch(std::int64_t rows, std::int64_t chunks, std::int64_t features,
                                               std::int64_t classes, bool bias, DType dtype, int kernelThreads);
 

@@ -17,8 +17,8 @@
 //
 // Workspace (runtime/kernels/kernels_fused_loss.cpp allocates exactly these, all alive at once at the
 // kernel's peak): the chunk of logits, per-row columns of the chunk, the row loss terms, the
-// factor 1 / N, the target as i64 when it is i32; in bf16, beside them, the scratchpad of the
-// products on oneDNN (linearCrossEntropyProductScratch), one product's at a time.
+// factor 1 / N, the target as i64 when it is i32; in bf16 and f16, beside them, the temporaries
+// of the products (linearCrossEntropyProductScratch), one product's at a time.
 #include <string>
 
 #include "ir/op_rules.h"
@@ -112,7 +112,7 @@ std::int64_t linearCrossEntropyChunkRows(std::int64_t rows, std::int64_t chunks)
 
 std::int64_t linearCrossEntropyProductScratch(std::int64_t rows, std::int64_t chunks, std::int64_t features,
                                               std::int64_t classes, bool bias, DType dtype, int kernelThreads) {
-  if (dtype != DType::bf16 || rows <= 0) return 0;
+  if ((dtype != DType::bf16 && dtype != DType::f16) || rows <= 0) return 0;
   const std::int64_t full = linearCrossEntropyChunkRows(rows, chunks);
   const std::int64_t last = rows - (rows - 1) / full * full;
   std::int64_t most = 0;
@@ -122,8 +122,13 @@ std::int64_t linearCrossEntropyProductScratch(std::int64_t rows, std::int64_t ch
         {.m = c, .k = classes, .n = features},                // grad_x rows = chunk @ w
         {.m = classes, .k = c, .n = features},                // grad_w = chunk^T @ x_chunk
         {.m = classes, .k = c, .n = features, .accumulate = true},  // grad_w += ...
+        {.m = classes, .k = c, .n = 1},                             // grad_bias = chunk^T @ 1
+        {.m = classes, .k = c, .n = 1, .accumulate = true},         // grad_bias += ...
     };
-    for (const onednn::ProductShape& p : products) most = std::max(most, onednn::scratchpadBound(p, kernelThreads));
+    for (const onednn::ProductShape& p : products) {
+      if (p.n == 1 && !bias) continue;
+      most = std::max(most, rules::productWorkspace(p, dtype, kernelThreads));
+    }
   }
   return most;
 }

@@ -172,11 +172,16 @@ std::int64_t workspaceLayerNormBackward(const OpContext& c, Types) {
 }
 
 // One 0-dim f32 norm per operand and their stack (4 bytes each), and the final norm's 0-dim
-// partial; an operand in another dtype has its norm cast to f32 (8 more bytes at most, briefly).
+// partial. An operand in another dtype has its norm computed in that dtype, then cast to f32:
+// both alive beside the norms before it, briefly (never above the stack's peak for bf16 and
+// f16, whose norms are smaller than an f32's; an f64 norm can be).
 std::int64_t workspaceGlobalNorm(const OpContext& c, Types) {
-  bool cast = false;
-  for (const TensorType& t : c.inputs) cast |= t.dtype != DType::f32;
-  return 8 * static_cast<std::int64_t>(c.inputs.size()) + 4 + (cast ? 8 : 0);
+  const auto operands = static_cast<std::int64_t>(c.inputs.size());
+  std::int64_t peak = 8 * operands + 4;
+  for (std::int64_t i = 0; i < operands; ++i)
+    if (c.inputs[static_cast<size_t>(i)].dtype != DType::f32)
+      peak = std::max(peak, 4 * i + dtypeSize(c.inputs[static_cast<size_t>(i)].dtype) + 4);
+  return peak;
 }
 
 // (norm + 1e-6).reciprocal() * max_norm: three 0-dim f32 temporaries alive together, and the

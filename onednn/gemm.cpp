@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -126,6 +129,15 @@ bool available() {
   return yes;
 }
 
+bool native() {
+  static const bool yes = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    return available() && (isa & bf16) == bf16;  // the ISA values nest as bit sets
+  }();
+  return yes;
+}
+
 std::optional<std::int64_t> scratchpadBytes(const Product& product, int threads) {
   std::lock_guard<std::mutex> lock(cacheMutex);
   const Compiled& c = compiled(product, threads);
@@ -195,6 +207,7 @@ std::string implementation(const Product& product, int threads) {
 #else  // !GRADC_WITH_ONEDNN
 
 bool available() { return false; }
+bool native() { return false; }
 std::optional<std::int64_t> scratchpadBytes(const Product&, int) { return std::nullopt; }
 std::int64_t scratchpadBound(const ProductShape&, int) { return 0; }
 std::string run(const Product&, const void*, const void*, const void*, void*, void*, std::int64_t) {
@@ -203,5 +216,32 @@ std::string run(const Product&, const void*, const void*, const void*, void*, vo
 std::string implementation(const Product&, int) { return {}; }
 
 #endif
+
+namespace {
+
+Bf16Route decideBf16Route() {
+  const char* forced = std::getenv("GRADC_BF16_PRODUCTS");
+  if (forced != nullptr && std::string_view(forced) == "widened") return Bf16Route::kWidened;
+  if (forced != nullptr && std::string_view(forced) == "onednn" && available()) return Bf16Route::kOneDnn;
+  return native() ? Bf16Route::kOneDnn : Bf16Route::kWidened;
+}
+
+std::atomic<int> imposedRoute{-1};  // -1: none; else a Bf16Route
+
+}  // namespace
+
+Bf16Route bf16Route() {
+  static const Bf16Route decided = decideBf16Route();
+  const int imposed = imposedRoute.load(std::memory_order_relaxed);
+  return imposed < 0 ? decided : static_cast<Bf16Route>(imposed);
+}
+
+const char* nameOf(Bf16Route route) { return route == Bf16Route::kOneDnn ? "onednn" : "widened"; }
+
+bool imposeBf16Route(std::optional<Bf16Route> route) {
+  if (route == Bf16Route::kOneDnn && !available()) return false;
+  imposedRoute.store(route ? static_cast<int>(*route) : -1, std::memory_order_relaxed);
+  return true;
+}
 
 }  // namespace gradc::onednn

@@ -48,9 +48,29 @@ struct ProductShape {
   bool accumulate = false;
 };
 
-// bf16 products run on oneDNN on this CPU (oneDNN was built in and has a bf16 matmul kernel
-// for this instruction set).
+// oneDNN was built in and has a bf16 matmul kernel of its own for this CPU (not only its
+// reference loops): on AVX-512 CPUs, with or without bf16 instructions.
 bool available();
+
+// That kernel runs on the CPU's bf16 instructions (AVX512_BF16 or AMX: oneDNN's effective
+// instruction set is avx512_core_bf16 or above) rather than emulating them on AVX-512.
+bool native();
+
+// Where this process runs its bf16 matrix products; the op table's workspace rules and the
+// runtime's kernels both ask, so a plan declares what the kernel allocates.
+//  - kOneDnn: oneDNN's matmul with the planned scratchpad (this file), where native().
+//  - kWidened: f32 products of the widened operands, rounded once (ir/widened_products.h),
+//    everywhere else: AVX2 CPUs, where oneDNN has no bf16 kernel and ATen's own bf16 product
+//    accumulates in bf16 (2% off, 13x slower than f32), and AVX-512 CPUs without bf16
+//    instructions, where oneDNN's emulated kernel is slower than the widened products
+//    (bench/results/bf16_products.md).
+// GRADC_BF16_PRODUCTS=onednn or =widened imposes one (onednn only where available()).
+enum class Bf16Route { kOneDnn, kWidened };
+Bf16Route bf16Route();
+const char* nameOf(Bf16Route route);  // "onednn", "widened"
+// Imposes `route` on this process (nullopt: back to the rule above), for tests that run both
+// routes on one machine; false, changing nothing, for kOneDnn where !available().
+bool imposeBf16Route(std::optional<Bf16Route> route);
 
 // The scratchpad oneDNN needs for this product with `threads` intra-op threads; nullopt when
 // it has no kernel for it.

@@ -33,7 +33,7 @@
 #include "runtime/device/device.h"
 #include "runtime/kernels/kernels.h"
 #include "runtime/kernels/host_products.h"
-#include "runtime/kernels/onednn_products.h"
+#include "runtime/kernels/low_precision_products.h"
 
 namespace gradc::runtime {
 namespace {
@@ -326,15 +326,15 @@ Results mseBackwardKernel(const KernelArgs& a) {
 }
 
 // (grad_out[N.., out], x[N.., in]) -> grad_out^T x summed over the leading dims: [out, in].
-// The host's: bf16 on oneDNN with the planned scratchpad; f32 with few rows N on the tile
-// kernels (runtime/kernels/host_products.h).
+// The host's: bf16 and f16 with their planned temporaries (runtime/kernels/low_precision_products.h);
+// f32 with few rows N on the tile kernels (runtime/kernels/host_products.h).
 template <bool Host>
 Results linearWeightGradKernel(const KernelArgs& a) {
   const at::Tensor& g = a.operands[0];
   const at::Tensor& x = a.operands[1];
   at::Tensor out = resultBuffer(a);
   const at::Tensor gt = g.reshape({-1, g.size(-1)}).t(), x2d = x.reshape({-1, x.size(-1)});
-  if (Host && (oneDnnProduct2d(a.node, gt, x2d, nullptr, out) || hostProduct(out, gt, x2d))) return {out};
+  if (Host && (lowPrecisionProduct2d(a.node, gt, x2d, nullptr, out) || hostProduct(out, gt, x2d))) return {out};
   return {at::mm_out(out, gt, x2d)};
 }
 
@@ -363,7 +363,7 @@ const KernelEntry kBackward[] = {
 };
 
 // The host's own: bf16/f16 loops where ATen 2.x would convert a whole operand to float, the
-// loss backward's rows through raw pointers, oneDNN's bf16 products.
+// loss backward's rows through raw pointers, bf16 and f16 products with planned temporaries.
 const KernelEntry kHostBackward[] = {
     {"embedding_backward", embeddingBackwardKernel<true>},
     {"cross_entropy_backward", crossEntropyBackwardKernel<true>},

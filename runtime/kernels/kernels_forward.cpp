@@ -6,7 +6,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include "runtime/kernels/aten_layer_norm.h"
-#include "runtime/kernels/onednn_products.h"
+#include "runtime/kernels/low_precision_products.h"
 #include "runtime/kernels/row_blocked_products.h"
 #include <ATen/ops/_log_softmax.h>
 #include <ATen/ops/_softmax.h>
@@ -186,8 +186,8 @@ Results scaleKernel(const KernelArgs& a) {
 
 // [..., m, k] @ [..., k, n]; at::matmul_out broadcasts batch dims and folds them into one bmm/mm.
 // The host's: a contiguous x times a plain matrix (x @ W: linear's input gradient) is folded
-// here, into one product over x's rows in row blocks (runtime/kernels/row_blocked_products.h); bf16 on
-// oneDNN with the planned scratchpad, folded the same way.
+// here, into one product over x's rows in row blocks (runtime/kernels/row_blocked_products.h); bf16
+// and f16 folded the same way, with their planned temporaries (runtime/kernels/low_precision_products.h).
 Results matmulKernel(const KernelArgs& a) {
   at::Tensor out = resultBuffer(a);
   return {at::matmul_out(out, a.operands[0], a.operands[1])};
@@ -195,7 +195,7 @@ Results matmulKernel(const KernelArgs& a) {
 
 Results hostMatmulKernel(const KernelArgs& a) {
   at::Tensor out = resultBuffer(a);
-  if (oneDnnMatmul(a.node, a.operands[0], a.operands[1], out)) return {out};
+  if (lowPrecisionMatmul(a.node, a.operands[0], a.operands[1], out)) return {out};
   const at::Tensor& x = a.operands[0];
   const at::Tensor& rhs = a.operands[1];
   if (rhs.dim() == 2 && x.dim() >= 2 && x.is_contiguous()) {
@@ -208,8 +208,9 @@ Results hostMatmulKernel(const KernelArgs& a) {
 // x[..., in] @ weight[out, in]^T + bias[out], as torch.nn.functional.linear computes it for a
 // contiguous input: one addmm (mm without bias) over the flattened rows (on the host in row
 // blocks, runtime/kernels/row_blocked_products.h). A strided input is flattened by a copy (the
-// planner's hidden copy of linear). bf16 on the host: oneDNN with the planned scratchpad, every
-// strided operand copied first (the op reads strided operands Copied).
+// planner's hidden copy of linear). bf16 and f16 on the host: with their planned temporaries
+// (runtime/kernels/low_precision_products.h), every strided operand copied first (the op reads
+// strided operands Copied).
 template <bool Host>
 Results linearKernel(const KernelArgs& a) {
   const at::Tensor& x = a.operands[0];
@@ -219,8 +220,9 @@ Results linearKernel(const KernelArgs& a) {
   const at::Tensor* bias = a.operands.size() == 3 ? &a.operands[2] : nullptr;
   at::Tensor x2d = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});
   if constexpr (Host) {
-    if (x.scalar_type() == at::kBFloat16 &&
-        oneDnnProduct2d(a.node, x.contiguous().view({-1, x.size(-1)}), w.contiguous().t(), bias, out2d))
+    // x2d is already the flattening copy of a strided 3-D x: at most one copy either way.
+    if ((x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf) &&
+        lowPrecisionProduct2d(a.node, x2d.contiguous(), w.contiguous().t(), bias, out2d))
       return {out};
     productInRowBlocks(out2d, x2d, w.t(), bias);
   } else if (bias) {
@@ -514,7 +516,7 @@ const KernelEntry kForward[] = {
 };
 
 // The host's own: its dropout loop (no portable dropout exists: a device brings its own),
-// oneDNN and row-blocked products, and the smoothed loss read through raw pointers.
+// low-precision and row-blocked products, and the smoothed loss read through raw pointers.
 const KernelEntry kHostForward[] = {
     {"matmul", hostMatmulKernel},
     {"linear", linearKernel<true>},

@@ -3,8 +3,8 @@
 //
 // Shape legend: N rows (the target's elements), V classes, D features, c rows per chunk
 // (ir::linearCrossEntropyChunkRows). The temporaries are allocated once, before the loop, and
-// are exactly the op table's declared workspace (in bf16 also one product's oneDNN scratchpad at
-// a time, runtime/kernels/onednn_products.h); every ATen call in the loop writes into a
+// are exactly the op table's declared workspace (in bf16 and f16 also one product's temporaries
+// at a time, runtime/kernels/low_precision_products.h); every ATen call in the loop writes into a
 // slice of them or of a result (`_out` variants and in-place ops), so the loop allocates
 // nothing else and the chunk buffers are reused.
 #include <ATen/Parallel.h>
@@ -21,7 +21,7 @@
 
 #include "ir/op_table.h"
 #include "runtime/kernels/kernels.h"
-#include "runtime/kernels/onednn_products.h"
+#include "runtime/kernels/low_precision_products.h"
 #include "runtime/kernels/row_blocked_products.h"
 
 namespace gradc::runtime {
@@ -38,7 +38,7 @@ using Results = std::vector<at::Tensor>;
 // d loss / d logits, gives grad_x's rows of the chunk (chunk @ w) and adds chunk^T @ x_chunk to
 // grad_w and chunk^T @ 1 to grad_bias (the first chunk writes them). loss = (sum of the row
 // terms) / N, as cross_entropy's mean.
-// The host's kernel: bf16 products on oneDNN with the planned scratchpad, the others in row
+// The host's kernel: bf16 and f16 products with their planned temporaries, the others in row
 // blocks (runtime/kernels/row_blocked_products.h); the portable one: one ATen product each.
 template <bool Host>
 Results linearCrossEntropyKernel(const KernelArgs& a) {
@@ -65,8 +65,8 @@ Results linearCrossEntropyKernel(const KernelArgs& a) {
   at::Tensor ones = bias ? at::empty({c}, options).fill_(1.0) : at::Tensor();
   at::Tensor terms = at::empty({n, 1}, options);
   at::Tensor invN = at::empty({}, options).fill_(1.0 / static_cast<double>(n));
-  // bf16 on the CPU: the products on oneDNN, each with this much scratchpad (declared workspace);
-  // elsewhere (0) ATen's.
+  // bf16 and f16 on the CPU: each product with this many bytes of temporaries (declared
+  // workspace); elsewhere (0) ATen's.
   const std::int64_t scratch =
       ir::linearCrossEntropyProductScratch(n, intAttr(a.node, "chunks"), features, classes, bias,
                                            a.node.operand(0)->type().dtype, at::get_num_threads());
@@ -85,7 +85,7 @@ Results linearCrossEntropyKernel(const KernelArgs& a) {
     at::Tensor chunk = logits.narrow(0, 0, rows);
     const at::Tensor xChunk = x.narrow(0, begin, rows);
     const at::Tensor targetChunk = target.narrow(0, begin, rows);
-    if (!(Host && oneDnnProduct2d(xChunk, w.t(), biasOperand, chunk, scratch)))
+    if (!(Host && lowPrecisionProduct2d(xChunk, w.t(), biasOperand, chunk, scratch)))
       product(chunk, xChunk, w.t(), biasOperand);
     at::Tensor term = terms.narrow(0, begin, rows);
     at::gather_out(term, chunk, 1, targetChunk);
@@ -99,15 +99,18 @@ Results linearCrossEntropyKernel(const KernelArgs& a) {
     chunk.scatter_add_(1, targetChunk, minusOne.narrow(0, 0, rows));
     chunk.mul_(invN);
     at::Tensor gradXChunk = gradXRows.narrow(0, begin, rows);
-    if (!(Host && oneDnnProduct2d(chunk, w, nullptr, gradXChunk, scratch))) product(gradXChunk, chunk, w, nullptr);
+    if (!(Host && lowPrecisionProduct2d(chunk, w, nullptr, gradXChunk, scratch))) product(gradXChunk, chunk, w, nullptr);
     const bool accumulate = begin > 0;
-    if (!(Host && oneDnnProduct2d(chunk.t(), xChunk, nullptr, gradW, scratch, accumulate))) {
+    if (!(Host && lowPrecisionProduct2d(chunk.t(), xChunk, nullptr, gradW, scratch, accumulate))) {
       if (accumulate)
         gradW.addmm_(chunk.t(), xChunk);
       else
         at::mm_out(gradW, chunk.t(), xChunk);
     }
     if (bias) {
+      const at::Tensor onesColumn = ones.narrow(0, 0, rows).view({rows, 1});
+      if (Host && lowPrecisionProduct2d(chunk.t(), onesColumn, nullptr, gradB.view({classes, 1}), scratch, accumulate))
+        continue;
       if (begin == 0)
         at::mv_out(gradB, chunk.t(), ones.narrow(0, 0, rows));
       else

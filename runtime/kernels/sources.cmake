@@ -20,7 +20,8 @@ set(GRADC_RUNTIME_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/kernels_softmax.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels_transformer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/onednn_conv.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/onednn_products.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/low_precision_products.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/widened_products.cpp
   ${CMAKE_CURRENT_LIST_DIR}/row_blocked_products.cpp
   ${CMAKE_CURRENT_LIST_DIR}/row_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/host_products.cpp
@@ -39,3 +40,6 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/gelu_ops.cpp PROPERTIES CO
 # The tiled kernels' small products: register-blocked per instruction set, acc += a b as one
 # fused multiply-add (tile_products.h).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/tile_products.cpp PROPERTIES COMPILE_OPTIONS "-O3;-ffp-contract=fast")
+# The widened products' conversions (bf16/f16 to f32 and back) are plain loops that vectorise
+# at -O3 (widened_products.cpp).
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/widened_products.cpp PROPERTIES COMPILE_OPTIONS "-O3")

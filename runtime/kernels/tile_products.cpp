@@ -15,6 +15,8 @@
 #include "runtime/kernels/tile_products.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <utility>
 
 namespace gradc::runtime::tiles {
@@ -307,9 +309,14 @@ ProductFn kernelFor(InstructionSet isa) {
   return nullptr;
 }
 
+// The best the CPU has, at most GRADC_TILE_KERNELS's (avx2 or none), so that an AVX-512 machine
+// can run what an AVX2 one runs.
 InstructionSet chooseBest() {
+  const char* cap = std::getenv("GRADC_TILE_KERNELS");
+  const bool noAvx512 = cap != nullptr && (std::string_view(cap) == "avx2" || std::string_view(cap) == "none");
+  if (cap != nullptr && std::string_view(cap) == "none") return InstructionSet::kNone;
   for (InstructionSet isa : {InstructionSet::kAvx512, InstructionSet::kAvx2})
-    if (cpuHas(isa)) return isa;
+    if (cpuHas(isa) && !(noAvx512 && isa == InstructionSet::kAvx512)) return isa;
   return InstructionSet::kNone;
 }
 

@@ -22,7 +22,8 @@ namespace gradc::runtime::tiles {
 
 enum class InstructionSet { kNone, kAvx2, kAvx512 };
 
-// The best instruction set `product` has a kernel for on this CPU (kNone: it always declines).
+// The best instruction set `product` has a kernel for on this CPU (kNone: it always declines);
+// GRADC_TILE_KERNELS=avx2 or =none caps it (to run an AVX2 machine's kernels on an AVX-512 one).
 InstructionSet bestInstructionSet();
 const char* nameOf(InstructionSet isa);  // "none", "avx2", "avx512"
 

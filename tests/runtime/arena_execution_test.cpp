@@ -7,8 +7,11 @@
 //    ranges poisoned and checked);
 //  - no op allocates more than its declared workspace beyond its results, and that workspace is
 //    served from the step's planned range of the arena.
-// bf16 steps (gpt-mini, llama, the fused loss) are held to the same: their matrix products run
-// on oneDNN with the scratchpad the plan declares (docs/memory.md, "bf16").
+//  - and every op allocates exactly its declared workspace, no less (a plan must not hold bytes
+//    its kernels never use, or measured != planned wherever that step is the peak).
+// bf16 steps (gpt-mini, llama, the fused loss) are held to the same on both routes of their
+// matrix products: widened to f32 and oneDNN's, each with the temporaries the plan declares
+// (docs/memory.md, "bf16").
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 
@@ -19,6 +22,7 @@
 
 #include "ir/op_table.h"
 #include "ir/printer.h"
+#include "onednn/gemm.h"
 #include "passes/budget.h"
 #include "passes/memory/memory_plan.h"
 #include "passes/micro_batch.h"
@@ -159,13 +163,17 @@ void checkCase(const Case& c) {
   for (const passes::PlannedBuffer& b : step.plan.buffers)
     if (b.workspace()) workspace[static_cast<size_t>(b.firstStep)] += b.size;
   REQUIRE(arena.outsideArenaBytes.size() == workspace.size());
-  std::ostringstream over;
+  // And exactly that workspace: a declaration above what the kernel allocates is a plan that
+  // holds bytes nothing uses, and wherever that step is the peak, measured != planned.
+  std::ostringstream over, under;
   for (size_t i = 0; i < workspace.size(); ++i) {
-    if (arena.outsideArenaBytes[i] <= workspace[i]) continue;
-    over << " step " << i << " (" << step.plan.steps[i].op << "): " << arena.outsideArenaBytes[i] << " > "
-         << workspace[i] << ";";
+    if (arena.outsideArenaBytes[i] == workspace[i]) continue;
+    (arena.outsideArenaBytes[i] > workspace[i] ? over : under)
+        << " step " << i << " (" << step.plan.steps[i].op << "): " << arena.outsideArenaBytes[i] << " vs "
+        << workspace[i] << ";";
   }
   CHECK_MESSAGE(over.str().empty(), "ops allocating beyond their declared workspace:" << over.str());
+  CHECK_MESSAGE(under.str().empty(), "ops allocating less than their declared workspace:" << under.str());
 
   // The measured peak is the plan's, to the byte, in every dtype (bf16 products included: their
   // oneDNN scratchpad is declared workspace, ir/ops_gemm_workspace.cpp).
@@ -251,17 +259,25 @@ TEST_CASE("arena execution: gpt2 (tied), llama (rope, GQA, RMSNorm, SwiGLU), ber
   checkCase({"bert-mlm", bert, "", "chain", 2});
 }
 
-TEST_CASE("arena execution: bf16 gpt-mini and llama: measured peak == planned, oneDNN scratchpads included") {
+TEST_CASE("arena execution: bf16 gpt-mini and llama: measured peak == planned on every product route") {
   runtime::MemoryTracker::install();
   using Kind = passes::OptimizerOptions::Kind;
   const testing::DimOverrides gpt{{"batch", "2"}, {"seq", "32"}, {"d_model", "64"}, {"layers", "2"}};
-  checkCase({"gpt-mini", gpt, "", "none", 1, Kind::AdamW, 0, "off", "bf16"});
-  checkCase({"gpt-mini", gpt, "", "selective", 1, Kind::Sgd, 0.5, "off", "bf16"});
-  checkCase({"gpt-mini", gpt, "", "none", 1, Kind::AdamW, 0, "3", "bf16"});  // the fused loss, 3 chunks
   const testing::DimOverrides llama{{"batch", "2"}, {"seq", "32"}, {"vocab", "64"}, {"d_model", "64"}, {"heads", "4"},
                                     {"kv_heads", "2"}, {"layers", "2"}, {"d_ff", "96"}};
-  checkCase({"llama", llama, "", "none", 1, Kind::AdamW, 0, "off", "bf16"});
-  checkCase({"llama", llama, "", "memory-poor", 1, Kind::AdamW, 0, "off", "bf16"});
+  // The products widened to f32 (any CPU), and on oneDNN (where it has a bf16 kernel).
+  std::vector<onednn::Bf16Route> routes{onednn::Bf16Route::kWidened};
+  if (onednn::available()) routes.push_back(onednn::Bf16Route::kOneDnn);
+  for (onednn::Bf16Route route : routes) {
+    REQUIRE(onednn::imposeBf16Route(route));
+    INFO("bf16 products " << std::string(onednn::nameOf(route)));
+    checkCase({"gpt-mini", gpt, "", "none", 1, Kind::AdamW, 0, "off", "bf16"});
+    checkCase({"gpt-mini", gpt, "", "selective", 1, Kind::Sgd, 0.5, "off", "bf16"});
+    checkCase({"gpt-mini", gpt, "", "none", 1, Kind::AdamW, 0, "3", "bf16"});  // the fused loss, 3 chunks
+    checkCase({"llama", llama, "", "none", 1, Kind::AdamW, 0, "off", "bf16"});
+    checkCase({"llama", llama, "", "memory-poor", 1, Kind::AdamW, 0, "off", "bf16"});
+  }
+  onednn::imposeBf16Route(std::nullopt);
 }
 
 TEST_CASE("arena execution: resnets (conv2d, batch norm with running statistics, pooling)") {

@@ -9,7 +9,8 @@ gradc_add_test(runtime_exec_tests
   runtime/device_paths_test.cpp
   runtime/memory_tracker_test.cpp
   runtime/blas_kernels_test.cpp
-  runtime/onednn_products_test.cpp
+  runtime/low_precision_products_test.cpp
+  runtime/widened_products_test.cpp
   runtime/onednn_conv_test.cpp
   runtime/attention_test.cpp
   runtime/attention_composite_test.cpp

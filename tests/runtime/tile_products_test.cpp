@@ -4,6 +4,7 @@
 // register block's edges (rows 6 and 4, columns 64 and 16, the stack panels' 128 rows and 64
 // columns). Each element within 4 f32 ulps of sum |a b| (rounding of a k-term sum); nothing
 // outside C's [m, n] written; the same operands give the same bits.
+#include <cstdlib>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -82,7 +83,7 @@ TEST_CASE("tile products: every kernel this CPU runs equals the f64 reference wi
     MESSAGE("skipped: no vector kernel on this CPU (the callers use their BLAS)");
     return;
   }
-  CHECK(sets.back() == bestInstructionSet());
+  if (std::getenv("GRADC_TILE_KERNELS") == nullptr) CHECK(sets.back() == bestInstructionSet());  // not capped
   const std::vector<Shape> shapes{{1, 1, 1},    {6, 64, 64},   {64, 64, 64}, {64, 128, 64}, {7, 65, 3},
                                   {5, 17, 129}, {13, 130, 33}, {4, 16, 257}, {37, 45, 29},  {3, 8, 0},
                                   {12, 200, 1}, {1, 15, 300}};
@@ -92,5 +93,5 @@ TEST_CASE("tile products: every kernel this CPU runs equals the f64 reference wi
       for (bool transB : {false, true})
         for (bool accumulate : {false, true})
           for (const Shape& s : shapes) checkOne(isa, transA, transB, accumulate, s, gen);
-  MESSAGE("kernels checked: " << sets.size() << ", best " << nameOf(bestInstructionSet()));
+  MESSAGE("kernels checked: " << sets.size() << ", best " << std::string(nameOf(bestInstructionSet())));
 }

@@ -7,4 +7,4 @@ gradc_add_test(runtime_train_tests
   runtime/arena_execution_test.cpp
   runtime/fused_loss_test.cpp
   runtime/shared_arena_test.cpp
-  LIBS gradc_runtime gradc_frontend gradc_passes)
+  LIBS gradc_runtime gradc_frontend gradc_passes gradc_onednn)
