@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bf16 training on the CPU: every bundled model that trains in bf16 here measures exactly its
-# planned peak (matrix products included: their oneDNN scratchpad is planned), with and without
-# the fused loss, recompute and micro-batches. The convolutional networks and mlp do not train
+# planned peak (matrix products included: their temporaries are planned, on the route this CPU
+# takes, and on each route imposed), with and without the fused loss, recompute and micro-batches. The convolutional networks and mlp do not train
 # in bf16 on a CPU (LibTorch has no CPU bf16 im2col nor mse_loss): not listed.
 # usage: bf16_cli_test.sh PATH/TO/gradc SOURCE_DIR
 source "$(dirname "$0")/lib.sh" "$@"
@@ -45,6 +45,12 @@ gpt=(--set batch=4 --set seq=32 --set d_model=64 --set layers=2)
 exact "gpt-mini bf16, fused loss" "$work/gpt-mini.yaml" "${gpt[@]}" --loss-chunks 4
 exact "gpt-mini bf16, selective remat" "$work/gpt-mini.yaml" "${gpt[@]}" --remat selective
 exact "gpt-mini bf16, 2 micro-batches" "$work/gpt-mini.yaml" "${gpt[@]}" --micro-batches 2
+# Both routes of the products (=onednn is the widened route again where oneDNN has no kernel).
+for route in widened onednn; do
+  export GRADC_BF16_PRODUCTS=$route
+  exact "gpt-mini bf16, products $route" "$work/gpt-mini.yaml" "${gpt[@]}"
+done
+unset GRADC_BF16_PRODUCTS
 
 echo "bf16 cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
