@@ -59,8 +59,14 @@ Panel widenPiece(const T* base, const WidenedOperand& l, std::int64_t i0, std::i
   return {panel, false, cols};
 }
 
-// The contiguous case of widenPiece's first loop, the one every dense operand takes: a plain
-// loop the compiler vectorises.
+// Columns a column-major bf16 piece is transposed by at a time: each row of the panel is written
+// 16 floats (one cache line) at a time while 16 columns of the source are read in step.
+constexpr std::int64_t kTransposeColumns = 16;
+
+// bf16 (every bundled model's low-precision dtype): the row-major case is a plain loop the
+// compiler vectorises, and a column-major piece is transposed while it is widened, so that the
+// tile kernels read both panels row-major (their fastest case: transposed operands would be
+// copied into stack panels once more).
 template <>
 Panel widenPiece<c10::BFloat16>(const c10::BFloat16* base, const WidenedOperand& l, std::int64_t i0, std::int64_t j0,
                                 std::int64_t rows, std::int64_t cols, float* panel) {
@@ -74,13 +80,16 @@ Panel widenPiece<c10::BFloat16>(const c10::BFloat16* base, const WidenedOperand&
     }
     return {panel, false, cols};
   }
-  if (l.rowStride == 1) {
-    for (std::int64_t j = 0; j < cols; ++j) {
-      const std::uint16_t* s = src + j * l.colStride;
-      std::uint32_t* d = out + j * rows;
-      for (std::int64_t i = 0; i < rows; ++i) d[i] = static_cast<std::uint32_t>(s[i]) << 16;
+  if (l.rowStride == 1) {  // transposed while widened, kTransposeColumns columns at a time
+    for (std::int64_t j0 = 0; j0 < cols; j0 += kTransposeColumns) {
+      const std::int64_t width = std::min(kTransposeColumns, cols - j0);
+      for (std::int64_t i = 0; i < rows; ++i) {
+        std::uint32_t* d = out + i * cols + j0;
+        const std::uint16_t* s = src + j0 * l.colStride + i;
+        for (std::int64_t j = 0; j < width; ++j) d[j] = static_cast<std::uint32_t>(s[j * l.colStride]) << 16;
+      }
     }
-    return {panel, true, rows};
+    return {panel, false, cols};
   }
   for (std::int64_t i = 0; i < rows; ++i)
     for (std::int64_t j = 0; j < cols; ++j)
@@ -88,8 +97,11 @@ Panel widenPiece<c10::BFloat16>(const c10::BFloat16* base, const WidenedOperand&
   return {panel, false, cols};
 }
 
-// acc[rows, cols] += op(A) op(B) (or = when !accumulate) in f32: the tile kernels, or the BLAS
-// on a CPU they have no kernel for.
+// acc[rows, cols] += op(A) op(B) (or = when !accumulate) in f32: the tile kernels, whose sums
+// run in a fixed order whatever the thread count; the BLAS on a CPU they have no kernel for.
+// (On AVX2 code paths, against OpenBLAS's Haswell kernels for the blocks, the tile kernels were
+// as fast or faster on gpt-mini's linears and 10-20% slower on its weight gradient:
+// bench/results/bf16_products.md.)
 void productF32(const Panel& a, const Panel& b, std::int64_t rows, std::int64_t cols, std::int64_t terms,
                 bool accumulate, float* acc) {
   if (tiles::product(a.transposed, b.transposed, rows, cols, terms, 1.0f, a.data, a.ld, b.data, b.ld, accumulate,

@@ -1,6 +1,6 @@
 // bf16 and f16 matrix products on the host computed in f32: the operands widened to f32 block by
-// block, multiplied on the tile kernels (runtime/kernels/tile_products.h; the BLAS where the CPU
-// has none), accumulated in f32 and rounded once into the result. What runs bf16 products on CPUs
+// block, multiplied on the tile kernels (runtime/kernels/tile_products.h; the BLAS on a CPU they
+// have no kernel for), accumulated in f32 and rounded once into the result. What runs bf16 products on CPUs
 // without bf16 instructions, and f16 products on every CPU (ir/widened_products.h has the
 // blocking and why; runtime/kernels/low_precision_products.h decides when).
 //
