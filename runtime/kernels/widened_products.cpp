@@ -99,9 +99,8 @@ Panel widenPiece<c10::BFloat16>(const c10::BFloat16* base, const WidenedOperand&
 
 // acc[rows, cols] += op(A) op(B) (or = when !accumulate) in f32: the tile kernels, whose sums
 // run in a fixed order whatever the thread count; the BLAS on a CPU they have no kernel for.
-// (On AVX2 code paths, against OpenBLAS's Haswell kernels for the blocks, the tile kernels were
-// as fast or faster on gpt-mini's linears and 10-20% slower on its weight gradient:
-// bench/results/bf16_products.md.)
+// (On AVX2 code paths OpenBLAS's Haswell kernels were no clear winner for the blocks, and gave
+// different bits on 1 and 2 threads: bench/results/bf16_products.md.)
 void productF32(const Panel& a, const Panel& b, std::int64_t rows, std::int64_t cols, std::int64_t terms,
                 bool accumulate, float* acc) {
   if (tiles::product(a.transposed, b.transposed, rows, cols, terms, 1.0f, a.data, a.ld, b.data, b.ld, accumulate,
