@@ -16,105 +16,62 @@
 namespace gradc::runtime {
 namespace {
 
+// d[j] = s[j * stride] as f32, j < n. Exact: every bf16 and f16 value is an f32 value. bf16 is
+// the upper half of an f32's bits, so a contiguous run is a shift the compiler vectorises.
+inline void widenRun(const c10::BFloat16* s, std::int64_t stride, std::int64_t n, float* d) {
+  const auto* bits = reinterpret_cast<const std::uint16_t*>(s);
+  auto* out = reinterpret_cast<std::uint32_t*>(d);
+  if (stride == 1)
+    for (std::int64_t j = 0; j < n; ++j) out[j] = static_cast<std::uint32_t>(bits[j]) << 16;
+  else
+    for (std::int64_t j = 0; j < n; ++j) out[j] = static_cast<std::uint32_t>(bits[j * stride]) << 16;
+}
+inline void widenRun(const c10::Half* s, std::int64_t stride, std::int64_t n, float* d) {
+  for (std::int64_t j = 0; j < n; ++j) d[j] = static_cast<float>(s[j * stride]);
+}
 inline float widen(c10::BFloat16 x) {
-  const std::uint32_t bits = static_cast<std::uint32_t>(x.x) << 16;
   float f;
-  std::memcpy(&f, &bits, sizeof f);
+  widenRun(&x, 1, 1, &f);
   return f;
 }
 inline float widen(c10::Half x) { return static_cast<float>(x); }
 
-// A [rows x cols] piece of an operand, from element (i0, j0) of matrix `base`, widened into a
-// dense panel. The panel keeps the operand's fast axis fast: row-major [rows, cols] (ld cols)
-// when the operand's columns are adjacent, else column-major, i.e. its transpose [cols, rows]
-// row-major (ld rows); so each run of the copy is a contiguous read and write.
-struct Panel {
-  const float* data;
-  bool transposed;
-  std::int64_t ld;
-};
-
-template <class T>
-Panel widenPiece(const T* base, const WidenedOperand& l, std::int64_t i0, std::int64_t j0, std::int64_t rows,
-                 std::int64_t cols, float* panel) {
-  const T* src = base + i0 * l.rowStride + j0 * l.colStride;
-  if (l.colStride == 1 || rows == 1) {
-    for (std::int64_t i = 0; i < rows; ++i) {
-      const T* s = src + i * l.rowStride;
-      float* d = panel + i * cols;
-      for (std::int64_t j = 0; j < cols; ++j) d[j] = widen(s[j * l.colStride]);
-    }
-    return {panel, false, cols};
-  }
-  if (l.rowStride == 1 || cols == 1) {
-    for (std::int64_t j = 0; j < cols; ++j) {
-      const T* s = src + j * l.colStride;
-      float* d = panel + j * rows;
-      for (std::int64_t i = 0; i < rows; ++i) d[i] = widen(s[i * l.rowStride]);
-    }
-    return {panel, true, rows};
-  }
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j) panel[i * cols + j] = widen(src[i * l.rowStride + j * l.colStride]);
-  return {panel, false, cols};
-}
-
-// Columns a column-major bf16 piece is transposed by at a time: each row of the panel is written
-// 16 floats (one cache line) at a time while 16 columns of the source are read in step.
+// Columns a column-major piece is transposed by at a time: each row of the panel is written 16
+// floats (one cache line) at a time while 16 columns of the source are read in step.
 constexpr std::int64_t kTransposeColumns = 16;
 
-// bf16 (every bundled model's low-precision dtype): the row-major case is a plain loop the
-// compiler vectorises, and a column-major piece is transposed while it is widened, so that the
-// tile kernels read both panels row-major (their fastest case: transposed operands would be
-// copied into stack panels once more).
-template <>
-Panel widenPiece<c10::BFloat16>(const c10::BFloat16* base, const WidenedOperand& l, std::int64_t i0, std::int64_t j0,
-                                std::int64_t rows, std::int64_t cols, float* panel) {
-  const auto* src = reinterpret_cast<const std::uint16_t*>(base + i0 * l.rowStride + j0 * l.colStride);
-  auto* out = reinterpret_cast<std::uint32_t*>(panel);
-  if (l.colStride == 1) {
-    for (std::int64_t i = 0; i < rows; ++i) {
-      const std::uint16_t* s = src + i * l.rowStride;
-      std::uint32_t* d = out + i * cols;
-      for (std::int64_t j = 0; j < cols; ++j) d[j] = static_cast<std::uint32_t>(s[j]) << 16;
+// A [rows x cols] piece of an operand, from element (i0, j0) of matrix `base`, widened into a
+// dense row-major panel (ld cols). A column-major piece is transposed while it is widened, so
+// the tile kernels read both panels row-major, their fastest case (a transposed operand would be
+// copied into a stack panel once more).
+template <class T>
+void widenPiece(const T* base, const WidenedOperand& l, std::int64_t i0, std::int64_t j0, std::int64_t rows,
+                std::int64_t cols, float* panel) {
+  const T* src = base + i0 * l.rowStride + j0 * l.colStride;
+  if (l.rowStride == 1 && l.colStride != 1 && rows > 1) {
+    for (std::int64_t c0 = 0; c0 < cols; c0 += kTransposeColumns) {
+      const std::int64_t width = std::min(kTransposeColumns, cols - c0);
+      for (std::int64_t i = 0; i < rows; ++i) widenRun(src + c0 * l.colStride + i, l.colStride, width, panel + i * cols + c0);
     }
-    return {panel, false, cols};
+    return;
   }
-  if (l.rowStride == 1) {  // transposed while widened, kTransposeColumns columns at a time
-    for (std::int64_t j0 = 0; j0 < cols; j0 += kTransposeColumns) {
-      const std::int64_t width = std::min(kTransposeColumns, cols - j0);
-      for (std::int64_t i = 0; i < rows; ++i) {
-        std::uint32_t* d = out + i * cols + j0;
-        const std::uint16_t* s = src + j0 * l.colStride + i;
-        for (std::int64_t j = 0; j < width; ++j) d[j] = static_cast<std::uint32_t>(s[j * l.colStride]) << 16;
-      }
-    }
-    return {panel, false, cols};
-  }
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j)
-      out[i * cols + j] = static_cast<std::uint32_t>(src[i * l.rowStride + j * l.colStride]) << 16;
-  return {panel, false, cols};
+  for (std::int64_t i = 0; i < rows; ++i) widenRun(src + i * l.rowStride, l.colStride, cols, panel + i * cols);
 }
 
-// acc[rows, cols] += op(A) op(B) (or = when !accumulate) in f32: the tile kernels, whose sums
-// run in a fixed order whatever the thread count; the BLAS on a CPU they have no kernel for.
-// (On AVX2 code paths OpenBLAS's Haswell kernels were no clear winner for the blocks, and gave
-// different bits on 1 and 2 threads: bench/results/bf16_products.md.)
-void productF32(const Panel& a, const Panel& b, std::int64_t rows, std::int64_t cols, std::int64_t terms,
+// acc[rows, cols] += a[rows, terms] b[terms, cols] (or = when !accumulate) in f32, all row-major:
+// the tile kernels, whose sums run in a fixed order whatever the thread count; the BLAS on a CPU
+// they have no kernel for. (On AVX2 code paths OpenBLAS's Haswell kernels were no clear winner
+// for the blocks, and gave different bits on 1 and 2 threads: bench/results/bf16_products.md.)
+void productF32(const float* a, const float* b, std::int64_t rows, std::int64_t cols, std::int64_t terms,
                 bool accumulate, float* acc) {
-  if (tiles::product(a.transposed, b.transposed, rows, cols, terms, 1.0f, a.data, a.ld, b.data, b.ld, accumulate,
-                     acc, cols))
-    return;
-  const auto view = [](const Panel& p, std::int64_t r, std::int64_t c) {
-    float* data = const_cast<float*>(p.data);
-    return p.transposed ? at::from_blob(data, {r, c}, {1, p.ld}) : at::from_blob(data, {r, c}, {p.ld, 1});
-  };
+  if (tiles::product(false, false, rows, cols, terms, 1.0f, a, terms, b, cols, accumulate, acc, cols)) return;
+  const at::Tensor av = at::from_blob(const_cast<float*>(a), {rows, terms});
+  const at::Tensor bv = at::from_blob(const_cast<float*>(b), {terms, cols});
   at::Tensor out = at::from_blob(acc, {rows, cols});
   if (accumulate)
-    out.addmm_(view(a, rows, terms), view(b, terms, cols));
+    out.addmm_(av, bv);
   else
-    at::mm_out(out, view(a, rows, terms), view(b, terms, cols));
+    at::mm_out(out, av, bv);
 }
 
 template <class T>
@@ -148,9 +105,9 @@ void runBlocks(const WidenedProduct& p, const ir::WidenedBlocking& blocking, flo
         const T* b = B + product * p.b.batchStride;
         for (std::int64_t p0 = 0; p0 < p.k; p0 += blocking.terms) {
           const std::int64_t terms = std::min(blocking.terms, p.k - p0);
-          const Panel pa = widenPiece(a, p.a, i0, p0, rows, terms, aPanel);
-          const Panel pb = widenPiece(b, p.b, p0, j0, terms, cols, bPanel);
-          productF32(pa, pb, rows, cols, terms, started, acc);
+          widenPiece(a, p.a, i0, p0, rows, terms, aPanel);
+          widenPiece(b, p.b, p0, j0, terms, cols, bPanel);
+          productF32(aPanel, bPanel, rows, cols, terms, started, acc);
           started = true;
         }
         if (!started) std::fill(acc, acc + rows * cols, 0.0f);  // k == 0: an empty sum
