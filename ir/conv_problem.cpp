@@ -1,6 +1,11 @@
 // conv2d's kernel choice and workspaces (see conv_problem.h).
 #include "ir/conv_problem.h"
 
+#include <algorithm>
+#include <vector>
+
+#include "onednn/gemm.h"
+
 #include "ir/op_rules.h"
 #include "ir/window_geometry.h"
 
@@ -42,6 +47,31 @@ std::int64_t im2colWorkspaceBytes(const AttrMap& attrs, const TensorType& w, con
   if (chunk > 1) return saturatingMul(saturatingMul(rows + w.shape[0] / groups, chunk * pixels), dtypeSize(y.dtype));
   if (g.pointwise()) return 0;
   return saturatingMul(saturatingMul(rows, pixels), dtypeSize(y.dtype));
+}
+
+std::int64_t im2colProductScratch(onednn::ConvPass pass, DType dtype, std::int64_t samples, std::int64_t outChannels,
+                                  std::int64_t columns, std::int64_t pixels, int threads) {
+  if ((dtype != DType::bf16 && dtype != DType::f16) || samples <= 0) return 0;
+  const std::int64_t chunk = convChunkSamples(samples, pixels);
+  std::int64_t most = 0;
+  for (std::int64_t m : {chunk, samples - (samples - 1) / chunk * chunk}) {
+    const std::int64_t width = m * pixels;  // the GEMM's pixel side: m samples' output pixels
+    std::vector<onednn::ProductShape> products;
+    switch (pass) {
+      case onednn::ConvPass::Forward:  // y = w [O/g, columns] @ cols [columns, width]
+        products.push_back({.m = outChannels, .k = columns, .n = width});
+        break;
+      case onednn::ConvPass::InputGrad:  // cols = w^T [columns, O/g] @ grad [O/g, width]
+        products.push_back({.m = columns, .k = outChannels, .n = width});
+        break;
+      case onednn::ConvPass::WeightGrad:  // gw (+)= grad [O/g, width] @ cols^T [width, columns]
+        products.push_back({.m = outChannels, .k = width, .n = columns});
+        products.push_back({.m = outChannels, .k = width, .n = columns, .accumulate = true});
+        break;
+    }
+    for (const onednn::ProductShape& p : products) most = std::max(most, rules::productWorkspace(p, dtype, threads));
+  }
+  return most;
 }
 
 std::optional<OneDnnConvPass> oneDnnConvPass(const AttrMap& attrs, onednn::ConvPass pass, const TensorType& x,

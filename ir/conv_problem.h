@@ -25,6 +25,14 @@ std::optional<onednn::ConvShape> oneDnnConvShape(const AttrMap& attrs, const Sha
 // The im2col kernel's workspace for a pass with weights w and (forward) output y.
 std::int64_t im2colWorkspaceBytes(const AttrMap& attrs, const TensorType& w, const TensorType& y);
 
+// The temporaries each matrix product of the im2col kernel gets in bf16 and f16
+// (rules::productWorkspace: oneDNN's scratchpad or the widened products' panels): the most any
+// of the pass's products needs, for a full chunk of samples and for the last one; the kernel
+// hands every product this many bytes, beside its columns. 0 in other dtypes. `samples` N,
+// `outChannels` O/g, `columns` C/g*kh*kw, `pixels` OH*OW.
+std::int64_t im2colProductScratch(onednn::ConvPass pass, DType dtype, std::int64_t samples, std::int64_t outChannels,
+                                  std::int64_t columns, std::int64_t pixels, int threads);
+
 // The oneDNN pass the node runs: its problem, its chunk of samples and workspace; nullopt: the
 // im2col kernel runs (not f32, or no blocked kernel). x, w, y as for conv2d, whichever pass.
 struct OneDnnConvPass {

@@ -8,7 +8,8 @@
 //   workspace is then the chunk's column matrix and its [O/g, samples * OH * OW] result.
 // conv2d_input_grad(grad, w){..., input_shape} and conv2d_weight_grad(grad, x){..., weight_shape}
 //   are its two backward GEMMs (col2im of w^T grad; grad times the im2col matrix), each with
-//   the same column workspace; the bias gradient is a sum over (N, OH, OW).
+//   the same column workspace; the bias gradient is a sum over (N, OH, OW). In bf16 and f16 the
+//   GEMMs take their temporaries from the workspace too (im2colProductScratch), one at a time.
 //   In f32, where oneDNN has a blocked kernel for the problem (onednn/conv.h), the three run
 //   there instead: their workspace is then oneDNN's answer for the pass (the blocked copies of
 //   one chunk of samples, the weights' copy, and its scratchpad), asked with the plan's thread
@@ -24,6 +25,7 @@
 //   adaptive_avg_pool2d_backward(grad){input_shape}.
 // The backward ops take the input's shape as an attribute, so they keep neither x nor w alive
 // beyond what their own arithmetic reads.
+#include <algorithm>
 #include <string>
 
 #include "ir/conv_problem.h"
@@ -145,12 +147,16 @@ std::int64_t flopsConv2dInputGrad(const OpContext& c, Types) { return convGemmFl
 std::int64_t flopsConv2dWeightGrad(const OpContext& c, Types r) { return convGemmFlops(r[0], c.inputs[0]); }
 
 // The node's kernel (ir/conv_problem.h): oneDNN's workspace for the pass where it runs there,
-// else the im2col kernel's.
+// else the im2col kernel's: its columns, and in bf16 and f16 its products' temporaries.
 std::int64_t convWorkspace(const OpContext& c, onednn::ConvPass pass, const TensorType& x, const TensorType& w,
                            const TensorType& y, bool bias) {
   if (std::optional<OneDnnConvPass> d = oneDnnConvPass(c.attrs, pass, x, w, y, bias, c.kernelThreads))
     return d->chunking.workspaceBytes;
-  return im2colWorkspaceBytes(c.attrs, w, y);
+  const std::int64_t groups = getInt(c.attrs, "groups").value_or(1);
+  const std::int64_t products =
+      im2colProductScratch(pass, y.dtype, y.shape[0], w.shape[0] / std::max<std::int64_t>(groups, 1),
+                           w.shape[1] * w.shape[2] * w.shape[3], y.shape[2] * y.shape[3], c.kernelThreads);
+  return saturatingAdd(im2colWorkspaceBytes(c.attrs, w, y), products);
 }
 
 std::int64_t workspaceConv2d(const OpContext& c, Types r) {

@@ -9,7 +9,10 @@
 // column matrix. Outputs of fewer than kConvGemmColumns pixels put several samples in one GEMM
 // (ir/window_geometry.h): their column matrix and the GEMM's other side, gathered into or
 // scattered from the result's layout, are then the workspace. The weight gradient accumulates over the samples in place (addmm_), so it
-// needs no per-sample temporary either. Pooling calls ATen's `_out` kernels. Off the host (a GPU), the
+// needs no per-sample temporary either. In bf16 and f16 the im2col and col2im are this file's
+// own loops (ATen has none on the CPU) and the GEMMs are gradc's low-precision products
+// (runtime/kernels/low_precision_products.h), whose temporaries the workspace also holds, one
+// product's at a time. Pooling calls ATen's `_out` kernels. Off the host (a GPU), the
 // loops give way to ATen's device kernels (runtime/kernels/kernels_conv_device.h).
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
@@ -30,9 +33,11 @@
 #include <cassert>
 #include <cmath>
 
+#include "ir/conv_problem.h"
 #include "ir/window_geometry.h"
 #include "runtime/kernels/kernels.h"
 #include "runtime/kernels/kernels_conv_device.h"
+#include "runtime/kernels/low_precision_products.h"
 #include "runtime/kernels/onednn_conv.h"
 
 namespace gradc::runtime {
@@ -166,11 +171,42 @@ void forEachChunk(const ConvLoop& l, std::int64_t chunk, F&& f) {
 // The columns of samples [first, first + m), group grp, into cols [C/g*kh*kw, m*OH*OW].
 void fillColumns(const at::Tensor& x, const ConvLoop& l, std::int64_t first, std::int64_t m, std::int64_t grp,
                  at::Tensor& cols) {
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "im2col", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "im2col", [&] {
     for (std::int64_t i = 0; i < m; ++i)
       im2colBlock(x.data_ptr<scalar_t>() + ((first + i) * l.C + grp * l.cg()) * l.H * l.W, l, cols.data_ptr<scalar_t>(),
                   m * l.outPixels(), i * l.outPixels());
   });
+}
+
+bool reduced(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf; }
+
+// x[n]'s channels of group `grp` as a column matrix (ConvLoop::columnsOf); bf16 and f16 through
+// im2colBlock (ATen has no CPU im2col for them).
+at::Tensor columnMatrix(const ConvLoop& l, const at::Tensor& x, std::int64_t n, std::int64_t grp, at::Tensor& cols) {
+  if (l.g.pointwise() || !reduced(x)) return l.columnsOf(x, n, grp, cols);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "im2col", [&] {
+    im2colBlock(x.data_ptr<scalar_t>() + (n * l.C + grp * l.cg()) * l.H * l.W, l, cols.data_ptr<scalar_t>(),
+                l.outPixels(), 0);
+  });
+  return cols;
+}
+
+// The temporaries each bf16 or f16 product of the node gets (ir/conv_problem.h); 0 otherwise.
+std::int64_t productScratch(onednn::ConvPass pass, const ConvLoop& l, const at::Tensor& t) {
+  const ir::DType dtype = t.scalar_type() == at::kBFloat16 ? ir::DType::bf16
+                          : t.scalar_type() == at::kHalf   ? ir::DType::f16
+                                                           : ir::DType::f32;
+  return ir::im2colProductScratch(pass, dtype, l.N, l.og(), l.columns(), l.outPixels(), at::get_num_threads());
+}
+
+// out = a @ b (+ out when accumulate): bf16 and f16 with `scratch` bytes of planned temporaries
+// (runtime/kernels/low_precision_products.h), other dtypes on ATen.
+void convProduct(at::Tensor out, const at::Tensor& a, const at::Tensor& b, bool accumulate, std::int64_t scratch) {
+  if (lowPrecisionProduct2d(a, b, nullptr, out, scratch, accumulate)) return;
+  if (accumulate)
+    out.addmm_(a, b);
+  else
+    at::mm_out(out, a, b);
 }
 
 // y[n, group] = w[group] @ columns(x[n, group]) (+ bias).
@@ -180,13 +216,14 @@ Results conv2dKernel(const KernelArgs& a) {
   const at::Tensor x = a.operands[0].contiguous(), w = a.operands[1].contiguous();
   const ConvLoop l = convLoop(a.node, x.sizes(), w.sizes(), y.sizes());
   const ir::DType dtype = a.node.result()->type().dtype;
+  const std::int64_t scratch = productScratch(onednn::ConvPass::Forward, l, x);
   if (const std::int64_t chunk = ir::convChunkSamples(l.N, l.outPixels()); chunk > 1) {
     ChunkBuffers buf(a, l, dtype, chunk);
     forEachChunk(l, chunk, [&](std::int64_t first, std::int64_t m) {
       for (std::int64_t grp = 0; grp < l.groups; ++grp) {
         at::Tensor cols = buf.colsFor(l, m), out = buf.partnerFor(l, m);
         fillColumns(x, l, first, m, grp, cols);
-        at::mm_out(out, w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()}), cols);
+        convProduct(out, w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()}), cols, false, scratch);
         chunkView(y, first, m, grp, l.og(), l.outPixels()).copy_(out.view({l.og(), m, l.outPixels()}));
       }
     });
@@ -196,7 +233,7 @@ Results conv2dKernel(const KernelArgs& a) {
       for (std::int64_t grp = 0; grp < l.groups; ++grp) {
         at::Tensor out = y.select(0, n).narrow(0, grp * l.og(), l.og()).view({l.og(), l.outPixels()});
         at::Tensor weight = w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()});
-        at::mm_out(out, weight, l.columnsOf(x, n, grp, cols));
+        convProduct(out, weight, columnMatrix(l, x, n, grp, cols), false, scratch);
       }
   }
   if (a.operands.size() == 3) y.add_(a.operands[2].view({1, l.O, 1, 1}));
@@ -210,6 +247,7 @@ Results conv2dInputGradKernel(const KernelArgs& a) {
   const at::Tensor gy = a.operands[0].contiguous(), w = a.operands[1].contiguous();
   const ConvLoop l = convLoop(a.node, gx.sizes(), w.sizes(), gy.sizes());
   const ir::DType dtype = a.node.result()->type().dtype;
+  const std::int64_t scratch = productScratch(onednn::ConvPass::InputGrad, l, gy);
   if (const std::int64_t chunk = ir::convChunkSamples(l.N, l.outPixels()); chunk > 1) {
     ChunkBuffers buf(a, l, dtype, chunk);
     gx.zero_();
@@ -217,8 +255,8 @@ Results conv2dInputGradKernel(const KernelArgs& a) {
       for (std::int64_t grp = 0; grp < l.groups; ++grp) {
         at::Tensor cols = buf.colsFor(l, m), g = buf.partnerFor(l, m);
         g.view({l.og(), m, l.outPixels()}).copy_(chunkView(gy, first, m, grp, l.og(), l.outPixels()));
-        at::mm_out(cols, w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()}).t(), g);
-        AT_DISPATCH_FLOATING_TYPES(gx.scalar_type(), "col2im", [&] {
+        convProduct(cols, w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()}).t(), g, false, scratch);
+        AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, gx.scalar_type(), "col2im", [&] {
           for (std::int64_t i = 0; i < m; ++i)
             col2imBlock(cols.data_ptr<scalar_t>(), m * l.outPixels(), i * l.outPixels(), l,
                         gx.data_ptr<scalar_t>() + ((first + i) * l.C + grp * l.cg()) * l.H * l.W);
@@ -234,8 +272,13 @@ Results conv2dInputGradKernel(const KernelArgs& a) {
       at::Tensor weightT = w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()}).t();
       at::Tensor plane = gx.select(0, n).narrow(0, grp * l.cg(), l.cg());
       if (l.g.pointwise()) {
-        at::Tensor out = plane.view({l.cg(), l.H * l.W});
-        at::mm_out(out, weightT, g);
+        convProduct(plane.view({l.cg(), l.H * l.W}), weightT, g, false, scratch);
+      } else if (reduced(gx)) {  // ATen has no CPU col2im for bf16 and f16
+        convProduct(cols, weightT, g, false, scratch);
+        plane.zero_();
+        AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, gx.scalar_type(), "col2im", [&] {
+          col2imBlock(cols.data_ptr<scalar_t>(), l.outPixels(), 0, l, plane.data_ptr<scalar_t>());
+        });
       } else {
         at::mm_out(cols, weightT, g);
         at::col2im_out(plane, cols, {l.H, l.W}, list(l.g.kernel), list(l.g.dilation), list(l.g.padding),
@@ -252,6 +295,7 @@ Results conv2dWeightGradKernel(const KernelArgs& a) {
   const at::Tensor gy = a.operands[0].contiguous(), x = a.operands[1].contiguous();
   const ConvLoop l = convLoop(a.node, x.sizes(), gw.sizes(), gy.sizes());
   const ir::DType dtype = a.node.result()->type().dtype;
+  const std::int64_t scratch = productScratch(onednn::ConvPass::WeightGrad, l, x);
   if (const std::int64_t chunk = ir::convChunkSamples(l.N, l.outPixels()); chunk > 1) {
     ChunkBuffers buf(a, l, dtype, chunk);
     forEachChunk(l, chunk, [&](std::int64_t first, std::int64_t m) {
@@ -260,8 +304,7 @@ Results conv2dWeightGradKernel(const KernelArgs& a) {
         g.view({l.og(), m, l.outPixels()}).copy_(chunkView(gy, first, m, grp, l.og(), l.outPixels()));
         fillColumns(x, l, first, m, grp, cols);
         at::Tensor out = gw.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()});
-        if (first == 0) at::mm_out(out, g, cols.t());
-        else out.addmm_(g, cols.t());
+        convProduct(out, g, cols.t(), first > 0, scratch);
       }
     });
     return {gw};
@@ -271,9 +314,7 @@ Results conv2dWeightGradKernel(const KernelArgs& a) {
     for (std::int64_t grp = 0; grp < l.groups; ++grp) {
       at::Tensor g = gy.select(0, n).narrow(0, grp * l.og(), l.og()).view({l.og(), l.outPixels()});
       at::Tensor out = gw.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()});
-      at::Tensor colsT = l.columnsOf(x, n, grp, cols).t();
-      if (n == 0) at::mm_out(out, g, colsT);
-      else out.addmm_(g, colsT);
+      convProduct(out, g, columnMatrix(l, x, n, grp, cols).t(), n > 0, scratch);
     }
   return {gw};
 }

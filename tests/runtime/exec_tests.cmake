@@ -11,6 +11,7 @@ gradc_add_test(runtime_exec_tests
   runtime/blas_kernels_test.cpp
   runtime/low_precision_products_test.cpp
   runtime/widened_products_test.cpp
+  runtime/conv_low_precision_test.cpp
   runtime/onednn_conv_test.cpp
   runtime/attention_test.cpp
   runtime/attention_composite_test.cpp
