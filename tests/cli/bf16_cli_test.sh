@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bf16 training on the CPU: every bundled model that trains in bf16 here measures exactly its
 # planned peak (matrix products included: their temporaries are planned, on the route this CPU
-# takes, and on each route imposed), with and without the fused loss, recompute and micro-batches. The convolutional networks and mlp do not train
-# in bf16 on a CPU (LibTorch has no CPU bf16 batch_norm nor mse_loss): not listed.
+# takes, and on each route imposed), with and without the fused loss, recompute and
+# micro-batches. The convolutional networks and mlp do not train in bf16 on a CPU (LibTorch has
+# no CPU bf16 batch_norm nor mse_loss): not listed.
 # usage: bf16_cli_test.sh PATH/TO/gradc SOURCE_DIR
 source "$(dirname "$0")/lib.sh" "$@"
 
