@@ -35,6 +35,7 @@
 
 #include "ir/conv_problem.h"
 #include "ir/window_geometry.h"
+#include "runtime/exec/dtype_map.h"
 #include "runtime/kernels/kernels.h"
 #include "runtime/kernels/kernels_conv_device.h"
 #include "runtime/kernels/low_precision_products.h"
@@ -178,25 +179,31 @@ void fillColumns(const at::Tensor& x, const ConvLoop& l, std::int64_t first, std
   });
 }
 
+// The adjoint of fillColumns: the columns of samples [first, first + m), group grp, added back
+// into gx's planes (zeroed first).
+void addColumnsBack(const at::Tensor& cols, const ConvLoop& l, std::int64_t first, std::int64_t m, std::int64_t grp,
+                    const at::Tensor& gx) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, gx.scalar_type(), "col2im", [&] {
+    for (std::int64_t i = 0; i < m; ++i)
+      col2imBlock(cols.data_ptr<scalar_t>(), m * l.outPixels(), i * l.outPixels(), l,
+                  gx.data_ptr<scalar_t>() + ((first + i) * l.C + grp * l.cg()) * l.H * l.W);
+  });
+}
+
 bool reduced(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf; }
 
 // x[n]'s channels of group `grp` as a column matrix (ConvLoop::columnsOf); bf16 and f16 through
-// im2colBlock (ATen has no CPU im2col for them).
+// fillColumns (ATen has no CPU im2col for them).
 at::Tensor columnMatrix(const ConvLoop& l, const at::Tensor& x, std::int64_t n, std::int64_t grp, at::Tensor& cols) {
   if (l.g.pointwise() || !reduced(x)) return l.columnsOf(x, n, grp, cols);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "im2col", [&] {
-    im2colBlock(x.data_ptr<scalar_t>() + (n * l.C + grp * l.cg()) * l.H * l.W, l, cols.data_ptr<scalar_t>(),
-                l.outPixels(), 0);
-  });
+  fillColumns(x, l, n, 1, grp, cols);
   return cols;
 }
 
 // The temporaries each bf16 or f16 product of the node gets (ir/conv_problem.h); 0 otherwise.
 std::int64_t productScratch(onednn::ConvPass pass, const ConvLoop& l, const at::Tensor& t) {
-  const ir::DType dtype = t.scalar_type() == at::kBFloat16 ? ir::DType::bf16
-                          : t.scalar_type() == at::kHalf   ? ir::DType::f16
-                                                           : ir::DType::f32;
-  return ir::im2colProductScratch(pass, dtype, l.N, l.og(), l.columns(), l.outPixels(), at::get_num_threads());
+  return ir::im2colProductScratch(pass, fromScalarType(t.scalar_type()).value_or(ir::DType::f32), l.N, l.og(),
+                                  l.columns(), l.outPixels(), at::get_num_threads());
 }
 
 // out = a @ b (+ out when accumulate): bf16 and f16 with `scratch` bytes of planned temporaries
@@ -256,11 +263,7 @@ Results conv2dInputGradKernel(const KernelArgs& a) {
         at::Tensor cols = buf.colsFor(l, m), g = buf.partnerFor(l, m);
         g.view({l.og(), m, l.outPixels()}).copy_(chunkView(gy, first, m, grp, l.og(), l.outPixels()));
         convProduct(cols, w.narrow(0, grp * l.og(), l.og()).view({l.og(), l.columns()}).t(), g, false, scratch);
-        AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, gx.scalar_type(), "col2im", [&] {
-          for (std::int64_t i = 0; i < m; ++i)
-            col2imBlock(cols.data_ptr<scalar_t>(), m * l.outPixels(), i * l.outPixels(), l,
-                        gx.data_ptr<scalar_t>() + ((first + i) * l.C + grp * l.cg()) * l.H * l.W);
-        });
+        addColumnsBack(cols, l, first, m, grp, gx);
       }
     });
     return {gx};
@@ -276,9 +279,7 @@ Results conv2dInputGradKernel(const KernelArgs& a) {
       } else if (reduced(gx)) {  // ATen has no CPU col2im for bf16 and f16
         convProduct(cols, weightT, g, false, scratch);
         plane.zero_();
-        AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, gx.scalar_type(), "col2im", [&] {
-          col2imBlock(cols.data_ptr<scalar_t>(), l.outPixels(), 0, l, plane.data_ptr<scalar_t>());
-        });
+        addColumnsBack(cols, l, n, 1, grp, gx);
       } else {
         at::mm_out(cols, weightT, g);
         at::col2im_out(plane, cols, {l.H, l.W}, list(l.g.kernel), list(l.g.dilation), list(l.g.padding),

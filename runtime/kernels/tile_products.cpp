@@ -312,12 +312,10 @@ ProductFn kernelFor(InstructionSet isa) {
 // The best the CPU has, at most GRADC_TILE_KERNELS's (avx2 or none), so that an AVX-512 machine
 // can run what an AVX2 one runs.
 InstructionSet chooseBest() {
-  const char* cap = std::getenv("GRADC_TILE_KERNELS");
-  const bool noAvx512 = cap != nullptr && (std::string_view(cap) == "avx2" || std::string_view(cap) == "none");
-  if (cap != nullptr && std::string_view(cap) == "none") return InstructionSet::kNone;
-  for (InstructionSet isa : {InstructionSet::kAvx512, InstructionSet::kAvx2})
-    if (cpuHas(isa) && !(noAvx512 && isa == InstructionSet::kAvx512)) return isa;
-  return InstructionSet::kNone;
+  const std::string_view cap = std::getenv("GRADC_TILE_KERNELS") ? std::getenv("GRADC_TILE_KERNELS") : "";
+  if (cap == "none") return InstructionSet::kNone;
+  if (cap != "avx2" && cpuHas(InstructionSet::kAvx512)) return InstructionSet::kAvx512;
+  return cpuHas(InstructionSet::kAvx2) ? InstructionSet::kAvx2 : InstructionSet::kNone;
 }
 
 }  // namespace

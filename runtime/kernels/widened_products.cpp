@@ -8,7 +8,6 @@
 #include <c10/util/Half.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "ir/widened_products.h"
 #include "runtime/kernels/tile_products.h"
@@ -29,12 +28,6 @@ inline void widenRun(const c10::BFloat16* s, std::int64_t stride, std::int64_t n
 inline void widenRun(const c10::Half* s, std::int64_t stride, std::int64_t n, float* d) {
   for (std::int64_t j = 0; j < n; ++j) d[j] = static_cast<float>(s[j * stride]);
 }
-inline float widen(c10::BFloat16 x) {
-  float f;
-  widenRun(&x, 1, 1, &f);
-  return f;
-}
-inline float widen(c10::Half x) { return static_cast<float>(x); }
 
 // Columns a column-major piece is transposed by at a time: each row of the panel is written 16
 // floats (one cache line) at a time while 16 columns of the source are read in step.
@@ -94,13 +87,9 @@ void runBlocks(const WidenedProduct& p, const ir::WidenedBlocking& blocking, flo
         T* c = C + product * p.m * p.ldc + i0 * p.ldc + j0;
         // The accumulator starts as C's old values, the bias, or nothing (the first sum writes it).
         bool started = p.accumulate || bias != nullptr;
-        for (std::int64_t i = 0; i < rows; ++i) {
-          float* row = acc + i * cols;
-          if (p.accumulate)
-            for (std::int64_t j = 0; j < cols; ++j) row[j] = widen(c[i * p.ldc + j]);
-          else if (bias != nullptr)
-            for (std::int64_t j = 0; j < cols; ++j) row[j] = widen(bias[j0 + j]);
-        }
+        if (started)
+          for (std::int64_t i = 0; i < rows; ++i)
+            widenRun(p.accumulate ? c + i * p.ldc : bias + j0, 1, cols, acc + i * cols);
         const T* a = A + product * p.a.batchStride;
         const T* b = B + product * p.b.batchStride;
         for (std::int64_t p0 = 0; p0 < p.k; p0 += blocking.terms) {

@@ -11,38 +11,26 @@
 #include <string>
 #include <vector>
 
-#include "ir/op_table.h"
 #include "onednn/gemm.h"
+#include "runtime/exec/dtype_map.h"
 #include "runtime/exec/executor.h"
 #include "runtime/exec/memory_tracker.h"
 
 #undef CHECK
 #include <doctest/doctest.h>
 
+#include "tests/runtime/op_allocation.h"  // after doctest
+
 using namespace gradc;
 
 namespace {
 
-ir::TensorType typeOf(const at::Tensor& t) {
-  return {t.scalar_type() == at::kHalf ? ir::DType::f16 : ir::DType::bf16, ir::Shape(t.sizes().begin(), t.sizes().end())};
-}
-
 // Runs the op; checks what it allocated (its result and its declared workspace) and returns it.
 at::Tensor run(std::string_view op, std::vector<at::Tensor> operands, const ir::AttrMap& attrs) {
-  runtime::MemoryTracker::install();
-  const std::int64_t before = runtime::MemoryTracker::outsideBytes();
-  runtime::MemoryTracker::resetOutsidePeak();
-  Expected<std::vector<at::Tensor>> r = runtime::callOp(op, operands, attrs);
-  REQUIRE_MESSAGE(r.ok(), r.error().message);
-  const at::Tensor out = (*r)[0];
-  const std::int64_t allocated = runtime::MemoryTracker::outsidePeakBytes() - before;
-  std::vector<ir::TensorType> in;
-  for (const at::Tensor& t : operands) in.push_back(typeOf(t));
-  const std::vector<ir::TensorType> results{typeOf(out)};
-  const std::int64_t declared = ir::opWorkspaceBytes(*ir::findOp(op), in, attrs, results, at::get_num_threads());
-  CHECK(declared > 0);
-  CHECK(allocated == static_cast<std::int64_t>(out.nbytes()) + declared);
-  return out;
+  const testing::OpRun r = testing::runOp(op, operands, attrs);
+  CHECK(r.declared > 0);
+  CHECK(r.allocated == static_cast<std::int64_t>(r.result.nbytes()) + r.declared);
+  return r.result;
 }
 
 double relErr(const at::Tensor& a, const at::Tensor& b) {

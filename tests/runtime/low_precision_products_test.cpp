@@ -12,11 +12,14 @@
 
 #include "ir/op_table.h"
 #include "onednn/gemm.h"
+#include "runtime/exec/dtype_map.h"
 #include "runtime/exec/executor.h"
 #include "runtime/exec/memory_tracker.h"
 
 #undef CHECK
 #include <doctest/doctest.h>
+
+#include "tests/runtime/op_allocation.h"  // after doctest
 
 using namespace gradc;
 
@@ -42,17 +45,6 @@ at::Tensor lowp(std::vector<std::int64_t> shape, int seed, at::ScalarType dtype)
   return at::randn(shape).to(dtype);
 }
 
-ir::DType irType(at::ScalarType t) { return t == at::kHalf ? ir::DType::f16 : ir::DType::bf16; }
-
-std::int64_t declaredWorkspace(std::string_view op, const std::vector<at::Tensor>& operands,
-                               const at::Tensor& result) {
-  const ir::DType dtype = irType(result.scalar_type());
-  std::vector<ir::TensorType> in;
-  for (const at::Tensor& t : operands) in.push_back({dtype, ir::Shape(t.sizes().begin(), t.sizes().end())});
-  std::vector<ir::TensorType> out{{dtype, ir::Shape(result.sizes().begin(), result.sizes().end())}};
-  return ir::opWorkspaceBytes(*ir::findOp(op), in, {}, out, at::get_num_threads());
-}
-
 struct Case {
   std::string name, op;
   std::vector<at::Tensor> operands;
@@ -65,16 +57,10 @@ struct Case {
 // product, plus the f32 summation order's error (1e-5 of the largest value).
 void check(const Case& c) {
   INFO(c.name);
-  runtime::MemoryTracker::install();
-  const std::int64_t before = runtime::MemoryTracker::outsideBytes();
-  runtime::MemoryTracker::resetOutsidePeak();
-  Expected<std::vector<at::Tensor>> r = runtime::callOp(c.op, c.operands);
-  REQUIRE_MESSAGE(r.ok(), r.error().message);
-  const at::Tensor& out = (*r)[0];
-  const std::int64_t allocated = runtime::MemoryTracker::outsidePeakBytes() - before;
-  const std::int64_t declared = declaredWorkspace(c.op, c.operands, out);
-  CHECK(declared > 0);
-  CHECK(allocated == static_cast<std::int64_t>(out.nbytes()) + declared + c.copyBytes);
+  const testing::OpRun r = testing::runOp(c.op, c.operands);
+  const at::Tensor& out = r.result;
+  CHECK(r.declared > 0);
+  CHECK(r.allocated == static_cast<std::int64_t>(out.nbytes()) + r.declared + c.copyBytes);
   const double rounding = out.scalar_type() == at::kHalf ? 1.0 / 2048 : 1.0 / 256;
   const at::Tensor ref = c.reference.to(at::kDouble), ours = out.to(at::kDouble);
   const double scale = ref.abs().max().item<double>();

@@ -12,11 +12,14 @@
 #include "ir/conv_problem.h"
 #include "ir/op_table.h"
 #include "onednn/conv.h"
+#include "runtime/exec/dtype_map.h"
 #include "runtime/exec/executor.h"
 #include "runtime/exec/memory_tracker.h"
 
 #undef CHECK
 #include <doctest/doctest.h>
+
+#include "tests/runtime/op_allocation.h"  // after doctest
 
 using namespace gradc;
 
@@ -38,15 +41,9 @@ std::int64_t declared(std::string_view op, const std::vector<at::Tensor>& operan
 
 // Runs the op; checks what it allocated (its result and its declared workspace) and returns it.
 at::Tensor run(std::string_view op, std::vector<at::Tensor> operands, const ir::AttrMap& attrs) {
-  runtime::MemoryTracker::install();
-  const std::int64_t before = runtime::MemoryTracker::outsideBytes();
-  runtime::MemoryTracker::resetOutsidePeak();
-  Expected<std::vector<at::Tensor>> r = runtime::callOp(op, operands, attrs);
-  REQUIRE_MESSAGE(r.ok(), r.error().message);
-  const at::Tensor out = (*r)[0];
-  const std::int64_t allocated = runtime::MemoryTracker::outsidePeakBytes() - before;
-  CHECK(allocated == static_cast<std::int64_t>(out.nbytes()) + declared(op, operands, attrs, out));
-  return out;
+  const testing::OpRun r = testing::runOp(op, operands, attrs);
+  CHECK(r.allocated == static_cast<std::int64_t>(r.result.nbytes()) + r.declared);
+  return r.result;
 }
 
 double relErr(const at::Tensor& a, const at::Tensor& b) {
