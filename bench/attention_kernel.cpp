@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench/timing.h"
+#include "runtime/device/kernel_targets.h"
 #include "runtime/exec/executor.h"
 
 namespace {
@@ -33,6 +34,7 @@ std::vector<at::Tensor> call(std::string_view op, std::vector<at::Tensor> operan
 }  // namespace
 
 int main(int argc, char** argv) {
+  gradc::runtime::registerKernelTargets();
   const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
   const std::int64_t B = argc > 2 ? std::atoll(argv[2]) : 2, T = argc > 3 ? std::atoll(argv[3]) : 1024, H = 4, D = 64;
   at::set_num_threads(threads);

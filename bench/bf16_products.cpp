@@ -18,6 +18,7 @@
 
 #include "bench/timing.h"
 #include "onednn/gemm.h"
+#include "runtime/device/kernel_targets.h"
 #include "runtime/exec/executor.h"
 #include "runtime/kernels/blas_kernels.h"
 #include "runtime/kernels/tile_products.h"
@@ -38,6 +39,7 @@ std::string cpuModel() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gradc::runtime::registerKernelTargets();
   const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
   at::set_num_threads(threads);
   at::manual_seed(0);

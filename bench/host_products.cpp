@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench/timing.h"
+#include "runtime/device/kernel_targets.h"
 #include "runtime/kernels/host_products.h"
 #include "runtime/kernels/tile_products.h"
 
@@ -34,6 +35,7 @@ struct Shape {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gradc::runtime::registerKernelTargets();
   const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
   at::set_num_threads(threads);
   at::manual_seed(0);

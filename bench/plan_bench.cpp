@@ -43,6 +43,7 @@
 #include "passes/plan/training_planner.h"
 #include "passes/remat.h"
 #include "passes/schedule.h"
+#include "runtime/device/kernel_targets.h"
 
 using namespace gradc;
 using Clock = std::chrono::steady_clock;
@@ -193,6 +194,7 @@ std::string modelPath(const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gradc::runtime::registerKernelTargets();
   using passes::RematStrategy;
   std::vector<Scenario> scenarios;
   if (argc <= 1) {

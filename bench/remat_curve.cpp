@@ -29,6 +29,7 @@
 #include "passes/plan/training_planner.h"
 #include "passes/remat.h"
 #include "passes/schedule.h"
+#include "runtime/device/kernel_targets.h"
 
 using namespace gradc;
 
@@ -51,6 +52,7 @@ std::string quoted(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gradc::runtime::registerKernelTargets();
   if (argc < 2) {
     std::fprintf(stderr, "usage: remat_curve MODEL.yaml [--set name=value]... [--budgets N]\n");
     return 2;

@@ -41,12 +41,13 @@
 #include "bench/segment_points.h"
 #include "frontend/spec.h"
 #include "passes/budget.h"
+#include "passes/id_index.h"
 #include "passes/memory/liveness.h"
 #include "passes/micro_batch.h"
-#include "passes/id_index.h"
 #include "passes/plan/training_planner.h"
 #include "passes/remat.h"
 #include "passes/schedule.h"
+#include "runtime/device/kernel_targets.h"
 
 using namespace gradc;
 
@@ -165,6 +166,7 @@ nlohmann::json planSequence(const ir::Graph& base, const passes::StorageModel& b
 }  // namespace
 
 int main(int argc, char** argv) {
+  gradc::runtime::registerKernelTargets();
   if (argc < 2) {
     std::fprintf(stderr, "usage: remat_ilp_export MODEL.yaml [--set name=value]... [--budgets F1,F2,...]\n");
     return 2;

@@ -1,4 +1,5 @@
 #include "ir/graph.h"
+#include "ir/kernel_target.h"
 
 #include <algorithm>
 #include <cassert>
@@ -76,7 +77,6 @@ std::int64_t Node::flops() const {
 }
 
 std::int64_t Node::workspaceBytes(KernelSetting kernels) const {
-  if (!op_->workspaceBytes) return 0;
   auto ins = operandTypes();
   auto outs = resultTypes();
   return opWorkspaceBytes(*op_, ins, attrs_, outs, kernels);
@@ -88,16 +88,17 @@ int Graph::kernelThreads() const { return static_cast<int>(std::max<std::int64_t
 
 void Graph::setKernelThreads(int threads) { attrs_["kernel_threads"] = std::int64_t{std::max(threads, 1)}; }
 
-KernelTarget Graph::kernelTarget() const {
+const KernelTarget& Graph::kernelTarget() const {
   const std::optional<std::string> name = getString(attrs_, "kernel_target");
-  return name ? kernelTargetNamed(*name).value_or(KernelTarget::host) : KernelTarget::host;
+  const KernelTarget* named = name ? findKernelTarget(*name) : nullptr;
+  return named ? *named : defaultKernelTarget();
 }
 
-void Graph::setKernelTarget(KernelTarget target) {
-  if (target == KernelTarget::host)
+void Graph::setKernelTarget(const KernelTarget& target) {
+  if (&target == &defaultKernelTarget())
     attrs_.erase("kernel_target");
   else
-    attrs_["kernel_target"] = std::string(kernelTargetName(target));
+    attrs_["kernel_target"] = std::string(target.name());
 }
 
 Graph::~Graph() { releaseNodes(); }

@@ -162,12 +162,12 @@ class Graph {
   // their source's attributes, so it is set once, on the graph a build starts from.
   int kernelThreads() const;
   void setKernelThreads(int threads);
-  // The device kind whose kernels run the graph, also a parameter of its plan (a CUDA kernel
-  // may allocate differently from the host's: ops_attention.cpp). The graph attribute
-  // "kernel_target" ("cuda"); a graph without it is planned for the host ("cpu").
-  KernelTarget kernelTarget() const;
-  void setKernelTarget(KernelTarget target);
-  KernelSetting kernelSetting() const { return {kernelThreads(), kernelTarget()}; }
+  // The backend whose kernels run the graph, also a parameter of its plan (its kernels may
+  // allocate differently from the portable ones: ir/kernel_target.h). The graph attribute
+  // "kernel_target" ("cuda"); a graph without it is planned for defaultKernelTarget() ("cpu").
+  const KernelTarget& kernelTarget() const;
+  void setKernelTarget(const KernelTarget& target);
+  KernelSetting kernelSetting() const { return {kernelThreads(), &kernelTarget()}; }
 
   Value* addInput(std::string name, TensorType type);
   Value* addParam(std::string name, TensorType type, AttrMap attrs = {});

@@ -1,5 +1,5 @@
-// Building blocks shared by the op table's rule files (ir/ops.cpp, ir/ops_training.cpp).
-// Internal to ir/.
+// Building blocks shared by the op table's rule files (ir/ops.cpp, ir/ops_training.cpp) and the
+// backends' workspace rules (runtime/<backend>/*_target.cpp, ir/kernel_target.h).
 #pragma once
 
 #include <cstdint>
@@ -7,10 +7,6 @@
 #include <vector>
 
 #include "ir/op_table.h"
-
-namespace gradc::onednn {
-struct ProductShape;
-}  // namespace gradc::onednn
 
 namespace gradc::ir {
 
@@ -30,14 +26,6 @@ std::vector<OpInfo> shardOps();        // ir/ops_shard.cpp
 std::vector<OpInfo> attentionOps();    // ir/ops_attention.cpp
 
 namespace rules {
-
-// Workspace rules of the matrix products (ir/ops_gemm_workspace.cpp): in bf16 and f16, the
-// temporaries of the route this process runs them on (oneDNN's scratchpad or the widened
-// products' panels); 0 in f32 and f64.
-std::int64_t productWorkspace(const onednn::ProductShape& shape, DType dtype, int threads);
-std::int64_t workspaceMatmul(const OpContext& c, std::span<const TensorType> results);
-std::int64_t workspaceLinear(const OpContext& c, std::span<const TensorType> results);
-std::int64_t workspaceLinearWeightGrad(const OpContext& c, std::span<const TensorType> results);
 
 using Results = Expected<std::vector<TensorType>>;
 

@@ -30,21 +30,14 @@ struct AttrSpec {
   std::string_view doc;
 };
 
-// The kind of device whose kernels a plan is made for (Graph::kernelTarget). Workspace rules
-// read it where the device's kernel allocates differently from the host's (fused attention:
-// the host's tile slots, CUDA's fused kernel results or bounded chunks).
-enum class KernelTarget : std::uint8_t { host, cuda };
+class KernelTarget;  // ir/kernel_target.h: a backend's description
 
-// "cpu" or "cuda" (the names of gradc's --device).
-std::string_view kernelTargetName(KernelTarget target);
-std::optional<KernelTarget> kernelTargetNamed(std::string_view name);
-
-// What a plan sizes kernel workspaces for: intra-op threads and the target device's kernels
-// (a graph's kernelSetting()). An int converts to that many threads on the host.
+// What a plan sizes kernel workspaces for: intra-op threads and the backend whose kernels run it
+// (a graph's kernelSetting()). An int converts to that many threads on the default backend.
 struct KernelSetting {
   int threads = 1;
-  KernelTarget target = KernelTarget::host;
-  KernelSetting(int threads = 1, KernelTarget target = KernelTarget::host)  // NOLINT: implicit from threads
+  const KernelTarget* target = nullptr;  // nullptr: defaultKernelTarget()
+  KernelSetting(int threads = 1, const KernelTarget* target = nullptr)  // NOLINT: implicit from threads
       : threads(threads), target(target) {}
 };
 
@@ -54,8 +47,6 @@ struct OpContext {
   const AttrMap& attrs;
   // Intra-op threads the kernel runs with (Graph::kernelThreads); read by workspace rules only.
   int kernelThreads = 1;
-  // The device kind whose kernels run the node (Graph::kernelTarget); read by workspace rules only.
-  KernelTarget kernelTarget = KernelTarget::host;
 };
 
 using InferFn = Expected<std::vector<TensorType>> (*)(const OpContext& ctx);
@@ -175,13 +166,6 @@ std::int64_t scalarOperandBytes(DType dtype);
 // linear_cross_entropy{chunks} (ir/ops_fused_loss.cpp) processes its rows this many at a time:
 // ceil(rows / chunks); the last chunk may be shorter. The kernel and the declared workspace use it.
 std::int64_t linearCrossEntropyChunkRows(std::int64_t rows, std::int64_t chunks);
-// The temporaries each of linear_cross_entropy's matrix products gets in bf16 and f16
-// (ir::rules::productWorkspace): the most any of them needs (logits, grad_x, grad_w and grad_bias
-// accumulated) for a full chunk and for the last one; 0 in other dtypes. Part of the declared
-// workspace; the kernel hands every product this many bytes.
-std::int64_t linearCrossEntropyProductScratch(std::int64_t rows, std::int64_t chunks, std::int64_t features,
-                                              std::int64_t classes, bool bias, DType dtype, int kernelThreads);
-
 // nullptr when no op has that name.
 const OpInfo* findOp(std::string_view name);
 std::span<const OpInfo> allOps();
@@ -194,8 +178,9 @@ Expected<std::vector<TensorType>> inferResultTypes(const OpInfo& op, std::span<c
 
 std::int64_t opFlops(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
                      std::span<const TensorType> results);
-// With the plan's kernel setting (Graph::kernelSetting: intra-op threads and target device,
-// parameters of the plan, which the runtime then runs with).
+// With the plan's kernel setting (Graph::kernelSetting: intra-op threads and target backend,
+// parameters of the plan, which the runtime then runs with): the backend's rule for the op where
+// it has one (ir/kernel_target.h), else the op table's.
 std::int64_t opWorkspaceBytes(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
                               std::span<const TensorType> results, KernelSetting kernels);
 // Bytes read and written by one execution: operands plus results plus workspace.

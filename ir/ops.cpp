@@ -10,6 +10,7 @@
 
 #include "ir/op_rules.h"
 #include "ir/op_table.h"
+#include "ir/kernel_target.h"
 
 namespace gradc::ir {
 namespace {
@@ -302,10 +303,10 @@ std::vector<OpInfo> forwardOps() {
        .stridedReads = StridedReads::InPlace, .role = OpRole::ConstantScale,
        .summary = "x * factor"},
       {.name = "matmul", .minInputs = 2, .maxInputs = 2, .infer = inferMatmul, .flops = flopsMatmul,
-       .workspaceBytes = workspaceMatmul, .stridedReads = StridedReads::Matmul, .role = OpRole::MatrixProduct,
+       .stridedReads = StridedReads::Matmul, .role = OpRole::MatrixProduct,
        .summary = "batched matrix product [..., m, k] @ [..., k, n] -> [..., m, n], batch dims broadcast"},
       {.name = "linear", .minInputs = 2, .maxInputs = 3, .infer = inferLinear, .flops = flopsLinear,
-       .workspaceBytes = workspaceLinear, .role = OpRole::LinearLayer,
+       .role = OpRole::LinearLayer,
        .summary = "x[..., in] @ weight[out, in]^T (+ bias[out]) -> [..., out]"},
       {.name = "relu", .minInputs = 1, .maxInputs = 1, .infer = inferUnaryFloat, .flops = perResultElement<1>,
        .elementwise = true, .stridedReads = StridedReads::InPlace,
@@ -466,18 +467,13 @@ std::int64_t opFlops(const OpInfo& op, std::span<const TensorType> inputs, const
   return op.flops ? op.flops(OpContext{inputs, attrs}, results) : 0;
 }
 
-std::string_view kernelTargetName(KernelTarget target) { return target == KernelTarget::cuda ? "cuda" : "cpu"; }
-
-std::optional<KernelTarget> kernelTargetNamed(std::string_view name) {
-  if (name == "cpu") return KernelTarget::host;
-  if (name == "cuda") return KernelTarget::cuda;
-  return std::nullopt;
-}
-
 std::int64_t opWorkspaceBytes(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
                               std::span<const TensorType> results, KernelSetting kernels) {
-  if (!op.workspaceBytes) return 0;
-  return op.workspaceBytes(OpContext{inputs, attrs, std::max(kernels.threads, 1), kernels.target}, results);
+  const KernelTarget& target = kernels.target ? *kernels.target : defaultKernelTarget();
+  CostFn rule = target.workspaceRule(op);
+  if (!rule) rule = op.workspaceBytes;
+  if (!rule) return 0;
+  return rule(OpContext{inputs, attrs, std::max(kernels.threads, 1)}, results);
 }
 
 std::int64_t opBytesAccessed(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,

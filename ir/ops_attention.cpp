@@ -15,10 +15,11 @@
 //
 // Neither op ever holds the [S, S_kv] matrix. On the host the kernels work one tile of scores
 // per thread (ir/attention_tiles.h), and the declared workspace is exactly the threads' tile
-// slots. In a plan made for CUDA (Graph::kernelTarget) the workspace is what the CUDA kernels
-// allocate beside the arena: ATen's fused kernel's results before they are copied into the
-// planned buffers where that kernel runs the node (AttentionChunks::cudaFused), else the
-// composed kernels' blocks of at most kChunkScoreBytes of scores (linear in S apart from them).
+// slots (the host's rule, runtime/host/host_target.cpp). The portable kernels (ATen calls,
+// runtime/kernels/attention_composite.h) allocate the composed blocks of at most
+// kChunkScoreBytes of scores (linear in S apart from them): the op table's rule. CUDA runs
+// ATen's fused kernel where it can, whose results are allocated beside the arena before they are
+// copied into the planned buffers (its rule: runtime/cuda/cuda_target.cpp).
 //
 // Dropout draws element (row r of the flattened leading axes and queries, key j) of the
 // probabilities at stream position rng_offset + r S_kv + j of the node's stream (runtime/
@@ -28,7 +29,7 @@
 // backward node carries the forward's key, so it reproduces the forward's mask.
 #include <string>
 
-#include "ir/attention_tiles.h"
+#include "ir/attention_rules.h"
 #include "ir/op_rules.h"
 
 namespace gradc::ir {
@@ -114,15 +115,32 @@ std::int64_t flopsAttentionBackward(const OpContext& c, Types) {
   return saturatingMul(scorePairs(c, 1), 6 * dh + 4 * dv + 6);
 }
 
-AttentionTiling tilingOf(const OpContext& c, size_t first) {
+// The composed kernels' blocks (ir/attention_tiles.h), the portable kernel's workspace; the
+// host's tiled kernels and CUDA's fused one have rules of their own (runtime/host,
+// runtime/cuda: *_target.cpp).
+std::int64_t workspaceAttention(const OpContext& c, Types) { return attentionChunksOf(c, 0).forwardBytes(); }
+std::int64_t workspaceAttentionBackward(const OpContext& c, Types) { return attentionChunksOf(c, 1).backwardBytes(); }
+
+std::vector<AttrSpec> attentionAttrs() {
+  return {{"causal", AttrKind::Bool, true, "mask key j from query i where j > i"},
+          {"scale", AttrKind::Float, true, "the scores' factor (1 / sqrt(Dh))"},
+          {"p", AttrKind::Float, false, "dropout probability on the attention probabilities (default 0)"},
+          {"rng", AttrKind::Int, false, "key of the dropout stream: (seed, step, rng); needed when p > 0"},
+          {"rng_offset", AttrKind::Int, false,
+           "stream position of the probabilities' element 0 (default 0): a data-parallel shard draws its rows of the "
+           "full batch's mask"}};
+}
+
+}  // namespace
+
+AttentionTiling attentionTilingOf(const OpContext& c, size_t first) {
   const TensorType& q = c.inputs[first];
   const int r = q.rank();
   return AttentionTiling::of(q.shape[r - 2], c.inputs[first + 1].shape[r - 2], q.shape[r - 1],
                              c.inputs[first + 2].shape[r - 1], getFloat(c.attrs, "p").value_or(0.0) > 0.0);
 }
 
-// The composed kernels' blocks and bound (ir/attention_tiles.h) for operands from `first`.
-AttentionChunks chunksOf(const OpContext& c, size_t first) {
+AttentionChunks attentionChunksOf(const OpContext& c, size_t first) {
   const TensorType& q = c.inputs[first];
   const TensorType& k = c.inputs[first + 1];
   const int r = q.rank();
@@ -140,56 +158,6 @@ AttentionChunks chunksOf(const OpContext& c, size_t first) {
   a.dropout = getFloat(c.attrs, "p").value_or(0.0) > 0.0;
   return a;
 }
-
-// What CUDA's fused kernel allocates beside the arena. Forward: its output and its log-sum-exp
-// (f32, rows padded to a multiple of 32), and two RNG scalars. Backward: the log-sum-exp in that
-// layout, dq, dk and dv, the row sums of dout * out (padded as the log-sum-exp), an f32
-// accumulator of dq, and contiguous copies of dout and out (a bound: ATen's internals).
-std::int64_t cudaFusedForwardBytes(const AttentionChunks& a) {
-  using C = AttentionChunks;
-  const std::int64_t padded = (a.queries + 31) / 32 * 32;
-  return C::grain(C::product({a.leading, a.queries, a.valueDim, a.elementBytes})) +
-         C::grain(C::product({a.leading, padded, 4})) + 2 * kAllocationGrain;
-}
-
-std::int64_t cudaFusedBackwardBytes(const AttentionChunks& a) {
-  using C = AttentionChunks;
-  const std::int64_t padded = (a.queries + 31) / 32 * 32;
-  const std::int64_t q = C::product({a.leading, a.queries, a.headDim});
-  const std::int64_t out = C::product({a.leading, a.queries, a.valueDim});
-  return 2 * C::grain(C::product({a.leading, padded, 4})) + C::grain(C::product({q, a.elementBytes})) +
-         C::grain(C::product({a.leading, a.keys, a.headDim, a.elementBytes})) +
-         C::grain(C::product({a.leading, a.keys, a.valueDim, a.elementBytes})) + C::grain(C::product({q, 4})) +
-         2 * C::grain(C::product({out, a.elementBytes}));
-}
-
-std::int64_t workspaceAttention(const OpContext& c, Types) {
-  if (c.kernelTarget == KernelTarget::cuda) {
-    const AttentionChunks a = chunksOf(c, 0);
-    return a.cudaFused(c.inputs[0].dtype == DType::f32) ? cudaFusedForwardBytes(a) : a.forwardBytes();
-  }
-  return saturatingMul(std::max(c.kernelThreads, 1) * tilingOf(c, 0).forwardSlot(), dtypeSize(c.inputs[0].dtype));
-}
-
-std::int64_t workspaceAttentionBackward(const OpContext& c, Types) {
-  if (c.kernelTarget == KernelTarget::cuda) {
-    const AttentionChunks a = chunksOf(c, 1);
-    return a.cudaFused(c.inputs[1].dtype == DType::f32) ? cudaFusedBackwardBytes(a) : a.backwardBytes();
-  }
-  return saturatingMul(std::max(c.kernelThreads, 1) * tilingOf(c, 1).backwardSlot(), dtypeSize(c.inputs[1].dtype));
-}
-
-std::vector<AttrSpec> attentionAttrs() {
-  return {{"causal", AttrKind::Bool, true, "mask key j from query i where j > i"},
-          {"scale", AttrKind::Float, true, "the scores' factor (1 / sqrt(Dh))"},
-          {"p", AttrKind::Float, false, "dropout probability on the attention probabilities (default 0)"},
-          {"rng", AttrKind::Int, false, "key of the dropout stream: (seed, step, rng); needed when p > 0"},
-          {"rng_offset", AttrKind::Int, false,
-           "stream position of the probabilities' element 0 (default 0): a data-parallel shard draws its rows of the "
-           "full batch's mask"}};
-}
-
-}  // namespace
 
 std::vector<OpInfo> attentionOps() {
   return {

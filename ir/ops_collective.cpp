@@ -5,7 +5,8 @@
 // collectives: every rank must issue them in the same order, so the scheduler keeps the
 // issuing nodes (all_reduce_start, gather, gather_send, scatter, scatter_recv) in seq order
 // and the executor runs them in schedule order. `world` is the number of ranks and `root` the
-// rank that holds gathered data. All collectives are marked sideEffects: no pass removes or
+// rank that holds gathered data; `group` the axis of the device mesh whose ranks take part
+// (ir/device_mesh.h: `world` is its extent, `rank` and `root` positions along it). All collectives are marked sideEffects: no pass removes or
 // duplicates (recomputes) them.
 //
 // Memory model (the planner's and the runtime's):
@@ -239,59 +240,61 @@ std::vector<OpInfo> collectiveOps() {
   const AttrSpec seq{"seq", AttrKind::Int, true, "position in the order every rank issues its collectives"};
   const AttrSpec root{"root", AttrKind::Int, true, "the rank that holds the gathered tensor"};
   const AttrSpec bucket{"bucket", AttrKind::Int, false, "bucket number, for messages"};
+  const AttrSpec group{"group", AttrKind::String, false,
+                       "the device-mesh axis whose ranks take part (ir/device_mesh.h; default dp)"};
   const AttrSpec rank{"rank", AttrKind::Int, true, "this rank: whose shard it keeps"};
   return {
-      {.name = "all_reduce_start", .minInputs = 1, .maxInputs = kVariadic, .attrs = {world, seq, bucket},
+      {.name = "all_reduce_start", .minInputs = 1, .maxInputs = kVariadic, .attrs = {world, seq, bucket, group},
        .infer = inferAllReduceStart, .flops = flopsAllReduce, .sideEffects = true, .issuesCollective = true,
        .stridedReads = StridedReads::InPlace, .collective = Collective::AllReduceStart,
        .summary = "copies the operands into one flat bucket and starts its in-place sum over all ranks"},
       {.name = "all_reduce_wait", .minInputs = 1, .maxInputs = 1,
-       .attrs = {world, seq, bucket,
+       .attrs = {world, seq, bucket, group,
                  {"part_ranks", AttrKind::IntList, true, "rank of each part"},
                  {"part_shapes", AttrKind::IntList, true, "extents of every part, concatenated"}},
        .infer = inferAllReduceWait, .flops = noFlops, .sideEffects = true, .view = true,
        .viewLayout = ViewLayout::BucketParts, .collective = Collective::AllReduceWait,
        .summary = "waits for the bucket's sum; results are views of its parts with their shapes"},
-      {.name = "gather", .minInputs = 1, .maxInputs = kVariadic, .attrs = {world, root, seq}, .infer = inferGather,
+      {.name = "gather", .minInputs = 1, .maxInputs = kVariadic, .attrs = {world, root, seq, group}, .infer = inferGather,
        .flops = noFlops, .sideEffects = true, .issuesCollective = true,
        .collective = Collective::Gather,
        .summary = "on the root rank: every rank's operands joined along axis 0 in rank order"},
       {.name = "gather_send", .minInputs = 1, .maxInputs = kVariadic,
-       .attrs = {world, root, seq, {"dtype", AttrKind::DType, true, "the loss's element type (of the result)"}},
+       .attrs = {world, root, seq, group, {"dtype", AttrKind::DType, true, "the loss's element type (of the result)"}},
        .infer = inferGatherSend, .flops = noFlops, .sideEffects = true, .issuesCollective = true,
        .collective = Collective::GatherSend,
        .summary = "on the other ranks: sends the operands to the root's gather; result 0 of the loss's dtype"},
-      {.name = "scatter", .minInputs = 1, .maxInputs = 1, .attrs = {world, root, seq}, .infer = inferScatter,
+      {.name = "scatter", .minInputs = 1, .maxInputs = 1, .attrs = {world, root, seq, group}, .infer = inferScatter,
        .flops = noFlops, .sideEffects = true, .issuesCollective = true,
        .collective = Collective::Scatter,
        .summary = "on the root rank: rows [r n, (r+1) n) of x go to rank r; the result is the root's rows"},
       {.name = "scatter_recv", .minInputs = 1, .maxInputs = 1,
-       .attrs = {world, root, seq, {"shape", AttrKind::IntList, true, "extents of the received rows"},
+       .attrs = {world, root, seq, group, {"shape", AttrKind::IntList, true, "extents of the received rows"},
                  {"dtype", AttrKind::DType, true, "element type"}},
        .infer = inferScatterRecv, .flops = noFlops, .sideEffects = true, .issuesCollective = true,
        .stridedReads = StridedReads::InPlace, .collective = Collective::ScatterRecv,
        .summary = "on the other ranks: receives this rank's rows of the root's scatter; operand orders it"},
-      {.name = "reduce_scatter_start", .minInputs = 1, .maxInputs = kVariadic, .attrs = {world, rank, seq, bucket},
+      {.name = "reduce_scatter_start", .minInputs = 1, .maxInputs = kVariadic, .attrs = {world, rank, seq, bucket, group},
        .infer = inferReduceScatterStart, .flops = flopsAllReduce, .sideEffects = true, .issuesCollective = true,
        .stridedReads = StridedReads::InPlace, .collective = Collective::ReduceScatterStart,
        .summary = "copies the operands into one flat bucket padded to world x shard and starts its sum over all "
                   "ranks, of which this rank keeps block `rank`"},
-      {.name = "reduce_scatter_wait", .minInputs = 1, .maxInputs = 1, .attrs = {world, rank, seq, bucket},
+      {.name = "reduce_scatter_wait", .minInputs = 1, .maxInputs = 1, .attrs = {world, rank, seq, bucket, group},
        .infer = inferReduceScatterWait, .flops = noFlops, .sideEffects = true,
        .collective = Collective::ReduceScatterWait,
        .summary = "waits for the bucket's sum; the result is this rank's block of it (a fresh [shard] tensor)"},
-      {.name = "all_gather_params", .minInputs = 2, .maxInputs = kVariadic, .attrs = {world, rank, seq, bucket},
+      {.name = "all_gather_params", .minInputs = 2, .maxInputs = kVariadic, .attrs = {world, rank, seq, bucket, group},
        .infer = inferAllGatherParams, .flops = noFlops, .workspaceBytes = workspaceAllGatherParams,
        .sideEffects = true, .issuesCollective = true, .stridedReads = StridedReads::InPlace,
        .collective = Collective::AllGatherParams,
        .summary = "(params..., shard): every rank's updated shard gathered and copied into the parameters, in place"},
-      {.name = "all_gather_start", .minInputs = 1, .maxInputs = 1, .attrs = {world, rank, seq, bucket},
+      {.name = "all_gather_start", .minInputs = 1, .maxInputs = 1, .attrs = {world, rank, seq, bucket, group},
        .infer = inferAllGatherStart, .flops = noFlops, .sideEffects = true, .issuesCollective = true,
        .stridedReads = StridedReads::InPlace, .collective = Collective::AllGatherStart,
        .summary = "(shard): this rank's parameter shard into block `rank` of a fresh world x shard buffer, and the "
                   "gathering of the other ranks' blocks started"},
       {.name = "all_gather_wait", .minInputs = 1, .maxInputs = 1,
-       .attrs = {world, rank, seq, bucket,
+       .attrs = {world, rank, seq, bucket, group,
                  {"part_ranks", AttrKind::IntList, true, "rank of each parameter"},
                  {"part_shapes", AttrKind::IntList, true, "extents of every parameter, concatenated"},
                  {"kept", AttrKind::Bool, false,

@@ -8,13 +8,10 @@
 //   workspace is then the chunk's column matrix and its [O/g, samples * OH * OW] result.
 // conv2d_input_grad(grad, w){..., input_shape} and conv2d_weight_grad(grad, x){..., weight_shape}
 //   are its two backward GEMMs (col2im of w^T grad; grad times the im2col matrix), each with
-//   the same column workspace; the bias gradient is a sum over (N, OH, OW). In bf16 and f16 the
-//   GEMMs take their temporaries from the workspace too (im2colProductScratch), one at a time.
-//   In f32, where oneDNN has a blocked kernel for the problem (onednn/conv.h), the three run
-//   there instead: their workspace is then oneDNN's answer for the pass (the blocked copies of
-//   one chunk of samples, the weights' copy, and its scratchpad), asked with the plan's thread
-//   count, the chunk the largest whose workspace stays within the im2col kernel's
-//   (ir/conv_problem.h).
+//   the same column workspace; the bias gradient is a sum over (N, OH, OW). That column matrix
+//   is the op table's (portable) rule. The host's own rules (runtime/host/host_conv_problem.h)
+//   add its bf16 and f16 GEMMs' temporaries, and run f32 problems that oneDNN has a blocked
+//   kernel for there, with oneDNN's workspace.
 // max_pool2d(x){kernel, stride, padding, dilation, ceil_mode} -> (y, indices i64), the indices
 //   of each window's maximum (saved for backward, as PyTorch saves them);
 //   max_pool2d_backward(grad, indices){..., input_shape} scatters grad to them.
@@ -146,27 +143,14 @@ std::int64_t flopsConv2d(const OpContext& c, Types r) {
 std::int64_t flopsConv2dInputGrad(const OpContext& c, Types) { return convGemmFlops(c.inputs[1], c.inputs[0]); }
 std::int64_t flopsConv2dWeightGrad(const OpContext& c, Types r) { return convGemmFlops(r[0], c.inputs[0]); }
 
-// The node's kernel (ir/conv_problem.h): oneDNN's workspace for the pass where it runs there,
-// else the im2col kernel's: its columns, and in bf16 and f16 its products' temporaries.
-std::int64_t convWorkspace(const OpContext& c, onednn::ConvPass pass, const TensorType& x, const TensorType& w,
-                           const TensorType& y, bool bias) {
-  if (std::optional<OneDnnConvPass> d = oneDnnConvPass(c.attrs, pass, x, w, y, bias, c.kernelThreads))
-    return d->chunking.workspaceBytes;
-  const std::int64_t groups = getInt(c.attrs, "groups").value_or(1);
-  const std::int64_t products =
-      im2colProductScratch(pass, y.dtype, y.shape[0], w.shape[0] / std::max<std::int64_t>(groups, 1),
-                           w.shape[1] * w.shape[2] * w.shape[3], y.shape[2] * y.shape[3], c.kernelThreads);
-  return saturatingAdd(im2colWorkspaceBytes(c.attrs, w, y), products);
-}
-
-std::int64_t workspaceConv2d(const OpContext& c, Types r) {
-  return convWorkspace(c, onednn::ConvPass::Forward, c.inputs[0], c.inputs[1], r[0], c.inputs.size() == 3);
-}
-std::int64_t workspaceConv2dInputGrad(const OpContext& c, Types r) {
-  return convWorkspace(c, onednn::ConvPass::InputGrad, r[0], c.inputs[1], c.inputs[0], false);
+// The im2col kernel's columns (ir/conv_problem.h). The host's rules add its products'
+// temporaries and its oneDNN passes (runtime/host/host_conv_problem.h).
+std::int64_t workspaceConv2d(const OpContext& c, Types r) { return im2colWorkspaceBytes(c.attrs, c.inputs[1], r[0]); }
+std::int64_t workspaceConv2dInputGrad(const OpContext& c, Types) {
+  return im2colWorkspaceBytes(c.attrs, c.inputs[1], c.inputs[0]);
 }
 std::int64_t workspaceConv2dWeightGrad(const OpContext& c, Types r) {
-  return convWorkspace(c, onednn::ConvPass::WeightGrad, c.inputs[1], r[0], c.inputs[0], false);
+  return im2colWorkspaceBytes(c.attrs, r[0], c.inputs[0]);
 }
 
 // ---- pooling --------------------------------------------------------------------------------

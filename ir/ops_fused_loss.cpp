@@ -17,12 +17,11 @@
 //
 // Workspace (runtime/kernels/kernels_fused_loss.cpp allocates exactly these, all alive at once at the
 // kernel's peak): the chunk of logits, per-row columns of the chunk, the row loss terms, the
-// factor 1 / N, the target as i64 when it is i32; in bf16 and f16, beside them, the temporaries
-// of the products (linearCrossEntropyProductScratch), one product's at a time.
+// factor 1 / N, the target as i64 when it is i32. The host's bf16 and f16 products take
+// temporaries of their own beside them (its rule: runtime/host/host_workspace.h).
 #include <string>
 
 #include "ir/op_rules.h"
-#include "onednn/gemm.h"
 
 namespace gradc::ir {
 namespace {
@@ -99,8 +98,7 @@ std::int64_t workspaceLinearCrossEntropy(const OpContext& c, Types) {
   std::int64_t elements = d.chunkRows * d.classes + d.chunkRows * (d.bias ? 4 : 3) + d.rows + 1;
   std::int64_t total = saturatingMul(elements, d.elementBytes);
   if (d.wideTarget) total = saturatingAdd(total, saturatingMul(d.rows, 8));
-  return saturatingAdd(total, linearCrossEntropyProductScratch(d.rows, *getInt(c.attrs, "chunks"), d.features,
-                                                               d.classes, d.bias, c.inputs[0].dtype, c.kernelThreads));
+  return total;
 }
 
 }  // namespace
@@ -108,29 +106,6 @@ std::int64_t workspaceLinearCrossEntropy(const OpContext& c, Types) {
 std::int64_t linearCrossEntropyChunkRows(std::int64_t rows, std::int64_t chunks) {
   if (chunks < 1) chunks = 1;
   return rows <= 0 ? 0 : (rows + chunks - 1) / chunks;
-}
-
-std::int64_t linearCrossEntropyProductScratch(std::int64_t rows, std::int64_t chunks, std::int64_t features,
-                                              std::int64_t classes, bool bias, DType dtype, int kernelThreads) {
-  if ((dtype != DType::bf16 && dtype != DType::f16) || rows <= 0) return 0;
-  const std::int64_t full = linearCrossEntropyChunkRows(rows, chunks);
-  const std::int64_t last = rows - (rows - 1) / full * full;
-  std::int64_t most = 0;
-  for (std::int64_t c : {full, last}) {
-    const onednn::ProductShape products[] = {
-        {.m = c, .k = features, .n = classes, .bias = bias},  // logits = x_chunk @ w^T (+ bias)
-        {.m = c, .k = classes, .n = features},                // grad_x rows = chunk @ w
-        {.m = classes, .k = c, .n = features},                // grad_w = chunk^T @ x_chunk
-        {.m = classes, .k = c, .n = features, .accumulate = true},  // grad_w += ...
-        {.m = classes, .k = c, .n = 1},                             // grad_bias = chunk^T @ 1
-        {.m = classes, .k = c, .n = 1, .accumulate = true},         // grad_bias += ...
-    };
-    for (const onednn::ProductShape& p : products) {
-      if (p.n == 1 && !bias) continue;
-      most = std::max(most, rules::productWorkspace(p, dtype, kernelThreads));
-    }
-  }
-  return most;
 }
 
 std::vector<OpInfo> fusedLossOps() {

@@ -363,7 +363,7 @@ std::vector<OpInfo> trainingOps() {
       {.name = "mse_backward", .minInputs = 3, .maxInputs = 3, .infer = inferMseBackward,
        .flops = perResultElement<3>, .summary = "(grad, input, target) -> grad * 2 (input - target) / count"},
       {.name = "linear_weight_grad", .minInputs = 2, .maxInputs = 2, .infer = inferLinearWeightGrad,
-       .flops = flopsLinearWeightGrad, .workspaceBytes = workspaceLinearWeightGrad,
+       .flops = flopsLinearWeightGrad,
        .stridedReads = StridedReads::Rows,
        .summary = "(grad_out[..., out], x[..., in]) -> sum over leading dims of grad_out^T x: [out, in]"},
       {.name = "full", .minInputs = 0, .maxInputs = 0,

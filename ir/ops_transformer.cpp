@@ -97,12 +97,11 @@ std::int64_t workspaceRope(const OpContext& c, Types) {
 }
 
 // x * rstd and (g w) * (x * rstd), both of x's size, and their row means, at once; ATen's mean
-// divides the row sums by a wrapped Scalar, but the host's kernel sums bf16 and f16 rows in a
-// float loop of its own, which wraps none (runtime/kernels/kernels_transformer.cpp).
+// divides the row sums by a wrapped Scalar. (The host's kernel sums bf16 and f16 rows in a float
+// loop of its own, which wraps none: its rule, runtime/host/host_target.cpp.)
 std::int64_t workspaceRmsNormBackward(const OpContext& c, Types) {
   const TensorType& x = c.inputs[1];
-  const bool ownMean = c.kernelTarget == KernelTarget::host && (x.dtype == DType::bf16 || x.dtype == DType::f16);
-  return 2 * x.bytes() + c.inputs[2].numel() * dtypeSize(x.dtype) + (ownMean ? 0 : scalarOperandBytes(x.dtype));
+  return 2 * x.bytes() + c.inputs[2].numel() * dtypeSize(x.dtype) + scalarOperandBytes(x.dtype);
 }
 
 std::int64_t flopsRmsNorm(const OpContext& c, Types) { return 4 * c.inputs[0].numel(); }

@@ -7,6 +7,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "ir/device_mesh.h"
+#include "ir/kernel_target.h"
 #include "ir/printer.h"
 
 namespace gradc::ir {
@@ -20,9 +22,13 @@ class Verifier {
   Status run() {
     if (auto target = g_.attrs().find("kernel_target"); target != g_.attrs().end()) {
       const std::string* name = std::get_if<std::string>(&target->second);
-      if (!name || !kernelTargetNamed(*name))
-        return Error{"the graph attribute kernel_target must be \"cpu\" or \"cuda\""};
+      if (!name || !findKernelTarget(*name))
+        return Error{"the graph attribute kernel_target must name a backend this gradc knows (" +
+                     kernelTargetNames() + ")"};
     }
+    Expected<DeviceMesh> mesh = meshOf(g_);
+    if (!mesh) return mesh.error().withContext("the graph attribute mesh: ");
+    mesh_ = std::move(*mesh);
     // Names are compared in place: the graph outlives the check.
     std::unordered_set<std::string_view> declared;
     declared.reserve(g_.inputs().size() + g_.params().size());
@@ -69,7 +75,22 @@ class Verifier {
   }
 
  private:
+  // A collective spans an axis of the mesh, and its world is that axis' extent.
+  Status checkGroup(const Node& node) const {
+    const std::string_view group = collectiveGroup(node);
+    const std::optional<std::int64_t> extent = mesh_.extent(group);
+    if (!extent)
+      return Error{"the collective spans group '" + std::string(group) + "', which is no axis of the mesh " +
+                   mesh_.toString()};
+    if (std::optional<std::int64_t> world = getInt(node.attrs(), "world"); world && *world != *extent)
+      return Error{"world " + std::to_string(*world) + " is not the extent of its group '" + std::string(group) +
+                   "' in the mesh " + mesh_.toString()};
+    return {};
+  }
+
   Status checkNode(const Node& node) {
+    if (node.op().collective != Collective::None)
+      if (Status s = checkGroup(node); !s) return s;
     for (size_t i = 0; i < node.operands().size(); ++i) {
       const Value* v = node.operand(i);
       if (!defined(v)) {
@@ -138,6 +159,7 @@ class Verifier {
   }
 
   const Graph& g_;
+  DeviceMesh mesh_;
   std::optional<ValueNames> names_;
   std::vector<const Value*> defined_;
   std::vector<size_t> operandSlots_;  // by value id: operand slots holding the value

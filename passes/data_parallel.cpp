@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ir/device_mesh.h"
 #include "passes/budget.h"
 #include "passes/build_node.h"
 #include "passes/micro_batch.h"
@@ -69,7 +70,7 @@ Status placeLossGather(const ir::Graph& forward, ir::Graph& local, const DataPar
                  "' reads nothing with the batch axis, so there is nothing to gather"};
   std::vector<ir::Value*> parts;
   for (size_t i : sharded) parts.push_back(node->operand(i));
-  ir::AttrMap attrs{{"world", std::int64_t{o.world}}, {"root", std::int64_t{0}}, {"seq", std::int64_t{0}}};
+  ir::AttrMap attrs{{"world", std::int64_t{o.world}}, {"root", std::int64_t{0}}, {"seq", std::int64_t{0}}, {"group", std::string(ir::kDataParallelAxis)}};
   if (o.rank == 0) {
     auto gather = emitAt(local, node, "gather", parts, attrs, ir::Phase::fwd);
     if (!gather) return gather.error();
@@ -132,10 +133,11 @@ Expected<ir::Graph> partitionForward(const ir::Graph& forward, const DataParalle
 Status insertCollectives(ir::Graph& g, const DataParallelOptions& o) {
   if (!o.communicates()) return {};
   if (o.bucketBytes <= 0 || o.firstBucketBytes <= 0) return Error{"data parallelism: bucket sizes must be positive"};
+  ir::setMesh(g, ir::DeviceMesh::dataParallel(o.world));  // every collective spans its dp axis
   std::int64_t seq = 0;
   for (const auto& n : g.nodes())
     if (isCollective(*n)) seq = std::max(seq, *ir::getInt(n->attrs(), "seq") + 1);
-  const ir::AttrMap common{{"world", std::int64_t{o.world}}};
+  const ir::AttrMap common{{"world", std::int64_t{o.world}}, {"group", std::string(ir::kDataParallelAxis)}};
   auto attrsFor = [&](std::int64_t bucket) {
     ir::AttrMap a = common;
     a["seq"] = seq;

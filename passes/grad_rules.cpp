@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "ir/device_mesh.h"
+
 namespace gradc::passes {
 
 // ---- GradBuilder -------------------------------------------------------------------------------
@@ -374,7 +376,7 @@ OperandGrads gradGather(GradBuilder& b) {
     if (++differentiable > 1) b.fail("gather of more than one differentiable tensor is not supported");
     grads[i] = b.emit1("scatter", {b.grad(i)},
                        {{"world", *ir::getInt(a, "world")}, {"root", *ir::getInt(a, "root")},
-                        {"seq", *ir::getInt(a, "seq") + 1}});
+                        {"seq", *ir::getInt(a, "seq") + 1}, {"group", std::string(ir::collectiveGroup(b.node()))}});
   }
   return grads;
 }
@@ -390,7 +392,8 @@ OperandGrads gradGatherSend(GradBuilder& b) {
     if (++differentiable > 1) b.fail("gather of more than one differentiable tensor is not supported");
     grads[i] = b.emit1("scatter_recv", {b.grad()},
                        {{"world", *ir::getInt(a, "world")}, {"root", *ir::getInt(a, "root")},
-                        {"seq", *ir::getInt(a, "seq") + 1}, {"shape", b.operandType(i).shape},
+                        {"seq", *ir::getInt(a, "seq") + 1}, {"group", std::string(ir::collectiveGroup(b.node()))},
+                        {"shape", b.operandType(i).shape},
                         {"dtype", b.operandType(i).dtype}});
   }
   return grads;

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/device_mesh.h"
 #include "ir/parameter_init.h"
 #include "ir/shard_layout.h"
 #include "passes/build_node.h"
@@ -143,7 +144,8 @@ Status gatherForReaders(ir::Graph& g, std::vector<Group>& groups, const DataPara
     const ir::AttrMap attrs{{"world", static_cast<std::int64_t>(o.world)},
                             {"rank", static_cast<std::int64_t>(o.rank)},
                             {"seq", std::int64_t{0}},
-                            {"bucket", group.bucket}};
+                            {"bucket", group.bucket},
+                            {"group", std::string(ir::kDataParallelAxis)}};
     // Inside the forward a gather takes the forward's phase, so that the forward stays one run
     // for the recompute planner (passes/remat.h); its results are kept as any collective's.
     auto phaseAt = [](const ir::Node* n) { return isForward(*n) ? ir::Phase::fwd : ir::Phase::comm; };

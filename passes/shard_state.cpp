@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/device_mesh.h"
 #include "ir/shard_layout.h"
 #include "passes/build_node.h"
 #include "passes/shard_params.h"
@@ -148,7 +149,7 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
     std::vector<ir::Node*> starts;
     for (Bucket& b : buckets) {
       const ir::AttrMap attrs{{"world", world}, {"rank", rank}, {"seq", *ir::getInt(b.start->attrs(), "seq")},
-                              {"bucket", b.number}};
+                              {"bucket", b.number}, {"group", std::string(ir::kDataParallelAxis)}};
       std::vector<ir::Value*> grads(b.start->operands().begin(), b.start->operands().end());
       auto start = emitAt(g, b.start, "reduce_scatter_start", grads, attrs, ir::Phase::comm);
       if (!start) return start.error();
@@ -162,7 +163,7 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
       const bool overlap = k + 1 < buckets.size() && gradientBytes <= o.bucketBytes;
       ir::Node* at = overlap ? nextNode(g, starts[k + 1]) : k + 1 < buckets.size() ? nextNode(g, starts[k]) : buckets[k].wait;
       const ir::AttrMap attrs{{"world", world}, {"rank", rank}, {"seq", *ir::getInt(buckets[k].start->attrs(), "seq")},
-                              {"bucket", buckets[k].number}};
+                              {"bucket", buckets[k].number}, {"group", std::string(ir::kDataParallelAxis)}};
       auto wait = emitAt(g, at, "reduce_scatter_wait", {starts[k]->result(0)}, attrs, ir::Phase::comm);
       if (!wait) return wait.error();
       gradSource[k] = (*wait)->result(0);
@@ -233,7 +234,7 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
   if (norm && gradientShards) {
     auto local = emitAt(g, norm, "global_norm", gradSource, {{"squared", true}}, ir::Phase::opt);
     if (!local) return local.error();
-    const ir::AttrMap attrs{{"world", world}, {"seq", seq++}, {"bucket", std::int64_t{-2}}};
+    const ir::AttrMap attrs{{"world", world}, {"seq", seq++}, {"bucket", std::int64_t{-2}}, {"group", std::string(ir::kDataParallelAxis)}};
     auto start = emitAt(g, norm, "all_reduce_start", {(*local)->result(0)}, attrs, ir::Phase::comm);
     if (!start) return start.error();
     ir::AttrMap waitAttrs = attrs;
@@ -250,7 +251,8 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
   for (size_t k = 0; k < buckets.size(); ++k) {
     std::vector<ir::Value*> operands(buckets[k].params.begin(), buckets[k].params.end());
     operands.push_back(shardUpdates[k]->result(0));
-    const ir::AttrMap attrs{{"world", world}, {"rank", rank}, {"seq", seq++}, {"bucket", buckets[k].number}};
+    const ir::AttrMap attrs{{"world", world}, {"rank", rank}, {"seq", seq++}, {"bucket", buckets[k].number},
+                            {"group", std::string(ir::kDataParallelAxis)}};
     if (auto gather = emitAt(g, nullptr, "all_gather_params", operands, attrs, ir::Phase::comm); !gather)
       return gather.error();
   }

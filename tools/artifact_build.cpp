@@ -4,9 +4,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <iostream>
 
 #include "codegen/kernels.h"
+#include "ir/device_mesh.h"
+#include "ir/kernel_target.h"
 #include "ir/op_table.h"
 #include "ir/printer.h"
 #include "passes/budget.h"
@@ -52,13 +55,16 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
       buildRankSteps(*forward, *planOptions, r.parallel, RankSteps::Every, r.passManager, exitCode);
   if (!built) return exitCode;
   std::vector<TrainingStep>& steps = *built;
+  // What the ranks sum must be what their communicator can sum (the backend's description).
+  const ir::KernelTarget& target = forward->kernelTarget();
   if (world > 1)
     for (const TrainingStep& step : steps)
       for (const auto& n : step.graph.nodes())
-        if (n->op().issuesCollective && n->numResults() > 0 && n->result(0)->type().dtype == ir::DType::bf16) {
-          std::cerr << "gradc: error: --devices " << world << ": CPU ranks communicate through Gloo, which cannot "
-                    << "sum bf16 tensors (this model's gradients or loss are bf16); train it in f32 or f16, or on one "
-                       "device\n";
+        if (n->op().issuesCollective && n->numResults() > 0 && !target.sums(n->result(0)->type().dtype)) {
+          const std::string dtype(ir::dtypeName(n->result(0)->type().dtype));
+          std::cerr << "gradc: error: --devices " << world << ": " << target.ranks() << " communicate through "
+                    << target.communicator() << ", which cannot sum " << dtype << " tensors (this model's gradients "
+                    << "or loss are " << dtype << "); train it in f32, or on one device\n";
           return kExitUserError;
         }
   if (!r.quiet) std::cerr << describeStep(steps.front()) << "\n";
@@ -97,6 +103,7 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
   m.dims = source.dims;
   m.seed = static_cast<std::uint64_t>(ir::getInt(forward->attrs(), "seed").value_or(0));
   m.kernelThreads = threads;
+  m.mesh = ir::DeviceMesh::dataParallel(world).toString();
   std::vector<runtime::ArtifactFile> files;
   std::vector<std::string> texts;  // of the distinct graphs, in file order
   struct GraphFiles {
@@ -222,7 +229,10 @@ int buildArtifact(const ArtifactRequest& r, const std::filesystem::path& out) {
   }
   if (world > 1) {
     std::vector<passes::GradientBucket> buckets = passes::gradientBuckets(first.graph);
-    std::string line = "data parallel: " + std::to_string(world) + " ranks (gloo), loss placement " +
+    std::string communicator(forward->kernelTarget().communicator());
+    std::transform(communicator.begin(), communicator.end(), communicator.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    std::string line = "data parallel: " + std::to_string(world) + " ranks (" + communicator + "), loss placement " +
                        r.parallel.lossPlacement + ", " + std::to_string(buckets.size()) + " gradient bucket" +
                        (buckets.size() == 1 ? "" : "s") + " of";
     for (const passes::GradientBucket& b : buckets) line += " " + passes::formatBytes(b.bytes);

@@ -275,8 +275,6 @@ int emitSummary(ir::Graph& fullForward, const CompileOptions& o, const std::opti
 }
 
 int runCompile(CompileOptions o) {
-  // A plan for CUDA keeps the CUDA libraries' memory free of the budget unless told otherwise.
-  if (o.memory.device == "cuda" && o.memory.deviceReserve.empty()) o.memory.deviceReserve = "cuda";
   // -o DIR without --emit, or --emit artifact: the compiled artifact (runtime/io/artifact.h).
   const bool artifact = o.pipeline.emit == "artifact" || (o.emitOption->count() == 0 && o.pipeline.output != "-");
   if (artifact) {
@@ -334,9 +332,9 @@ Runner addCompileCommand(CLI::App& cmd) {
   o->parallel.addTo(cmd);
   o->optimizer.addTo(cmd);
   cmd.add_option("--device", o->memory.device,
-                 "The device kind the plan is made for: its kernels' workspaces (fused attention's differ) and, for "
-                 "cuda, --device-reserve cuda unless given")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+                 "The device kind the plan is made for: its kernels' workspaces, what its ranks' communicator can "
+                 "sum, and its libraries' reserve (--device-reserve) unless given")
+      ->check(CLI::IsMember(deviceNames()))
       ->capture_default_str();
   // compile alone also emits the training step's memory plan: widen the shared --emit check.
   CLI::Option* emit = cmd.get_option("--emit");

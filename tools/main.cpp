@@ -7,6 +7,7 @@
 
 #include "frontend/suggest.h"
 #include "runtime/comm/library_logging.h"
+#include "runtime/device/kernel_targets.h"
 #include "runtime/io/artifact.h"
 #include "runtime/kernels/blas_kernels.h"
 #include "tools/commands.h"
@@ -14,6 +15,7 @@
 #include "tools/flag_checks.h"
 
 int main(int argc, char** argv) {
+  gradc::runtime::registerKernelTargets();
   using namespace gradc::tools;
   gradc::runtime::selectBlasKernels(argv);  // may re-execute once with better BLAS kernels
   gradc::runtime::setLibraryLogging(/*verbose=*/false);  // train --verbose turns them back on

@@ -285,7 +285,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   const runtime::ArtifactRank& entry = manifest->ranks[static_cast<size_t>(rank)];
   const bool generated = !entry.kernelsFile.empty();
   runtime::StepVariant variant = o.noGeneratedKernels ? runtime::StepVariant::reference : runtime::StepVariant::compiled;
-  if (generated && !o.noGeneratedKernels && entry.kernelsFileIn(backend->kernelFormat).empty()) {
+  if (generated && !o.noGeneratedKernels && entry.kernelsFileIn(backend->kernelFormat()).empty()) {
     if (!entry.referenceGraphFile.empty()) {
       variant = runtime::StepVariant::reference;
       if (!o.quiet && localRank == 0)
@@ -312,14 +312,14 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     return exitCodeFor(program.error());
   }
   // Kernel workspaces were planned for one device kind's kernels: say when another's differ.
-  if (std::optional<ir::KernelTarget> running = ir::kernelTargetNamed(backend->name);
-      running && *running != program->graph.kernelTarget() && rank == 0 && !o.quiet) {
-    const ir::KernelSetting planned = program->graph.kernelSetting();
+  if (const ir::KernelTarget& planned = program->graph.kernelTarget();
+      backend->target != &planned && rank == 0 && !o.quiet) {
+    const ir::KernelSetting plannedSetting = program->graph.kernelSetting();
     std::int64_t differing = 0;
     for (const auto& n : program->graph.nodes())
-      differing += n->workspaceBytes(planned) != n->workspaceBytes({planned.threads, *running});
+      differing += n->workspaceBytes(plannedSetting) != n->workspaceBytes({plannedSetting.threads, backend->target});
     if (differing > 0)
-      std::cerr << "gradc: note: the plan's kernel workspaces were sized for " << ir::kernelTargetName(planned.target)
+      std::cerr << "gradc: note: the plan's kernel workspaces were sized for " << planned.name()
                 << "'s kernels, and " << differing << " node(s) allocate differently on " << backend->name
                 << " (their planned workspace is not theirs here); recompile with gradc compile --device "
                 << backend->name << " for a plan of this device\n";
@@ -330,7 +330,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   for (const auto& n : program->graph.nodes()) collectives |= n->op().issuesCollective;
   const bool launching = !*env && (world > 1 || collectives);
   const runtime::Device* device = &runtime::cpuDevice();
-  if (!backend->host && !launching) {
+  if (!launching) {
     Expected<const runtime::Device*> d = backend->device(localRank);
     if (!d) {
       std::cerr << "gradc: error: " << d.error().message << "\n";

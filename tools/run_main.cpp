@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "runtime/comm/library_logging.h"
+#include "runtime/device/kernel_targets.h"
 #include "runtime/io/artifact.h"
 #include "runtime/kernels/blas_kernels.h"
 #include "tools/commands.h"
@@ -11,6 +12,7 @@
 #include "tools/run_artifact.h"
 
 int main(int argc, char** argv) {
+  gradc::runtime::registerKernelTargets();
   using namespace gradc::tools;
   gradc::runtime::selectBlasKernels(argv);  // may re-execute once with better BLAS kernels
   gradc::runtime::setLibraryLogging(/*verbose=*/false);  // train --verbose turns them back on

@@ -99,11 +99,8 @@ int runTrain(const TrainCommandOptions& o) {
     std::cerr << "gradc: error: " << backend.error().message << "\n";
     return kExitUserError;
   }
-  if (!(*backend)->host) {
-    request.memory.noFuse = true;
-    request.memory.device = std::string((*backend)->name);
-    if (request.memory.deviceReserve.empty()) request.memory.deviceReserve = std::string((*backend)->name);
-  }
+  request.memory.device = std::string((*backend)->name);  // its kernels' workspaces and its reserve
+  if (!(*backend)->host) request.memory.noFuse = true;
   Expected<TemporaryFolder> folder = TemporaryFolder::create();
   if (!folder) {
     std::cerr << "gradc: error: " << folder.error().message << "\n";

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 
+#include "ir/kernel_target.h"
 #include "passes/budget.h"
 #include "passes/micro_batch.h"
 #include "passes/pass_manager.h"
@@ -15,7 +16,6 @@
 #include "passes/schedule.h"
 #include "passes/shard_params.h"
 #include "passes/shard_state.h"
-#include "runtime/cuda/library_reserve.h"
 #include "runtime/device/cpu_cores.h"
 #include "runtime/train/cost_probe.h"
 #include "tools/commands.h"
@@ -39,9 +39,9 @@ void MemoryFlags::addTo(CLI::App& cmd) {
                  "the logits; auto: only when that is the cheapest way to fit --budget; off: never")
       ->capture_default_str();
   cmd.add_option("--device-reserve", deviceReserve,
-                 "Memory the device's libraries hold beside the plan, kept free of --budget: a size, or cuda "
-                 "(cuBLAS's workspaces as gradc's CUDA device fixes them, 36 MiB; gradc train --device cuda sets "
-                 "it). Default: none, as on the CPU");
+                 "Memory the device's libraries hold beside the plan, kept free of --budget: a size, or a device "
+                 "whose reserve to keep (cuda: cuBLAS's workspaces as gradc's CUDA device fixes them, 36 MiB; cpu: "
+                 "none). Default: the reserve of the device the plan is made for");
   cmd.add_option("--objective", objective,
                  "Which plan that fits --budget is chosen: least-recompute (the fewest recompute FLOPs, then the "
                  "fewest micro-batches, the lowest ZeRO stage, the fewest loss chunks), least-peak (the least "
@@ -203,16 +203,25 @@ Expected<passes::DataParallelOptions> ParallelFlags::forRank(int rank) const {
   return o;
 }
 
-ir::KernelTarget kernelTargetOf(const MemoryFlags& flags) {
-  return ir::kernelTargetNamed(flags.device).value_or(ir::KernelTarget::host);
+std::vector<std::string> deviceNames() {
+  std::vector<std::string> names;
+  for (const ir::KernelTarget* t : ir::kernelTargets()) names.emplace_back(t->name());
+  return names;
+}
+
+const ir::KernelTarget& kernelTargetOf(const MemoryFlags& flags) {
+  const ir::KernelTarget* named = ir::findKernelTarget(flags.device);
+  return named ? *named : ir::defaultKernelTarget();
 }
 
 std::optional<std::int64_t> parseDeviceReserve(const MemoryFlags& flags) {
-  if (flags.deviceReserve.empty()) return 0;
-  if (flags.deviceReserve == "cuda") return runtime::cuda::kLibraryReserveBytes;
+  if (flags.deviceReserve.empty()) return kernelTargetOf(flags).libraryReserveBytes();
+  if (const ir::KernelTarget* backend = ir::findKernelTarget(flags.deviceReserve))
+    return backend->libraryReserveBytes();
   Expected<std::int64_t> bytes = passes::parseBytes(flags.deviceReserve);
   if (!bytes) {
-    std::cerr << "gradc: error: --device-reserve: " << bytes.error().message << " (or cuda)\n";
+    std::cerr << "gradc: error: --device-reserve: " << bytes.error().message << " (or a device: "
+              << ir::kernelTargetNames() << ")\n";
     return std::nullopt;
   }
   return *bytes;

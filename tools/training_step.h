@@ -27,7 +27,7 @@ struct MemoryFlags {
   std::string microBatches = "1";  // a count, or "auto"
   std::string lossChunks = "auto";  // a count, "auto" or "off" (passes/fuse_loss.h)
   bool noFuse = false;              // --no-fuse: no elementwise fusion (passes/fuse.h)
-  std::string deviceReserve;        // --device-reserve: "" (none), "cuda" or a size
+  std::string deviceReserve;        // --device-reserve: "" (the device's), a device name or a size
   // The device kind the plan's kernel workspaces are sized for (ir::Graph::kernelTarget):
   // compile's --device, or the device gradc train runs on.
   std::string device = "cpu";
@@ -93,10 +93,13 @@ struct TrainingStep {
 // --budget, --remat, --micro-batches and --loss-chunks parsed once into the options every rank's step is
 // built with: from here the budget is one std::optional of bytes, down to the plan. nullopt
 // after printing the error (exit code 2).
-// --device-reserve in bytes (0 when not given); nullopt after printing the error.
+// --device-reserve in bytes (when not given, the reserve of the device the plan is made for);
+// nullopt after printing the error.
 std::optional<std::int64_t> parseDeviceReserve(const MemoryFlags& flags);
-// MemoryFlags::device as the graph's kernel target ("cpu" or "cuda"; checked where it is given).
-ir::KernelTarget kernelTargetOf(const MemoryFlags& flags);
+// The --device values: every backend's name (ir::kernelTargets()).
+std::vector<std::string> deviceNames();
+// MemoryFlags::device as the graph's kernel target (ir/kernel_target.h; checked where it is given).
+const ir::KernelTarget& kernelTargetOf(const MemoryFlags& flags);
 // `kernelThreads`: the intra-op threads the step will run with (--objective throughput probes
 // the machine with them, and warns when a --cost-table was measured with others).
 std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const MemoryFlags& flags,

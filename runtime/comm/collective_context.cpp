@@ -4,6 +4,15 @@
 
 namespace gradc::runtime {
 
+Expected<Communicator*> CollectiveContext::commFor(const ir::Node& node) {
+  const std::string_view group = ir::collectiveGroup(node);
+  auto it = groups_.find(group);
+  if (it == groups_.end())
+    return Error{"the collective " + std::string(node.opName()) + " spans group '" + std::string(group) +
+                 "', for which this rank has no communicator"};
+  return it->second;
+}
+
 void CollectiveContext::started(const ir::Node* start, std::unique_ptr<PendingCollective> pending) {
   pending_[start] = std::move(pending);
 }

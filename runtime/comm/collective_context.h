@@ -1,6 +1,7 @@
 // What the collective kernels (runtime/kernels/kernels_collective.cpp) share during one run of a
-// data-parallel rank's graph: the communicator, the collectives started and not yet waited
-// for (all_reduce_start -> all_reduce_wait), and the time spent blocked on communication.
+// rank's graph: the communicator of each group of the mesh (ir/device_mesh.h) this rank belongs
+// to, the collectives started and not yet waited for (all_reduce_start -> all_reduce_wait), and
+// the time spent blocked on communication.
 //
 // One CollectiveContext per rank, passed to Executor::run through RunContext::collectives.
 // A graph with collective nodes run without one fails at its first collective with an error
@@ -13,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "ir/device_mesh.h"
 #include "ir/graph.h"
 #include "ir/status.h"
 #include "runtime/comm/communicator.h"
@@ -21,9 +23,14 @@ namespace gradc::runtime {
 
 class CollectiveContext {
  public:
-  explicit CollectiveContext(Communicator& comm) : comm_(comm) {}
+  // The mesh dp=N: every rank in the one data-parallel group, whose communicator is `comm`.
+  explicit CollectiveContext(Communicator& comm) { groups_.emplace(ir::kDataParallelAxis, &comm); }
 
-  Communicator& comm() { return comm_; }
+  // The communicator of this rank's group along `axis` (another axis of the mesh).
+  void addGroup(std::string axis, Communicator& comm) { groups_.insert_or_assign(std::move(axis), &comm); }
+  // The communicator of the group a collective node spans (its "group"); an Error naming the
+  // group when this rank has none for it.
+  Expected<Communicator*> commFor(const ir::Node& node);
 
   // Records a started collective under its starting node.
   void started(const ir::Node* start, std::unique_ptr<PendingCollective> pending);
@@ -58,7 +65,7 @@ class CollectiveContext {
   static std::string describe(const ir::Node& node, std::int64_t step);
 
  private:
-  Communicator& comm_;
+  std::map<std::string, Communicator*, std::less<>> groups_;
   std::map<const ir::Node*, std::unique_ptr<PendingCollective>> pending_;
   double waitSeconds_ = 0;
   std::string failure_;

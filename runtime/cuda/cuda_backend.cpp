@@ -1,4 +1,10 @@
-#include "runtime/cuda/cuda_backend.h"
+// The CUDA backend's row of the backend table (runtime/device/backends.h): GPUs of this machine,
+// one per local rank (runtime/cuda/cuda_device.h), NCCL between ranks
+// (runtime/cuda/nccl_tensor_communicator.h), the artifact's fused kernels as PTX
+// (runtime/cuda/ptx_kernels.h), each rank's arena checked against its GPU's free memory.
+#include "runtime/cuda/cuda_target.h"
+
+#include "runtime/device/backends.h"
 
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/nccl_tensor_communicator.h"
@@ -6,13 +12,13 @@
 
 namespace gradc::runtime {
 
-Backend cudaBackend() {
+Backend cuda::backend() {
   Backend b;
-  b.name = "cuda";
+  b.target = &cuda::kernelTarget();
+  b.name = b.target->name();
   b.visibleDevices = visibleCudaDevices;
   b.device = cudaDevice;
   b.communicator = createNcclCommunicator;
-  b.kernelFormat = GeneratedKernelFormat::ptx;
   b.loadKernels = ptxKernelsFromText;
   b.memoryCheck = MemoryCheck::device;
   return b;

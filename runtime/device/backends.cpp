@@ -1,49 +1,25 @@
-// The table of backends (runtime/device/backends.h): the host's row, and one row per device
-// folder. A backend this build lacks keeps its row, with the reason, so that asking for it says
-// what to build instead of "unknown device".
+// The table of backends (runtime/device/backends.h): one row per line of backends.def, each
+// made by its folder. A backend this build lacks keeps its row, with the reason, so that asking
+// for it says what to build instead of "unknown device".
 #include "runtime/device/backends.h"
 
-#include "runtime/comm/gloo_communicator.h"
-#if defined(GRADC_WITH_CUDA_DEVICE)
-#include "runtime/cuda/cuda_backend.h"
-#endif
+#include "runtime/device/kernel_targets.h"
+
+#define GRADC_BACKEND(ns)    \
+  namespace gradc::runtime::ns { \
+  Backend backend();          \
+  }
+#include "runtime/device/backends.def"
+#undef GRADC_BACKEND
 
 namespace gradc::runtime {
-namespace {
-
-Backend hostRow() {
-  Backend b;
-  b.name = "cpu";
-  b.host = true;
-  b.visibleDevices = []() -> Expected<int> { return 1; };
-  b.device = [](int) -> Expected<const Device*> { return &cpuDevice(); };
-  b.communicator = [](const DistEnv& env, int, std::chrono::milliseconds timeout) {
-    return GlooCommunicator::create(env, timeout);
-  };
-  b.kernelFormat = GeneratedKernelFormat::sharedObject;
-  b.loadKernels = sharedObjectKernelsFromBytes;
-  b.memoryCheck = MemoryCheck::host;
-  return b;
-}
-
-[[maybe_unused]] Backend absentRow(std::string_view name, std::string_view why) {
-  Backend b;
-  b.name = name;
-  b.missing = why;
-  return b;
-}
-
-}  // namespace
 
 std::span<const Backend> backends() {
+  registerKernelTargets();  // the rows point at their descriptions, which plans name
   static const Backend table[] = {
-      hostRow(),
-#if defined(GRADC_WITH_CUDA_DEVICE)
-      cudaBackend(),
-#else
-      absentRow("cuda", "this gradc was built against a CPU-only LibTorch, so it cannot run on a GPU; build it against "
-                        "a CUDA LibTorch (docs/gpu.md)"),
-#endif
+#define GRADC_BACKEND(ns) ns::backend(),
+#include "runtime/device/backends.def"
+#undef GRADC_BACKEND
   };
   return table;
 }

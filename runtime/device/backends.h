@@ -6,13 +6,15 @@
 //     backend needs a CUDA LibTorch): a row this build lacks says why;
 //   - how many such devices the process sees, and the device of a local rank;
 //   - the communicator its ranks join (Gloo on the host, NCCL on GPUs);
-//   - the format of the generated kernels it runs (the artifact's CPU shared object or its PTX)
-//     and their loader (runtime/kernels/generated_kernels.h);
+//   - its compile-time description (ir/kernel_target.h: workspace rules, what its communicator
+//     sums, the format of the generated kernels it runs) and their loader
+//     (runtime/kernels/generated_kernels.h);
 //   - where a rank's arena is checked before anything is allocated: the host's available memory
 //     (every local rank's arena together) or the device's free memory (each rank its own).
 //
-// Adding a device is one folder (runtime/<name>/: its Device, its kernels, its communicator, its
-// kernel loader) and one row in backends.cpp; docs/development.md lists the files.
+// Adding a device is one folder (runtime/<name>/: its description, its Device, its kernels, its
+// communicator, its kernel loader, a backend.cmake) and one row in runtime/device/backends.def;
+// docs/development.md lists the files.
 #pragma once
 
 #include <chrono>
@@ -22,6 +24,7 @@
 #include <string>
 #include <string_view>
 
+#include "ir/kernel_target.h"
 #include "ir/status.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/dist_env.h"
@@ -36,7 +39,8 @@ enum class MemoryCheck {
 };
 
 struct Backend {
-  std::string_view name;  // the --device value
+  const ir::KernelTarget* target = nullptr;  // its compile-time description
+  std::string_view name;  // the --device value: target->name()
   // Empty when this build runs the backend; else why it cannot, and what to build instead.
   std::string_view missing;
   // The host: kernels read its tensors through raw pointers; it is always there.
@@ -48,14 +52,15 @@ struct Backend {
   // The communicator of a rank of `env` running on this kind of device.
   Expected<std::unique_ptr<Communicator>> (*communicator)(const DistEnv& env, int localRank,
                                                           std::chrono::milliseconds timeout) = nullptr;
-  // The generated kernels it runs: which of the artifact's files, and how they are loaded from
-  // their (checked) bytes.
-  GeneratedKernelFormat kernelFormat = GeneratedKernelFormat::sharedObject;
+  // How the generated kernels it runs (of its target's format) are loaded from their (checked)
+  // bytes; null for a backend that runs none.
   Expected<std::shared_ptr<const GeneratedKernels>> (*loadKernels)(std::string_view bytes,
                                                                    const std::filesystem::path& shownAs) = nullptr;
   MemoryCheck memoryCheck = MemoryCheck::host;
 
   bool built() const { return missing.empty(); }
+  // Which of the artifact's kernel files it runs (ir::KernelFormat::none: it runs the reference step).
+  GeneratedKernelFormat kernelFormat() const { return target->kernelFormat(); }
 };
 
 // Every backend gradc knows, the host's first; those this build lacks are rows with `missing`.

@@ -6,6 +6,7 @@
 
 #include <system_error>
 
+#include "ir/device_mesh.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
 #include "runtime/exec/plan_json.h"
@@ -49,6 +50,7 @@ Json manifestJson(const ArtifactManifest& m, const std::vector<ArtifactFile>& fi
   j["config"] = Json::parse(m.configJson);
   j["seed"] = m.seed;
   j["kernel_threads"] = m.kernelThreads;
+  j["mesh"] = m.mesh;
   Json ranks = Json::array();
   for (const ArtifactRank& r : m.ranks) {
     Json rank = {{"rank", r.rank}, {"graph", r.graphFile}, {"plan", r.planFile}};
@@ -182,6 +184,7 @@ Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
     m.configJson = j.at("config").dump();
     m.seed = j.at("seed").get<std::uint64_t>();
     m.kernelThreads = j.at("kernel_threads").get<int>();
+    m.mesh = j.value("mesh", std::string());
     for (const Json& r : j.at("ranks")) {
       ArtifactRank rank{r.at("rank").get<int>(), r.at("graph").get<std::string>(), r.at("plan").get<std::string>(),
                         r.value("kernels", std::string()), r.value("ptx", std::string()),
@@ -210,6 +213,13 @@ Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
   if (m.ranks.empty()) return corrupted(file, "no ranks");
   for (size_t i = 0; i < m.ranks.size(); ++i)
     if (m.ranks[i].rank != static_cast<int>(i)) return corrupted(file, "ranks are not 0, 1, ... in order");
+  // The mesh of the ranks (one written before meshes were recorded: dp over all of them).
+  if (m.mesh.empty()) m.mesh = ir::DeviceMesh::dataParallel(m.world()).toString();
+  if (Expected<ir::DeviceMesh> mesh = ir::DeviceMesh::parse(m.mesh); !mesh)
+    return corrupted(file, mesh.error().message);
+  else if (mesh->ranks() != m.world())
+    return corrupted(file, "the mesh " + m.mesh + " has " + std::to_string(mesh->ranks()) + " ranks, the manifest " +
+                               std::to_string(m.world()));
   Expected<Json> files = field<Json>(j, "files", file);
   if (!files || !files->is_object()) return corrupted(file, "\"files\" is not an object");
   for (const auto& [name, digest] : files->items()) {
@@ -228,6 +238,11 @@ Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
 }
 
 namespace {
+// A graph without collectives runs on any mesh; one with them on the manifest's.
+bool meshDiffers(const ir::DeviceMesh& graphMesh, const ArtifactManifest& manifest) {
+  return graphMesh.ranks() > 1 && graphMesh.toString() != manifest.mesh;
+}
+
 Status checkRank(const ArtifactManifest& manifest, int rank) {
   if (rank < 0 || rank >= manifest.world())
     return Error{"rank " + std::to_string(rank) + " is not among the artifact's " + std::to_string(manifest.world()) +
@@ -297,6 +312,11 @@ Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifes
     return corrupted(graphFile, "its plan was made for " + threads(graph->kernelThreads()) + ", but the manifest runs " +
                                     threads(manifest.kernelThreads));
   }
+  // Its collectives span the axes of the manifest's mesh (the verifier checked them against the
+  // graph's own).
+  if (Expected<ir::DeviceMesh> mesh = ir::meshOf(*graph); mesh && meshDiffers(*mesh, manifest))
+    return corrupted(graphFile, "its collectives run on the mesh " + mesh->toString() + ", the manifest's is " +
+                                    manifest.mesh);
   Expected<ir::MemoryPlan> plan = loadPlanFile(dir / files->second);
   if (!plan) return plan.error();
   RankProgram program{std::move(*graph), std::move(*plan), nullptr, std::nullopt};
@@ -311,9 +331,9 @@ Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifes
     program.evaluation = EvaluationProgram{std::move(*evalGraph), std::move(*evalPlan), entry.evalSplits};
   }
   if (needsGeneratedKernels(program.graph)) {
-    const std::string& kernels = entry.kernelsFileIn(backend.kernelFormat);
+    const std::string& kernels = entry.kernelsFileIn(backend.kernelFormat());
     if (kernels.empty()) {
-      if (backend.kernelFormat == GeneratedKernelFormat::ptx)
+      if (backend.kernelFormat() == GeneratedKernelFormat::ptx)
         return Error{"the artifact " + dir.string() + " has no PTX for rank " + std::to_string(rank) +
                      "'s fused kernels, which --device " + std::string(backend.name) +
                      " runs (it was written by gradc train, or PTX could not be generated): recompile it with gradc "
@@ -322,7 +342,7 @@ Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifes
     }
     Expected<std::string> bytes = readFile(dir / kernels);
     if (!bytes) return corrupted(dir / kernels, bytes.error().message);
-    if (Status s = checkKernelsTrusted(entry.kernelsTagIn(backend.kernelFormat), *bytes, graphText, dir / kernels,
+    if (Status s = checkKernelsTrusted(entry.kernelsTagIn(backend.kernelFormat()), *bytes, graphText, dir / kernels,
                                        trustKernels);
         !s)
       return s.error();

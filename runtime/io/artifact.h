@@ -72,11 +72,13 @@ struct ArtifactRank {
 
   // The file of the generated kernels in that format ("" when the artifact has none), and its tag.
   const std::string& kernelsFileIn(GeneratedKernelFormat format) const {
-    return format == GeneratedKernelFormat::ptx ? ptxFile : kernelsFile;
+    return format == GeneratedKernelFormat::ptx ? ptxFile : format == GeneratedKernelFormat::none ? none_ : kernelsFile;
   }
   const std::string& kernelsTagIn(GeneratedKernelFormat format) const {
-    return format == GeneratedKernelFormat::ptx ? ptxTag : kernelsTag;
+    return format == GeneratedKernelFormat::ptx ? ptxTag : format == GeneratedKernelFormat::none ? none_ : kernelsTag;
   }
+
+  static inline const std::string none_;  // a backend that runs no generated kernels has none
 };
 
 struct ArtifactManifest {
@@ -88,6 +90,7 @@ struct ArtifactManifest {
   std::string configJson = "{}";  // JSON object stored in checkpoints (optimizer settings, ...)
   std::uint64_t seed = 0;         // the spec's seed (a run may override it)
   int kernelThreads = 1;          // intra-op threads the plan's workspace was sized for
+  std::string mesh;               // the device mesh of the ranks (ir/device_mesh.h): "dp=N"
   std::vector<ArtifactRank> ranks;
   std::string gradcVersion = kGradcVersion;
 

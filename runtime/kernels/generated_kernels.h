@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "ir/graph.h"
+#include "ir/kernel_target.h"
 #include "ir/status.h"
 
 namespace gradc::runtime {
@@ -27,11 +28,11 @@ using FusedKernelFn = void (*)(void* const* buffers, std::int64_t begin, std::in
 // eps, -lr / (1 - beta1^step), as doubles (rounded to the element type in the kernel).
 using AdamwKernelFn = void (*)(void* const* buffers, std::int64_t begin, std::int64_t end, const double* scalars);
 
-// Which file of an artifact's rank holds the kernels a backend runs (runtime/device/backends.h).
-enum class GeneratedKernelFormat {
-  sharedObject,  // the host's: `kernels`, a CPU shared object (fused regions, one-pass AdamW)
-  ptx,           // a GPU's: `ptx`, the same kernels as PTX (runtime/cuda/ptx_kernels.h)
-};
+// Which file of an artifact's rank holds the kernels a backend runs (its description's,
+// ir/kernel_target.h): sharedObject, the host's `kernels` (fused regions, one-pass AdamW); ptx, a
+// GPU's `ptx`, the same kernels as PTX (runtime/cuda/ptx_kernels.h); none, a backend that runs
+// the reference step.
+using GeneratedKernelFormat = ir::KernelFormat;
 
 // A loaded set of generated kernels, in one format.
 class GeneratedKernels {

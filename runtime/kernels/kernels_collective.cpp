@@ -36,6 +36,13 @@ void check(CollectiveContext& cc, const Status& s) {
   throw std::runtime_error(s.message());
 }
 
+// The communicator of the group the node spans (ir/device_mesh.h).
+Communicator& commOf(CollectiveContext& cc, const ir::Node& node) {
+  Expected<Communicator*> comm = cc.commFor(node);
+  if (!comm) check(cc, Status(comm.error()));
+  return **comm;
+}
+
 // The operands one after another at the start of the flat bucket (strided operands are read in
 // place, no temporary); returns the elements written.
 std::int64_t packInto(const at::Tensor& bucket, std::span<const at::Tensor> operands) {
@@ -51,7 +58,7 @@ Results allReduceStart(const KernelArgs& a) {
   CollectiveContext& cc = contextOf(a);
   at::Tensor bucket = resultBuffer(a);
   packInto(bucket, a.operands);
-  auto pending = cc.comm().startAllReduceSum(bucket, CollectiveContext::describe(a.node, a.ctx.step));
+  auto pending = commOf(cc, a.node).startAllReduceSum(bucket, CollectiveContext::describe(a.node, a.ctx.step));
   if (!pending) check(cc, Status(pending.error()));
   cc.started(&a.node, std::move(*pending));
   return {bucket};
@@ -83,7 +90,7 @@ Results reduceScatterStart(const KernelArgs& a) {
   at::Tensor bucket = resultBuffer(a);
   const std::int64_t at = packInto(bucket, a.operands);
   if (at < bucket.numel()) bucket.narrow(0, at, bucket.numel() - at).zero_();
-  auto pending = cc.comm().startReduceScatterSum(bucket, CollectiveContext::describe(a.node, a.ctx.step));
+  auto pending = commOf(cc, a.node).startReduceScatterSum(bucket, CollectiveContext::describe(a.node, a.ctx.step));
   if (!pending) check(cc, Status(pending.error()));
   cc.started(&a.node, std::move(*pending));
   return {bucket};
@@ -106,7 +113,7 @@ Results allGatherParams(const KernelArgs& a) {
   const at::Tensor shard = a.operands.back().contiguous();
   at::Tensor gathered = at::empty({intAttr(a.node, "world") * shard.numel()}, shard.options());
   const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
-  check(cc, cc.blocking([&] { return cc.comm().allGather(shard, gathered, what); }));
+  check(cc, cc.blocking([&] { return commOf(cc, a.node).allGather(shard, gathered, what); }));
   std::int64_t at = 0;
   for (size_t i = 0; i + 1 < a.operands.size(); ++i) {
     const at::Tensor& p = a.operands[i];
@@ -122,7 +129,7 @@ Results allGatherStart(const KernelArgs& a) {
   at::Tensor buffer = resultBuffer(a);
   const std::int64_t s = a.operands[0].numel();
   buffer.narrow(0, intAttr(a.node, "rank") * s, s).copy_(a.operands[0]);
-  auto pending = cc.comm().startAllGather(buffer, CollectiveContext::describe(a.node, a.ctx.step));
+  auto pending = commOf(cc, a.node).startAllGather(buffer, CollectiveContext::describe(a.node, a.ctx.step));
   if (!pending) check(cc, Status(pending.error()));
   cc.started(&a.node, std::move(*pending));
   return {buffer};
@@ -143,7 +150,7 @@ Results gatherKernel(const KernelArgs& a) {
   Results out;  // every result first, then one gather each (the planner's workspace model)
   for (size_t i = 0; i < a.operands.size(); ++i) out.push_back(resultBuffer(a, i));
   for (size_t i = 0; i < a.operands.size(); ++i)
-    check(cc, cc.blocking([&] { return cc.comm().gather(a.operands[i].contiguous(), out[i], rootOf(a.node), what); }));
+    check(cc, cc.blocking([&] { return commOf(cc, a.node).gather(a.operands[i].contiguous(), out[i], rootOf(a.node), what); }));
   return out;
 }
 
@@ -151,7 +158,7 @@ Results gatherSendKernel(const KernelArgs& a) {
   CollectiveContext& cc = contextOf(a);
   const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
   for (const at::Tensor& t : a.operands)
-    check(cc, cc.blocking([&] { return cc.comm().gather(t.contiguous(), at::Tensor(), rootOf(a.node), what); }));
+    check(cc, cc.blocking([&] { return commOf(cc, a.node).gather(t.contiguous(), at::Tensor(), rootOf(a.node), what); }));
   return {resultBuffer(a).zero_()};
 }
 
@@ -159,7 +166,7 @@ Results scatterKernel(const KernelArgs& a) {
   CollectiveContext& cc = contextOf(a);
   at::Tensor result = resultBuffer(a);
   const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
-  check(cc, cc.blocking([&] { return cc.comm().scatter(a.operands[0].contiguous(), result, rootOf(a.node), what); }));
+  check(cc, cc.blocking([&] { return commOf(cc, a.node).scatter(a.operands[0].contiguous(), result, rootOf(a.node), what); }));
   return {result};
 }
 
@@ -167,7 +174,7 @@ Results scatterRecvKernel(const KernelArgs& a) {
   CollectiveContext& cc = contextOf(a);
   at::Tensor result = resultBuffer(a);
   const std::string what = CollectiveContext::describe(a.node, a.ctx.step);
-  check(cc, cc.blocking([&] { return cc.comm().scatter(at::Tensor(), result, rootOf(a.node), what); }));
+  check(cc, cc.blocking([&] { return commOf(cc, a.node).scatter(at::Tensor(), result, rootOf(a.node), what); }));
   return {result};
 }
 

@@ -36,6 +36,7 @@
 #include "ir/conv_problem.h"
 #include "ir/window_geometry.h"
 #include "runtime/exec/dtype_map.h"
+#include "runtime/host/host_conv_problem.h"
 #include "runtime/kernels/kernels.h"
 #include "runtime/kernels/kernels_conv_device.h"
 #include "runtime/kernels/low_precision_products.h"
@@ -200,9 +201,10 @@ at::Tensor columnMatrix(const ConvLoop& l, const at::Tensor& x, std::int64_t n, 
   return cols;
 }
 
-// The temporaries each bf16 or f16 product of the node gets (ir/conv_problem.h); 0 otherwise.
+// The temporaries each bf16 or f16 product of the node gets (runtime/host/host_conv_problem.h); 0
+// otherwise.
 std::int64_t productScratch(onednn::ConvPass pass, const ConvLoop& l, const at::Tensor& t) {
-  return ir::im2colProductScratch(pass, fromScalarType(t.scalar_type()).value_or(ir::DType::f32), l.N, l.og(),
+  return host::im2colProductScratch(pass, fromScalarType(t.scalar_type()).value_or(ir::DType::f32), l.N, l.og(),
                                   l.columns(), l.outPixels(), at::get_num_threads());
 }
 

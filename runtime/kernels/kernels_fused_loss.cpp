@@ -20,6 +20,7 @@
 #include <algorithm>
 
 #include "ir/op_table.h"
+#include "runtime/host/host_workspace.h"
 #include "runtime/kernels/kernels.h"
 #include "runtime/kernels/low_precision_products.h"
 #include "runtime/kernels/row_blocked_products.h"
@@ -68,7 +69,7 @@ Results linearCrossEntropyKernel(const KernelArgs& a) {
   // bf16 and f16 on the CPU: each product with this many bytes of temporaries (declared
   // workspace); elsewhere (0) ATen's.
   const std::int64_t scratch =
-      ir::linearCrossEntropyProductScratch(n, intAttr(a.node, "chunks"), features, classes, bias,
+      host::linearCrossEntropyProductScratch(n, intAttr(a.node, "chunks"), features, classes, bias,
                                            a.node.operand(0)->type().dtype, at::get_num_threads());
   const at::Tensor* biasOperand = bias ? &a.operands[3] : nullptr;
   const auto product = [](const at::Tensor& out, const at::Tensor& x, const at::Tensor& rhs, const at::Tensor* b) {

@@ -31,7 +31,7 @@ bool lowPrecisionProduct2d(const ir::Node& node, const at::Tensor& a, const at::
                            const at::Tensor& out);
 // The same with `scratchBytes` of temporaries, adding the product to `out` when `accumulate`:
 // for kernels that run several products (their workspace declares one product's temporaries
-// beside their own, ir::rules::productWorkspace).
+// beside their own, runtime/host/host_workspace.h).
 bool lowPrecisionProduct2d(const at::Tensor& a, const at::Tensor& b, const at::Tensor* bias, const at::Tensor& out,
                            std::int64_t scratchBytes, bool accumulate = false);
 

@@ -4,7 +4,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 
-#include "ir/conv_problem.h"
+#include "runtime/host/host_conv_problem.h"
 
 namespace gradc::runtime {
 
@@ -41,8 +41,8 @@ bool oneDnnConv2d(const KernelArgs& a, onednn::ConvPass pass, const at::Tensor& 
       break;
   }
   const int threads = at::get_num_threads();
-  const std::optional<ir::OneDnnConvPass> chosen =
-      ir::oneDnnConvPass(a.node.attrs(), pass, typeOf(*x), typeOf(*w), typeOf(*y), bias, threads);
+  const std::optional<host::OneDnnConvPass> chosen =
+      host::oneDnnConvPass(a.node.attrs(), pass, typeOf(*x), typeOf(*w), typeOf(*y), bias, threads);
   const std::int64_t declared = a.node.workspaceBytes(threads);
   if (!chosen || chosen->chunking.workspaceBytes > declared) return false;
   at::Tensor workspace = at::empty({declared}, first.options().dtype(at::kByte));

@@ -4,7 +4,7 @@
 // workspace, e.g. one made where oneDNN was absent), and the im2col kernel runs instead. The
 // workspace is one allocation of exactly the node's declared bytes (the op table asked oneDNN
 // for them, ir/ops_conv.cpp), carved from the step's planned workspace: measured == planned.
-// The chunk of samples per oneDNN call is the op table's choice too (ir/conv_problem.h).
+// The chunk of samples per oneDNN call is the op table's choice too (runtime/host/host_conv_problem.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>

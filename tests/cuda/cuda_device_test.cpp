@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/kernel_target.h"
 #include "ir/op_table.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/device/device_select.h"
@@ -87,7 +88,7 @@ DeviceWorkspace measureOnGpu(std::string_view op, const std::vector<at::Tensor>&
   }
   DeviceWorkspace w;
   w.used = d.internalPeakBytes() - before - results;
-  w.declared = ir::opWorkspaceBytes(*ir::findOp(op), inTypes, attrs, outTypes, ir::KernelSetting{1, ir::KernelTarget::cuda});
+  w.declared = ir::opWorkspaceBytes(*ir::findOp(op), inTypes, attrs, outTypes, ir::KernelSetting{1, ir::findKernelTarget("cuda")});
   return w;
 }
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "ir/attention_tiles.h"
 #include "ir/graph.h"
+#include "ir/kernel_target.h"
 #include "ir/op_table.h"
 #include "ir/verifier.h"
 #include "onednn/conv.h"
@@ -45,7 +46,10 @@ TEST_CASE("attention's workspace follows the plan's kernel target: tile slots on
   REQUIRE((fwd && bwd));
   auto f64 = [](Shape s) { return TensorType{DType::f64, std::move(s)}; };
   const AttrMap causal{{"causal", true}, {"scale", 0.25}};
-  const KernelSetting cuda{1, KernelTarget::cuda};
+  const KernelTarget* cudaTarget = findKernelTarget("cuda");
+  const KernelTarget* hostTarget = findKernelTarget("cpu");
+  REQUIRE((cudaTarget && hostTarget));
+  const KernelSetting cuda{1, cudaTarget};
   // [2, 4, 64, 16] f32: CUDA's fused kernel runs it. Forward: its output (32 KiB) and its
   // log-sum-exp rows padded to 32 in f32 (2 KiB), and two RNG scalars, each a 512-byte grain.
   const std::vector<TensorType> q{f32({2, 4, 64, 16}), f32({2, 4, 64, 16}), f32({2, 4, 64, 16})};
@@ -58,7 +62,13 @@ TEST_CASE("attention's workspace follows the plan's kernel target: tile slots on
   // The host's: one tile slot per thread, whatever the target of other plans.
   const std::int64_t slot = AttentionTiling::of(64, 64, 16, 16, false).forwardSlot() * 4;
   CHECK(opWorkspaceBytes(*fwd, q, causal, out, 2) == 2 * slot);
-  CHECK(opWorkspaceBytes(*fwd, q, causal, out, KernelSetting{2, KernelTarget::host}) == 2 * slot);
+  CHECK(opWorkspaceBytes(*fwd, q, causal, out, KernelSetting{2, hostTarget}) == 2 * slot);
+  // The portable kernels' (the op table's rule): the composed blocks, as on CUDA where its fused
+  // kernel does not run.
+  const KernelSetting portable{1, &portableKernelTarget()};
+  const std::vector<TensorType> gqaQ{f32({2, 4, 64, 16}), f32({2, 1, 64, 16}), f32({2, 1, 64, 16})};
+  CHECK(opWorkspaceBytes(*fwd, gqaQ, causal, out, portable) == opWorkspaceBytes(*fwd, gqaQ, causal, out, cuda));
+  CHECK(opWorkspaceBytes(*fwd, q, causal, out, portable) != opWorkspaceBytes(*fwd, q, causal, out, cuda));
 
   // f64 is composed of ATen calls a block at a time (all 64 rows here): copies of q, k, v
   // (3 x 64 KiB), the scores [8, 64, 64] (256 KiB), the causal mask (4 KiB), three row
@@ -83,16 +93,15 @@ TEST_CASE("attention's workspace follows the plan's kernel target: tile slots on
   CHECK(composed < (std::int64_t{64} << 20));
 
   Graph g;
-  CHECK(g.kernelTarget() == KernelTarget::host);
-  CHECK(g.kernelSetting().target == KernelTarget::host);
-  g.setKernelTarget(KernelTarget::cuda);
+  CHECK(&g.kernelTarget() == hostTarget);
+  CHECK(g.kernelSetting().target == hostTarget);
+  g.setKernelTarget(*cudaTarget);
   CHECK(getString(g.attrs(), "kernel_target") == "cuda");
-  CHECK(g.kernelSetting().target == KernelTarget::cuda);
-  g.setKernelTarget(KernelTarget::host);
+  CHECK(g.kernelSetting().target == cudaTarget);
+  g.setKernelTarget(*hostTarget);
   CHECK(!g.attrs().contains("kernel_target"));
-  CHECK(kernelTargetNamed("cuda") == KernelTarget::cuda);
-  CHECK(kernelTargetNamed("cpu") == KernelTarget::host);
-  CHECK(!kernelTargetNamed("tpu"));
+  CHECK(&defaultKernelTarget() == hostTarget);
+  CHECK(!findKernelTarget("tpu"));
   CHECK(verify(g).ok());
   g.attrs()["kernel_target"] = std::string("tpu");
   CHECK(verify(g).message().find("kernel_target") != std::string::npos);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ir/attention_tiles.h"
+#include "ir/kernel_target.h"
 #include "ir/op_table.h"
 #include "runtime/exec/counter_rng.h"
 #include "runtime/exec/executor.h"
@@ -162,7 +163,7 @@ TEST_CASE("composed attention: allocates within a CUDA plan's declared workspace
     if (z.p > 0) o.call.drop = &o.drop;
     std::vector<ir::TensorType> in{typeOf(o.q), typeOf(o.k), typeOf(o.v)};
     const std::vector<ir::TensorType> fwdOut{typeOf(o.dout), {ir::DType::f32, {1, 4, z.S}}};
-    const ir::KernelSetting cuda{1, ir::KernelTarget::cuda};
+    const ir::KernelSetting cuda{1, ir::findKernelTarget("cuda")};
     // The composed kernels' bound: what a CUDA plan declares for nodes they run (here the one
     // with dropout and shared heads; CUDA's fused kernel takes the other).
     const ir::AttentionChunks chunks = runtime::attentionChunksOf(o.q, o.k, o.v, true, z.p > 0);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/conv_problem.h"
+#include "runtime/host/host_conv_problem.h"
 #include "ir/op_table.h"
 #include "onednn/conv.h"
 #include "runtime/exec/dtype_map.h"
@@ -96,7 +97,7 @@ TEST_CASE("oneDNN convolutions: declared workspace == allocated, the three passe
         CHECK(relErr(gw, refGw) <= 1e-5);
 
         // The plan's workspace is oneDNN's, where oneDNN has a blocked kernel (AVX-512 or AVX2).
-        std::optional<onednn::ConvShape> s = ir::oneDnnConvShape(window, shapeOf(x), shapeOf(w), shapeOf(y), bias);
+        std::optional<onednn::ConvShape> s = runtime::host::oneDnnConvShape(window, shapeOf(x), shapeOf(w), shapeOf(y), bias);
         REQUIRE(s);
         for (onednn::ConvPass pass :
              {onednn::ConvPass::Forward, onednn::ConvPass::InputGrad, onednn::ConvPass::WeightGrad}) {
@@ -104,7 +105,7 @@ TEST_CASE("oneDNN convolutions: declared workspace == allocated, the three passe
           if (!bytes) continue;
           CHECK(onednn::convImplementation(*s, pass, threads).rfind("ref", 0) != 0);
         }
-        if (auto chosen = ir::oneDnnConvPass(window, onednn::ConvPass::Forward, typeOf(x), typeOf(w), typeOf(y), bias,
+        if (auto chosen = runtime::host::oneDnnConvPass(window, onednn::ConvPass::Forward, typeOf(x), typeOf(w), typeOf(y), bias,
                                              threads))
           CHECK(declared("conv2d", operands, window, y) == chosen->chunking.workspaceBytes);
       }
@@ -207,8 +208,8 @@ TEST_CASE("oneDNN convolutions: a batch larger than the im2col workspace allows 
     INFO(threads << " thread(s)");
     const at::Tensor y = run("conv2d", {x, w, b}, window);
     CHECK(relErr(y, at::conv2d(x, w, b, 1, 1)) <= 1e-5);
-    const std::optional<ir::OneDnnConvPass> chosen =
-        ir::oneDnnConvPass(window, onednn::ConvPass::Forward, typeOf(x), typeOf(w), typeOf(y), true, threads);
+    const std::optional<runtime::host::OneDnnConvPass> chosen =
+        runtime::host::oneDnnConvPass(window, onednn::ConvPass::Forward, typeOf(x), typeOf(w), typeOf(y), true, threads);
     if (!chosen) continue;  // no blocked kernel here: the im2col kernel ran
     const std::int64_t im2col = ir::im2colWorkspaceBytes(window, typeOf(w), typeOf(y));
     CHECK(chosen->chunking.chunk < xs[0]);
@@ -222,7 +223,7 @@ TEST_CASE("oneDNN convolutions: a batch larger than the im2col workspace allows 
     CHECK(relErr(run("conv2d_input_grad", {gy, w}, inputGrad), refGx) <= 1e-5);
     CHECK(relErr(run("conv2d_weight_grad", {gy, x}, weightGrad), refGw) <= 1e-5);
     for (onednn::ConvPass pass : {onednn::ConvPass::InputGrad, onednn::ConvPass::WeightGrad})
-      CHECK(ir::oneDnnConvPass(window, pass, typeOf(x), typeOf(w), typeOf(y), false, threads)->chunking.workspaceBytes <=
+      CHECK(runtime::host::oneDnnConvPass(window, pass, typeOf(x), typeOf(w), typeOf(y), false, threads)->chunking.workspaceBytes <=
             im2col);
   }
   at::set_num_threads(1);

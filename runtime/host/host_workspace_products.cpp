@@ -1,5 +1,5 @@
-// Workspace rules of the matrix products (matmul, linear, linear_weight_grad) in bf16 and f16,
-// whose host kernels take their temporaries from the plan (runtime/kernels/low_precision_products.h)
+// The host's workspace rules of the matrix products (matmul, linear, linear_weight_grad) in bf16
+// and f16, whose host kernels take their temporaries from the plan (runtime/kernels/low_precision_products.h)
 // on one of two routes, the one onednn::bf16Route() names for this process:
 //  - bf16 on oneDNN (a CPU with bf16 instructions): oneDNN's scratchpad of packed operand panels,
 //    per thread, sized by the CPU's instruction set and cache blocking. The declared bytes are
@@ -8,11 +8,19 @@
 //  - widened to f32 (bf16 elsewhere, f16 everywhere): each task's f32 panels
 //    (ir/widened_products.h), a function of the shapes and the thread count alone.
 // In f32 and f64 the products run on the BLAS or the tile kernels, which allocate nothing.
+#include "runtime/host/host_workspace.h"
+
+#include <algorithm>
+
 #include "ir/op_rules.h"
 #include "ir/widened_products.h"
 #include "onednn/gemm.h"
 
-namespace gradc::ir::rules {
+namespace gradc::runtime::host {
+
+using ir::DType;
+using ir::OpContext;
+using ir::TensorType;
 
 namespace {
 
@@ -24,7 +32,7 @@ std::int64_t productWorkspace(const onednn::ProductShape& s, DType dtype, int th
   if (dtype == DType::bf16 && onednn::bf16Route() == onednn::Bf16Route::kOneDnn)
     return onednn::scratchpadBound(s, threads);
   if (dtype != DType::bf16 && dtype != DType::f16) return 0;
-  return widenedBlocking(s.batched ? s.batch : 1, s.m, s.k, s.n, threads).bytes();
+  return ir::widenedBlocking(s.batched ? s.batch : 1, s.m, s.k, s.n, threads).bytes();
 }
 
 // Mirrors the kernel's folding (runtime/kernels/kernels_forward.cpp, at::matmul's): [..., m, k] @ [k, n]
@@ -46,7 +54,7 @@ std::int64_t workspaceMatmul(const OpContext& c, std::span<const TensorType> res
   }
   const TensorType& out = results[0];
   // The batch extents' products (of shapes the inference already checked).
-  auto batchOf = [](const Shape& s) { return checkedNumel(Shape(s.begin(), s.end() - 2)).value_or(1); };
+  auto batchOf = [](const ir::Shape& s) { return ir::checkedNumel(ir::Shape(s.begin(), s.end() - 2)).value_or(1); };
   const std::int64_t batch = batchOf(out.shape), batchA = batchOf(a.shape), batchB = batchOf(b.shape);
   onednn::ProductShape s{.batch = batch, .m = m, .k = k, .n = n, .batched = true,
                          .broadcastA = batchA == 1, .broadcastB = batchB == 1};
@@ -71,4 +79,38 @@ std::int64_t workspaceLinearWeightGrad(const OpContext& c, std::span<const Tenso
   return productWorkspace({.m = out, .k = x.numel() / in, .n = in}, g.dtype, c.kernelThreads);
 }
 
-}  // namespace gradc::ir::rules
+std::int64_t linearCrossEntropyProductScratch(std::int64_t rows, std::int64_t chunks, std::int64_t features,
+                                              std::int64_t classes, bool bias, DType dtype, int kernelThreads) {
+  if ((dtype != DType::bf16 && dtype != DType::f16) || rows <= 0) return 0;
+  const std::int64_t full = ir::linearCrossEntropyChunkRows(rows, chunks);
+  const std::int64_t last = rows - (rows - 1) / full * full;
+  std::int64_t most = 0;
+  for (std::int64_t c : {full, last}) {
+    const onednn::ProductShape products[] = {
+        {.m = c, .k = features, .n = classes, .bias = bias},  // logits = x_chunk @ w^T (+ bias)
+        {.m = c, .k = classes, .n = features},                // grad_x rows = chunk @ w
+        {.m = classes, .k = c, .n = features},                // grad_w = chunk^T @ x_chunk
+        {.m = classes, .k = c, .n = features, .accumulate = true},  // grad_w += ...
+        {.m = classes, .k = c, .n = 1},                             // grad_bias = chunk^T @ 1
+        {.m = classes, .k = c, .n = 1, .accumulate = true},         // grad_bias += ...
+    };
+    for (const onednn::ProductShape& p : products) {
+      if (p.n == 1 && !bias) continue;
+      most = std::max(most, productWorkspace(p, dtype, kernelThreads));
+    }
+  }
+  return most;
+}
+
+// The portable rule's (the chunk of logits and its columns) and the products' temporaries.
+std::int64_t workspaceLinearCrossEntropy(const OpContext& c, std::span<const TensorType> results) {
+  const ir::OpInfo* op = ir::findOp("linear_cross_entropy");
+  const std::int64_t portable = op->workspaceBytes ? op->workspaceBytes(c, results) : 0;
+  const TensorType& w = c.inputs[1];
+  const std::int64_t scratch =
+      linearCrossEntropyProductScratch(c.inputs[2].numel(), ir::getInt(c.attrs, "chunks").value_or(1), w.shape[1],
+                                       w.shape[0], c.inputs.size() > 3, c.inputs[0].dtype, c.kernelThreads);
+  return ir::rules::saturatingAdd(portable, scratch);
+}
+
+}  // namespace gradc::runtime::host
