@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "bench/timing.h"
-#include "runtime/device/kernel_targets.h"
+#include "runtime/backends/kernel_targets.h"
 #include "runtime/exec/executor.h"
 
 namespace {

@@ -18,7 +18,7 @@
 
 #include "bench/timing.h"
 #include "onednn/gemm.h"
-#include "runtime/device/kernel_targets.h"
+#include "runtime/backends/kernel_targets.h"
 #include "runtime/exec/executor.h"
 #include "runtime/kernels/blas_kernels.h"
 #include "runtime/kernels/tile_products.h"

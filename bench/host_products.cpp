@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bench/timing.h"
-#include "runtime/device/kernel_targets.h"
+#include "runtime/backends/kernel_targets.h"
 #include "runtime/kernels/host_products.h"
 #include "runtime/kernels/tile_products.h"
 

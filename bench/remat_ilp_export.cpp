@@ -47,7 +47,7 @@
 #include "passes/plan/training_planner.h"
 #include "passes/remat.h"
 #include "passes/schedule.h"
-#include "runtime/device/kernel_targets.h"
+#include "runtime/backends/kernel_targets.h"
 
 using namespace gradc;
 

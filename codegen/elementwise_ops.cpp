@@ -157,7 +157,7 @@ Value* causalMaskBackward(const ElementContext& c, Operands x, const ir::AttrMap
 
 Value* u64(const ElementContext& c, std::uint64_t v) { return c.b.getInt64(v); }
 
-// SplitMix64's finaliser (runtime/exec/counter_rng.cpp mix64).
+// SplitMix64's finaliser (runtime/core/counter_rng.cpp mix64).
 Value* mix64(const ElementContext& c, Value* z) {
   llvm::IRBuilder<>& b = c.b;
   z = b.CreateMul(b.CreateXor(z, b.CreateLShr(z, 30)), u64(c, 0xbf58476d1ce4e5b9ull));
@@ -165,7 +165,7 @@ Value* mix64(const ElementContext& c, Value* z) {
   return b.CreateXor(z, b.CreateLShr(z, 31));
 }
 
-// The uniform float in [0, 1) of element `position` of the stream (runtime/exec/counter_rng.h).
+// The uniform float in [0, 1) of element `position` of the stream (runtime/core/counter_rng.h).
 Value* uniformAt(const ElementContext& c, Value* position) {
   llvm::IRBuilder<>& b = c.b;
   llvm::Type* i32 = b.getInt32Ty();

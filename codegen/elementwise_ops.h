@@ -1,7 +1,7 @@
 // How each fusable op computes one element, in LLVM IR: the codegen side of the op table.
 //
 // One entry per op that ir::isFusableOp accepts (a test checks none is missing). Dropout draws its
-// mask from Philox-4x32-10 exactly as runtime/exec/counter_rng.cpp does, so a fused dropout zeroes the
+// mask from Philox-4x32-10 exactly as runtime/core/counter_rng.cpp does, so a fused dropout zeroes the
 // same elements as the unfused kernel, and recomputation reproduces it bit for bit. An entry
 // receives its operands' element values (already loaded, broadcast and of the region's floating
 // type) and the step's attributes, and returns the result element. The formulas are ATen's CPU
@@ -35,7 +35,7 @@ class MathLibrary {
 
 // What a random op's rule draws from (ops the op table marks `random`: dropout): the element's
 // position and the counter-based RNG's inputs, all i64 values known only at run time (so one
-// kernel serves every layer; runtime/exec/counter_rng.h defines the stream).
+// kernel serves every layer; runtime/core/counter_rng.h defines the stream).
 struct RandomStream {
   llvm::Value* seed = nullptr;    // the run's seed
   llvm::Value* step = nullptr;    // the training step

@@ -1,5 +1,5 @@
 // bf16 and f16 matrix products computed in f32: the blocking that the op table's workspace rules
-// (ir/ops_gemm_workspace.cpp) and the runtime's kernel (runtime/kernels/widened_products.h) share,
+// (runtime/host/host_workspace_products.cpp) and the runtime's kernel (runtime/kernels/widened_products.h) share,
 // so the workspace a plan declares is the one the kernel allocates.
 //
 // Where the CPU has no bf16 instructions (AVX2 machines, AVX-512 without AVX512_BF16) a bf16

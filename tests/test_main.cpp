@@ -1,7 +1,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include "runtime/device/kernel_targets.h"
+#include "runtime/backends/kernel_targets.h"
 
 // Every suite plans with the backends' descriptions, as gradc does (ir/kernel_target.h).
 int main(int argc, char** argv) {

@@ -10,13 +10,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/exec/dtype_map.h"
+#include "runtime/core/dtype_map.h"
 #include "runtime/exec/executor.h"
 #include "runtime/io/atomic_file.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/io/data.h"
 #include "runtime/io/image_data.h"
-#include "runtime/io/json_text.h"
+#include "runtime/core/json_text.h"
 #include "runtime/io/safetensors.h"
 #include "tools/commands.h"
 #include "tools/evaluation_step.h"

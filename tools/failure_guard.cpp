@@ -12,7 +12,7 @@
 #include <new>
 
 #include "runtime/comm/comm_error.h"
-#include "runtime/exec/c10_message.h"
+#include "runtime/core/c10_message.h"
 #include "tools/commands.h"
 
 namespace gradc::tools {

@@ -7,7 +7,7 @@
 
 #include "frontend/suggest.h"
 #include "runtime/comm/library_logging.h"
-#include "runtime/device/kernel_targets.h"
+#include "runtime/backends/kernel_targets.h"
 #include "runtime/io/artifact.h"
 #include "runtime/kernels/blas_kernels.h"
 #include "tools/commands.h"

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "runtime/io/atomic_file.h"
-#include "runtime/io/json_text.h"
+#include "runtime/core/json_text.h"
 #include "tools/commands.h"
 #include "tools/flag_checks.h"
 #include "tools/output.h"

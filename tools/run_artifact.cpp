@@ -12,13 +12,13 @@
 #include "runtime/comm/dist_env.h"
 #include "runtime/comm/launcher.h"
 #include "runtime/comm/library_logging.h"
-#include "runtime/device/backends.h"
+#include "runtime/backends/backends.h"
 #include "runtime/device/device.h"
-#include "runtime/device/device_select.h"
+#include "runtime/backends/device_select.h"
 #include "runtime/device/host_memory.h"
 #include "runtime/io/artifact.h"
 #include "runtime/io/atomic_file.h"
-#include "runtime/io/json_text.h"
+#include "runtime/core/json_text.h"
 #include "runtime/kernels/blas_kernels.h"
 #include "runtime/kernels/host_products.h"
 #include "runtime/kernels/generated_kernels.h"
@@ -123,7 +123,8 @@ void RunFlags::addTo(CLI::App& cmd) {
   std::vector<std::string> devices{"auto"};
   for (const runtime::Backend& b : runtime::backends()) devices.emplace_back(b.name);
   cmd.add_option("--device", device,
-                 "Where each rank runs: cpu, cuda (GPU LOCAL_RANK of this machine) or auto (cuda when this gradc "
+                 "Where each rank runs: cpu, cuda (GPU LOCAL_RANK of this machine), reference (the CPU with the portable "
+                 "ATen kernels only) or auto (cuda when this gradc "
                  "supports GPUs and one is visible, else cpu)")
       ->check(CLI::IsMember(devices))
       ->capture_default_str();
@@ -286,25 +287,13 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   const bool generated = !entry.kernelsFile.empty();
   runtime::StepVariant variant = o.noGeneratedKernels ? runtime::StepVariant::reference : runtime::StepVariant::compiled;
   if (generated && !o.noGeneratedKernels && entry.kernelsFileIn(backend->kernelFormat()).empty()) {
-    if (!entry.referenceGraphFile.empty()) {
-      variant = runtime::StepVariant::reference;
-      if (!o.quiet && localRank == 0)
-        std::cerr << "gradc: note: " << backend->name << " runs the artifact's reference step (its fused regions as "
-                  << "ATen kernels): the artifact has no generated kernels for it (gradc compile SPEC -o DIR writes "
-                     "them)\n";
-    } else {
-      // An artifact written before reference steps existed.
-      const std::string why = "the artifact " + dir.string() + " runs fused kernels generated for the CPU and has no "
-                              "reference step";
-      if (o.device == backend->name) {
-        std::cerr << "gradc: error: --device " << backend->name << ": " << why
-                  << "; recompile it (gradc compile SPEC -o DIR), or use --device " << runtime::hostBackend().name
-                  << "\n";
-        return kExitUserError;
-      }
-      if (!o.quiet && localRank == 0) std::cerr << "gradc: note: running on the CPU: " << why << "\n";
-      backend = &runtime::hostBackend();
-    }
+    variant = runtime::StepVariant::reference;  // every artifact with generated kernels has one
+    if (!o.quiet && localRank == 0)
+      std::cerr << "gradc: note: " << backend->name << " runs the artifact's reference step (its fused regions as "
+                << "ATen kernels): "
+                << (backend->kernelFormat() == ir::KernelFormat::none
+                        ? "it runs no generated kernels\n"
+                        : "the artifact has no generated kernels for it (gradc compile SPEC -o DIR writes them)\n");
   }
   Expected<runtime::RankProgram> program = runtime::loadRankProgram(dir, *manifest, rank, o.trustKernels, variant, *backend);
   if (!program) {

@@ -19,7 +19,7 @@
 #include "ir/status.h"
 
 namespace gradc::runtime {
-struct Backend;  // runtime/device/backends.h
+struct Backend;  // runtime/backends/backends.h
 }
 
 namespace gradc::tools {
@@ -51,7 +51,7 @@ struct RunFlags {
   bool trustKernels = false;  // load an artifact's native kernels without the user's tag (runtime/io/kernel_trust.h)
   bool noGeneratedKernels = false;  // run the artifact's reference step: no native kernels at all
   double timeoutS = 300;
-  std::string device = "auto";  // cpu, cuda or auto (runtime/device/device_select.h)
+  std::string device = "auto";  // a backend (cpu, cuda, reference) or auto (runtime/backends/device_select.h)
 
   void addTo(CLI::App& cmd);
   // The same flags as arguments, for a worker's command line.
@@ -66,7 +66,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& flags, const s
 std::string ownExecutable();
 
 // The backend a run with these flags puts local ranks [0, localRanks) on
-// (runtime/device/device_select.h), or an Error saying why the requested device cannot be used.
+// (runtime/backends/device_select.h), or an Error saying why the requested device cannot be used.
 // Touches no device.
 Expected<const runtime::Backend*> chooseBackend(const RunFlags& flags, int localRanks);
 

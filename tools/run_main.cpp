@@ -3,7 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "runtime/comm/library_logging.h"
-#include "runtime/device/kernel_targets.h"
+#include "runtime/backends/kernel_targets.h"
 #include "runtime/io/artifact.h"
 #include "runtime/kernels/blas_kernels.h"
 #include "tools/commands.h"

@@ -22,7 +22,7 @@
 #include <memory>
 #include <numeric>
 
-#include "runtime/exec/dtype_map.h"
+#include "runtime/core/dtype_map.h"
 #include "runtime/exec/executor.h"
 #include "runtime/io/data.h"
 #include "tools/commands.h"

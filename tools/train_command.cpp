@@ -17,7 +17,7 @@
 #include <system_error>
 
 #include "runtime/comm/dist_env.h"
-#include "runtime/device/backends.h"
+#include "runtime/backends/backends.h"
 #include "runtime/io/artifact.h"
 #include "tools/artifact_build.h"
 #include "tools/commands.h"

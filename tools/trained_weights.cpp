@@ -7,7 +7,7 @@
 
 #include "runtime/io/atomic_file.h"
 #include "runtime/io/checkpoint.h"
-#include "runtime/io/json_text.h"
+#include "runtime/core/json_text.h"
 
 namespace gradc::tools {
 

@@ -16,7 +16,7 @@
 #include "passes/schedule.h"
 #include "passes/shard_params.h"
 #include "passes/shard_state.h"
-#include "runtime/device/cpu_cores.h"
+#include "runtime/core/cpu_cores.h"
 #include "runtime/train/cost_probe.h"
 #include "tools/commands.h"
 #include "tools/flag_checks.h"

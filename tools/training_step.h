@@ -75,7 +75,7 @@ struct OptimizerFlags {
 };
 
 // Intra-op threads each rank's kernels will run with: OMP_NUM_THREADS when set, else the cores
-// available to the process (affinity mask, cgroup quota; runtime/device/cpu_cores.h) divided among the
+// available to the process (affinity mask, cgroup quota; runtime/core/cpu_cores.h) divided among the
 // ranks (what the launcher gives each worker).
 int kernelThreadsFor(int devices);
 

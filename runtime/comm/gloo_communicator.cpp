@@ -18,7 +18,7 @@
 
 #include "runtime/comm/comm_error.h"
 #include "runtime/comm/tcp_kv_store.h"
-#include "runtime/exec/c10_message.h"
+#include "runtime/core/c10_message.h"
 
 namespace gradc::runtime {
 

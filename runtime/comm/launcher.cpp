@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "runtime/comm/tcp_kv_store.h"
-#include "runtime/device/cpu_cores.h"
+#include "runtime/core/cpu_cores.h"
 
 extern char** environ;
 

@@ -6,5 +6,4 @@ set(GRADC_RUNTIME_COMM_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/launcher.cpp
   ${CMAKE_CURRENT_LIST_DIR}/library_logging.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tcp_kv_store.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/rank_agreement.cpp
 )

@@ -5,7 +5,7 @@
 #include <exception>
 
 #include "runtime/comm/comm_error.h"
-#include "runtime/exec/c10_message.h"
+#include "runtime/core/c10_message.h"
 
 namespace gradc::runtime {
 namespace {

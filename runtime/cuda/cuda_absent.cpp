@@ -1,7 +1,7 @@
 // The CUDA row of a build against a CPU-only LibTorch: asking for it says what to build instead
 // of "unknown device".
 #include "runtime/cuda/cuda_target.h"
-#include "runtime/device/backends.h"
+#include "runtime/backends/backends.h"
 
 namespace gradc::runtime::cuda {
 

@@ -13,7 +13,7 @@
 
 #include "runtime/cuda/aten_element.h"
 #include "runtime/cuda/dropout_kernel.h"
-#include "runtime/exec/counter_rng.h"
+#include "runtime/core/counter_rng.h"
 #include "runtime/kernels/attention_composite.h"
 
 #if __has_include(<ATen/ops/_scaled_dot_product_efficient_attention.h>)

@@ -22,7 +22,7 @@
 #include <optional>
 
 #include "runtime/cuda/cuda_kernels.h"
-#include "runtime/exec/dtype_map.h"
+#include "runtime/core/dtype_map.h"
 
 namespace gradc::runtime {
 namespace {

@@ -13,7 +13,7 @@
 #include "runtime/cuda/dropout_kernel.h"
 #include "runtime/cuda/ptx_kernels.h"
 #include "runtime/cuda/softmax_backward_kernel.h"
-#include "runtime/exec/counter_rng.h"
+#include "runtime/core/counter_rng.h"
 
 namespace gradc::runtime {
 namespace {
@@ -105,7 +105,7 @@ Results fusedKernel(const KernelArgs& a) {
 // (param, grad, m, v, lr, step, grad_scale): the one-pass update (adamw_step {fused = true}) as
 // the artifact's PTX kernel when it carries one (codegen/optimizer_kernels.h), in place on the
 // four buffers; otherwise the portable update, op by op. The nine scalars are the step's, read on
-// the host once per step (runtime/exec/step_scalars.h), and passed by value.
+// the host once per step (runtime/core/step_scalars.h), and passed by value.
 Results adamwStepKernel(const KernelArgs& a) {
   if (!a.generated) return (*findPortableKernel("adamw_step"))(a);
   const at::Tensor& param = a.operands[0];

@@ -12,7 +12,7 @@ struct Backend;
 namespace gradc::runtime::cuda {
 
 const ir::KernelTarget& kernelTarget();
-// Its row of the backend table (runtime/device/backends.h): cuda_backend.cpp in builds against a
+// Its row of the backend table (runtime/backends/backends.h): cuda_backend.cpp in builds against a
 // CUDA LibTorch, else a row that says why this build lacks it (cuda_absent.cpp).
 Backend backend();
 

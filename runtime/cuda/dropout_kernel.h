@@ -23,7 +23,7 @@ struct DropoutLaunch {
   std::int64_t run = 0;          // 0: consecutive positions; else runs of this many elements...
   std::uint64_t runStride = 0;   // ...whose first positions are this far apart
   std::uint64_t step = 0;
-  std::uint32_t k0 = 0, k1 = 0;  // the stream's Philox key (runtime/exec/counter_rng.h: philoxKey)
+  std::uint32_t k0 = 0, k1 = 0;  // the stream's Philox key (runtime/core/counter_rng.h: philoxKey)
   float threshold = 0;           // p rounded up to the uniforms' 2^-24 grid
   double scale = 1;              // 1 / (1 - p)
   Element element = Element::f32;

@@ -1,4 +1,4 @@
-// One element of the counter-based RNG (runtime/exec/counter_rng.h), written once for the host and
+// One element of the counter-based RNG (runtime/core/counter_rng.h), written once for the host and
 // the GPU: the CUDA dropout kernel (runtime/cuda/dropout_kernel.cu) draws element i with exactly
 // this function, and the CPU test suite checks it against uniformAt() bit for bit, so the GPU's
 // dropout masks are the CPU's. Plain integer arithmetic, no std:: types (nvcc compiles it as

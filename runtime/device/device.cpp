@@ -1,11 +1,10 @@
 #include "runtime/device/device.h"
-#include "runtime/kernels/kernels.h"
 
 #include <sys/mman.h>
 
 #include <cstdlib>
 
-#include "runtime/exec/dtype_map.h"
+#include "runtime/core/dtype_map.h"
 
 namespace gradc::runtime {
 namespace {
@@ -39,8 +38,6 @@ Status CpuDevice::canTrain(ir::DType dtype) const {
                  "product; use dtype: f32 or bf16 in the spec"};
   return Status::success();
 }
-
-std::span<const KernelEntry> CpuDevice::kernels() const { return hostKernels(); }
 
 const Device& cpuDevice() {
   static const CpuDevice device;

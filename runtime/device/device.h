@@ -10,7 +10,7 @@
 // a softmax backward that allocates nothing). Kernels that read memory through raw pointers are
 // the host's own; every other device runs the portable ATen kernels (runtime/kernels/kernels.h).
 //
-// Choosing one: runtime/device/device_select.h (`--device cpu|cuda|auto`).
+// Choosing one: runtime/backends/device_select.h (`--device cpu|cuda|auto`).
 #pragma once
 
 #include <c10/core/TensorOptions.h>

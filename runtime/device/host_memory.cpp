@@ -6,7 +6,7 @@
 #include <charconv>
 #include <cstdio>
 
-#include "runtime/io/small_file.h"
+#include "runtime/core/small_file.h"
 
 namespace gradc::runtime {
 namespace {

@@ -14,7 +14,7 @@
 #include "ir/fused_body.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
-#include "runtime/exec/dtype_map.h"
+#include "runtime/core/dtype_map.h"
 #include "runtime/exec/kernel_call.h"
 #include "runtime/exec/memory_tracker.h"
 

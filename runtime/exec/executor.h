@@ -52,11 +52,11 @@
 #include "ir/memory_plan.h"
 #include "ir/status.h"
 #include "runtime/device/device.h"
-#include "runtime/exec/step_scalars.h"
-#include "runtime/exec/tensor_map.h"
+#include "runtime/core/step_scalars.h"
+#include "runtime/core/tensor_map.h"
 #include "runtime/kernels/generated_kernels.h"
 #include "runtime/kernels/kernels.h"
-#include "runtime/train/metrics.h"
+#include "runtime/exec/beyond_plan.h"
 
 namespace gradc::ir {
 class ValueNames;
@@ -132,7 +132,7 @@ class Executor {
   std::int64_t devicePeakBytes() const { return devicePeak_; }
   const Device& device() const { return device_ ? *device_ : cpuDevice(); }
   // How many of the last run's 0-dim operands (learning rate, step, gradient scale) were read
-  // on the host: once per value per step, however many kernels read it (runtime/exec/step_scalars.h).
+  // on the host: once per value per step, however many kernels read it (runtime/core/step_scalars.h).
   std::int64_t scalarReads() const { return stepScalars_.reads(); }
 
   // One execution. Every graph input must be in `inputs` and every parameter in `state`, each

@@ -9,8 +9,8 @@
 #include <new>
 #include <string>
 
-#include "runtime/exec/c10_message.h"
-#include "runtime/exec/dtype_map.h"
+#include "runtime/core/c10_message.h"
+#include "runtime/core/dtype_map.h"
 #include "runtime/exec/executor.h"
 
 namespace gradc::runtime {

@@ -1,7 +1,7 @@
 #include "runtime/exec/plan_json.h"
 
 #include "ir/arena_overlap.h"
-#include "runtime/io/json_text.h"
+#include "runtime/core/json_text.h"
 
 #include <nlohmann/json.hpp>
 

@@ -5,5 +5,4 @@ set(GRADC_RUNTIME_EXEC_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/kernel_call.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_json.cpp
   ${CMAKE_CURRENT_LIST_DIR}/memory_tracker.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/counter_rng.cpp
 )

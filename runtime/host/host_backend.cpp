@@ -1,8 +1,8 @@
-// The host's row of the backend table (runtime/device/backends.h): the CPU, one device for every
+// The host's row of the backend table (runtime/backends/backends.h): the CPU, one device for every
 // local rank, Gloo between ranks, the artifact's CPU shared object, arenas checked against the
 // host's available memory together.
 #include "runtime/comm/gloo_communicator.h"
-#include "runtime/device/backends.h"
+#include "runtime/backends/backends.h"
 #include "runtime/host/host_target.h"
 
 namespace gradc::runtime {

@@ -13,7 +13,7 @@ namespace gradc::runtime::host {
 // Workspace rules of the host's own kernels (runtime/kernels: host*Kernels()), Gloo between
 // ranks, generated kernels as a CPU shared object, no library reserve.
 const ir::KernelTarget& kernelTarget();
-// Its row of the backend table (runtime/device/backends.h; defined in host_backend.cpp).
+// Its row of the backend table (runtime/backends/backends.h; defined in host_backend.cpp).
 Backend backend();
 
 }  // namespace gradc::runtime::host

@@ -11,7 +11,7 @@
 #include "ir/verifier.h"
 #include "runtime/exec/plan_json.h"
 #include "runtime/io/atomic_file.h"
-#include "runtime/io/json_text.h"
+#include "runtime/core/json_text.h"
 #include "runtime/io/kernel_trust.h"
 #include "runtime/io/sha256.h"
 
@@ -151,6 +151,25 @@ Status writeArtifact(const fs::path& dir, const ArtifactManifest& manifest, cons
   return syncDirectory(parent);
 }
 
+namespace {
+// The ranks of a parsed manifest: 0, 1, ... in order, a reference step for every rank that runs
+// generated kernels, and a mesh of as many ranks.
+Status checkRanks(const ArtifactManifest& m, const fs::path& file) {
+  if (m.ranks.empty()) return corrupted(file, "no ranks");
+  for (size_t i = 0; i < m.ranks.size(); ++i)
+    if (m.ranks[i].rank != static_cast<int>(i)) return corrupted(file, "ranks are not 0, 1, ... in order");
+  for (const ArtifactRank& r : m.ranks)
+    if (!r.kernelsFile.empty() && r.referenceGraphFile.empty())
+      return corrupted(file, "rank " + std::to_string(r.rank) + " runs generated kernels but has no reference step");
+  if (Expected<ir::DeviceMesh> mesh = ir::DeviceMesh::parse(m.mesh); !mesh)
+    return corrupted(file, mesh.error().message);
+  else if (mesh->ranks() != m.world())
+    return corrupted(file, "the mesh " + m.mesh + " has " + std::to_string(mesh->ranks()) + " ranks, the manifest " +
+                               std::to_string(m.world()));
+  return Status::success();
+}
+}  // namespace
+
 Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
   const fs::path file = dir / kManifest;
   std::error_code ec;
@@ -163,8 +182,8 @@ Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
   if (j.value("format", "") != kArtifactFormat) return corrupted(file, "not a gradc artifact manifest");
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != kArtifactVersion)
     return corrupted(file, "format version " + (j.contains("version") ? j["version"].dump() : std::string("(none)")) +
-                               ", this gradc reads version " + std::to_string(kArtifactVersion) +
-                               " (recompile the spec with this gradc)");
+                               ", but this gradc reads version " + std::to_string(kArtifactVersion) +
+                               " only: recompile the spec with this gradc (gradc compile SPEC -o DIR)");
   const size_t digits = checksumDigits(*text);
   if (digits == std::string::npos) return corrupted(file, "no checksum");
   std::string zeroed = *text;
@@ -184,7 +203,7 @@ Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
     m.configJson = j.at("config").dump();
     m.seed = j.at("seed").get<std::uint64_t>();
     m.kernelThreads = j.at("kernel_threads").get<int>();
-    m.mesh = j.value("mesh", std::string());
+    m.mesh = j.at("mesh").get<std::string>();
     for (const Json& r : j.at("ranks")) {
       ArtifactRank rank{r.at("rank").get<int>(), r.at("graph").get<std::string>(), r.at("plan").get<std::string>(),
                         r.value("kernels", std::string()), r.value("ptx", std::string()),
@@ -210,16 +229,7 @@ Expected<ArtifactManifest> loadArtifact(const fs::path& dir) {
   } catch (const std::exception& e) {
     return corrupted(file, std::string("malformed: ") + e.what());
   }
-  if (m.ranks.empty()) return corrupted(file, "no ranks");
-  for (size_t i = 0; i < m.ranks.size(); ++i)
-    if (m.ranks[i].rank != static_cast<int>(i)) return corrupted(file, "ranks are not 0, 1, ... in order");
-  // The mesh of the ranks (one written before meshes were recorded: dp over all of them).
-  if (m.mesh.empty()) m.mesh = ir::DeviceMesh::dataParallel(m.world()).toString();
-  if (Expected<ir::DeviceMesh> mesh = ir::DeviceMesh::parse(m.mesh); !mesh)
-    return corrupted(file, mesh.error().message);
-  else if (mesh->ranks() != m.world())
-    return corrupted(file, "the mesh " + m.mesh + " has " + std::to_string(mesh->ranks()) + " ranks, the manifest " +
-                               std::to_string(m.world()));
+  if (Status s = checkRanks(m, file); !s) return s.error();
   Expected<Json> files = field<Json>(j, "files", file);
   if (!files || !files->is_object()) return corrupted(file, "\"files\" is not an object");
   for (const auto& [name, digest] : files->items()) {
@@ -276,11 +286,7 @@ namespace {
 Expected<std::pair<std::string, std::string>> variantFiles(const fs::path& dir, const ArtifactRank& entry,
                                                            StepVariant variant) {
   if (variant == StepVariant::compiled || entry.kernelsFile.empty()) return std::pair{entry.graphFile, entry.planFile};
-  if (entry.referenceGraphFile.empty())
-    return Error{"the artifact " + dir.string() + " has no reference step for rank " + std::to_string(entry.rank) +
-                 " (it was written before gradc kept one): recompile the spec (gradc compile SPEC -o DIR), or compile it "
-                 "with --no-fuse"};
-  return std::pair{entry.referenceGraphFile, entry.referencePlanFile};
+  return std::pair{entry.referenceGraphFile, entry.referencePlanFile};  // the manifest's check: always there
 }
 }  // namespace
 
@@ -305,9 +311,10 @@ Expected<RankProgram> loadRankProgram(const fs::path& dir, const ArtifactManifes
   if (variant == StepVariant::reference && needsGeneratedKernels(*graph))
     return corrupted(graphFile, "the reference step runs generated kernels, which it never has");
   // The plan's workspaces were sized for the graph's kernel_threads, and the runtime runs with
-  // the manifest's count. (Every artifact's graph records it; one without the attribute was
-  // written before it did, when the manifest's count was the one planned for.)
-  if (ir::getInt(graph->attrs(), "kernel_threads") && graph->kernelThreads() != manifest.kernelThreads) {
+  // the manifest's count.
+  if (!ir::getInt(graph->attrs(), "kernel_threads"))
+    return corrupted(graphFile, "it does not record the intra-op threads its plan was made for (kernel_threads)");
+  if (graph->kernelThreads() != manifest.kernelThreads) {
     auto threads = [](int n) { return std::to_string(n) + " intra-op thread" + (n == 1 ? "" : "s"); };
     return corrupted(graphFile, "its plan was made for " + threads(graph->kernelThreads()) + ", but the manifest runs " +
                                     threads(manifest.kernelThreads));

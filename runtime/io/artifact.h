@@ -38,13 +38,15 @@
 #include "ir/graph.h"
 #include "ir/memory_plan.h"
 #include "ir/status.h"
-#include "runtime/device/backends.h"
+#include "runtime/backends/backends.h"
 #include "runtime/kernels/generated_kernels.h"
 
 namespace gradc::runtime {
 
 inline constexpr const char* kArtifactFormat = "gradc-artifact";
-inline constexpr int kArtifactVersion = 1;
+// 2: the manifest records the ranks' device mesh, rank graphs their collectives' groups, every
+// graph its kernel_threads, every rank with generated kernels its reference step.
+inline constexpr int kArtifactVersion = 2;
 inline constexpr const char* kGradcVersion = "0.1.0";
 
 struct ArtifactRank {
@@ -134,9 +136,7 @@ enum class StepVariant { compiled, reference };
 // The graph and plan of one rank of a loaded artifact, parsed and verified; Errors name the file.
 // Its native kernels are loaded only when their tag is the running user's (runtime/io/kernel_trust.h)
 // or `trustKernels`; the reference variant loads none. The kernels are those `backend` runs (the
-// shared object on the host, the PTX on a GPU), loaded by it. An artifact without a reference step
-// for a graph that runs generated kernels (one written before reference steps existed) is an
-// Error saying how to get one.
+// shared object on the host, the PTX on a GPU), loaded by it.
 Expected<RankProgram> loadRankProgram(const std::filesystem::path& dir, const ArtifactManifest& manifest, int rank,
                                       bool trustKernels = false, StepVariant variant = StepVariant::compiled,
                                       const Backend& backend = hostBackend());

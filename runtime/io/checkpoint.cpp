@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "runtime/io/atomic_file.h"
-#include "runtime/io/json_text.h"
+#include "runtime/core/json_text.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/io/sha256.h"
 

@@ -38,7 +38,7 @@
 #include <string>
 
 #include "ir/status.h"
-#include "runtime/exec/tensor_map.h"
+#include "runtime/core/tensor_map.h"
 #include "runtime/io/data.h"
 #include "runtime/io/safetensors.h"
 

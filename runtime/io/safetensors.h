@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "ir/status.h"
-#include "runtime/exec/tensor_map.h"
+#include "runtime/core/tensor_map.h"
 
 namespace gradc::runtime {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ir/shard_layout.h"
-#include "runtime/exec/dtype_map.h"
+#include "runtime/core/dtype_map.h"
 
 namespace gradc::runtime {
 

@@ -9,7 +9,6 @@ set(GRADC_RUNTIME_IO_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/image_data.cpp
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shard_checkpoint.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/json_text.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernel_trust.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sha256.cpp
 )

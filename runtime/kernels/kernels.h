@@ -49,13 +49,13 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "runtime/exec/counter_rng.h"
+#include "runtime/core/counter_rng.h"
 
 namespace gradc::runtime {
 
 class CollectiveContext;  // runtime/comm/collective_context.h
 class Device;             // runtime/device/device.h
-class StepScalars;        // runtime/exec/step_scalars.h
+class StepScalars;        // runtime/core/step_scalars.h
 
 // What varies between runs of one compiled graph.
 struct RunContext {

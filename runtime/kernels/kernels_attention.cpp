@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "ir/attention_tiles.h"
-#include "runtime/exec/counter_rng.h"
+#include "runtime/core/counter_rng.h"
 #include "runtime/kernels/attention_composite.h"
 #include "runtime/kernels/kernels.h"
 #include "runtime/kernels/row_ops.h"

@@ -35,7 +35,7 @@
 
 #include "ir/conv_problem.h"
 #include "ir/window_geometry.h"
-#include "runtime/exec/dtype_map.h"
+#include "runtime/core/dtype_map.h"
 #include "runtime/host/host_conv_problem.h"
 #include "runtime/kernels/kernels.h"
 #include "runtime/kernels/kernels_conv_device.h"

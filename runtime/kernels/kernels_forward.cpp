@@ -43,9 +43,9 @@
 #include <map>
 
 #include "runtime/device/device.h"
-#include "runtime/exec/counter_rng.h"
-#include "runtime/exec/dtype_map.h"
-#include "runtime/exec/step_scalars.h"
+#include "runtime/core/counter_rng.h"
+#include "runtime/core/dtype_map.h"
+#include "runtime/core/step_scalars.h"
 #include "runtime/kernels/kernels.h"
 
 namespace gradc::runtime {
@@ -127,6 +127,9 @@ const KernelFn* findPortableKernel(std::string_view opName) {
   auto it = table.find(opName);
   return it == table.end() ? nullptr : &it->second;
 }
+
+// The CPU device runs the host's kernels (runtime/device/device.h).
+std::span<const KernelEntry> CpuDevice::kernels() const { return hostKernels(); }
 
 std::span<const KernelEntry> hostKernels() {
   static const std::vector<KernelEntry> all = [] {

@@ -3,7 +3,7 @@
 #include "runtime/reference/reference_backend.h"
 
 #include "runtime/comm/gloo_communicator.h"
-#include "runtime/device/backends.h"
+#include "runtime/backends/backends.h"
 #include "runtime/device/device.h"
 #include "runtime/kernels/kernels.h"
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/io/atomic_file.h"
-#include "runtime/io/json_text.h"
+#include "runtime/core/json_text.h"
 #include "runtime/train/op_profile.h"
 
 namespace gradc::runtime {

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "runtime/exec/dtype_map.h"
+#include "runtime/core/dtype_map.h"
 #include "runtime/exec/memory_tracker.h"
 #include "runtime/train/training_data.h"
 

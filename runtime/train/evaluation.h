@@ -28,7 +28,7 @@
 #include "ir/status.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/executor.h"
-#include "runtime/exec/tensor_map.h"
+#include "runtime/core/tensor_map.h"
 #include "runtime/io/artifact.h"
 #include "runtime/io/data.h"
 #include "runtime/io/image_data.h"

@@ -8,7 +8,7 @@
 
 #include "ir/parameter_init.h"
 #include "ir/shard_layout.h"
-#include "runtime/exec/dtype_map.h"
+#include "runtime/core/dtype_map.h"
 #include "runtime/io/shard_checkpoint.h"
 
 namespace gradc::runtime {

@@ -7,9 +7,9 @@
 #include <unordered_set>
 
 #include "ir/tensor_type.h"
-#include "runtime/exec/dtype_map.h"
+#include "runtime/core/dtype_map.h"
 #include "runtime/io/checkpoint.h"
-#include "runtime/io/json_text.h"
+#include "runtime/core/json_text.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/io/shard_checkpoint.h"
 #include "runtime/train/trainer.h"

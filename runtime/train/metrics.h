@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ir/status.h"
+#include "runtime/exec/beyond_plan.h"
 #include "runtime/kernels/blas_kernels.h"
 
 namespace gradc::runtime {
@@ -28,15 +29,6 @@ struct StepMetrics {
   double lr = 0;
   std::optional<double> gradNorm;  // when gradient clipping is on
   std::optional<double> valLoss;   // the validation loss after this step, when evaluated
-};
-
-// A step whose kernel allocated more outside the arena than the plan gave it as workspace: the
-// bytes a measured peak above the planned one comes from.
-struct BeyondPlan {
-  std::int64_t step = 0;
-  std::string op, name;          // the node's op and spec name
-  std::int64_t bytes = 0;        // the most the kernel allocated outside the arena at once
-  std::int64_t workspace = 0;    // what the plan gave it
 };
 
 struct RankMetrics {

@@ -5,7 +5,7 @@
 #include <ATen/ops/randint.h>
 
 #include "ir/index_bounds.h"
-#include "runtime/exec/dtype_map.h"
+#include "runtime/core/dtype_map.h"
 #include "runtime/train/init.h"
 
 namespace gradc::runtime {

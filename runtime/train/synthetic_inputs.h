@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "ir/graph.h"
-#include "runtime/exec/tensor_map.h"
+#include "runtime/core/tensor_map.h"
 
 namespace gradc::runtime {
 

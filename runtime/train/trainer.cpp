@@ -22,13 +22,13 @@
 #include <unordered_set>
 
 #include "runtime/comm/collective_context.h"
-#include "runtime/comm/rank_agreement.h"
-#include "runtime/exec/dtype_map.h"
+#include "runtime/train/rank_agreement.h"
+#include "runtime/core/dtype_map.h"
 #include "runtime/exec/executor.h"
 #include "runtime/exec/memory_tracker.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/io/image_data.h"
-#include "runtime/io/json_text.h"
+#include "runtime/core/json_text.h"
 #include "runtime/io/shard_checkpoint.h"
 #include "runtime/train/cost_probe.h"
 #include "runtime/train/init.h"

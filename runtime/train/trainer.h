@@ -26,7 +26,7 @@
 #include "ir/status.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/device/device.h"
-#include "runtime/exec/tensor_map.h"
+#include "runtime/core/tensor_map.h"
 #include "runtime/io/data.h"
 #include "runtime/kernels/generated_kernels.h"
 #include "runtime/train/evaluation.h"
@@ -76,7 +76,7 @@ struct TrainerOptions {
   // (a checksum, all-gathered), and reports its peak and communication wait; rank 0 shows
   // progress, writes checkpoints and gets every rank's metrics. nullptr: one device.
   Communicator* comm = nullptr;
-  // Where the step runs (runtime/device/device_select.h); nullptr: the CPU. A device other than the
+  // Where the step runs (runtime/backends/device_select.h); nullptr: the CPU. A device other than the
   // host needs arena execution (a memory plan).
   const Device* device = nullptr;
   // Validation while training (runtime/train/evaluation.h): the artifact's evaluation step, run inside

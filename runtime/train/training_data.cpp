@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "ir/index_bounds.h"
-#include "runtime/exec/dtype_map.h"
+#include "runtime/core/dtype_map.h"
 #include "runtime/io/token_file.h"
 
 namespace gradc::runtime {

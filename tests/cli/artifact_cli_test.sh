@@ -152,7 +152,8 @@ timeout 60 "$run_bin" "$work/K-other" --synthetic --steps 1 --no-generated-kerne
   || bad "another user's artifact with --no-generated-kernels: $(tail -1 "$work/err")"
 grep -q -- "--no-generated-kernels" <(timeout 60 "$run_bin" "$work/K-other" --synthetic --steps 1 2>&1) && ok \
   || bad "the refusal does not name --no-generated-kernels"
-# An artifact written before reference steps existed says how to get one.
+# A manifest of a rank with generated kernels and no reference step is refused as damaged, and
+# an artifact of an older format version is refused naming both versions.
 rm -rf "$work/K-old" && cp -r "$work/K" "$work/K-old"
 python3 - "$work/K-old" <<'PY'
 import json, os, sys
@@ -168,7 +169,19 @@ python3 "$src/tests/cli/reseal_artifact.py" "$work/K-old"
 timeout 60 "$run_bin" "$work/K-old" --synthetic --steps 1 --no-generated-kernels >/dev/null 2>"$work/err"
 rc=$?
 [ $rc -eq 2 ] && grep -q "has no reference step" "$work/err" && ok || bad "no reference step: exit $rc, $(tail -1 "$work/err")"
-timeout 60 "$run_bin" "$work/K-old" --synthetic --steps 1 -q 2>"$work/err" && ok || bad "an artifact without a reference step: $(tail -1 "$work/err")"
+rm -rf "$work/K-v1" && cp -r "$work/K" "$work/K-v1"
+python3 - "$work/K-v1" <<'PY'
+import json, os, sys
+path = os.path.join(sys.argv[1], "manifest.json")
+m = json.load(open(path))
+m["version"] = 1
+json.dump(m, open(path, "w"), indent=2)
+PY
+python3 "$src/tests/cli/reseal_artifact.py" "$work/K-v1"
+timeout 60 "$run_bin" "$work/K-v1" --synthetic --steps 1 >/dev/null 2>"$work/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "format version 1, but this gradc reads version 2 only: recompile" "$work/err" && ok \
+  || bad "an artifact of version 1: exit $rc, $(tail -1 "$work/err")"
 
 # A resealed manifest whose summary carries terminal escape sequences and 10 KB of text: shown
 # with the control characters as '?' and clipped, never raw.

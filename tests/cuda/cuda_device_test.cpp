@@ -9,7 +9,7 @@
 #include "ir/kernel_target.h"
 #include "ir/op_table.h"
 #include "runtime/cuda/cuda_device.h"
-#include "runtime/device/device_select.h"
+#include "runtime/backends/device_select.h"
 #include "runtime/exec/executor.h"
 
 

@@ -7,11 +7,12 @@ Rules (docs/development.md, "Layers"):
     that backend's description (runtime/<backend>/*_target.cpp, ir/kernel_target.h).
   - frontend/ and passes/ include no LibTorch, LLVM, CUDA or oneDNN header and nothing of
     runtime/ or codegen/ (frontend/ may include yaml-cpp).
-  - runtime/'s folders: no two of them include each other, except the pairs listed in
-    KNOWN_TWO_WAY_PAIRS, a list that may only shrink (a pair that no longer includes both ways
-    must leave it).
+  - runtime/'s folders are layers: their includes form no cycle (so no folder includes one
+    above it), except the pairs listed in KNOWN_TWO_WAY_PAIRS, a list that may only shrink (a
+    pair that no longer includes both ways must leave it).
 
-Prints the runtime folder pairs that include each other. Usage: layering.py REPO_ROOT
+Prints the runtime folders' layers, lowest first, and the pairs that include each other.
+Usage: layering.py REPO_ROOT
 """
 import os
 import re
@@ -22,10 +23,7 @@ ANGLED = re.compile(r'^\s*#\s*include\s+<([^>]+)>', re.M)
 SOURCES = (".h", ".cpp", ".cu", ".cuh", ".def")
 
 # Two-way runtime folder pairs that remain; each is a shared vocabulary filed upstairs.
-KNOWN_TWO_WAY_PAIRS = {
-    ("comm", "device"), ("comm", "io"), ("device", "exec"), ("device", "io"), ("device", "kernels"),
-    ("exec", "io"), ("exec", "kernels"), ("exec", "train"),
-}
+KNOWN_TWO_WAY_PAIRS = set()
 
 
 def sources(root, folder):
@@ -67,19 +65,66 @@ def check_compiler(root, problems):
                     problems.append(f"{path}: includes <{name}> ({folder}/ includes no library but the standard one)")
 
 
-def runtime_pairs(root):
+def description_files(root, folder):
+    """A backend folder's description (ir/kernel_target.h): the sources its backend.cmake adds to
+    GRADC_KERNEL_TARGET_SOURCES and the folder's headers they include. They are built without
+    LibTorch into gradc_kernel_targets, below the runtime's kernels, which read them; the rest of
+    the folder (its device, kernels and row) sits on top."""
+    listing = os.path.join(root, "runtime", folder, "backend.cmake")
+    if not os.path.exists(listing):
+        return set()
+    with open(listing, encoding="utf-8") as f:
+        text = f.read()
+    names = set()
+    for block in re.findall(r"GRADC_KERNEL_TARGET_SOURCES([^)]*)\)", text):
+        names |= set(re.findall(r"/([\w.]+\.cpp)", block))
+    for name in list(names):
+        with open(os.path.join(root, "runtime", folder, name), encoding="utf-8") as f:
+            for inc in QUOTED.findall(f.read()):
+                if inc.startswith(f"runtime/{folder}/"):
+                    names.add(inc.split("/")[-1])
+    return names
+
+
+def runtime_edges(root):
+    """Folder -> the folders it includes; a backend folder's description is a node of its own,
+    "<folder>/description"."""
     edges = {}
     base = os.path.join(root, "runtime")
+    owner = {}
+    for folder in sorted(os.listdir(base)):
+        if os.path.isdir(os.path.join(base, folder)):
+            for name in description_files(root, folder):
+                owner[f"runtime/{folder}/{name}"] = f"{folder}/description"
     for folder in sorted(os.listdir(base)):
         if not os.path.isdir(os.path.join(base, folder)):
             continue
-        edges.setdefault(folder, set())
-        for _, text in sources(root, os.path.join("runtime", folder)):
+        for path, text in sources(root, os.path.join("runtime", folder)):
+            node = owner.get(path, folder)
+            edges.setdefault(node, set())
             for name in QUOTED.findall(text):
                 parts = name.split("/")
-                if len(parts) > 2 and parts[0] == "runtime" and parts[1] != folder:
-                    edges[folder].add(parts[1])
-    return sorted({tuple(sorted((a, b))) for a in edges for b in edges[a] if a in edges.get(b, set())})
+                if len(parts) > 2 and parts[0] == "runtime":
+                    target = owner.get(name, parts[1])
+                    if target != node:
+                        edges[node].add(target)
+    return edges
+
+
+def layers(edges):
+    """Folders by layer, lowest first (a folder's layer is one above the highest it includes);
+    the folders left over are on a cycle."""
+    placed, order, remaining = {}, [], set(edges)
+    while remaining:
+        ready = sorted(f for f in remaining if all(t in placed for t in edges[f] if t in edges))
+        if not ready:
+            break
+        for f in ready:
+            placed[f] = 1 + max([placed[t] for t in edges[f] if t in edges] or [-1])
+        remaining -= set(ready)
+    for f in sorted(placed, key=lambda f: (placed[f], f)):
+        order.append((placed[f], f))
+    return order, sorted(remaining)
 
 
 def main():
@@ -87,9 +132,15 @@ def main():
     problems = []
     check_ir(root, problems)
     check_compiler(root, problems)
-    pairs = runtime_pairs(root)
+    edges = runtime_edges(root)
+    pairs = sorted({tuple(sorted((a, b))) for a in edges for b in edges[a] if a in edges.get(b, set())})
+    order, cyclic = layers(edges)
+    print("runtime/ layers, lowest first: "
+          + ", ".join(f"{f} ({n})" for n, f in order) + (f"; on a cycle: {', '.join(cyclic)}" if cyclic else ""))
     print(f"runtime/ folder pairs that include each other: {len(pairs)}"
           + "".join(f"\n  {a} <-> {b}" for a, b in pairs))
+    if cyclic and not pairs:
+        problems.append("runtime/ folders include each other in a cycle: " + ", ".join(cyclic))
     for pair in pairs:
         if pair not in KNOWN_TWO_WAY_PAIRS:
             problems.append(f"runtime/{pair[0]} and runtime/{pair[1]} include each other (a new two-way pair)")

@@ -14,7 +14,7 @@
 #include "ir/attention_tiles.h"
 #include "ir/kernel_target.h"
 #include "ir/op_table.h"
-#include "runtime/exec/counter_rng.h"
+#include "runtime/core/counter_rng.h"
 #include "runtime/exec/executor.h"
 #include "runtime/exec/memory_tracker.h"
 #include "runtime/kernels/attention_composite.h"

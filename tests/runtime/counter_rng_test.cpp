@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "runtime/cuda/philox_element.h"
-#include "runtime/exec/counter_rng.h"
+#include "runtime/core/counter_rng.h"
 #include "runtime/exec/executor.h"
 
 // doctest last: c10 includes glog, whose CHECK would otherwise replace doctest's and abort

@@ -1,5 +1,5 @@
 // The cores a process may use: affinity mask and cgroup quota.
-#include "runtime/device/cpu_cores.h"
+#include "runtime/core/cpu_cores.h"
 
 #include <sched.h>
 

@@ -6,7 +6,7 @@
 // checked against the CPU's generator in counter_rng_test.cpp.
 #include <ATen/ATen.h>
 
-#include "runtime/exec/dtype_map.h"
+#include "runtime/core/dtype_map.h"
 #include "runtime/exec/executor.h"
 #include "runtime/kernels/kernels.h"
 #include "runtime/kernels/kernels_conv_device.h"

@@ -1,6 +1,6 @@
 // JSON nesting bounded in every reader of files gradc did not necessarily write: a text nested
 // 100,000 deep is refused with a message, where it used to overflow the stack.
-#include "runtime/io/json_text.h"
+#include "runtime/core/json_text.h"
 
 #include <string>
 

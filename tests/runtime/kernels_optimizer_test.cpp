@@ -269,7 +269,7 @@ TEST_CASE("adamw_step {fused = true}: one pass, PyTorch's AdamW to rounding") {
 }
 
 // The optimizer's host-side scalars (learning rate, step, gradient scale) are read once per step,
-// not once per parameter (runtime/exec/step_scalars.h: on a GPU each read is a synchronisation), and
+// not once per parameter (runtime/core/step_scalars.h: on a GPU each read is a synchronisation), and
 // the updates are the ones each kernel makes reading them itself.
 TEST_CASE("an optimizer step over four parameters reads its three scalars once each") {
   std::string text = "graph opt\n  input %step : i64[]\n  input %lr : f32[]\n  input %gs : f32[]\n";

@@ -13,7 +13,7 @@
 #include "runtime/host/host_conv_problem.h"
 #include "ir/op_table.h"
 #include "onednn/conv.h"
-#include "runtime/exec/dtype_map.h"
+#include "runtime/core/dtype_map.h"
 #include "runtime/exec/executor.h"
 #include "runtime/exec/memory_tracker.h"
 

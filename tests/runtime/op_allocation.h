@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "ir/op_table.h"
-#include "runtime/exec/dtype_map.h"
+#include "runtime/core/dtype_map.h"
 #include "runtime/exec/executor.h"
 #include "runtime/exec/memory_tracker.h"
 

@@ -1,15 +1,15 @@
-// The table of backends (runtime/device/backends.h): one row per line of backends.def, each
+// The table of backends (runtime/backends/backends.h): one row per line of backends.def, each
 // made by its folder. A backend this build lacks keeps its row, with the reason, so that asking
 // for it says what to build instead of "unknown device".
-#include "runtime/device/backends.h"
+#include "runtime/backends/backends.h"
 
-#include "runtime/device/kernel_targets.h"
+#include "runtime/backends/kernel_targets.h"
 
 #define GRADC_BACKEND(ns)    \
   namespace gradc::runtime::ns { \
   Backend backend();          \
   }
-#include "runtime/device/backends.def"
+#include "runtime/backends/backends.def"
 #undef GRADC_BACKEND
 
 namespace gradc::runtime {
@@ -18,7 +18,7 @@ std::span<const Backend> backends() {
   registerKernelTargets();  // the rows point at their descriptions, which plans name
   static const Backend table[] = {
 #define GRADC_BACKEND(ns) ns::backend(),
-#include "runtime/device/backends.def"
+#include "runtime/backends/backends.def"
 #undef GRADC_BACKEND
   };
   return table;

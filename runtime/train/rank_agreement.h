@@ -14,7 +14,7 @@
 #include "ir/graph.h"
 #include "ir/status.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/exec/tensor_map.h"
+#include "runtime/core/tensor_map.h"
 
 namespace gradc::runtime {
 

@@ -1,4 +1,4 @@
-#include "runtime/comm/rank_agreement.h"
+#include "runtime/train/rank_agreement.h"
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
@@ -14,7 +14,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 
-#include "runtime/io/json_text.h"
+#include "runtime/core/json_text.h"
 #include "runtime/io/shard_checkpoint.h"
 
 namespace gradc::runtime {

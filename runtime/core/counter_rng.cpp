@@ -1,4 +1,4 @@
-#include "runtime/exec/counter_rng.h"
+#include "runtime/core/counter_rng.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "runtime/device/kernel_targets.h"
+#include "runtime/backends/kernel_targets.h"
 
 #include <mutex>
 
@@ -8,7 +8,7 @@
   namespace gradc::runtime::ns {                         \
   const ir::KernelTarget& kernelTarget();                \
   }
-#include "runtime/device/backends.def"
+#include "runtime/backends/backends.def"
 #undef GRADC_BACKEND
 
 namespace gradc::runtime {
@@ -17,7 +17,7 @@ void registerKernelTargets() {
   static std::once_flag once;
   std::call_once(once, [] {
 #define GRADC_BACKEND(ns) ir::registerKernelTarget(ns::kernelTarget());
-#include "runtime/device/backends.def"
+#include "runtime/backends/backends.def"
 #undef GRADC_BACKEND
   });
 }

@@ -1,4 +1,4 @@
-#include "runtime/device/cpu_cores.h"
+#include "runtime/core/cpu_cores.h"
 
 #include <sched.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "runtime/io/small_file.h"
+#include "runtime/core/small_file.h"
 
 namespace gradc::runtime {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/device/device_select.h"
+#include "runtime/backends/device_select.h"
 
 namespace gradc::runtime {
 

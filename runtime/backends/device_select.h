@@ -1,5 +1,5 @@
 // Choosing a rank's device: `gradc train --device cpu|cuda|auto` (the backends of
-// runtime/device/backends.h, or auto).
+// runtime/backends/backends.h, or auto).
 //
 // A named backend: its device LOCAL_RANK on this machine (rank r of a local launch, or a
 // torchrun/Slurm worker, uses cuda:LOCAL_RANK), refused with a clear error when this gradc was
@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "ir/status.h"
-#include "runtime/device/backends.h"
+#include "runtime/backends/backends.h"
 #include "runtime/device/device.h"
 
 namespace gradc::runtime {

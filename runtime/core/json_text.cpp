@@ -1,4 +1,4 @@
-#include "runtime/io/json_text.h"
+#include "runtime/core/json_text.h"
 
 namespace gradc::runtime {
 

@@ -2,7 +2,7 @@
 // the command line, the launcher and the artifact loader need of a kind of device is in its row,
 // so none of them names a device of its own:
 //
-//   - its name, the --device value ("cpu", "cuda"), and whether this build can run it (a GPU
+//   - its name, the --device value ("cpu", "cuda", "reference"), and whether this build can run it (a GPU
 //     backend needs a CUDA LibTorch): a row this build lacks says why;
 //   - how many such devices the process sees, and the device of a local rank;
 //   - the communicator its ranks join (Gloo on the host, NCCL on GPUs);
@@ -13,7 +13,7 @@
 //     (every local rank's arena together) or the device's free memory (each rank its own).
 //
 // Adding a device is one folder (runtime/<name>/: its description, its Device, its kernels, its
-// communicator, its kernel loader, a backend.cmake) and one row in runtime/device/backends.def;
+// communicator, its kernel loader, a backend.cmake) and one row in runtime/backends/backends.def;
 // docs/development.md lists the files.
 #pragma once
 
@@ -69,7 +69,7 @@ std::span<const Backend> backends();
 const Backend* findBackend(std::string_view name);
 // The host's (the CPU).
 const Backend& hostBackend();
-// The known names, "cpu, cuda", for messages.
+// The known names, "cpu, cuda, reference", for messages.
 std::string backendNames();
 
 }  // namespace gradc::runtime
