@@ -1,5 +1,6 @@
 #include "ir/kernel_target.h"
 
+#include <atomic>
 #include <cassert>
 #include <utility>
 
@@ -14,17 +15,21 @@ std::vector<const KernelTarget*>& registry() {
 }  // namespace
 
 KernelTarget::KernelTarget(KernelTargetInfo info) : info_(std::move(info)) {
+  const std::span<const OpInfo> ops = allOps();
   for (const WorkspaceRule& rule : info_.workspace) {
     const OpInfo* op = findOp(rule.op);
     assert(op && "a backend's workspace rule names an op of the op table");
-    if (op) rules_.emplace(op, rule.bytes);
+    if (!op) continue;
+    if (rules_.empty()) rules_.assign(ops.size(), nullptr);
+    rules_[static_cast<size_t>(op - ops.data())] = rule.bytes;
   }
 }
 
 CostFn KernelTarget::workspaceRule(const OpInfo& op) const {
   if (rules_.empty()) return nullptr;
-  auto it = rules_.find(&op);
-  return it == rules_.end() ? nullptr : it->second;
+  const std::span<const OpInfo> ops = allOps();
+  if (&op < ops.data() || &op >= ops.data() + ops.size()) return nullptr;  // not the table's entry
+  return rules_[static_cast<size_t>(&op - ops.data())];
 }
 
 const KernelTarget& portableKernelTarget() {
@@ -53,8 +58,14 @@ std::string kernelTargetNames() {
 }
 
 const KernelTarget& defaultKernelTarget() {
-  const KernelTarget* host = findKernelTarget("cpu");
-  return host ? *host : portableKernelTarget();
+  // Registration happens once, first thing in a process: the host's row, once there, stays.
+  static std::atomic<const KernelTarget*> host{nullptr};
+  const KernelTarget* found = host.load(std::memory_order_relaxed);
+  if (!found) {
+    found = findKernelTarget("cpu");
+    host.store(found, std::memory_order_relaxed);
+  }
+  return found ? *found : portableKernelTarget();
 }
 
 }  // namespace gradc::ir

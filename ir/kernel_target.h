@@ -21,7 +21,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "ir/dtype.h"
@@ -68,7 +67,7 @@ class KernelTarget {
 
  private:
   KernelTargetInfo info_;
-  std::unordered_map<const OpInfo*, CostFn> rules_;
+  std::vector<CostFn> rules_;  // by the op's index in allOps(); empty without rules
 };
 
 // The description with no rules of its own: the op table's (portable ATen kernels).
