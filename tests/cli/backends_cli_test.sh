@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The backends' descriptions (ir/kernel_target.h, runtime/device/backends.def), end to end:
+# The backends' descriptions (ir/kernel_target.h, runtime/backends/backends.def), end to end:
 #  - `gradc compile --devices 2 --device cuda` plans a bf16 model (NCCL sums bf16), recording the
 #    mesh dp=2 and the CUDA reserve, with every collective naming its group; on CPU ranks the
 #    same compile is refused in the host's description's words (Gloo has no bf16 sum);
