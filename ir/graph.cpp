@@ -77,11 +77,11 @@ std::int64_t Node::flops() const {
 }
 
 std::int64_t Node::workspaceBytes(KernelSetting kernels) const {
-  const KernelTarget& target = kernels.target ? *kernels.target : defaultKernelTarget();
-  if (!op_->workspaceBytes && !target.workspaceRule(*op_)) return 0;  // (no operand and result copies)
+  const CostFn rule = workspaceRuleFor(*op_, kernels);
+  if (!rule) return 0;  // (no operand and result copies)
   auto ins = operandTypes();
   auto outs = resultTypes();
-  return opWorkspaceBytes(*op_, ins, attrs_, outs, kernels);
+  return rule(OpContext{ins, attrs_, std::max(kernels.threads, 1)}, outs);
 }
 
 // ---- Graph -----------------------------------------------------------------------------------

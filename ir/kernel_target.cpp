@@ -68,4 +68,10 @@ const KernelTarget& defaultKernelTarget() {
   return found ? *found : portableKernelTarget();
 }
 
+CostFn workspaceRuleFor(const OpInfo& op, KernelSetting kernels) {
+  const KernelTarget& target = kernels.target ? *kernels.target : defaultKernelTarget();
+  const CostFn own = target.workspaceRule(op);
+  return own ? own : op.workspaceBytes;
+}
+
 }  // namespace gradc::ir

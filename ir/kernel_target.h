@@ -85,4 +85,8 @@ std::string kernelTargetNames();
 // What plans are made for when they name no target: the registered "cpu", else the portable.
 const KernelTarget& defaultKernelTarget();
 
+// The workspace rule a node of `op` has under `kernels`: its backend's (defaultKernelTarget()
+// when it names none) where there is one, else the op table's; nullptr when neither has one.
+CostFn workspaceRuleFor(const OpInfo& op, KernelSetting kernels);
+
 }  // namespace gradc::ir

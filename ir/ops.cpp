@@ -469,11 +469,8 @@ std::int64_t opFlops(const OpInfo& op, std::span<const TensorType> inputs, const
 
 std::int64_t opWorkspaceBytes(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,
                               std::span<const TensorType> results, KernelSetting kernels) {
-  const KernelTarget& target = kernels.target ? *kernels.target : defaultKernelTarget();
-  CostFn rule = target.workspaceRule(op);
-  if (!rule) rule = op.workspaceBytes;
-  if (!rule) return 0;
-  return rule(OpContext{inputs, attrs, std::max(kernels.threads, 1)}, results);
+  const CostFn rule = workspaceRuleFor(op, kernels);
+  return rule ? rule(OpContext{inputs, attrs, std::max(kernels.threads, 1)}, results) : 0;
 }
 
 std::int64_t opBytesAccessed(const OpInfo& op, std::span<const TensorType> inputs, const AttrMap& attrs,

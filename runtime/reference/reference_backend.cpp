@@ -2,9 +2,9 @@
 // kernels, Gloo between ranks, arenas checked against the host's memory.
 #include "runtime/reference/reference_backend.h"
 
-#include "runtime/comm/gloo_communicator.h"
 #include "runtime/backends/backends.h"
 #include "runtime/device/device.h"
+#include "runtime/host/host_target.h"
 #include "runtime/kernels/kernels.h"
 
 namespace gradc::runtime::reference {
@@ -40,17 +40,14 @@ const Device& referenceDevice() {
 
 }  // namespace
 
+// The host's row (its devices, Gloo, the memory check) with this description and device, and no
+// kernel loader (it runs the reference step).
 Backend backend() {
-  Backend b;
+  Backend b = host::backend();
   b.target = &kernelTarget();
   b.name = b.target->name();
-  b.host = true;
-  b.visibleDevices = []() -> Expected<int> { return 1; };
   b.device = [](int) -> Expected<const Device*> { return &referenceDevice(); };
-  b.communicator = [](const DistEnv& env, int, std::chrono::milliseconds timeout) {
-    return GlooCommunicator::create(env, timeout);
-  };
-  b.memoryCheck = MemoryCheck::host;
+  b.loadKernels = nullptr;
   return b;
 }
 
