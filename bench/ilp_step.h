@@ -16,7 +16,8 @@ inline passes::TrainingPlanOptions ilpStepOptions(passes::RematStrategy strategy
   o.optimizer = std::nullopt;
   o.microBatches = 1;
   o.lossChunks.mode = passes::LossChunking::Mode::Off;
-  o.remat = passes::RematOptions{strategy, budget};
+  o.remat = strategy;
+  o.plan.budgetBytes = budget;
   return o;
 }
 

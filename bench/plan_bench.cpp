@@ -102,8 +102,8 @@ int run(const Scenario& s) {
       passes::TrainingPlanOptions options;
       if (!s.optimizer) options.optimizer = std::nullopt;
       options.microBatches = s.microBatches;
-      options.remat = passes::RematOptions{
-          passes::RematStrategy::Auto, none.persistentBytes + (none.peakBytes - none.persistentBytes) * i / s.sweep};
+      options.remat = passes::RematStrategy::Auto;
+      options.plan.budgetBytes = none.persistentBytes + (none.peakBytes - none.persistentBytes) * i / s.sweep;
       Expected<passes::TrainingPlan> c = passes::chooseTrainingPlan(*spec->graph, options);
       if (!c) continue;
       ++fits;
@@ -122,7 +122,8 @@ int run(const Scenario& s) {
       passes::TrainingPlanOptions options;
       if (!s.optimizer) options.optimizer = std::nullopt;
       options.microBatches = s.microBatches;
-      options.remat = passes::RematOptions{strategy, budget};
+      options.remat = strategy;
+      options.plan.budgetBytes = budget;
       const auto a = Clock::now();
       Expected<passes::TrainingPlan> c = passes::chooseTrainingPlan(*spec->graph, options);
       const auto b = Clock::now();
@@ -132,7 +133,7 @@ int run(const Scenario& s) {
         continue;
       }
       std::printf("  %-12s %.3f s  micro-batches %d, %s: peak %s, recompute %.1f%% of a forward\n",
-                  std::string(passes::rematStrategyName(strategy)).c_str(), seconds(a, b), c->microBatches,
+                  std::string(passes::rematStrategyName(strategy)).c_str(), seconds(a, b), c->report.config.microBatches,
                   c->report.plan.c_str(), passes::formatBytes(c->report.predictedPeakBytes).c_str(),
                   c->report.recomputePercent());
     }
@@ -157,7 +158,7 @@ int run(const Scenario& s) {
     size_t nodes = 0;
     for (int i = 0; i < s.repeat; ++i) {
       ir::Graph g = passes::remat::cloneGraph(joint);
-      passes::RematPass pass(passes::RematOptions{strategy, budget});
+      passes::RematPass pass(strategy, passes::PlanOptions{budget});
       const auto a = Clock::now();
       Expected<bool> r = pass.run(g);
       const auto b = Clock::now();

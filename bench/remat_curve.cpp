@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
   std::int64_t forwardFlops = 0;
   auto chosen = [&](passes::RematStrategy strategy, std::optional<std::int64_t> budget) -> Expected<passes::TrainingPlan> {
     passes::TrainingPlanOptions o = plan;
-    o.remat = passes::RematOptions{strategy, budget};
+    o.remat = strategy;
+    o.plan.budgetBytes = budget;
     return passes::chooseTrainingPlan(*spec->graph, o);
   };
   // Each strategy without a budget (with --budgets 0 only none, for the FLOPs).

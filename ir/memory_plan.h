@@ -40,7 +40,7 @@ std::optional<MemorySpace> parseMemorySpace(std::string_view name);
 enum class Residency : std::uint8_t { Persistent, Step };
 std::string_view residencyName(Residency residency);
 std::optional<Residency> parseResidency(std::string_view name);
-// The residency plans written before residencies were recorded meant by each kind.
+// The residency of a buffer of each kind unless its storage says otherwise (passes/memory/storage.h).
 Residency defaultResidency(BufferKind kind);
 
 struct PlannedBuffer {

@@ -107,6 +107,25 @@ std::string_view lossPlacementName(LossPlacement placement) {
   return placement == LossPlacement::Local ? "local" : "gather";
 }
 
+Expected<std::optional<ZeroStage>> parseZeroStage(std::string_view text) {
+  if (text == "0") return std::optional<ZeroStage>(ZeroStage::Replicated);
+  if (text == "1") return std::optional<ZeroStage>(ZeroStage::OptimizerState);
+  if (text == "2") return std::optional<ZeroStage>(ZeroStage::Gradients);
+  if (text == "3") return std::optional<ZeroStage>(ZeroStage::Parameters);
+  if (text == "auto") return std::optional<ZeroStage>();
+  return Error{"--shard expects 0, 1, 2, 3 or auto, got '" + std::string(text) + "'"};
+}
+
+std::string_view zeroStageSummary(ZeroStage stage) {
+  switch (stage) {
+    case ZeroStage::OptimizerState: return "optimizer state sharded";
+    case ZeroStage::Gradients: return "optimizer state and gradients sharded";
+    case ZeroStage::Parameters: return "optimizer state, gradients and parameters sharded";
+    case ZeroStage::Replicated: break;
+  }
+  return "replicated";
+}
+
 Expected<ir::Graph> partitionForward(const ir::Graph& forward, const DataParallelOptions& o) {
   if (o.world < 1) return Error{"data parallelism: the number of devices must be at least 1, got " + std::to_string(o.world)};
   if (o.rank < 0 || o.rank >= o.world)

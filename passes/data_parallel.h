@@ -48,6 +48,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -66,16 +67,31 @@ inline constexpr std::int64_t kDefaultFirstBucketBytes = std::int64_t{1} << 20;
 // DataParallelOptions::keepGathered when the planner chooses.
 inline constexpr int kKeepGatheredAuto = -2;
 
+// The ZeRO stage (passes/shard_state.h, passes/shard_params.h): what each data-parallel rank
+// holds only its 1/world shard of. Each stage shards what the one before does, and more, so
+// stages compare by what they shard (ZeroStage::Gradients < ZeroStage::Parameters).
+enum class ZeroStage : std::uint8_t {
+  Replicated = 0,      // nothing sharded
+  OptimizerState = 1,  // the optimizer state
+  Gradients = 2,       // the optimizer state and the reduced gradients
+  Parameters = 3,      // the optimizer state, the gradients and the parameters
+};
+// The stage's number, as --shard and the plan's JSON write it.
+constexpr int zeroStageNumber(ZeroStage stage) { return static_cast<int>(stage); }
+// "0", "1", "2", "3"; "auto" is nullopt (the planner chooses with the budget).
+Expected<std::optional<ZeroStage>> parseZeroStage(std::string_view text);
+// What a stage shards, for summaries: "optimizer state sharded", ...
+std::string_view zeroStageSummary(ZeroStage stage);
+
 struct DataParallelOptions {
   int world = 1;
   int rank = 0;
   LossPlacement placement = LossPlacement::Local;
   std::int64_t bucketBytes = kDefaultBucketBytes;
   std::int64_t firstBucketBytes = kDefaultFirstBucketBytes;
-  // ZeRO stage (passes/shard_state.h): 0 replicated, 1 optimizer state sharded, 2 gradients
-  // too, 3 parameters too (passes/shard_params.h); -1: auto, chosen with the budget
-  // (passes/plan/training_planner.h, chooseTrainingPlan).
-  int shard = 0;
+  // The ZeRO stage; nullopt: auto, chosen with the budget (passes/plan/training_planner.h,
+  // chooseTrainingPlan). The passes that shard read the chosen stage (shardStage()).
+  std::optional<ZeroStage> shard = ZeroStage::Replicated;
   // Stage 3: how many parameter groups, counted back from the last one the forward gathers,
   // keep their gathered parameters from the forward to the backward instead of gathering them
   // again (-1: every group; kKeepGatheredAuto: the planner chooses, passes/plan/step_pipeline.h,
@@ -89,6 +105,8 @@ struct DataParallelOptions {
 
   // Whether the step has collectives: several ranks, or one by request.
   bool communicates() const { return world > 1 || oneRankCollectives; }
+  // The stage the sharding passes apply (auto, not yet chosen, shards nothing).
+  ZeroStage shardStage() const { return shard.value_or(ZeroStage::Replicated); }
 };
 
 Expected<ir::Graph> partitionForward(const ir::Graph& forward, const DataParallelOptions& options);

@@ -26,7 +26,7 @@ const std::vector<std::pair<std::string_view, Factory>>& factories() {
       {"batch-norm-inference", [] { return std::unique_ptr<Pass>(std::make_unique<BatchNormInference>()); }},
       // Without a budget (gradc opt has no flag for one): Chen's sqrt plan.
       {"schedule", [] { return std::unique_ptr<Pass>(std::make_unique<Schedule>()); }},
-      {"remat", [] { return std::unique_ptr<Pass>(std::make_unique<RematPass>(RematOptions{RematStrategy::Sqrt, {}})); }},
+      {"remat", [] { return std::unique_ptr<Pass>(std::make_unique<RematPass>(RematStrategy::Sqrt)); }},
   };
   return list;
 }

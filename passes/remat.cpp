@@ -17,8 +17,8 @@ using search::ProposalGraph;
 using search::ProposalSet;
 
 Expected<bool> RematPass::run(ir::Graph& graph) {
-  PlanCandidate g{&graph, 1};
-  Expected<PlanSelection> s = selectTrainingPlan(std::span<const PlanCandidate>(&g, 1), options_);
+  PlanCandidate g{&graph};
+  Expected<PlanSelection> s = selectTrainingPlan(std::span<const PlanCandidate>(&g, 1), strategy_, options_);
   if (!s) return s.error().withContext("remat: ");
   report_ = s->report;
   return report_.recomputeNodes > 0;
@@ -33,7 +33,7 @@ Status strategyRow(ir::Graph& joint, std::optional<std::int64_t> budget,
                    const std::shared_ptr<const remat::Analysis>& analysis, Measurements& measured,
                    RematStrategy strategy, std::optional<StrategySummary>& row) {
   ProposalSet proposals(&measured);
-  if (Status s = proposals.add(joint, 1, strategy, budget.has_value(), {}, 0, analysis); !s) return s.error();
+  if (Status s = proposals.add(joint, PlanConfig{}, strategy, budget.has_value(), {}, analysis); !s) return s.error();
   std::vector<Proposal> order = proposals.entries(Objective{});
   StrategySummary r;
   r.strategy = strategy;

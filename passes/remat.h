@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "passes/pass.h"
@@ -23,13 +24,15 @@ namespace gradc::passes {
 
 class RematPass final : public Pass {
  public:
-  explicit RematPass(RematOptions options = {}) : options_(options) {}
+  explicit RematPass(RematStrategy strategy = RematStrategy::Auto, PlanOptions options = {})
+      : strategy_(strategy), options_(std::move(options)) {}
   std::string_view name() const override { return "remat"; }
   Expected<bool> run(ir::Graph& graph) override;
   const TrainingPlanReport& report() const { return report_; }
 
  private:
-  RematOptions options_;
+  RematStrategy strategy_;
+  PlanOptions options_;
   TrainingPlanReport report_;
 };
 

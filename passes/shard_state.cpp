@@ -58,20 +58,10 @@ std::string joinNames(const std::vector<ir::Value*>& params) {
 
 }  // namespace
 
-Expected<int> parseShardStage(std::string_view text) {
-  if (text == "0") return 0;
-  if (text == "1") return 1;
-  if (text == "2") return 2;
-  if (text == "3") return 3;
-  if (text == "auto") return -1;
-  return Error{"--shard expects 0, 1, 2, 3 or auto, got '" + std::string(text) + "'"};
-}
-
 Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
-  if (o.shard == 0 || o.world == 1) return {};
-  if (o.shard < 1 || o.shard > 3) return Error{"optimizer-state sharding: stage must be 0, 1, 2 or 3, got " +
-                                                std::to_string(o.shard)};
-  const bool gradientShards = o.shard >= 2;  // stage 3 is stage 2, then the parameters (passes/shard_params.h)
+  const ZeroStage stage = o.shardStage();
+  if (stage == ZeroStage::Replicated || o.world == 1) return {};
+  const bool gradientShards = stage >= ZeroStage::Gradients;  // stage 3 is stage 2, then the parameters (passes/shard_params.h)
   const std::int64_t world = o.world, rank = o.rank;
 
   // The buckets, in seq order, and the update reading each part.
@@ -278,32 +268,23 @@ Status shardOptimizerState(ir::Graph& g, const DataParallelOptions& o) {
         return Error{"optimizer-state sharding: the optimizer state '" + p->name() + "' is read outside its update"};
   g.eraseIf([&](const ir::Node& n) { return dead.count(&n) > 0; });
   g.eraseParamsIf([&](const ir::Value& p) { return oldState.count(&p) > 0; });
-  if (o.shard == 3) return shardParameters(g, o);
+  if (stage == ZeroStage::Parameters) return shardParameters(g, o);
   return {};
 }
 
 Expected<bool> ShardStatePass::run(ir::Graph& graph) {
-  if (options_.shard == 0 || options_.world == 1) return false;
+  if (options_.shardStage() == ZeroStage::Replicated || options_.world == 1) return false;
   if (Status s = shardOptimizerState(graph, options_); !s) return s.error();
   return true;
 }
 
-std::string_view shardStageSummary(int stage) {
-  switch (stage) {
-    case 1: return "optimizer state sharded";
-    case 2: return "optimizer state and gradients sharded";
-    case 3: return "optimizer state, gradients and parameters sharded";
-    default: return "replicated";
-  }
-}
-
-int shardStageOf(const ir::Graph& graph) {
-  int stage = 0;
+ZeroStage shardStageOf(const ir::Graph& graph) {
+  ZeroStage stage = ZeroStage::Replicated;
   for (const auto& n : graph.nodes()) {
-    if (n->op().collective == ir::Collective::AllGatherStart) return 3;
-    if (n->op().collective == ir::Collective::ReduceScatterStart) stage = 2;
-    if (stage == 2) continue;
-    if (n->op().role == ir::OpRole::ShardedOptimizerUpdate) stage = 1;
+    if (n->op().collective == ir::Collective::AllGatherStart) return ZeroStage::Parameters;
+    if (n->op().collective == ir::Collective::ReduceScatterStart) stage = ZeroStage::Gradients;
+    if (stage == ZeroStage::Gradients) continue;
+    if (n->op().role == ir::OpRole::ShardedOptimizerUpdate) stage = ZeroStage::OptimizerState;
   }
   return stage;
 }

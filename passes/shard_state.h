@@ -48,9 +48,6 @@
 
 namespace gradc::passes {
 
-// "0", "1", "2", "3" (or "auto": -1, chosen with the budget).
-Expected<int> parseShardStage(std::string_view text);
-
 Status shardOptimizerState(ir::Graph& graph, const DataParallelOptions& options);
 
 class ShardStatePass final : public Pass {
@@ -63,12 +60,9 @@ class ShardStatePass final : public Pass {
   DataParallelOptions options_;
 };
 
-// What a stage shards, for summaries: "optimizer state sharded", ...
-std::string_view shardStageSummary(int stage);
-
-// The ZeRO stage a graph was built with: 0 when it has no sharded update, 3 when it gathers
-// parameters.
-int shardStageOf(const ir::Graph& graph);
+// The ZeRO stage a graph was built with: Replicated when it has no sharded update, Parameters
+// when it gathers parameters.
+ZeroStage shardStageOf(const ir::Graph& graph);
 
 // Bytes one rank sends per step, by collective, for ring algorithms over N ranks: an all-reduce
 // of B bytes sends 2 (N-1)/N B, a reduce-scatter or all-gather of B bytes (N s elements) sends

@@ -49,10 +49,12 @@ Expected<frontend::SpecResult> lowerAt(const std::string& source, const std::str
 std::string planLine(const passes::TrainingPlanReport& report) {
   std::string line = fmt::format("remat {}", passes::rematStrategyName(report.chosen));
   if (report.recomputeFlops > 0) line += fmt::format(" ({:.1f}% recompute)", report.recomputePercent());
-  line += fmt::format(", {} micro-batch{}", report.microBatches, report.microBatches == 1 ? "" : "es");
-  if (report.lossChunks > 0)
-    line += fmt::format(", fused loss in {} chunk{}", report.lossChunks, report.lossChunks == 1 ? "" : "s");
-  if (report.shardStage > 0) line += fmt::format(", ZeRO stage {}", report.shardStage);
+  const passes::PlanConfig& config = report.config;
+  line += fmt::format(", {} micro-batch{}", config.microBatches, config.microBatches == 1 ? "" : "es");
+  if (config.fusedLoss())
+    line += fmt::format(", fused loss in {} chunk{}", config.lossChunks, config.lossChunks == 1 ? "" : "s");
+  if (config.zero != passes::ZeroStage::Replicated)
+    line += fmt::format(", ZeRO stage {}", passes::zeroStageNumber(config.zero));
   return line;
 }
 
@@ -177,7 +179,7 @@ int resolveAutoBatch(const BatchRequest& r, std::vector<std::string>& sets, std:
   BatchChoice c;
   c.dim = *dim;
   c.world = world;
-  c.budgetBytes = *options->remat.budgetBytes;
+  c.budgetBytes = *options->plan.budgetBytes;
   c.multiple = std::max<std::int64_t>(memory.batchMultiple, 1);
   if (options->microBatches > 1) c.multiple = std::lcm(c.multiple, static_cast<std::int64_t>(options->microBatches));
 
@@ -232,7 +234,7 @@ int resolveAutoBatch(const BatchRequest& r, std::vector<std::string>& sets, std:
     passes::BatchProbe result;
     if (plan) {
       result.fits = true;
-      result.peakBytes = plan->report.predictedPeakBytes + options->remat.reserveBytes;
+      result.peakBytes = plan->report.predictedPeakBytes + options->plan.reserveBytes;
       result.plan = planLine(plan->report);
       result.stepSeconds = plan->report.predictedStepSeconds;
     } else if (plan.error().kind == ErrorKind::InfeasibleBudget && plan.error().smallestFeasibleBytes > 0) {
@@ -289,7 +291,7 @@ int resolveAutoBatch(const BatchRequest& r, std::vector<std::string>& sets, std:
     return kExitUserError;
   }
   c.chosen = *c.search.chosen;
-  if (options->remat.objective.goal == passes::PlanGoal::Throughput) {
+  if (options->plan.objective.goal == passes::PlanGoal::Throughput) {
     c.throughput = true;
     // The batches compared: every fitting probe, the largest halved (in multiples), and the
     // largest that fits without recompute (a search of its own, capped at 0%).
@@ -303,7 +305,7 @@ int resolveAutoBatch(const BatchRequest& r, std::vector<std::string>& sets, std:
     for (std::int64_t b = c.search.batch / 2; b >= c.multiple && more.size() < 4; b /= 2)
       more.push_back(b / c.multiple * c.multiple);
     passes::TrainingPlanOptions uncapped = *options;
-    options->remat.objective.maxRecomputePercent = 0;
+    options->plan.objective.maxRecomputePercent = 0;
     Expected<passes::BatchSearchResult> plain = passes::searchLargestBatch(probe, search);
     *options = uncapped;
     if (plain) c.zeroRecomputeProbes = static_cast<int>(plain->probes.size());

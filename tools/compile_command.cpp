@@ -160,13 +160,14 @@ std::optional<std::string> shardTable(const ir::Graph& forward, passes::Training
       "(ring collectives):\n", world);
   out += fmt::format("{:<6} {:<16} {:<14} {:<16} {:<18} {}\n", "stage", "predicted peak", "parameters",
                      "optimizer state", "reduced gradients", "sent per step");
-  options.remat.strategy = passes::RematStrategy::None;
-  options.remat.budgetBytes.reset();
-  for (int stage : {0, 1, 2, 3}) {
+  options.remat = passes::RematStrategy::None;
+  options.plan.budgetBytes.reset();
+  for (passes::ZeroStage stage : {passes::ZeroStage::Replicated, passes::ZeroStage::OptimizerState,
+                                  passes::ZeroStage::Gradients, passes::ZeroStage::Parameters}) {
     options.dataParallel->shard = stage;
     Expected<passes::TrainingPlan> step = passes::chooseTrainingPlan(forward, options);
     if (!step) {
-      std::cerr << "gradc: error: --shard " << stage << ": " << step.error().message << "\n";
+      std::cerr << "gradc: error: --shard " << passes::zeroStageNumber(stage) << ": " << step.error().message << "\n";
       return std::nullopt;
     }
     std::int64_t params = 0, state = 0, grads = 0;
@@ -178,7 +179,7 @@ std::optional<std::string> shardTable(const ir::Graph& forward, passes::Training
       if (n->op().collective == ir::Collective::ReduceScatterWait) grads += n->result(0)->type().bytes();
     }
     const passes::CommunicationVolume sent = passes::communicationVolume(step->graph);
-    out += fmt::format("{:<6} {:<16} {:<14} {:<16} {:<18} {}\n", stage, passes::formatBytes(step->report.predictedPeakBytes),
+    out += fmt::format("{:<6} {:<16} {:<14} {:<16} {:<18} {}\n", passes::zeroStageNumber(stage), passes::formatBytes(step->report.predictedPeakBytes),
                        passes::formatBytes(params), passes::formatBytes(state), passes::formatBytes(grads),
                        passes::formatBytes(sent.total()));
   }
@@ -205,7 +206,7 @@ int emitSummary(ir::Graph& fullForward, const CompileOptions& o, const std::opti
   if (partitioned)
     text += "\n(rank 0 of " + std::to_string(o.parallel.devices) + " data-parallel ranks, loss placement " +
             o.parallel.lossPlacement + ": per-device sizes)\n";
-  options.remat.strategy = passes::RematStrategy::None;
+  options.remat = passes::RematStrategy::None;
   std::optional<std::int64_t> budget;
   if (!o.memory.budget.empty()) {
     Expected<std::int64_t> bytes = passes::parseBytes(o.memory.budget);

@@ -221,32 +221,195 @@ Status checkDeviceMemory(const runtime::Device& device, const runtime::RankProgr
                            budgetText(*free))};
 }
 
-}  // namespace
-
-int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::vector<std::string>& workerCommand) {
-  runtime::setLibraryLogging(o.verbose);
+// The flags that contradict each other or name paths that cannot be written, refused before any
+// work; says why on stderr.
+bool runFlagsHold(const RunFlags& o) {
   if (o.data.empty() == !o.synthetic) {
     std::cerr << "gradc: error: give exactly one of --data FILE and --synthetic\n";
-    return kExitUserError;
+    return false;
   }
   if (o.valData.empty() && (!o.saveBest.empty() || o.evalEvery > 0 || o.evalBatches > 0)) {
     std::cerr << "gradc: error: --save-best, --eval-every and --eval-batches evaluate --val-data: give it too\n";
-    return kExitUserError;
+    return false;
   }
   std::error_code bestError, saveError;
   if (!o.saveBest.empty() && !o.save.empty() &&
       std::filesystem::weakly_canonical(o.saveBest, bestError) == std::filesystem::weakly_canonical(o.save, saveError) &&
       !bestError && !saveError) {
     std::cerr << "gradc: error: --save-best and --save name the same folder; give each its own\n";
-    return kExitUserError;
+    return false;
   }
   // Output paths are checked before any work, not discovered unwritable after training.
   for (const auto& [flag, path] : {std::pair{"--metrics-out", o.metricsOut}, std::pair{"--trace-out", o.traceOut}})
     if (!path.empty())
       if (std::string bad = checkOutputPath(flag, path); !bad.empty()) {
         std::cerr << "gradc: error: " << bad << "\n";
-        return kExitUserError;
+        return false;
       }
+  return true;
+}
+
+// Which step runs: the compiled one, with the generated kernels in the format the device runs
+// (the host's shared object, a GPU's PTX), or its reference step, which loads no native code
+// (asked for, or when the artifact has no kernels in that format).
+runtime::StepVariant chooseStepVariant(const runtime::ArtifactRank& entry, const runtime::Backend& backend,
+                                       const RunFlags& o, bool speaks) {
+  if (o.noGeneratedKernels) return runtime::StepVariant::reference;
+  if (entry.kernelsFile.empty() || !entry.kernelsFileIn(backend.kernelFormat()).empty())
+    return runtime::StepVariant::compiled;
+  // Every artifact with generated kernels has a reference step.
+  if (speaks)
+    std::cerr << "gradc: note: " << backend.name << " runs the artifact's reference step (its fused regions as "
+              << "ATen kernels): "
+              << (backend.kernelFormat() == ir::KernelFormat::none
+                      ? "it runs no generated kernels\n"
+                      : "the artifact has no generated kernels for it (gradc compile SPEC -o DIR writes them)\n");
+  return runtime::StepVariant::reference;
+}
+
+// Kernel workspaces were planned for one device kind's kernels: says when another's differ.
+void noteForeignWorkspaces(const ir::Graph& graph, const runtime::Backend& backend) {
+  const ir::KernelTarget& planned = graph.kernelTarget();
+  if (backend.target == &planned) return;
+  const ir::KernelSetting plannedSetting = graph.kernelSetting();
+  std::int64_t differing = 0;
+  for (const auto& n : graph.nodes())
+    differing += n->workspaceBytes(plannedSetting) != n->workspaceBytes({plannedSetting.threads, backend.target});
+  if (differing > 0)
+    std::cerr << "gradc: note: the plan's kernel workspaces were sized for " << planned.name() << "'s kernels, and "
+              << differing << " node(s) allocate differently on " << backend.name
+              << " (their planned workspace is not theirs here); recompile with gradc compile --device "
+              << backend.name << " for a plan of this device\n";
+}
+
+// What the run prints before its first step: the plan's summaries, the device and the kernels.
+void printRunHeader(const nlohmann::json& flags, runtime::StepVariant variant, const runtime::Device& device,
+                    int kernelThreads) {
+  for (const char* key : {"summary", "batch_summary", "parallel_summary"})
+    if (std::optional<std::string> line = flagText(flags, {key})) std::cerr << *line << "\n";
+  if (variant == runtime::StepVariant::reference)
+    if (std::optional<std::string> line = flagText(flags, {"reference", "summary"})) std::cerr << *line << "\n";
+  const runtime::BlasInfo blas = runtime::blasInfo();
+  if (!device.isHost())
+    std::cerr << "device: " << device.name() << " (arena in device memory; the libraries hold "
+              << device.libraryBytes() << " bytes beside it)\n";
+  std::cerr << "kernels: " << kernelThreads << " intra-op thread" << (kernelThreads == 1 ? "" : "s") << ", BLAS "
+            << blas.library << (blas.core.empty() ? "" : " core " + blas.core) << " (" << blas.source << ")"
+            << (runtime::largeProductsOnTiles() ? "; large f32 products on the tile kernels (AVX-512)" : "") << "\n";
+}
+
+// The trainer's options from the flags, the manifest and the loaded rank; nullopt after saying
+// why on stderr (a user error).
+std::optional<runtime::TrainerOptions> trainerOptions(const std::filesystem::path& dir, const RunFlags& o,
+                                                      const runtime::ArtifactManifest& manifest,
+                                                      const runtime::RankProgram& program, const nlohmann::json& flags,
+                                                      const runtime::Device& device, bool quiet) {
+  runtime::TrainerOptions t;
+  t.model = manifest.model;
+  t.steps = o.steps;
+  t.seed = o.seed ? *o.seed : manifest.seed;
+  if (!o.data.empty()) t.data = o.data;
+  t.vocabulary = o.vocab == "chars" ? runtime::VocabularyKind::characters : runtime::VocabularyKind::bytes;
+  if (o.vocabSize > 0) t.tokenVocabulary = o.vocabSize;
+  t.randomWindows = o.sampling == "random";
+  if (!o.save.empty()) t.saveDir = o.save;
+  t.saveEvery = o.saveEvery;
+  if (!o.resume.empty()) t.resumeDir = o.resume;
+  if (!o.initFrom.empty()) t.initFrom = o.initFrom;
+  t.progress = !quiet;
+  t.device = &device;
+  t.profile = o.profile;
+  if (!o.costTableOut.empty()) {
+    if (!o.profile) {
+      std::cerr << "gradc: error: --cost-table-out fits the kernel times --profile measures: give --profile too\n";
+      return std::nullopt;
+    }
+    if (o.resume.empty() && o.steps < 2) {
+      std::cerr << "gradc: error: --cost-table-out: the first step of a run is not timed: train 2 steps or more\n";
+      return std::nullopt;
+    }
+    t.costTableOut = o.costTableOut;
+  }
+  t.trace = !o.traceOut.empty();
+  // Off the host the device's libraries hold memory beside the arena for the whole run: the
+  // prediction is the plan's peak plus what they hold, which its reserve should cover.
+  const std::int64_t libraryBytes = device.libraryBytes();
+  t.plannedPeakBytes = program.plan.peakBytes + libraryBytes;
+  if (libraryBytes > program.plan.reserveBytes && program.plan.budgetBytes && !quiet)
+    std::cerr << "note: " << device.name() << "'s libraries hold " << libraryBytes << " bytes beside the plan, "
+              << (program.plan.reserveBytes > 0 ? "more than the " + std::to_string(program.plan.reserveBytes) +
+                                                      " it reserves"
+                                                : std::string("which reserves none"))
+              << ": the step can exceed its budget by " << libraryBytes - program.plan.reserveBytes
+              << " bytes (compile with --device-reserve cuda, or a size)\n";
+  t.arenaPlan = program.plan;
+  if (!o.valData.empty()) {
+    if (!program.evaluation) {
+      const std::string why =
+          flagText(flags, {"evaluation", "unavailable"}).value_or("it was compiled before gradc had one");
+      std::cerr << "gradc: error: --val-data: the artifact " << dir.string() << " has no evaluation step (" << why
+                << ")\n";
+      return std::nullopt;
+    }
+    t.evaluation = &*program.evaluation;
+    t.validation = runtime::ValidationOptions{o.valData, o.evalEvery, o.evalBatches,
+                                              o.saveBest.empty() ? std::nullopt
+                                                                 : std::optional<std::filesystem::path>(o.saveBest)};
+    if (std::optional<std::string> line = flagText(flags, {"evaluation", "summary"}); line && !quiet)
+      std::cerr << *line << "\n";
+  }
+  t.kernels = program.kernels;
+  t.config = manifest.configJson;
+  return t;
+}
+
+// Rank 0's account of the run (measured against planned peaks, allocations beside the arena)
+// and its metrics and trace files; the exit code.
+int reportRun(const runtime::TrainResult& result, const runtime::RankProgram& program, std::int64_t libraryBytes,
+              const RunFlags& o, int world, bool quiet, int code) {
+  const runtime::RunMetrics& m = result.metrics;
+  if (!m.steps.empty() && !quiet && code == kExitOk)
+    std::cerr << "trained " << m.model << " to step " << m.steps.back().step << ": loss " << m.steps.front().loss
+              << " -> " << m.steps.back().loss << "; peak memory " << m.ranks.front().peakBytesMeasured
+              << " bytes measured, " << program.plan.peakBytes + libraryBytes << " planned"
+              << (libraryBytes > 0 ? " (the plan's " + std::to_string(program.plan.peakBytes) + " + the libraries')" : "")
+              << (result.arena ? " (arena execution)" : " (reference counting: GRADC_NO_ARENA)") << "\n";
+  if (!quiet && code == kExitOk && !m.ranks.empty() && m.ranks.front().evalPeakBytesMeasured)
+    std::cerr << "validation: peak memory " << *m.ranks.front().evalPeakBytesMeasured << " bytes measured, "
+              << *m.ranks.front().evalPeakBytesPlanned << " planned (the evaluation step inside the step's arena)\n";
+  if (!quiet)
+    for (const runtime::RankMetrics& r : m.ranks) {
+      const std::string who = world > 1 ? "rank " + std::to_string(r.rank) + ": " : "";
+      if (r.peakStep && r.peakBytesPlanned && r.peakBytesMeasured > *r.peakBytesPlanned)
+        std::cerr << "note: " << who << "the measured peak is at step " << r.peakStep->step << " ('" << r.peakStep->op
+                  << "' of " << (r.peakStep->name.empty() ? "the graph" : r.peakStep->name)
+                  << "), whose kernel allocated " << r.peakStep->bytes
+                  << " bytes beside the arena; its planned workspace " << r.peakStep->workspace << "\n";
+    }
+  if (!quiet)
+    for (const runtime::RankMetrics& r : m.ranks)
+      for (const runtime::BeyondPlan& b : r.beyondPlan)
+        std::cerr << "note: " << (world > 1 ? "rank " + std::to_string(r.rank) + ": " : "") << "step " << b.step
+                  << " ('" << b.op << "' of " << (b.name.empty() ? "the graph" : b.name) << ") allocated " << b.bytes
+                  << " bytes beside the arena, its planned workspace " << b.workspace << "\n";
+  if (!o.metricsOut.empty())
+    if (Status s = runtime::writeMetrics(o.metricsOut, m); !s) {
+      std::cerr << "gradc: error: " << s.message() << "\n";
+      return kExitInternal;
+    }
+  if (!o.traceOut.empty())
+    if (Status s = runtime::writeFileAtomic(o.traceOut, result.trace); !s) {
+      std::cerr << "gradc: error: " << s.message() << "\n";
+      return kExitInternal;
+    }
+  return code;
+}
+
+}  // namespace
+
+int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::vector<std::string>& workerCommand) {
+  runtime::setLibraryLogging(o.verbose);
+  if (!runFlagsHold(o)) return kExitUserError;
   Expected<runtime::ArtifactManifest> manifest = runtime::loadArtifact(dir);
   if (!manifest) {
     std::cerr << "gradc: error: " << manifest.error().message << "\n";
@@ -280,39 +443,14 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     return kExitUserError;
   }
   const runtime::Backend* backend = *chosen;
-  // Which step runs: the compiled one, with the generated kernels in the format the device runs
-  // (the host's shared object, a GPU's PTX), or its reference step, which loads no native code
-  // (asked for, or when the artifact has no kernels in that format).
   const runtime::ArtifactRank& entry = manifest->ranks[static_cast<size_t>(rank)];
-  const bool generated = !entry.kernelsFile.empty();
-  runtime::StepVariant variant = o.noGeneratedKernels ? runtime::StepVariant::reference : runtime::StepVariant::compiled;
-  if (generated && !o.noGeneratedKernels && entry.kernelsFileIn(backend->kernelFormat()).empty()) {
-    variant = runtime::StepVariant::reference;  // every artifact with generated kernels has one
-    if (!o.quiet && localRank == 0)
-      std::cerr << "gradc: note: " << backend->name << " runs the artifact's reference step (its fused regions as "
-                << "ATen kernels): "
-                << (backend->kernelFormat() == ir::KernelFormat::none
-                        ? "it runs no generated kernels\n"
-                        : "the artifact has no generated kernels for it (gradc compile SPEC -o DIR writes them)\n");
-  }
+  const runtime::StepVariant variant = chooseStepVariant(entry, *backend, o, !o.quiet && localRank == 0);
   Expected<runtime::RankProgram> program = runtime::loadRankProgram(dir, *manifest, rank, o.trustKernels, variant, *backend);
   if (!program) {
     std::cerr << "gradc: error: " << program.error().message << "\n";
     return exitCodeFor(program.error());
   }
-  // Kernel workspaces were planned for one device kind's kernels: say when another's differ.
-  if (const ir::KernelTarget& planned = program->graph.kernelTarget();
-      backend->target != &planned && rank == 0 && !o.quiet) {
-    const ir::KernelSetting plannedSetting = program->graph.kernelSetting();
-    std::int64_t differing = 0;
-    for (const auto& n : program->graph.nodes())
-      differing += n->workspaceBytes(plannedSetting) != n->workspaceBytes({plannedSetting.threads, backend->target});
-    if (differing > 0)
-      std::cerr << "gradc: note: the plan's kernel workspaces were sized for " << planned.name()
-                << "'s kernels, and " << differing << " node(s) allocate differently on " << backend->name
-                << " (their planned workspace is not theirs here); recompile with gradc compile --device "
-                << backend->name << " for a plan of this device\n";
-  }
+  if (rank == 0 && !o.quiet) noteForeignWorkspaces(program->graph, *backend);
   // A step with collectives needs a communicator, even for a world of one (--one-rank-collectives):
   // a launcher then hosts the rendezvous for its one worker.
   bool collectives = false;
@@ -361,20 +499,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
 
   const bool quiet = o.quiet || rank != 0;
   nlohmann::json flags = runtime::parseJsonBounded(manifest->flagsJson);
-  if (!quiet) {
-    for (const char* key : {"summary", "batch_summary", "parallel_summary"})
-      if (std::optional<std::string> line = flagText(flags, {key})) std::cerr << *line << "\n";
-    if (variant == runtime::StepVariant::reference)
-      if (std::optional<std::string> line = flagText(flags, {"reference", "summary"})) std::cerr << *line << "\n";
-    const runtime::BlasInfo blas = runtime::blasInfo();
-    if (!device->isHost())
-      std::cerr << "device: " << device->name() << " (arena in device memory; the libraries hold "
-                << device->libraryBytes() << " bytes beside it)\n";
-    std::cerr << "kernels: " << manifest->kernelThreads << " intra-op thread" << (manifest->kernelThreads == 1 ? "" : "s")
-              << ", BLAS " << blas.library << (blas.core.empty() ? "" : " core " + blas.core) << " ("
-              << blas.source << ")"
-              << (runtime::largeProductsOnTiles() ? "; large f32 products on the tile kernels (AVX-512)" : "") << "\n";
-  }
+  if (!quiet) printRunHeader(flags, variant, *device, manifest->kernelThreads);
   // The plan's per-thread workspace was sized for this many intra-op threads.
   at::set_num_threads(manifest->kernelThreads);
 
@@ -393,66 +518,11 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     comm = std::move(*c);
   }
 
-  runtime::TrainerOptions t;
-  t.model = manifest->model;
-  t.steps = o.steps;
-  t.seed = o.seed ? *o.seed : manifest->seed;
-  if (!o.data.empty()) t.data = o.data;
-  t.vocabulary = o.vocab == "chars" ? runtime::VocabularyKind::characters : runtime::VocabularyKind::bytes;
-  if (o.vocabSize > 0) t.tokenVocabulary = o.vocabSize;
-  t.randomWindows = o.sampling == "random";
-  if (!o.save.empty()) t.saveDir = o.save;
-  t.saveEvery = o.saveEvery;
-  if (!o.resume.empty()) t.resumeDir = o.resume;
-  if (!o.initFrom.empty()) t.initFrom = o.initFrom;
-  t.progress = !quiet;
-  t.comm = comm.get();
-  t.device = device;
-  t.profile = o.profile;
-  if (!o.costTableOut.empty()) {
-    if (!o.profile) {
-      std::cerr << "gradc: error: --cost-table-out fits the kernel times --profile measures: give --profile too\n";
-      return kExitUserError;
-    }
-    if (o.resume.empty() && o.steps < 2) {
-      std::cerr << "gradc: error: --cost-table-out: the first step of a run is not timed: train 2 steps or more\n";
-      return kExitUserError;
-    }
-    t.costTableOut = o.costTableOut;
-  }
-  t.trace = !o.traceOut.empty();
-  // Off the host the device's libraries hold memory beside the arena for the whole run: the
-  // prediction is the plan's peak plus what they hold, which its reserve should cover.
-  const std::int64_t libraryBytes = device ? device->libraryBytes() : 0;
-  t.plannedPeakBytes = program->plan.peakBytes + libraryBytes;
-  if (libraryBytes > program->plan.reserveBytes && program->plan.budgetBytes && !quiet && rank == 0)
-    std::cerr << "note: " << device->name() << "'s libraries hold " << libraryBytes << " bytes beside the plan, "
-              << (program->plan.reserveBytes > 0 ? "more than the " + std::to_string(program->plan.reserveBytes) +
-                                                       " it reserves"
-                                                 : std::string("which reserves none"))
-              << ": the step can exceed its budget by " << libraryBytes - program->plan.reserveBytes
-              << " bytes (compile with --device-reserve cuda, or a size)\n";
-  t.arenaPlan = program->plan;
-  if (!o.valData.empty()) {
-    if (!program->evaluation) {
-      const std::string why =
-          flagText(flags, {"evaluation", "unavailable"}).value_or("it was compiled before gradc had one");
-      std::cerr << "gradc: error: --val-data: the artifact " << dir.string() << " has no evaluation step (" << why
-                << ")\n";
-      return kExitUserError;
-    }
-    t.evaluation = &*program->evaluation;
-    t.validation = runtime::ValidationOptions{o.valData, o.evalEvery, o.evalBatches,
-                                              o.saveBest.empty() ? std::nullopt
-                                                                 : std::optional<std::filesystem::path>(o.saveBest)};
-    if (std::optional<std::string> line = flagText(flags, {"evaluation", "summary"}); line && !quiet)
-      std::cerr << *line << "\n";
-  }
-  t.kernels = program->kernels;
-  t.referenceStep = variant == runtime::StepVariant::reference;
-  t.config = manifest->configJson;
-
-  Expected<runtime::TrainResult> result = runtime::train(program->graph, t);
+  std::optional<runtime::TrainerOptions> t = trainerOptions(dir, o, *manifest, *program, flags, *device, quiet);
+  if (!t) return kExitUserError;
+  t->comm = comm.get();
+  t->referenceStep = variant == runtime::StepVariant::reference;
+  Expected<runtime::TrainResult> result = runtime::train(program->graph, *t);
   if (!result) {
     const std::string& message = result.error().message;
     const bool named = message.rfind("rank ", 0) == 0;
@@ -466,41 +536,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     std::cerr << "gradc: error: " << (world > 1 ? "rank 0: " : "") << result->failure << "\n";
   const int code = result->failure.empty() ? kExitOk : kExitUserError;
   if (rank != 0) return code;  // rank 0 reports and writes the metrics of every rank
-  const runtime::RunMetrics& m = result->metrics;
-  if (!m.steps.empty() && !quiet && code == kExitOk)
-    std::cerr << "trained " << m.model << " to step " << m.steps.back().step << ": loss " << m.steps.front().loss
-              << " -> " << m.steps.back().loss << "; peak memory " << m.ranks.front().peakBytesMeasured
-              << " bytes measured, " << program->plan.peakBytes + libraryBytes << " planned"
-              << (libraryBytes > 0 ? " (the plan's " + std::to_string(program->plan.peakBytes) + " + the libraries')" : "")
-              << (result->arena ? " (arena execution)" : " (reference counting: GRADC_NO_ARENA)") << "\n";
-  if (!quiet && code == kExitOk && !m.ranks.empty() && m.ranks.front().evalPeakBytesMeasured)
-    std::cerr << "validation: peak memory " << *m.ranks.front().evalPeakBytesMeasured << " bytes measured, "
-              << *m.ranks.front().evalPeakBytesPlanned << " planned (the evaluation step inside the step's arena)\n";
-  if (!quiet)
-    for (const runtime::RankMetrics& r : m.ranks)
-      if (r.peakStep && r.peakBytesPlanned && r.peakBytesMeasured > *r.peakBytesPlanned)
-        std::cerr << "note: " << (world > 1 ? "rank " + std::to_string(r.rank) + ": " : "")
-                  << "the measured peak is at step " << r.peakStep->step << " ('" << r.peakStep->op << "' of "
-                  << (r.peakStep->name.empty() ? "the graph" : r.peakStep->name) << "), whose kernel allocated "
-                  << r.peakStep->bytes << " bytes beside the arena; its planned workspace " << r.peakStep->workspace
-                  << "\n";
-  if (!quiet)
-    for (const runtime::RankMetrics& r : m.ranks)
-      for (const runtime::BeyondPlan& b : r.beyondPlan)
-        std::cerr << "note: " << (world > 1 ? "rank " + std::to_string(r.rank) + ": " : "") << "step " << b.step
-                  << " ('" << b.op << "' of " << (b.name.empty() ? "the graph" : b.name) << ") allocated " << b.bytes
-                  << " bytes beside the arena, its planned workspace " << b.workspace << "\n";
-  if (!o.metricsOut.empty())
-    if (Status s = runtime::writeMetrics(o.metricsOut, m); !s) {
-      std::cerr << "gradc: error: " << s.message() << "\n";
-      return kExitInternal;
-    }
-  if (!o.traceOut.empty())
-    if (Status s = runtime::writeFileAtomic(o.traceOut, result->trace); !s) {
-      std::cerr << "gradc: error: " << s.message() << "\n";
-      return kExitInternal;
-    }
-  return code;
+  return reportRun(*result, *program, device->libraryBytes(), o, world, quiet, code);
 }
 
 }  // namespace gradc::tools

@@ -174,9 +174,9 @@ Expected<passes::DataParallelOptions> ParallelFlags::forRank(int rank) const {
   Expected<passes::LossPlacement> placement = passes::parseLossPlacement(lossPlacement);
   if (!placement) return placement.error();
   o.placement = *placement;
-  Expected<int> stage = passes::parseShardStage(shard);
+  Expected<std::optional<passes::ZeroStage>> stage = passes::parseZeroStage(shard);
   if (!stage) return stage.error();
-  if (*stage > 0 && devices == 1)
+  if (*stage && **stage != passes::ZeroStage::Replicated && devices == 1)
     return Error{"--shard " + shard + " partitions state over data-parallel ranks; with --devices 1 there is nothing "
                  "to shard (use --devices N)"};
   o.shard = *stage;
@@ -192,7 +192,7 @@ Expected<passes::DataParallelOptions> ParallelFlags::forRank(int rank) const {
     o.keepGathered = static_cast<int>(n);
   }
   o.prefetch = !noPrefetch;
-  if (o.shard >= 0 && o.shard != 3 && (keepGathered != "auto" || noPrefetch))
+  if (o.shard && *o.shard != passes::ZeroStage::Parameters && (keepGathered != "auto" || noPrefetch))
     return Error{std::string(noPrefetch ? "--no-prefetch" : "--keep-gathered") +
                  " is about gathering sharded parameters, which only --shard 3 (or auto) does; this run has --shard " +
                  shard};
@@ -238,23 +238,23 @@ std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const Memory
       std::cerr << "gradc: error: --budget: " << bytes.error().message << "\n";
       return std::nullopt;
     }
-    options.remat.budgetBytes = *bytes;
+    options.plan.budgetBytes = *bytes;
   }
-  if (std::optional<std::int64_t> reserve = parseDeviceReserve(flags)) options.remat.reserveBytes = *reserve;
+  if (std::optional<std::int64_t> reserve = parseDeviceReserve(flags)) options.plan.reserveBytes = *reserve;
   else return std::nullopt;
-  std::string strategy = !flags.remat.empty() ? flags.remat : options.remat.budgetBytes ? "auto" : "none";
+  std::string strategy = !flags.remat.empty() ? flags.remat : options.plan.budgetBytes ? "auto" : "none";
   Expected<passes::RematStrategy> parsed = passes::parseRematStrategy(strategy);
   if (!parsed) {
     std::cerr << "gradc: error: --remat: " << parsed.error().message << "\n";
     return std::nullopt;
   }
-  options.remat.strategy = *parsed;
+  options.remat = *parsed;
   Expected<passes::Objective> objective = passes::parseObjective(flags.objective, flags.maxRecompute);
   if (!objective) {
     std::cerr << "gradc: error: " << objective.error().message << "\n";
     return std::nullopt;
   }
-  options.remat.objective = *objective;
+  options.plan.objective = *objective;
   if (!flags.costTable.empty() && objective->goal != passes::PlanGoal::Throughput) {
     std::cerr << "gradc: error: --cost-table predicts step times for --objective throughput; give that too\n";
     return std::nullopt;
@@ -279,10 +279,10 @@ std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const Memory
         table = std::make_shared<const ir::CostTable>(std::move(*read));
       }
     }
-    options.remat.objective.costs = table;
+    options.plan.objective.costs = table;
   }
   if (flags.microBatches == "auto") {
-    if (!options.remat.budgetBytes) {
+    if (!options.plan.budgetBytes) {
       std::cerr << "gradc: error: --micro-batches auto needs --budget (it picks the count that fits)\n";
       return std::nullopt;
     }
@@ -339,13 +339,12 @@ std::optional<TrainingStep> buildTrainingStep(const ir::Graph& forward, const pa
     exitCode = exitCodeFor(built.error());
     return std::nullopt;
   }
-  TrainingStep step{std::move(built->graph), built->remat,      std::move(built->plan),   built->microBatches,
-                    built->lossChunks,        built->shardStage, std::move(built->decision), built->appliedDecision};
+  TrainingStep step = std::move(*built);
   // A decision applied from another rank is checked against the budget by buildRankSteps.
-  if (options.remat.budgetBytes && !step.appliedDecision && step.plan.peakBytes > options.remat.planBudget()) {
+  if (options.plan.budgetBytes && !step.appliedDecision && step.plan.peakBytes > options.plan.planBudget()) {
     // Remat checks its own prediction; the schedule never raises the peak. A failure here is a bug.
     std::cerr << "gradc: error: internal: the scheduled step needs " << step.plan.peakBytes
-              << " bytes, over the budget of " << options.remat.planBudget() << "\n";
+              << " bytes, over the budget of " << options.plan.planBudget() << "\n";
     exitCode = kExitInternal;
     return std::nullopt;
   }
@@ -359,7 +358,7 @@ std::optional<std::vector<TrainingStep>> buildRankSteps(const ir::Graph& forward
                                                         const passes::PassManagerOptions& pm, int& exitCode) {
   const int world = flags.devices;
   auto build = [&](int rank, const passes::PlanDecision* decided,
-                   std::optional<int> stage) -> std::optional<TrainingStep> {
+                   std::optional<passes::ZeroStage> stage) -> std::optional<TrainingStep> {
     Expected<passes::DataParallelOptions> parallel = flags.forRank(rank);
     if (!parallel) {
       std::cerr << "gradc: error: " << parallel.error().message << "\n";
@@ -367,7 +366,7 @@ std::optional<std::vector<TrainingStep>> buildRankSteps(const ir::Graph& forward
       return std::nullopt;
     }
     if (stage) parallel->shard = *stage;  // every rank runs the same collectives
-    if (decided) parallel->keepGathered = decided->config.keepGathered;
+    if (decided) parallel->keepGathered = decided->config().keptGroups;
     passes::PassManagerOptions rankPm = pm;
     if (rankPm.dumpDir && world > 1) *rankPm.dumpDir /= "rank" + std::to_string(rank);
     return buildTrainingStep(forward, options, exitCode, *parallel, rankPm, decided);
@@ -377,9 +376,9 @@ std::optional<std::vector<TrainingStep>> buildRankSteps(const ir::Graph& forward
   for (int attempt = 0; attempt < world; ++attempt) {
     std::optional<TrainingStep> decided = build(decider, nullptr, std::nullopt);
     if (!decided) return std::nullopt;
-    const int stage = decided->shardStage;
+    const passes::ZeroStage stage = decided->report.config.zero;
     std::vector<int> ranks{0};
-    if (which == RankSteps::Every || stage > 0)
+    if (which == RankSteps::Every || stage != passes::ZeroStage::Replicated)
       for (int r = 1; r < world; ++r) ranks.push_back(r);
     else if (world > 1 && flags.lossPlacement == "gather")
       ranks.push_back(1);
@@ -394,7 +393,7 @@ std::optional<std::vector<TrainingStep>> buildRankSteps(const ir::Graph& forward
       const passes::PlanDecision& decision = decided ? decided->decision : steps[static_cast<size_t>(decider)].decision;
       std::optional<TrainingStep> step = build(rank, &decision, stage);
       if (!step) return std::nullopt;
-      if (options.remat.budgetBytes && step->plan.peakBytes > options.remat.planBudget()) {
+      if (options.plan.budgetBytes && step->plan.peakBytes > options.plan.planBudget()) {
         larger = rank;
         break;
       }
@@ -409,21 +408,23 @@ std::optional<std::vector<TrainingStep>> buildRankSteps(const ir::Graph& forward
 }
 
 std::string describeStep(const TrainingStep& step) {
+  const passes::PlanConfig& config = step.report.config;
   std::string line = fmt::format("memory plan: remat {}, {} micro-batch{}, predicted peak {}",
-                                 passes::rematStrategyName(step.remat.chosen), step.microBatches,
-                                 step.microBatches == 1 ? "" : "es", passes::formatBytes(step.plan.peakBytes));
+                                 passes::rematStrategyName(step.report.chosen), config.microBatches,
+                                 config.microBatches == 1 ? "" : "es", passes::formatBytes(step.plan.peakBytes));
   if (step.plan.reserveBytes > 0)
     line += fmt::format(" + {} for the device's libraries", passes::formatBytes(step.plan.reserveBytes));
   if (step.plan.budgetBytes) line += fmt::format(" of {} budget", passes::formatBytes(*step.plan.budgetBytes));
-  if (step.remat.recomputeFlops > 0)
-    line += fmt::format(", recompute {:.1f}% of a forward", step.remat.recomputePercent());
-  if (step.lossChunks > 0)
-    line += fmt::format(", fused loss in {} chunk{}", step.lossChunks, step.lossChunks == 1 ? "" : "s");
-  if (step.shardStage > 0)
-    line += fmt::format(", ZeRO stage {} ({})", step.shardStage, passes::shardStageSummary(step.shardStage));
-  if (step.shardStage == 3) line += ", " + passes::describeGathers(step.graph);
-  if (step.remat.predictedStepSeconds > 0)
-    line += fmt::format(", predicted step time {:.3f} s", step.remat.predictedStepSeconds);
+  if (step.report.recomputeFlops > 0)
+    line += fmt::format(", recompute {:.1f}% of a forward", step.report.recomputePercent());
+  if (config.fusedLoss())
+    line += fmt::format(", fused loss in {} chunk{}", config.lossChunks, config.lossChunks == 1 ? "" : "s");
+  if (config.zero != passes::ZeroStage::Replicated)
+    line += fmt::format(", ZeRO stage {} ({})", passes::zeroStageNumber(config.zero),
+                        passes::zeroStageSummary(config.zero));
+  if (config.zero == passes::ZeroStage::Parameters) line += ", " + passes::describeGathers(step.graph);
+  if (step.report.predictedStepSeconds > 0)
+    line += fmt::format(", predicted step time {:.3f} s", step.report.predictedStepSeconds);
   return line;
 }
 

@@ -79,16 +79,9 @@ struct OptimizerFlags {
 // ranks (what the launcher gives each worker).
 int kernelThreadsFor(int devices);
 
-struct TrainingStep {
-  ir::Graph graph;  // scheduled
-  passes::TrainingPlanReport remat;
-  passes::MemoryPlan plan;
-  int microBatches = 1;
-  int lossChunks = 0;  // 0: the loss is not fused
-  int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
-  passes::PlanDecision decision;  // what was decided for this step (the other ranks apply it)
-  bool appliedDecision = false;   // built from another rank's decision (buildRankSteps)
-};
+// One rank's step: scheduled graph, report (with the plan's configuration), memory plan and the
+// decision the other ranks apply.
+using TrainingStep = passes::TrainingStepResult;
 
 // --budget, --remat, --micro-batches and --loss-chunks parsed once into the options every rank's step is
 // built with: from here the budget is one std::optional of bytes, down to the plan. nullopt

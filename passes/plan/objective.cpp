@@ -7,13 +7,15 @@ namespace gradc::passes {
 
 bool Objective::precedes(const PlanCost& a, const PlanCost& b) {
   if (a.recomputeFlops != b.recomputeFlops) return a.recomputeFlops < b.recomputeFlops;
-  if (a.microBatches != b.microBatches) return a.microBatches < b.microBatches;
-  if (a.shardStage != b.shardStage) return a.shardStage < b.shardStage;
-  if (a.keptGroups != b.keptGroups) {
+  const PlanConfig& x = a.config;
+  const PlanConfig& y = b.config;
+  if (x.microBatches != y.microBatches) return x.microBatches < y.microBatches;
+  if (x.zero != y.zero) return x.zero < y.zero;
+  if (x.keptGroups != y.keptGroups) {  // the same below stage 3
     auto kept = [](int groups) { return groups < 0 ? std::numeric_limits<int>::max() : groups; };
-    return kept(a.keptGroups) > kept(b.keptGroups);
+    return kept(x.keptGroups) > kept(y.keptGroups);
   }
-  if (a.lossChunks != b.lossChunks) return a.lossChunks < b.lossChunks;
+  if (x.lossChunks != y.lossChunks) return x.lossChunks < y.lossChunks;
   return a.strategyRank < b.strategyRank;
 }
 

@@ -30,20 +30,16 @@
 
 #include "ir/cost_table.h"
 #include "ir/status.h"
+#include "passes/plan/plan_config.h"
 
 namespace gradc::passes {
 
 // One candidate plan as the objective sees it (its peak is measured when asked, lazily).
 struct PlanCost {
+  PlanConfig config;  // its lossChunks: the chunk count this plan is measured at
   std::int64_t recomputeFlops = 0;
-  int microBatches = 1;
-  int shardStage = 0;
-  int lossChunks = 0;  // 0: the loss is not fused
   int strategyRank = 0;
   double seconds = 0;  // predicted step time (throughput objective only)
-  // Stage 3: the parameter groups kept from the forward (-1: all, none gathered again for the
-  // backward); the more kept, the less communication.
-  int keptGroups = -1;
 };
 
 enum class PlanGoal : std::uint8_t { LeastRecompute, LeastPeak, Throughput };
@@ -69,5 +65,17 @@ struct Objective {
 std::string_view planGoalName(PlanGoal goal);
 // --objective NAME and --max-recompute PCT (negative: none).
 Expected<Objective> parseObjective(std::string_view goal, double maxRecomputePercent);
+
+// What the plan is asked to fit, and which of the plans that fit it takes: the same for every
+// recompute strategy (passes/remat.h) and every configuration the search builds.
+struct PlanOptions {
+  std::optional<std::int64_t> budgetBytes;  // bytes per device; nullopt: no budget
+  // Device memory the step holds beside its plan for the whole run (on CUDA, cuBLAS's
+  // workspaces), counted against budgetBytes: plans are sized to planBudget().
+  std::int64_t reserveBytes = 0;
+  Objective objective;
+
+  std::int64_t planBudget() const { return budgetBytes.value_or(0) - reserveBytes; }
+};
 
 }  // namespace gradc::passes

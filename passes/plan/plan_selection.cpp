@@ -62,27 +62,14 @@ std::string dominance(const ir::Graph& graph, const ScheduledLiveness& scheduled
          " (operands, results and kernel workspace)";
 }
 
-std::string describe(const remat::Candidate& c, int microBatches, int lossChunks, int shardStage = 0,
-                     int keepGathered = 0) {
-  std::string d = c.description;
-  if (microBatches > 1) d += "; " + std::to_string(microBatches) + " micro-batches";
-  if (shardStage == 1) d += "; optimizer state sharded (--shard 1)";
-  if (shardStage == 2) d += "; optimizer state and gradients sharded (--shard 2)";
-  if (shardStage == 3)
-    d += std::string("; optimizer state, gradients and parameters sharded (--shard 3, ") +
-         (keepGathered < 0    ? "every bucket's parameters kept from the forward"
-          : keepGathered == 0 ? "every bucket's parameters gathered again for the backward"
-          : keepGathered == 1 ? "the last bucket the forward gathers kept from the forward, the others gathered again"
-                              : "the last " + std::to_string(keepGathered) +
-                                    " buckets the forward gathers kept from the forward, the others gathered again") +
-         ")";
-  if (lossChunks > 0) d += "; fused loss in " + std::to_string(lossChunks) + " chunk" + (lossChunks == 1 ? "" : "s");
-  return d;
+std::string describe(const remat::Candidate& c, const PlanConfig& config) {
+  return c.description + describePlanConfig(config);
 }
 
 }  // namespace
 
-Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs, const RematOptions& options) {
+Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs, RematStrategy strategy,
+                                           const PlanOptions& options) {
   if (graphs.empty()) return Error{"remat: no graph to plan"};
   if (Status s = options.objective.check(); !s) return s.error();
   if (options.budgetBytes && *options.budgetBytes <= 0) return Error{"remat: the budget must be positive"};
@@ -94,9 +81,7 @@ Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs
   ProposalSet proposals(&measured);
   const bool withPath = options.budgetBytes.has_value();
   for (const PlanCandidate& g : graphs)
-    if (Status s = proposals.add(*g.graph, g.microBatches, options.strategy, withPath, g.lossChunks, g.shardStage, nullptr,
-                                 g.keepGathered);
-        !s)
+    if (Status s = proposals.add(*g.graph, g.config, strategy, withPath, g.lossChunks); !s)
       return s.error();
   const Objective& objective = options.objective;
   std::vector<Proposal> order = proposals.entries(objective);
@@ -104,7 +89,7 @@ Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs
     if (objective.maxRecomputePercent) {
       char cap[32];
       std::snprintf(cap, sizeof cap, "%g%%", *objective.maxRecomputePercent);
-      return Error{"no " + std::string(rematStrategyName(options.strategy)) + " plan recomputes at most " + cap +
+      return Error{"no " + std::string(rematStrategyName(strategy)) + " plan recomputes at most " + cap +
                    " of a forward (a larger --max-recompute, or another --remat)"};
     }
     return internalError("remat", "no proposal");
@@ -130,27 +115,24 @@ Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs
       std::string message = "no plan fits " + formatBytesExact(*options.budgetBytes);
       if (options.reserveBytes > 0)
         message += " (" + formatBytesExact(options.reserveBytes) + " of it reserved for the device's libraries)";
-      if (options.strategy != RematStrategy::Auto)
-        message += " with --remat " + std::string(rematStrategyName(options.strategy));
+      if (strategy != RematStrategy::Auto)
+        message += " with --remat " + std::string(rematStrategyName(strategy));
       if (objective.maxRecomputePercent) message += " (" + objective.describe() + ")";
       message += "; the smallest feasible budget is " + formatBytesExact(l.peakBytes + options.reserveBytes) +
                  ", reached with " +
-                 describe(proposals.candidate(best), best.microBatches, best.lossChunks, best.shardStage,
-                          best.keepGathered) + " (dominated by: " + why + ")";
-      if (options.strategy != RematStrategy::Auto) {
+                 describe(proposals.candidate(best), best.config) + " (dominated by: " + why + ")";
+      if (strategy != RematStrategy::Auto) {
         // Would another strategy do better? Measured on the same graphs.
         ProposalSet all(&measured);
         for (size_t gi = 0; gi < graphs.size(); ++gi) {
           const PlanCandidate& g = graphs[gi];
-          if (Status st = all.add(*g.graph, g.microBatches, RematStrategy::Auto, true, g.lossChunks, g.shardStage,
-                                  proposals.state(gi).analysis, g.keepGathered);
+          if (Status st = all.add(*g.graph, g.config, RematStrategy::Auto, true, g.lossChunks, proposals.state(gi).analysis);
               !st)
             return st.error();
         }
         std::vector<Proposal> allOrder = all.entries(objective);
         if (std::optional<Proposal> fit = firstFit(all, allOrder, options.planBudget()))
-          message += "; --remat auto fits (" + describe(all.candidate(*fit), fit->microBatches, fit->lossChunks, fit->shardStage,
-                                                      fit->keepGathered) + ", peak " +
+          message += "; --remat auto fits (" + describe(all.candidate(*fit), fit->config) + ", peak " +
                      formatBytes(all.peak(*fit)) + ")";
         else if (std::optional<Proposal> low = smallestPeak(all, allOrder); low && all.peak(*low) < l.peakBytes)
           message += "; --remat auto reaches " + formatBytesExact(all.peak(*low) + options.reserveBytes);
@@ -162,7 +144,7 @@ Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs
   } else if (objective.goal == PlanGoal::Throughput) {
     chosen = order.front();  // nothing to fit: the fastest
   } else {
-    chosen = withoutBudget(proposals, order, options.strategy);
+    chosen = withoutBudget(proposals, order, strategy);
   }
 
   ProposalGraph& s = proposals.state(chosen->graph);
@@ -172,7 +154,7 @@ Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs
   // The step as given (graph 0 at its chunking, nothing recomputed): the chosen plan itself
   // when that is what was chosen, else scheduled on its own.
   std::int64_t baseline = peak;
-  if (chosen->graph != 0 || !plan.clones.empty() || !plan.rewires.empty() || chosen->lossChunks != chunksAsGiven) {
+  if (chosen->graph != 0 || !plan.clones.empty() || !plan.rewires.empty() || chosen->config.lossChunks != chunksAsGiven) {
     if (chunksAsGiven > 0) setLossChunks(*graphs[0].graph, chunksAsGiven);
     baseline = scheduledPeakBytes(*graphs[0].graph);
   }
@@ -183,14 +165,11 @@ Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs
 
   out.graph = chosen->graph;
   TrainingPlanReport& r = out.report;
-  r.requested = options.strategy;
+  r.requested = strategy;
   r.chosen = s.candidates[chosen->candidate].strategy;
-  r.plan = describe(s.candidates[chosen->candidate], s.microBatches, chosen->lossChunks, s.shardStage, s.keepGathered);
+  r.plan = describe(s.candidates[chosen->candidate], chosen->config);
   r.proposal = s.candidates[chosen->candidate].description;
-  r.lossChunks = chosen->lossChunks;
-  r.shardStage = s.shardStage;
-  r.keepGathered = s.keepGathered;
-  r.microBatches = s.microBatches;
+  r.config = chosen->config;
   r.budgetBytes = options.budgetBytes.value_or(-1);
   r.predictedPeakBytes = peak;
   r.peakWithoutRematBytes = baseline;

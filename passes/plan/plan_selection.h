@@ -71,24 +71,12 @@
 
 namespace gradc::passes {
 
-struct RematOptions {
-  RematStrategy strategy = RematStrategy::Auto;
-  std::optional<std::int64_t> budgetBytes;  // bytes per device; nullopt: no budget
-  // Device memory the step holds beside its plan for the whole run (on CUDA, cuBLAS's
-  // workspaces), counted against budgetBytes: plans are sized to planBudget().
-  std::int64_t reserveBytes = 0;
-  std::int64_t planBudget() const { return budgetBytes.value_or(0) - reserveBytes; }
-  // Which of the plans that fit is chosen (passes/plan/objective.h); the default is the order
-  // described above.
-  Objective objective;
-};
-
 struct TrainingPlanReport {
   RematStrategy requested = RematStrategy::None;
   RematStrategy chosen = RematStrategy::None;  // the strategy of the applied plan
   std::string plan;                            // one line: what the plan does
   std::string proposal;                        // the applied proposal's description (Candidate)
-  int microBatches = 1;
+  PlanConfig config;                           // the chosen configuration (lossChunks: as applied)
   std::int64_t budgetBytes = -1;  // -1: no budget
   std::int64_t predictedPeakBytes = 0;
   std::int64_t peakWithoutRematBytes = 0;  // the same step without recompute (first graph given)
@@ -96,9 +84,6 @@ struct TrainingPlanReport {
   std::int64_t forwardFlops = 0;           // one forward of the whole batch
   std::int64_t recomputeFlops = 0;  // remat's clones
   int recomputeNodes = 0;
-  int lossChunks = 0;               // the fused loss's chunks; 0: not fused
-  int shardStage = 0;               // ZeRO stage of the chosen graph (passes/shard_state.h)
-  int keepGathered = 0;             // stage 3: parameter groups kept from the forward (-1: all)
   int chainStages = 0;  // stages the chain solver saw (first episode)
   int candidates = 0;   // proposals considered
   int evaluated = 0;    // proposals whose program-order peak and lower bound were measured
@@ -115,11 +100,9 @@ struct TrainingPlanReport {
 // or without the fused loss (passes/fuse_loss.h).
 struct PlanCandidate {
   ir::Graph* graph;
-  int microBatches = 1;
+  PlanConfig config;  // how the graph was built (its lossChunks: any count > 0 when fused)
   // A graph with a fused loss: the chunk counts to choose from (empty: as the graph has it).
   std::vector<int> lossChunks;
-  int shardStage = 0;  // ZeRO stage the graph was built with (passes/shard_state.h)
-  int keepGathered = 0;  // stage 3: groups kept from the forward (-1: all; passes/shard_params.h)
 };
 struct PlanSelection {
   size_t graph = 0;  // index of the graph the chosen plan was applied to
@@ -134,6 +117,8 @@ struct PlanSelection {
 // ZeRO stage (sharding costs no FLOPs, only communication: the least that fits; under stage 3
 // every group kept before any gathered again), then loss
 // chunks (unfused first, then the fewest), then the strategy rank above.
-Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs, const RematOptions& options);
+// `strategy` names the proposals considered (auto: every strategy's).
+Expected<PlanSelection> selectTrainingPlan(std::span<const PlanCandidate> graphs, RematStrategy strategy,
+                                           const PlanOptions& options);
 
 }  // namespace gradc::passes

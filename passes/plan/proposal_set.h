@@ -62,10 +62,8 @@ struct PeakFacts {
 
 struct ProposalGraph {
   ir::Graph* graph = nullptr;
-  int microBatches = 1;
+  PlanConfig config;            // how the graph was built (passes/plan/plan_config.h)
   std::vector<int> lossChunks;  // the counts to measure; {current} when not varied (0: unfused)
-  int shardStage = 0;
-  int keepGathered = 0;
   std::shared_ptr<const remat::Analysis> analysis;  // shared by the sets over the same graph
   std::vector<remat::Candidate> candidates;
   std::map<int, double> seconds;  // predicted step time without recompute, by chunk count (throughput only)
@@ -76,10 +74,7 @@ struct Proposal {
   size_t candidate;
   size_t chunkIndex;
   std::int64_t flops;
-  int microBatches;
-  int shardStage;
-  int keepGathered;
-  int lossChunks;
+  PlanConfig config;  // its graph's, at the chunk count measured (config.lossChunks)
   int rank;
   double seconds = 0;  // predicted step time (throughput only): the graph's plus its clones'
 };
@@ -122,8 +117,8 @@ class ProposalSet {
 
   // withPath: auto also proposes the free-recompute path (passes/remat_free_path.h), which
   // costs a schedule per value it tries.
-  Status add(ir::Graph& graph, int microBatches, RematStrategy strategy, bool withPath, std::vector<int> lossChunks = {},
-             int shardStage = 0, std::shared_ptr<const remat::Analysis> analysis = nullptr, int keepGathered = 0) {
+  Status add(ir::Graph& graph, const PlanConfig& config, RematStrategy strategy, bool withPath,
+             std::vector<int> lossChunks = {}, std::shared_ptr<const remat::Analysis> analysis = nullptr) {
     if (!analysis) {
       Expected<remat::Analysis> a = remat::analyze(graph);
       if (!a) return a.error();
@@ -131,9 +126,7 @@ class ProposalSet {
     }
     ProposalGraph s;
     s.graph = &graph;
-    s.microBatches = microBatches;
-    s.shardStage = shardStage;
-    s.keepGathered = keepGathered;
+    s.config = config;
     s.lossChunks = lossChunks.empty() ? std::vector<int>{lossChunksOf(graph)} : std::move(lossChunks);
     s.analysis = std::move(analysis);
     states_.push_back(std::move(s));
@@ -153,10 +146,11 @@ class ProposalSet {
     for (size_t g = 0; g < states_.size(); ++g)
       for (size_t c = 0; c < states_[g].candidates.size(); ++c)
         for (size_t k = 0; k < states_[g].lossChunks.size(); ++k) {
-          Proposal e{g, c, k, plan(g, c).recomputeFlops, states_[g].microBatches, states_[g].shardStage,
-                     states_[g].keepGathered, states_[g].lossChunks[k], strategyRank(states_[g].candidates[c].strategy)};
+          PlanConfig config = states_[g].config;
+          config.lossChunks = states_[g].lossChunks[k];
+          Proposal e{g, c, k, plan(g, c).recomputeFlops, config, strategyRank(states_[g].candidates[c].strategy)};
           if (!objective.admits(cost(e), states_[g].analysis->forwardFlops)) continue;
-          if (objective.costs) e.seconds = predictedSeconds(g, c, e.lossChunks, *objective.costs);
+          if (objective.costs) e.seconds = predictedSeconds(g, c, e.config.lossChunks, *objective.costs);
           out.push_back(e);
         }
     std::stable_sort(out.begin(), out.end(),
@@ -164,8 +158,7 @@ class ProposalSet {
     return out;
   }
   static PlanCost cost(const Proposal& e) {
-    return PlanCost{e.flops, e.microBatches, e.shardStage, e.lossChunks, e.rank, e.seconds,
-                    e.shardStage == 3 ? e.keepGathered : -1};
+    return PlanCost{e.config, e.flops, e.rank, e.seconds};
   }
 
   // The step time the cost table predicts for proposal c of graph g at `lossChunks`: the
@@ -227,7 +220,7 @@ class ProposalSet {
 
   // The step facts of an entry's graph at its chunk count, built on first use (the chunk
   // count changes only the fused loss nodes' workspace).
-  const StepFacts& stepFacts(const Proposal& e) { return factsAt(e.graph, e.lossChunks); }
+  const StepFacts& stepFacts(const Proposal& e) { return factsAt(e.graph, e.config.lossChunks); }
   const StepFacts& factsAt(size_t g, int lossChunks) {
     Slot<StepFacts>& slot = known_->slot(known_->facts, {g, lossChunks});
     std::lock_guard<std::mutex> guard(slot.lock);
@@ -265,7 +258,7 @@ class ProposalSet {
   Proposal finest(const Proposal& e) const {
     Proposal f = e;
     f.chunkIndex = states_[e.graph].lossChunks.size() - 1;
-    f.lossChunks = states_[e.graph].lossChunks.back();
+    f.config.lossChunks = states_[e.graph].lossChunks.back();
     return f;
   }
   bool isFinest(const Proposal& e) const { return e.chunkIndex + 1 == states_[e.graph].lossChunks.size(); }
@@ -274,7 +267,7 @@ class ProposalSet {
   remat::AppliedRewrite apply(const Proposal& e) {
     ProposalGraph& s = states_[e.graph];
     remat::AppliedRewrite applied = remat::applyRewrite(*s.graph, plan(e.graph, e.candidate));
-    if (e.lossChunks > 0) setLossChunks(*s.graph, e.lossChunks);
+    if (e.config.fusedLoss()) setLossChunks(*s.graph, e.config.lossChunks);
     return applied;
   }
 

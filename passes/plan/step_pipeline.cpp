@@ -24,7 +24,7 @@ Expected<ConfigSpace> configSpace(const ir::Graph& forward, const TrainingPlanOp
                  "micro-batching"};
   if (options.microBatches > 0 || gathered)
     v.microBatches = {std::max(options.microBatches, 1)};
-  else if (options.remat.budgetBytes)
+  else if (options.plan.budgetBytes)
     v.microBatches = microBatchCandidates(forward);
   else
     v.microBatches = {1};
@@ -40,7 +40,7 @@ Expected<ConfigSpace> configSpace(const ir::Graph& forward, const TrainingPlanOp
                            : "")};
   v.unfused = chunking.mode != LossChunking::Mode::Fixed;
   v.fused = fusable && (chunking.mode == LossChunking::Mode::Fixed ||
-                        (chunking.mode == LossChunking::Mode::Auto && options.remat.budgetBytes));
+                        (chunking.mode == LossChunking::Mode::Auto && options.plan.budgetBytes));
   if (v.fused) {
     const int first = chunking.mode == LossChunking::Mode::Fixed ? chunking.chunks : 1;
     Expected<ir::Graph> fused = fusedLossForward(forward, first, recordStages ? &v.fusedForwardStages : nullptr);
@@ -51,23 +51,25 @@ Expected<ConfigSpace> configSpace(const ir::Graph& forward, const TrainingPlanOp
   // ZeRO stages (passes/shard_state.h): the one asked for, or under auto with a budget every
   // stage (without a budget auto means replicated).
   if (options.dataParallel && options.dataParallel->world > 1) {
-    const int asked = options.dataParallel->shard;
+    const std::optional<ZeroStage> asked = options.dataParallel->shard;
     // Under the gather placement rank 0's step differs from the others', so the ranks plan
     // their recompute apart; under stage 3 a recompute plan places all-gathers, which every
     // rank must issue alike.
-    if (asked == 3 && gathered)
+    if (asked == ZeroStage::Parameters && gathered)
       return Error{"--loss-placement gather (the DataParallel baseline) gives rank 0 another step than the others, "
                    "so their recompute plans, and under --shard 3 the parameter gathers those place, can differ; "
                    "use --loss-placement local (the default) or --shard 2 or less"};
-    if (asked > 0) v.shardStages = {asked};
-    else if (asked < 0 && options.remat.budgetBytes) v.shardStages = gathered ? std::vector<int>{0, 1, 2}
-                                                                              : std::vector<int>{0, 1, 2, 3};
+    if (asked) v.zeroStages = {*asked};
+    else if (options.plan.budgetBytes) {
+      v.zeroStages = {ZeroStage::Replicated, ZeroStage::OptimizerState, ZeroStage::Gradients};
+      if (!gathered) v.zeroStages.push_back(ZeroStage::Parameters);
+    }
     // Keep or gather again: asked, or with a budget the planner's choice (the least
     // communication that fits: all kept, then fewer, then none), without one FSDP's default
     // (gather again).
     const int keep = options.dataParallel->keepGathered;
     if (keep != kKeepGatheredAuto) v.keepGathered = {keep};
-    else if (options.remat.budgetBytes) {
+    else if (options.plan.budgetBytes) {
       v.keepGathered = {-1, 0};
       v.keepGatheredBetween = true;
     }
@@ -84,7 +86,7 @@ Expected<ir::Graph> fusedLossForward(const ir::Graph& forward, int chunks, std::
   return fused;
 }
 
-Expected<ir::Graph> buildConfiguredStep(const ir::Graph& from, ir::Graph* consumable, const StepConfig& config,
+Expected<ir::Graph> buildConfiguredStep(const ir::Graph& from, ir::Graph* consumable, const PlanConfig& config,
                                         const TrainingPlanOptions& options, std::vector<RecordedStage>* record) {
   PassManager pm(PassManagerOptions{.verifyAfterChange = false, .record = record});
   // Attention cores become fused attention nodes before autodiff, so the backward is theirs.
@@ -110,10 +112,10 @@ Expected<ir::Graph> buildConfiguredStep(const ir::Graph& from, ir::Graph* consum
     if (Status s = pm.show(*g, "collectives"); !s) return s.error();
   }
   if (options.optimizer) pm.add<OptimizerPass>(*options.optimizer);
-  if (options.optimizer && config.shardStage > 0) {
+  if (options.optimizer && config.zero != ZeroStage::Replicated) {
     DataParallelOptions sharded = *options.dataParallel;
-    sharded.shard = config.shardStage;
-    sharded.keepGathered = config.keepGathered;
+    sharded.shard = config.zero;
+    sharded.keepGathered = config.keptGroups;
     pm.add<ShardStatePass>(sharded);
   }
   pm.add<DeadCodeElimination>();

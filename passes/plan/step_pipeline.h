@@ -25,6 +25,7 @@
 #include "passes/fuse_loss.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
+#include "passes/plan/plan_config.h"
 #include "passes/remat.h"
 
 namespace gradc::passes {
@@ -36,7 +37,8 @@ struct TrainingPlanOptions {
   // gradient collectives are inserted before the optimizer (insertCollectives), so the budget
   // and the remat plan see the rank's shapes, buckets and communication buffers.
   std::optional<DataParallelOptions> dataParallel;
-  RematOptions remat;  // strategy, budget, reserve and the objective (RematOptions::objective)
+  RematStrategy remat = RematStrategy::Auto;  // which recompute proposals are considered
+  PlanOptions plan;  // the budget, the reserve and the objective
   int microBatches = 1;  // 0: auto (with a budget: microBatchCandidates; without: 1)
   LossChunking lossChunks;  // auto: fused only when that is the cheapest way to fit the budget
   // Elementwise regions become fused nodes (passes/fuse.h) after the optimizer, before remat, so
@@ -45,20 +47,10 @@ struct TrainingPlanOptions {
   bool fuseElementwise = false;
 };
 
-// One point of the configuration space: how the step is built before remat.
-struct StepConfig {
-  int microBatches = 1;
-  int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
-  bool fusedLoss = false;
-  // Stage 3: parameter groups that keep their gathered parameters from the forward to the
-  // backward (-1: all; DataParallelOptions::keepGathered).
-  int keepGathered = 0;
-};
-
 // The configurations a request allows, in the order the search builds them.
 struct ConfigSpace {
   std::vector<int> microBatches;
-  std::vector<int> shardStages{0};
+  std::vector<ZeroStage> zeroStages{ZeroStage::Replicated};
   // Stage 3's choices of kept groups, in the order tried: every group kept (no second
   // all-gather) before every group gathered again (the least memory).
   std::vector<int> keepGathered{0};
@@ -80,7 +72,9 @@ Expected<ir::Graph> fusedLossForward(const ir::Graph& forward, int chunks, std::
 // The pipeline above for one configuration, from `from` (the forward, or the space's fused
 // forward); taking `consumable` over when it is `from` (one micro-batch then reuses its nodes).
 // Not verified. With `record`, its stages after the input are appended there.
-Expected<ir::Graph> buildConfiguredStep(const ir::Graph& from, ir::Graph* consumable, const StepConfig& config,
+// Of `config`, the count of micro-batches, the ZeRO stage and the kept groups are read; whether
+// the loss is fused is `from`'s (its chunk count is set after).
+Expected<ir::Graph> buildConfiguredStep(const ir::Graph& from, ir::Graph* consumable, const PlanConfig& config,
                                         const TrainingPlanOptions& options,
                                         std::vector<RecordedStage>* record = nullptr);
 

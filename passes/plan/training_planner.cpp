@@ -20,11 +20,11 @@ namespace {
 
 // The step as it is (trainingStepAsIs); with `consumable` (== &forward), taking it over.
 Expected<ir::Graph> stepAsIs(const ir::Graph& forward, ir::Graph* consumable, TrainingPlanOptions options) {
-  options.remat = RematOptions{};  // no budget: one configuration
+  options.remat = RematStrategy::None;
+  options.plan = PlanOptions{};  // no budget: one configuration
   Expected<ConfigSpace> space = configSpace(forward, options);
   if (!space) return space.error();
-  const StepConfig config{space->microBatches.front(), space->shardStages.front(), !space->unfused,
-                          space->keepGathered.front()};
+  const PlanConfig config{space->microBatches.front(), space->zeroStages.front(), 0, space->keepGathered.front()};
   if (space->unfused) return buildConfiguredStep(forward, consumable, config, options);
   return buildConfiguredStep(*space->fusedForward, nullptr, config, options);
 }
@@ -36,40 +36,35 @@ Expected<TrainingPlan> chooseTrainingPlan(const ir::Graph& forward, const Traini
   Expected<ConfigSpace> space = configSpace(forward, options, recordStages);
   if (!space) return space.error();
   const std::vector<int>& ks = space->microBatches;
-  const std::vector<int>& stages = space->shardStages;
+  const std::vector<ZeroStage>& stages = space->zeroStages;
   const LossChunking& chunking = options.lossChunks;
 
   struct Built {
     ir::Graph graph;
-    int microBatches;
-    std::vector<int> lossChunks;
-    int shardStage = 0;
+    PlanConfig config;
+    std::vector<int> lossChunks;  // the chunk counts to choose from (empty: as built)
     std::vector<RecordedStage> stages;
-    int keepGathered = 0;
   };
   std::vector<Built> graphs;
   graphs.reserve(2 * ks.size() * stages.size());
   auto select = [&]() -> Expected<TrainingPlan> {
     std::vector<PlanCandidate> views;
-    for (Built& b : graphs)
-      views.push_back(PlanCandidate{&b.graph, b.microBatches, b.lossChunks, b.shardStage, b.keepGathered});
-    Expected<PlanSelection> s = selectTrainingPlan(views, options.remat);
+    for (Built& b : graphs) views.push_back(PlanCandidate{&b.graph, b.config, b.lossChunks});
+    Expected<PlanSelection> s = selectTrainingPlan(views, options.remat, options.plan);
     if (!s) return s.error();
     Built& chosen = graphs[s->graph];
-    const int lossChunks = lossChunksOf(chosen.graph);
-    PlanDecision decision{StepConfig{chosen.microBatches, chosen.shardStage, lossChunks > 0, chosen.keepGathered}, lossChunks,
-                          std::move(s->rewrite), s->structure, s->report};
-    return TrainingPlan{std::move(chosen.graph), std::move(s->report), chosen.microBatches, lossChunks,
-                        chosen.shardStage, std::move(chosen.stages), std::move(decision)};
+    PlanDecision decision{std::move(s->rewrite), s->structure, s->report};
+    return TrainingPlan{std::move(chosen.graph), std::move(s->report), std::move(chosen.stages), std::move(decision)};
   };
-  auto build = [&](const StepConfig& config) -> Expected<Built> {
-    Built b{ir::Graph(forward.name()), config.microBatches, {}, config.shardStage, {}, config.keepGathered};
-    if (config.fusedLoss && recordStages) b.stages = space->fusedForwardStages;
-    const ir::Graph& from = config.fusedLoss ? *space->fusedForward : forward;
+  auto build = [&](const PlanConfig& config) -> Expected<Built> {
+    Built b{ir::Graph(forward.name()), config, {}, {}};
+    if (config.fusedLoss() && recordStages) b.stages = space->fusedForwardStages;
+    const ir::Graph& from = config.fusedLoss() ? *space->fusedForward : forward;
     Expected<ir::Graph> g = buildConfiguredStep(from, nullptr, config, options, recordStages ? &b.stages : nullptr);
     if (!g) return g.error();
     if (Status s = verifyTrainingStep(*g); !s) return s.error();
     b.graph = std::move(*g);
+    b.config.lossChunks = lossChunksOf(b.graph);
     return b;
   };
   // Under least-recompute every plan without recompute comes first, by micro-batch count (then
@@ -77,8 +72,8 @@ Expected<TrainingPlan> chooseTrainingPlan(const ir::Graph& forward, const Traini
   // is). So while counts are built smallest first (each unfused, then fused), the first graph
   // whose step fits as it is (a fused one at its finest chunking) is the choice, and larger
   // counts (whose graphs grow with the count) need not be built at all.
-  const RematStrategy strategy = options.remat.strategy;
-  const bool keepFirst = options.remat.budgetBytes && options.remat.objective.firstFitEndsSearch() &&
+  const RematStrategy strategy = options.remat;
+  const bool keepFirst = options.plan.budgetBytes && options.plan.objective.firstFitEndsSearch() &&
                          (strategy == RematStrategy::Auto || strategy == RematStrategy::None ||
                           strategy == RematStrategy::Chain);
   const bool several = ks.size() > 1 || stages.size() > 1 || space->keepGathered.size() > 1 ||
@@ -89,24 +84,24 @@ Expected<TrainingPlan> chooseTrainingPlan(const ir::Graph& forward, const Traini
   std::vector<int> keeps = space->keepGathered;
   bool keepsKnown = !space->keepGatheredBetween;
   for (int k : ks)
-    for (int stage : stages)
-      for (size_t i = 0; i < (stage == 3 ? keeps.size() : 1); ++i) {
-        if (stage == 3 && i == 1 && !keepsKnown) {
+    for (ZeroStage stage : stages)
+      for (size_t i = 0; i < (stage == ZeroStage::Parameters ? keeps.size() : 1); ++i) {
+        if (stage == ZeroStage::Parameters && i == 1 && !keepsKnown) {
           keepsKnown = true;
           std::vector<int> between;
           for (int kept = forwardGatheredGroups(graphs.back().graph) / 2; kept >= 1; kept /= 2) between.push_back(kept);
           keeps.insert(keeps.begin() + 1, between.begin(), between.end());
         }
-        const int keep = stage == 3 ? keeps[i] : 0;
+        const int keep = stage == ZeroStage::Parameters ? keeps[i] : 0;
         if (space->unfused) {
-          Expected<Built> b = build(StepConfig{k, stage, false, keep});
+          Expected<Built> b = build(PlanConfig{k, stage, 0, keep});
           if (!b) return b.error();
           graphs.push_back(std::move(*b));
-          if (keepFirst && several && scheduledPeakBytes(graphs.back().graph) <= options.remat.planBudget())
+          if (keepFirst && several && scheduledPeakBytes(graphs.back().graph) <= options.plan.planBudget())
             return select();
         }
         if (space->fused) {
-          Expected<Built> b = build(StepConfig{k, stage, true, keep});
+          Expected<Built> b = build(PlanConfig{k, stage, lossChunksOf(*space->fusedForward), keep});
           if (!b) return b.error();
           if (chunking.mode == LossChunking::Mode::Auto) b->lossChunks = lossChunkCandidates(b->graph);
           graphs.push_back(std::move(*b));
@@ -114,7 +109,7 @@ Expected<TrainingPlan> chooseTrainingPlan(const ir::Graph& forward, const Traini
             // At its finest chunking (the selection sets the count of every proposal it measures).
             Built& last = graphs.back();
             if (!last.lossChunks.empty()) setLossChunks(last.graph, last.lossChunks.back());
-            if (scheduledPeakBytes(last.graph) <= options.remat.planBudget()) return select();
+            if (scheduledPeakBytes(last.graph) <= options.plan.planBudget()) return select();
           }
         }
       }
@@ -125,12 +120,13 @@ Expected<std::optional<TrainingPlan>> applyPlanDecision(const ir::Graph& forward
                                                         const TrainingPlanOptions& options, bool recordStages) {
   std::vector<RecordedStage> stages;
   std::optional<ir::Graph> fused;
-  if (decided.config.fusedLoss) {
-    Expected<ir::Graph> f = fusedLossForward(forward, std::max(decided.lossChunks, 1), recordStages ? &stages : nullptr);
+  const PlanConfig& config = decided.config();
+  if (config.fusedLoss()) {
+    Expected<ir::Graph> f = fusedLossForward(forward, config.lossChunks, recordStages ? &stages : nullptr);
     if (!f) return f.error();
     fused = std::move(*f);
   }
-  Expected<ir::Graph> g = buildConfiguredStep(fused ? *fused : forward, nullptr, decided.config, options,
+  Expected<ir::Graph> g = buildConfiguredStep(fused ? *fused : forward, nullptr, config, options,
                                               recordStages ? &stages : nullptr);
   if (!g) return g.error();
   if (Status s = verifyTrainingStep(*g); !s) return s.error();
@@ -138,10 +134,8 @@ Expected<std::optional<TrainingPlan>> applyPlanDecision(const ir::Graph& forward
   Expected<RewritePlan> rewrite = remat::bindRewrite(decided.rewrite, *g);
   if (!rewrite) return rewrite.error();
   remat::applyRewrite(*g, *rewrite);
-  if (decided.lossChunks > 0) setLossChunks(*g, decided.lossChunks);
-  return std::optional<TrainingPlan>(TrainingPlan{std::move(*g), decided.report, decided.config.microBatches,
-                                                  decided.lossChunks, decided.config.shardStage, std::move(stages),
-                                                  decided});
+  if (config.fusedLoss()) setLossChunks(*g, config.lossChunks);
+  return std::optional<TrainingPlan>(TrainingPlan{std::move(*g), decided.report, std::move(stages), decided});
 }
 
 Expected<ir::Graph> trainingStepAsIs(const ir::Graph& forward, const TrainingPlanOptions& options) {
@@ -198,23 +192,23 @@ Expected<TrainingStepResult> buildTrainingStepPipeline(const ir::Graph& forward,
   if (Status s = ir::verify(chosen->graph); !s)
     return Error{"verifier failed after pass 'remat': " + s.message(), ErrorKind::Internal};
 
-  TrainingStepResult result{std::move(chosen->graph), std::move(chosen->report), {}, chosen->microBatches,
-                            chosen->lossChunks, chosen->shardStage, std::move(chosen->decision), appliedDecision};
+  TrainingStepResult result{std::move(chosen->graph), std::move(chosen->report), {}, std::move(chosen->decision),
+                            appliedDecision};
   pm.add<Schedule>();
   pm.add<MemoryPlanPass>(&result.plan);
   if (Expected<bool> ran = pm.run(result.graph); !ran) return ran.error();
   if (appliedDecision) {
     // This rank's own peak (its shards' update workspaces may differ from the deciding rank's).
-    result.remat.predictedPeakBytes = result.plan.peakBytes;
-    result.remat.savedBytes = result.remat.peakWithoutRematBytes - result.plan.peakBytes;
-  } else if (result.plan.peakBytes != result.remat.predictedPeakBytes)
+    result.report.predictedPeakBytes = result.plan.peakBytes;
+    result.report.savedBytes = result.report.peakWithoutRematBytes - result.plan.peakBytes;
+  } else if (result.plan.peakBytes != result.report.predictedPeakBytes)
     // The search judged every proposal on its scheduled peak: the plan emitted must be that peak.
     return internalError("training planner", "the memory plan's peak (" + std::to_string(result.plan.peakBytes) +
                                                  " bytes) differs from the scheduled peak the search chose on (" +
-                                                 std::to_string(result.remat.predictedPeakBytes) + " bytes)");
-  result.plan.strategy = std::string(rematStrategyName(result.remat.chosen));
-  result.plan.budgetBytes = options.remat.budgetBytes;
-  result.plan.reserveBytes = options.remat.reserveBytes;
+                                                 std::to_string(result.report.predictedPeakBytes) + " bytes)");
+  result.plan.strategy = std::string(rematStrategyName(result.report.chosen));
+  result.plan.budgetBytes = options.plan.budgetBytes;
+  result.plan.reserveBytes = options.plan.reserveBytes;
   return result;
 }
 

@@ -35,24 +35,21 @@
 namespace gradc::passes {
 
 // What a search decided, in a form another data-parallel rank applies to its own graph instead
-// of searching again (decided once for all ranks): the configuration, the fused loss's chunks
-// and the recompute rewrite in ids, with the structure of the graph it was decided on
-// (passes/rewrite_by_ids.h). The report is the deciding rank's.
+// of searching again (decided once for all ranks): the recompute rewrite in ids, with the
+// structure of the graph it was decided on (passes/rewrite_by_ids.h), and the deciding rank's
+// report, whose configuration (with the fused loss's chunks) the other rank builds.
 struct PlanDecision {
-  StepConfig config;
-  int lossChunks = 0;
   remat::RewriteByIds rewrite;
   std::uint64_t structure = 0;
   TrainingPlanReport report;
+
+  const PlanConfig& config() const { return report.config; }
 };
 
 // The search's choice: the step with its recompute plan applied (not yet scheduled).
 struct TrainingPlan {
   ir::Graph graph;
-  TrainingPlanReport report;
-  int microBatches = 1;
-  int lossChunks = 0;  // the fused loss's chunks; 0: not fused
-  int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
+  TrainingPlanReport report;  // with the chosen configuration (report.config)
   std::vector<RecordedStage> stages;  // when recorded: the stages that built `graph`, before remat
   PlanDecision decision;
 };
@@ -70,7 +67,7 @@ Expected<std::optional<TrainingPlan>> applyPlanDecision(const ir::Graph& forward
                                                         const TrainingPlanOptions& options, bool recordStages = false);
 
 // The step chooseTrainingPlan chooses when nothing is recomputed and there is no budget to fit
-// (`options.remat` is ignored; auto micro-batches and ZeRO stage are 1 and 0, an auto fused
+// (`options.remat` and `options.plan` are ignored; auto micro-batches and ZeRO stage are 1 and 0, an auto fused
 // loss is not fused), built without measuring it and NOT verified: the caller runs
 // verifyTrainingStep on it (the summary does while it measures the recompute strategies on it).
 Expected<ir::Graph> trainingStepAsIs(const ir::Graph& forward, const TrainingPlanOptions& options);
@@ -94,11 +91,8 @@ class MemoryPlanPass final : public Pass {
 
 struct TrainingStepResult {
   ir::Graph graph;  // scheduled
-  TrainingPlanReport remat;
+  TrainingPlanReport report;  // this rank's: its configuration (report.config), recompute and peak
   MemoryPlan plan;
-  int microBatches = 1;
-  int lossChunks = 0;  // 0: the loss is not fused
-  int shardStage = 0;  // ZeRO stage (passes/shard_state.h)
   PlanDecision decision;  // what was decided (or applied), for the other ranks
   // Built from another rank's decision: the plan's peak is this rank's own, which the deciding
   // rank's search did not measure; the caller checks it against the budget.

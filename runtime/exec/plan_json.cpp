@@ -132,8 +132,8 @@ Expected<ir::MemoryPlan> planFromJson(std::string_view text) {
     return Error{"not a memory plan: format is \"" + format + "\", expected \"" + std::string(kPlanFormat) + "\""};
   GRADC_TRY(version, integer(j, root, "version"));
   if (version != kPlanVersion)
-    return Error{"plan version " + std::to_string(version) + " is not supported (this gradc reads version " +
-                 std::to_string(kPlanVersion) + ")"};
+    return Error{"memory plan format version " + std::to_string(version) + ", but this gradc reads version " +
+                 std::to_string(kPlanVersion) + " only: recompile the spec to write it again"};
 
   ir::MemoryPlan plan;
   GRADC_TRY(model, textField(j, root, "model"));
@@ -143,12 +143,9 @@ Expected<ir::MemoryPlan> planFromJson(std::string_view text) {
   GRADC_TRY(budget, field(j, root, "budget_bytes"));
   if (budget->is_number_integer()) plan.budgetBytes = budget->get<std::int64_t>();
   else if (!budget->is_null()) return Error{"plan.budget_bytes: expected an integer or null"};
-  // Absent in plans written before devices had reserves: none.
-  if (const auto reserve = j.find("reserve_bytes"); reserve != j.end()) {
-    if (!reserve->is_number_integer() || reserve->get<std::int64_t>() < 0)
-      return Error{"plan.reserve_bytes: expected a non-negative integer"};
-    plan.reserveBytes = reserve->get<std::int64_t>();
-  }
+  GRADC_TRY(reserve, integer(j, root, "reserve_bytes"));
+  if (reserve < 0) return Error{"plan.reserve_bytes: expected a non-negative integer"};
+  plan.reserveBytes = reserve;
   GRADC_TRY(peak, integer(j, root, "peak_bytes"));
   GRADC_TRY(peakStep, integer(j, root, "peak_step"));
   GRADC_TRY(arena, integer(j, root, "arena_bytes"));
@@ -164,12 +161,9 @@ Expected<ir::MemoryPlan> planFromJson(std::string_view text) {
   plan.backwardFlops = bwd;
   plan.optimizerFlops = opt;
   plan.recomputeFlops = rec;
-  // Plans written before the fused loss existed have no loss_chunks.
-  if (j.contains("loss_chunks")) {
-    GRADC_TRY(chunks, integer(j, root, "loss_chunks"));
-    if (chunks < 0) return Error{"plan.loss_chunks: must not be negative"};
-    plan.lossChunks = static_cast<int>(std::min<std::int64_t>(chunks, INT32_MAX));
-  }
+  GRADC_TRY(chunks, integer(j, root, "loss_chunks"));
+  if (chunks < 0) return Error{"plan.loss_chunks: must not be negative"};
+  plan.lossChunks = static_cast<int>(std::min<std::int64_t>(chunks, INT32_MAX));
   if (peak < 0 || arena < 0 || persistent < 0) return Error{"plan: byte counts must not be negative"};
 
   GRADC_TRY(timeline, array(j, root, "timeline"));
@@ -235,19 +229,15 @@ Expected<ir::MemoryPlan> planFromJson(std::string_view text) {
     std::optional<ir::BufferKind> bufferKind = ir::parseBufferKind(kind);
     if (!bufferKind) return Error{path + ".kind: unknown buffer kind \"" + kind + "\""};
     b.kind = *bufferKind;
-    b.residency = ir::defaultResidency(b.kind);
-    if (e.contains("space")) {
-      GRADC_TRY(space, textField(e, path, "space"));
-      std::optional<ir::MemorySpace> parsed = ir::parseMemorySpace(space);
-      if (!parsed) return Error{path + ".space: unknown memory space \"" + space + "\""};
-      b.space = *parsed;
-    }
-    if (e.contains("residency")) {
-      GRADC_TRY(residency, textField(e, path, "residency"));
-      std::optional<ir::Residency> parsed = ir::parseResidency(residency);
-      if (!parsed) return Error{path + ".residency: expected \"persistent\" or \"step\", got \"" + residency + "\""};
-      b.residency = *parsed;
-    }
+    GRADC_TRY(space, textField(e, path, "space"));
+    std::optional<ir::MemorySpace> parsedSpace = ir::parseMemorySpace(space);
+    if (!parsedSpace) return Error{path + ".space: unknown memory space \"" + space + "\""};
+    b.space = *parsedSpace;
+    GRADC_TRY(residency, textField(e, path, "residency"));
+    std::optional<ir::Residency> parsedResidency = ir::parseResidency(residency);
+    if (!parsedResidency)
+      return Error{path + ".residency: expected \"persistent\" or \"step\", got \"" + residency + "\""};
+    b.residency = *parsedResidency;
     if (b.workspace() && b.persistent()) return Error{path + ": a workspace cannot be persistent"};
     if (first < 0 || last < first || (steps > 0 && last >= steps))
       return Error{path + ": steps " + std::to_string(first) + ".." + std::to_string(last) +

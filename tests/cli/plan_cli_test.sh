@@ -22,7 +22,7 @@ timeout 120 "$gradc" compile "$src/models/gpt-mini.yaml" --emit plan -o "$plan" 
 if $py - "$plan" <<'PY'; then ok; else bad "plan JSON schema"; fi
 import json, sys
 p = json.load(open(sys.argv[1]))
-assert p["format"] == "gradc-memory-plan" and p["version"] == 1, "format"
+assert p["format"] == "gradc-memory-plan" and p["version"] == 2, "format"
 for key in ["model", "strategy", "budget_bytes", "peak_bytes", "peak_step", "arena_bytes", "fragmentation",
             "persistent_bytes", "forward_flops", "backward_flops", "optimizer_flops", "recompute_flops",
             "ranks", "buffers", "steps", "timeline"]:
@@ -143,7 +143,7 @@ expect_error "wrong field type" 'buffers\[3\]\.size: expected an integer' inspec
 mutate "$work/m2.json" 'del p["timeline"]'
 expect_error "missing timeline" "missing field 'timeline'" inspect "$work/m2.json"
 mutate "$work/m3.json" 'p["version"] = 99'
-expect_error "future version" "version 99 is not supported" inspect "$work/m3.json"
+expect_error "future version" "format version 99, but this gradc reads version 2" inspect "$work/m3.json"
 mutate "$work/m4.json" 'p["buffers"][0]["last_step"] = 10**6'
 expect_error "step out of range" 'buffers\[0\]: steps' inspect "$work/m4.json"
 mutate "$work/m5.json" 'p["steps"].pop()'

@@ -126,7 +126,7 @@ BatchProbe planAt(const std::string& model, const testing::DimOverrides& dims, c
   overrides.emplace_back(dim, std::to_string(batch));
   const ir::Graph forward = testing::compileBundledModel(model, overrides);
   passes::TrainingPlanOptions options;
-  options.remat.budgetBytes = budget;
+  options.plan.budgetBytes = budget;
   Expected<passes::TrainingPlan> plan = passes::chooseTrainingPlan(forward, options);
   BatchProbe p;
   p.batch = batch;

@@ -49,7 +49,8 @@ struct Planned {
 // plan), as `gradc compile --emit plan` runs it.
 Planned plan(const ir::Graph& forward, RematStrategy strategy, int microBatches, std::optional<std::int64_t> budget) {
   passes::TrainingPlanOptions options;
-  options.remat = passes::RematOptions{strategy, budget};
+  options.remat = strategy;
+  options.plan.budgetBytes = budget;
   options.microBatches = microBatches;
   Expected<passes::TrainingStepResult> r = passes::buildTrainingStepPipeline(forward, options, {});
   Planned p;
@@ -60,10 +61,10 @@ Planned plan(const ir::Graph& forward, RematStrategy strategy, int microBatches,
   }
   p.ok = true;
   p.peak = r->plan.peakBytes;
-  p.recompute = r->remat.recomputeFlops;
-  p.microBatches = r->microBatches;
+  p.recompute = r->report.recomputeFlops;
+  p.microBatches = r->report.config.microBatches;
   // (4): the memory plan holds what the planner predicted, and fits.
-  CHECK(r->plan.peakBytes == r->remat.predictedPeakBytes);
+  CHECK(r->plan.peakBytes == r->report.predictedPeakBytes);
   CHECK(passes::analyzeLiveness(r->graph).peakBytes == r->plan.peakBytes);
   if (budget) CHECK(p.peak <= *budget);
   return p;
@@ -281,7 +282,8 @@ TEST_CASE("peak lower bound: never above the live bytes at its node, in any orde
     for (RematStrategy strategy : passes::concreteRematStrategies()) {
       CAPTURE(passes::rematStrategyName(strategy));
       passes::TrainingPlanOptions options;
-      options.remat = passes::RematOptions{strategy, std::nullopt};
+      options.remat = strategy;
+      options.plan.budgetBytes = std::nullopt;
       Expected<passes::TrainingPlan> c = passes::chooseTrainingPlan(forward, options);
       REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.error().message));
       const ir::Graph& g = c->graph;
@@ -354,7 +356,8 @@ struct GptMiniStep {
   explicit GptMiniStep(const std::string& model = "gpt-mini", testing::DimOverrides overrides = {})
       : forward(testing::compileBundledModel(model, std::move(overrides))) {
     options.lossChunks.mode = passes::LossChunking::Mode::Off;
-    options.remat = passes::RematOptions{RematStrategy::None, std::nullopt};
+    options.remat = RematStrategy::None;
+    options.plan.budgetBytes = std::nullopt;
     Expected<passes::TrainingPlan> c = passes::chooseTrainingPlan(forward, options);
     REQUIRE(c);
     base = std::move(*c);
@@ -384,7 +387,8 @@ AutoAgainst autoAgainst(GptMiniStep& step, std::int64_t budget,
   for (const auto& [peak, flops] : proposals)
     if (peak <= budget && (best < 0 || flops < best)) best = flops;
   REQUIRE(best >= 0);
-  step.options.remat = passes::RematOptions{RematStrategy::Auto, budget};
+  step.options.remat = RematStrategy::Auto;
+  step.options.plan.budgetBytes = budget;
   Expected<passes::TrainingPlan> at = passes::chooseTrainingPlan(step.forward, step.options);
   REQUIRE_MESSAGE(at, at.error().message);
   CAPTURE(at->report.plan);
@@ -408,7 +412,8 @@ TEST_CASE("budget contract: gpt-mini never recomputes more than a checkpoint_seq
     const passes::RewritePlan p = passes::remat::planRewrite(*a, c);
     const std::int64_t peak = step.peakWith(p);
     CAPTURE(peak);
-    options.remat = passes::RematOptions{RematStrategy::Auto, peak};
+    options.remat = RematStrategy::Auto;
+    options.plan.budgetBytes = peak;
     Expected<passes::TrainingPlan> at = passes::chooseTrainingPlan(forward, options);
     REQUIRE_MESSAGE(at, at.error().message);
     CHECK(at->report.predictedPeakBytes <= peak);
@@ -493,7 +498,8 @@ TEST_CASE("budget contract: free recompute on an 8-step LSTM and a 2-layer GPT b
 std::pair<int, int> checkChainWithoutBudget(const ir::Graph& forward) {
   passes::TrainingPlanOptions options;
   options.lossChunks.mode = passes::LossChunking::Mode::Off;
-  options.remat = passes::RematOptions{RematStrategy::None, std::nullopt};
+  options.remat = RematStrategy::None;
+  options.plan.budgetBytes = std::nullopt;
   Expected<passes::TrainingPlan> base = passes::chooseTrainingPlan(forward, options);
   REQUIRE_MESSAGE(base, base.error().message);
   Expected<passes::remat::Analysis> a = passes::remat::analyze(base->graph);
@@ -511,7 +517,8 @@ std::pair<int, int> checkChainWithoutBudget(const ir::Graph& forward) {
   std::int64_t least = -1;
   for (const auto& [peak, flops] : proposals)
     if (peak <= lowest + lowest / 20 && (least < 0 || flops < least)) least = flops;
-  options.remat = passes::RematOptions{RematStrategy::Chain, std::nullopt};
+  options.remat = RematStrategy::Chain;
+  options.plan.budgetBytes = std::nullopt;
   Expected<passes::TrainingPlan> chain = passes::chooseTrainingPlan(forward, options);
   REQUIRE_MESSAGE(chain, chain.error().message);
   CAPTURE(chain->report.plan);

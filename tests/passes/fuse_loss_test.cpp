@@ -36,8 +36,8 @@ const testing::DimOverrides kWideVocab{{"batch", "8"},   {"seq", "64"},   {"voca
 
 passes::TrainingPlanOptions planOptions(std::optional<std::int64_t> budget, LossChunking chunking) {
   passes::TrainingPlanOptions o;
-  o.remat.budgetBytes = budget;
-  o.remat.strategy = budget ? passes::RematStrategy::Auto : passes::RematStrategy::None;
+  o.plan.budgetBytes = budget;
+  o.remat = budget ? passes::RematStrategy::Auto : passes::RematStrategy::None;
   o.lossChunks = chunking;
   return o;
 }
@@ -152,7 +152,7 @@ TEST_CASE("fuse-loss: more chunks never need more memory; logits-dominated steps
   const std::int64_t unfusedPeak = passes::scheduledPeakBytes(unfused->graph);
   Expected<passes::TrainingPlan> fused = passes::chooseTrainingPlan(forward, planOptions(std::nullopt, fixed(1)));
   REQUIRE(fused.ok());
-  CHECK(fused->lossChunks == 1);
+  CHECK(fused->report.config.lossChunks == 1);
   std::vector<int> chunks = passes::lossChunkCandidates(fused->graph);
   REQUIRE(chunks == std::vector<int>{1, 2, 4, 8, 16, 32, 64});
   std::int64_t previous = unfusedPeak;
@@ -175,12 +175,12 @@ TEST_CASE("--loss-chunks auto: fused only under a budget, only when cheapest, wi
   // No budget: nothing to fit, so no recompute and no fusion.
   Expected<passes::TrainingPlan> free = passes::chooseTrainingPlan(forward, planOptions(std::nullopt, kAuto));
   REQUIRE(free.ok());
-  CHECK(free->lossChunks == 0);
+  CHECK(free->report.config.lossChunks == 0);
   const std::int64_t fullPeak = free->report.predictedPeakBytes;
   // A budget the step fits as it is: still unfused.
   Expected<passes::TrainingPlan> roomy = passes::chooseTrainingPlan(forward, planOptions(fullPeak, kAuto));
   REQUIRE(roomy.ok());
-  CHECK(roomy->lossChunks == 0);
+  CHECK(roomy->report.config.lossChunks == 0);
   CHECK(totalRecompute(roomy->report) == 0);
 
   // The fused step at 64 chunks without remat, as a budget: no unfused plan reaches it.
@@ -192,15 +192,15 @@ TEST_CASE("--loss-chunks auto: fused only under a budget, only when cheapest, wi
   CHECK(off.error().message.find("no plan fits") != std::string::npos);
   Expected<passes::TrainingPlan> chosen = passes::chooseTrainingPlan(forward, planOptions(budget, kAuto));
   REQUIRE_MESSAGE(chosen.ok(), (chosen.ok() ? "" : chosen.error().message));
-  CHECK(chosen->lossChunks > 0);
+  CHECK(chosen->report.config.lossChunks > 0);
   CHECK(chosen->report.recomputeFlops == 0);
   CHECK(chosen->report.predictedPeakBytes <= budget);
   CHECK(passes::scheduledPeakBytes(chosen->graph) == chosen->report.predictedPeakBytes);
   CHECK(chosen->report.plan.find("fused loss in") != std::string::npos);
   // The fewest chunks that fit: half as many do not.
-  if (chosen->lossChunks > 1) {
+  if (chosen->report.config.lossChunks > 1) {
     Expected<passes::TrainingPlan> coarser =
-        passes::chooseTrainingPlan(forward, planOptions(std::nullopt, fixed(chosen->lossChunks / 2)));
+        passes::chooseTrainingPlan(forward, planOptions(std::nullopt, fixed(chosen->report.config.lossChunks / 2)));
     REQUIRE(coarser.ok());
     CHECK(passes::scheduledPeakBytes(coarser->graph) > budget);
   }
@@ -238,8 +238,8 @@ TEST_CASE("fused loss in the training pipeline: forced chunks, data-parallel loc
   o.microBatches = 2;
   Expected<passes::TrainingStepResult> step = passes::buildTrainingStepPipeline(forward, o);
   REQUIRE_MESSAGE(step.ok(), (step.ok() ? "" : step.error().message));
-  CHECK(step->lossChunks == 6);
-  CHECK(step->microBatches == 2);
+  CHECK(step->report.config.lossChunks == 6);
+  CHECK(step->report.config.microBatches == 2);
   CHECK(countOp(step->graph, "linear_cross_entropy") == 2);
   CHECK(countOp(step->graph, "cross_entropy") == 0);
   CHECK(step->plan.peakBytes == passes::analyzeLiveness(step->graph).peakBytes);
@@ -252,7 +252,7 @@ TEST_CASE("fused loss in the training pipeline: forced chunks, data-parallel loc
     p.dataParallel = passes::DataParallelOptions{2, rank, passes::LossPlacement::Local};
     Expected<passes::TrainingStepResult> r = passes::buildTrainingStepPipeline(forward, p);
     REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
-    CHECK(r->lossChunks == 4);
+    CHECK(r->report.config.lossChunks == 4);
     CHECK(countOp(r->graph, "linear_cross_entropy") == 1);
     // The rank's loss is scaled by 1 / world: so are the fused node's gradients.
     for (const auto& n : r->graph.nodes())

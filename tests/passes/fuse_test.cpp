@@ -270,7 +270,7 @@ TEST_CASE("on every bundled model the fused step without recompute plans no more
     ir::Graph forward = gradc::testing::compileBundledModel(model, dims);
     for (passes::RematStrategy strategy : {passes::RematStrategy::None, passes::RematStrategy::Sqrt}) {
       passes::TrainingPlanOptions options;
-      options.remat.strategy = strategy;
+      options.remat = strategy;
       Expected<passes::TrainingStepResult> plain = passes::buildTrainingStepPipeline(forward, options, {});
       options.fuseElementwise = true;
       Expected<passes::TrainingStepResult> fused = passes::buildTrainingStepPipeline(forward, options, {});

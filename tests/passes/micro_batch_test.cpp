@@ -186,13 +186,14 @@ TEST_CASE("the training-step planner picks micro-batches and remat together") {
   loose.microBatches = 0;
   Expected<passes::TrainingPlan> plain = passes::chooseTrainingPlan(forward, loose);
   REQUIRE(plain.ok());
-  CHECK(plain->microBatches == 1);
+  CHECK(plain->report.config.microBatches == 1);
   CHECK(plain->report.recomputeFlops == 0);
   const std::int64_t full = plain->report.predictedPeakBytes;
 
   // The smallest peak one micro-batch reaches with any remat plan.
   passes::TrainingPlanOptions one;
-  one.remat = passes::RematOptions{passes::RematStrategy::Auto, std::int64_t{1}};
+  one.remat = passes::RematStrategy::Auto;
+  one.plan.budgetBytes = std::int64_t{1};
   Expected<passes::TrainingPlan> floor = passes::chooseTrainingPlan(forward, one);
   REQUIRE_FALSE(floor.ok());
   const std::string message = floor.error().message;
@@ -207,7 +208,8 @@ TEST_CASE("the training-step planner picks micro-batches and remat together") {
   std::set<int> counts;
   for (int i = 1; i <= 8; ++i) {
     const std::int64_t budget = full - full * i / 16;
-    tight.remat = passes::RematOptions{passes::RematStrategy::Auto, budget};
+    tight.remat = passes::RematStrategy::Auto;
+    tight.plan.budgetBytes = budget;
     Expected<passes::TrainingPlan> c = passes::chooseTrainingPlan(forward, tight);
     if (!c.ok()) {
       CHECK(c.error().message.find("the smallest feasible budget is") != std::string::npos);
@@ -219,8 +221,8 @@ TEST_CASE("the training-step planner picks micro-batches and remat together") {
     CHECK(passes::scheduledPeakBytes(c->graph) == c->report.predictedPeakBytes);
     CHECK(ir::verify(c->graph).ok());
     previous = c->report.predictedPeakBytes;
-    counts.insert(c->microBatches);
-    MESSAGE("budget " << budget << ": k=" << c->microBatches << " " << c->report.plan << ", peak "
+    counts.insert(c->report.config.microBatches);
+    MESSAGE("budget " << budget << ": k=" << c->report.config.microBatches << " " << c->report.plan << ", peak "
                       << c->report.predictedPeakBytes << ", recompute " << c->report.recomputePercent() << "%");
   }
   CHECK(counts.size() >= 2);  // the count grows as the budget shrinks
@@ -228,7 +230,8 @@ TEST_CASE("the training-step planner picks micro-batches and remat together") {
   // The planner stops building counts once one fits without recompute; the choice is the
   // same as selecting over every count's graph.
   for (std::int64_t budget : {full * 3 / 4, full * 2 / 5}) {
-    tight.remat = passes::RematOptions{passes::RematStrategy::Auto, budget};
+    tight.remat = passes::RematStrategy::Auto;
+    tight.plan.budgetBytes = budget;
     Expected<passes::TrainingPlan> quick = passes::chooseTrainingPlan(forward, tight);
     std::vector<ir::Graph> graphs;
     std::vector<int> ks = passes::microBatchCandidates(forward);
@@ -241,10 +244,10 @@ TEST_CASE("the training-step planner picks micro-batches and remat together") {
     }
     std::vector<passes::PlanCandidate> views;
     for (size_t i = 0; i < graphs.size(); ++i) views.push_back(passes::PlanCandidate{&graphs[i], ks[i]});
-    Expected<passes::PlanSelection> all = passes::selectTrainingPlan(views, tight.remat);
+    Expected<passes::PlanSelection> all = passes::selectTrainingPlan(views, tight.remat, tight.plan);
     REQUIRE(quick.ok() == all.ok());
     if (!quick.ok()) continue;
-    CHECK(quick->microBatches == ks[all->graph]);
+    CHECK(quick->report.config.microBatches == ks[all->graph]);
     CHECK(quick->report.predictedPeakBytes == all->report.predictedPeakBytes);
     CHECK(quick->report.recomputeFlops == all->report.recomputeFlops);
   }
@@ -254,8 +257,7 @@ TEST_CASE("the training-step planner picks micro-batches and remat together") {
   fixed.microBatches = 4;
   Expected<passes::TrainingPlan> four = passes::chooseTrainingPlan(forward, fixed);
   REQUIRE(four.ok());
-  CHECK(four->microBatches == 4);
-  CHECK(four->report.microBatches == 4);
+  CHECK(four->report.config.microBatches == 4);
 }
 
 namespace {

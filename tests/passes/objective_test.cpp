@@ -20,9 +20,9 @@ using passes::TrainingPlanOptions;
 
 TrainingPlanOptions withObjective(PlanGoal goal, std::optional<double> cap, std::optional<std::int64_t> budget) {
   TrainingPlanOptions o;
-  o.remat.strategy = passes::RematStrategy::Auto;
-  o.remat.budgetBytes = budget;
-  o.remat.objective = Objective{goal, cap};
+  o.remat = passes::RematStrategy::Auto;
+  o.plan.budgetBytes = budget;
+  o.plan.objective = Objective{goal, cap};
   // One configuration with or without a budget (with one, auto would add fused-loss steps).
   o.lossChunks.mode = passes::LossChunking::Mode::Off;
   return o;
@@ -69,7 +69,7 @@ TEST_CASE("objective: parsing and a cap no plan meets") {
   CHECK_FALSE(passes::parseObjective("fastest", -1).ok());
   const ir::Graph forward = testing::compileBundledModel("mlp");
   TrainingPlanOptions o = withObjective(PlanGoal::LeastRecompute, 0.0, std::nullopt);
-  o.remat.strategy = passes::RematStrategy::Sqrt;  // its one plan recomputes
+  o.remat = passes::RematStrategy::Sqrt;  // its one plan recomputes
   Expected<TrainingPlan> p = passes::chooseTrainingPlan(forward, o);
   REQUIRE_FALSE(p.ok());
   CHECK(p.error().kind == ErrorKind::User);
@@ -90,7 +90,7 @@ TEST_CASE("objective: throughput chooses the fitting plan with the least predict
   const std::shared_ptr<const ir::CostTable> costs = testCosts();
   auto plan = [&](PlanGoal goal, std::optional<std::int64_t> budget, int microBatches) {
     TrainingPlanOptions o = withObjective(goal, std::nullopt, budget);
-    o.remat.objective.costs = costs;
+    o.plan.objective.costs = costs;
     o.microBatches = microBatches;
     Expected<TrainingPlan> p = passes::chooseTrainingPlan(forward, o);
     REQUIRE_MESSAGE(p.ok(), p.error().message);
@@ -99,7 +99,7 @@ TEST_CASE("objective: throughput chooses the fitting plan with the least predict
   // Without a budget: nothing recomputed, one micro-batch, its time the table's sum.
   const TrainingPlan fastest = plan(PlanGoal::Throughput, std::nullopt, 0);
   CHECK(fastest.report.recomputeFlops == 0);
-  CHECK(fastest.microBatches == 1);
+  CHECK(fastest.report.config.microBatches == 1);
   CHECK(fastest.report.predictedStepSeconds == doctest::Approx(costs->stepSeconds(fastest.graph)));
   // Under budgets between the least peak and the step as it is, over micro-batch counts too:
   // the choice predicts no more time than least-recompute's choice, measured with the same table.
@@ -117,7 +117,7 @@ TEST_CASE("objective: throughput chooses the fitting plan with the least predict
     // With the loss fused at any chunk count the planner may take: never slower than a fixed
     // count that fits (each chunk is a call, each count its own workspace).
     TrainingPlanOptions fused = withObjective(PlanGoal::Throughput, std::nullopt, budget);
-    fused.remat.objective.costs = costs;
+    fused.plan.objective.costs = costs;
     fused.lossChunks = passes::LossChunking{};  // auto
     Expected<TrainingPlan> any = passes::chooseTrainingPlan(forward, fused);
     REQUIRE_MESSAGE(any.ok(), any.error().message);

@@ -33,7 +33,7 @@ passes::DataParallelOptions ranks(int world, int rank, int shard = 0) {
   passes::DataParallelOptions o;
   o.world = world;
   o.rank = rank;
-  o.shard = shard;
+  o.shard = static_cast<passes::ZeroStage>(shard);
   return o;
 }
 
@@ -142,9 +142,7 @@ const char* kChain = R"(graph g
 TEST_CASE("pass text: remat memory-poor recomputes the chain in the backward") {
   const std::string out = runOnText(kChain, [](ir::Graph& g) -> Status {
     if (Status s = take(g, passes::microBatchedGradients(g, 1)); !s) return s;
-    passes::RematOptions o;
-    o.strategy = passes::RematStrategy::MemoryPoor;
-    if (Expected<bool> r = passes::RematPass(o).run(g); !r) return r.error();
+    if (Expected<bool> r = passes::RematPass(passes::RematStrategy::MemoryPoor).run(g); !r) return r.error();
     return {};
   });
   CHECK(out == R"(graph g

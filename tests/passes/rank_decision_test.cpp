@@ -32,9 +32,9 @@ passes::TrainingPlanOptions rankOptions(int rank, passes::LossPlacement placemen
   dp.world = 2;
   dp.rank = rank;
   dp.placement = placement;
-  dp.shard = shard;
+  dp.shard = static_cast<passes::ZeroStage>(shard);
   o.dataParallel = dp;
-  o.remat.budgetBytes = budget;
+  o.plan.budgetBytes = budget;
   o.microBatches = budget && !onlyRecompute ? 0 : 1;
   if (onlyRecompute) o.lossChunks.mode = passes::LossChunking::Mode::Off;
   return o;
@@ -52,7 +52,7 @@ TrainingStepResult step(int rank, passes::LossPlacement placement, int shard, st
 std::int64_t tightBudget(passes::LossPlacement placement) {
   const std::int64_t asIs = step(0, placement, 0, std::nullopt).plan.peakBytes;
   passes::TrainingPlanOptions o = rankOptions(0, placement, 0, std::nullopt, true);
-  o.remat.objective.goal = passes::PlanGoal::LeastPeak;
+  o.plan.objective.goal = passes::PlanGoal::LeastPeak;
   Expected<TrainingStepResult> least = passes::buildTrainingStepPipeline(model(), nullptr, o);
   REQUIRE(least.ok());
   return least->plan.peakBytes + (asIs - least->plan.peakBytes) / 3;
@@ -62,14 +62,13 @@ TEST_CASE("rank decision: rank 1 applies rank 0's decision and gets the step its
   const auto local = passes::LossPlacement::Local;
   const std::int64_t budget = tightBudget(local);
   const TrainingStepResult rank0 = step(0, local, 0, budget, nullptr, true);
-  REQUIRE(rank0.remat.recomputeNodes > 0);  // the decision carries a rewrite
+  REQUIRE(rank0.report.recomputeNodes > 0);  // the decision carries a rewrite
   CHECK_FALSE(rank0.appliedDecision);
   const TrainingStepResult applied = step(1, local, 0, budget, &rank0.decision, true);
   const TrainingStepResult searched = step(1, local, 0, budget, nullptr, true);
   CHECK(applied.appliedDecision);
-  CHECK(applied.remat.recomputeNodes == rank0.remat.recomputeNodes);
-  CHECK(applied.microBatches == rank0.microBatches);
-  CHECK(applied.lossChunks == rank0.lossChunks);
+  CHECK(applied.report.recomputeNodes == rank0.report.recomputeNodes);
+  CHECK(applied.report.config == rank0.report.config);
   CHECK(ir::printGraph(applied.graph) == ir::printGraph(searched.graph));
   CHECK(applied.plan.peakBytes == searched.plan.peakBytes);
   CHECK(applied.plan.peakBytes <= budget);
@@ -83,11 +82,11 @@ TEST_CASE("rank decision: under ZeRO every rank applies the stage and the rewrit
   const TrainingStepResult rank0 = step(0, local, 2, budget);
   const TrainingStepResult rank1 = step(1, local, 2, budget, &rank0.decision);
   CHECK(rank1.appliedDecision);
-  CHECK(rank1.microBatches == rank0.microBatches);
-  CHECK(rank1.lossChunks == rank0.lossChunks);
-  CHECK(rank1.remat.recomputeNodes == rank0.remat.recomputeNodes);
-  CHECK(rank1.shardStage == 2);
-  CHECK(rank1.remat.predictedPeakBytes == rank1.plan.peakBytes);
+  CHECK(rank1.report.config.microBatches == rank0.report.config.microBatches);
+  CHECK(rank1.report.config.lossChunks == rank0.report.config.lossChunks);
+  CHECK(rank1.report.recomputeNodes == rank0.report.recomputeNodes);
+  CHECK(rank1.report.config.zero == passes::ZeroStage::Gradients);
+  CHECK(rank1.report.predictedPeakBytes == rank1.plan.peakBytes);
   CHECK(ir::printGraph(rank1.graph) == ir::printGraph(step(1, local, 2, budget).graph));
 }
 

@@ -21,6 +21,12 @@ namespace gradc::testing {
 inline const DimOverrides kTinyShardedGpt = {{"batch", "12"}, {"seq", "16"}, {"vocab", "37"},
                                              {"d_model", "16"}, {"heads", "2"}, {"layers", "2"}};
 
+// A ZeRO stage by its number; -1: auto (the planner chooses).
+inline std::optional<passes::ZeroStage> zeroStage(int number) {
+  if (number < 0) return std::nullopt;
+  return static_cast<passes::ZeroStage>(number);
+}
+
 // One rank's options at a ZeRO stage (and, at stage 3, kept groups and prefetch), with small
 // buckets.
 inline passes::DataParallelOptions shardedRank(int world, int rank, int shard, int keepGathered = 0,
@@ -28,7 +34,7 @@ inline passes::DataParallelOptions shardedRank(int world, int rank, int shard, i
   passes::DataParallelOptions o;
   o.world = world;
   o.rank = rank;
-  o.shard = shard;
+  o.shard = zeroStage(shard);
   o.keepGathered = keepGathered;
   o.prefetch = prefetch;
   o.bucketBytes = 8 << 10;

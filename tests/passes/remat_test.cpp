@@ -29,7 +29,6 @@
 #include "passes/remat.h"
 
 using namespace gradc;
-using passes::RematOptions;
 using passes::RematStrategy;
 
 namespace {
@@ -97,7 +96,7 @@ struct Outcome {
 
 Outcome runRemat(const ir::Graph& joint, RematStrategy s, std::optional<std::int64_t> budget) {
   ir::Graph g = passes::remat::cloneGraph(joint);
-  passes::RematPass pass(RematOptions{s, budget});
+  passes::RematPass pass(s, passes::PlanOptions{budget});
   Expected<bool> r = pass.run(g);
   if (!r) {
     const bool infeasible = r.error().kind == ErrorKind::InfeasibleBudget;
@@ -135,7 +134,7 @@ TEST_CASE("graphs without a backward are left alone") {
   ir::Graph forward = forwardGraph(models()[1]);
   const std::string before = ir::printGraph(forward);
   for (RematStrategy s : {RematStrategy::Auto, RematStrategy::Chain, RematStrategy::MemoryPoor}) {
-    passes::RematPass pass(RematOptions{s, std::nullopt});
+    passes::RematPass pass(s);
     Expected<bool> r = pass.run(forward);
     REQUIRE(r.ok());
     CHECK_FALSE(*r);
@@ -273,7 +272,7 @@ TEST_CASE("recompute clones keep their attributes; the rewrite is deterministic"
   std::string first;
   for (int round = 0; round < 2; ++round) {
     ir::Graph g = passes::remat::cloneGraph(joint);
-    passes::RematPass pass(RematOptions{RematStrategy::MemoryPoor, std::nullopt});
+    passes::RematPass pass(RematStrategy::MemoryPoor);
     REQUIRE(pass.run(g).ok());
     int dropouts = 0;
     std::map<std::int64_t, int> rngs;
@@ -316,9 +315,9 @@ TEST_CASE("infeasible budgets: the error names the smallest feasible budget and 
 
   // A graph remat already ran on is refused.
   ir::Graph twice = passes::remat::cloneGraph(joint);
-  passes::RematPass first(RematOptions{RematStrategy::Sqrt, std::nullopt});
+  passes::RematPass first(RematStrategy::Sqrt);
   REQUIRE(first.run(twice).ok());
-  passes::RematPass second(RematOptions{RematStrategy::Sqrt, std::nullopt});
+  passes::RematPass second(RematStrategy::Sqrt);
   Expected<bool> again = second.run(twice);
   REQUIRE_FALSE(again.ok());
   CHECK(again.error().message.find("remat runs once") != std::string::npos);

@@ -59,7 +59,7 @@ TEST_CASE("stage 3: every rank keeps exactly its shard of each bucket's paramete
     CAPTURE(rank);
     const ir::Graph g = rankStep(forward, shardedRank(world, rank, 3));
     REQUIRE(static_cast<bool>(ir::verify(g)));
-    CHECK(passes::shardStageOf(g) == 3);
+    CHECK(passes::shardStageOf(g) == passes::ZeroStage::Parameters);
     CHECK(nodesOf(g, "all_gather_params").empty());
     const auto updates = nodesOf(g, "adamw_shard_step");
     REQUIRE(updates.size() > 2);
@@ -182,12 +182,12 @@ TEST_CASE("stage 3 keeps a quarter of stage 2's parameter bytes on 4 ranks; auto
   passes::TrainingPlanOptions options;
   options.dataParallel = shardedRank(4, 0, -1);
   options.lossChunks.mode = passes::LossChunking::Mode::Off;
-  options.remat.budgetBytes = peak[1];
+  options.plan.budgetBytes = peak[1];
   Expected<passes::TrainingPlan> chosen = passes::chooseTrainingPlan(*local, options);
   REQUIRE_MESSAGE(chosen.ok(), chosen.error().message);
-  CHECK(chosen->shardStage == 3);
-  options.remat.budgetBytes = peak[0];
-  CHECK(passes::chooseTrainingPlan(*local, options).value().shardStage <= 2);
+  CHECK(chosen->report.config.zero == passes::ZeroStage::Parameters);
+  options.plan.budgetBytes = peak[0];
+  CHECK(passes::chooseTrainingPlan(*local, options).value().report.config.zero <= passes::ZeroStage::Gradients);
 }
 
 TEST_CASE("parameter initialisers round-trip through a shard's shard_init") {
@@ -214,8 +214,8 @@ TEST_CASE("stage 3 under a budget: the most buckets kept that fit, every one gat
     passes::TrainingPlanOptions options;
     options.dataParallel = shardedRank(2, 0, 3, keep);
     options.lossChunks.mode = passes::LossChunking::Mode::Off;
-    options.remat.strategy = passes::RematStrategy::None;
-    options.remat.budgetBytes = budget;
+    options.remat = passes::RematStrategy::None;
+    options.plan.budgetBytes = budget;
     return passes::chooseTrainingPlan(*local, options);
   };
   Expected<passes::TrainingPlan> all = planWith(-1, std::nullopt);
@@ -238,7 +238,7 @@ TEST_CASE("stage 3 under a budget: the most buckets kept that fit, every one gat
     while (peak[first] > peak[i]) ++first;
     Expected<passes::TrainingPlan> p = planWith(passes::kKeepGatheredAuto, peak[i]);
     REQUIRE_MESSAGE(p.ok(), p.error().message);
-    CHECK(p->decision.config.keepGathered == tried[first]);
+    CHECK(p->decision.config().keptGroups == tried[first]);
     CHECK(p->report.predictedPeakBytes == peak[first]);
     CHECK(p->report.recomputeFlops == 0);
     const std::string named = tried[first] < 0    ? "every bucket's parameters kept"
@@ -318,14 +318,15 @@ TEST_CASE("stage 3 refuses the gather placement (rank 0's step differs, so would
     REQUIRE(local.ok());
     passes::TrainingPlanOptions options;
     options.dataParallel = dp;
-    options.remat.budgetBytes = std::int64_t{1} << 30;
+    options.plan.budgetBytes = std::int64_t{1} << 30;
     Expected<passes::ConfigSpace> space = passes::configSpace(*local, options);
     if (shard == 3) {
       REQUIRE_FALSE(space.ok());
       CHECK(space.error().message.find("use --loss-placement local") != std::string::npos);
     } else {
       REQUIRE(space.ok());
-      CHECK(space->shardStages == std::vector<int>{0, 1, 2});
+      CHECK(space->zeroStages == std::vector<passes::ZeroStage>{passes::ZeroStage::Replicated, passes::ZeroStage::OptimizerState,
+                                                                passes::ZeroStage::Gradients});
     }
   }
 }
@@ -343,7 +344,8 @@ TEST_CASE("stage 3's gathers described for the training log") {
             " gathered again for the backward");
   // Under recompute, the gathers the recompute plan adds are counted too.
   passes::TrainingPlanOptions sqrt;
-  sqrt.remat = passes::RematOptions{passes::RematStrategy::Sqrt, std::nullopt};
+  sqrt.remat = passes::RematStrategy::Sqrt;
+  sqrt.plan.budgetBytes = std::nullopt;
   const ir::Graph recomputed = rankStep(forward, shardedRank(2, 0, 3, 0), sqrt);
   size_t regathers = 0;
   for (const ir::Node* n : nodesOf(recomputed, "all_gather_wait")) regathers += n->phase() == ir::Phase::recompute;

@@ -65,7 +65,7 @@ TEST_CASE("every rank keeps exactly its shard of each bucket's optimizer state, 
       CAPTURE(rank);
       const ir::Graph g = rankStep(forward, shardedRank(world, rank, stage));
       CHECK(static_cast<bool>(ir::verify(g)));
-      CHECK(passes::shardStageOf(g) == stage);
+      CHECK(passes::zeroStageNumber(passes::shardStageOf(g)) == stage);
       CHECK(nodesOf(g, "adamw_step").empty());
       const auto updates = nodesOf(g, "adamw_shard_step");
       const auto gathers = nodesOf(g, "all_gather_params");
@@ -151,17 +151,17 @@ TEST_CASE("under a budget, auto picks the least stage that fits without recomput
   passes::TrainingPlanOptions options;
   options.lossChunks.mode = passes::LossChunking::Mode::Off;  // the fused loss is another way to fit
   auto chosen = [&](std::int64_t budget) {
-    options.remat.budgetBytes = budget;
+    options.plan.budgetBytes = budget;
     Expected<passes::TrainingPlan> c = plan(forward, shardedRank(2, 0, -1), options);
     REQUIRE_MESSAGE(c.ok(), c.error().message);
     CHECK(c->report.predictedPeakBytes <= budget);
-    return c->shardStage;
+    return passes::zeroStageNumber(c->report.config.zero);
   };
   CHECK(chosen(peak[0]) == 0);
   CHECK(chosen(peak[0] - 1) >= 1);
   CHECK(chosen(peak[1]) == 1);
   // Nothing fits: the smallest feasible budget is over every stage, and no more than stage 2's alone.
-  options.remat.budgetBytes = 1000;
+  options.plan.budgetBytes = 1000;
   Expected<passes::TrainingPlan> none = plan(forward, shardedRank(2, 0, -1), options);
   REQUIRE_FALSE(none.ok());
   REQUIRE(none.error().kind == ErrorKind::InfeasibleBudget);
@@ -170,7 +170,7 @@ TEST_CASE("under a budget, auto picks the least stage that fits without recomput
   REQUIRE_FALSE(stage2.ok());
   REQUIRE(stage2.error().kind == ErrorKind::InfeasibleBudget);
   CHECK(smallest <= stage2.error().smallestFeasibleBytes);
-  options.remat.budgetBytes = smallest;
+  options.plan.budgetBytes = smallest;
   CHECK(plan(forward, shardedRank(2, 0, -1), options).ok());
 }
 
@@ -192,13 +192,15 @@ TEST_CASE("bytes sent per step: stage 1 adds an all-gather to the all-reduce; st
 
 TEST_CASE("stage 0 and one device leave the step replicated") {
   const ir::Graph forward = testing::compileBundledModel("gpt-mini", kTinyGpt);
-  CHECK(passes::shardStageOf(rankStep(forward, shardedRank(2, 0, 0))) == 0);
+  CHECK(passes::shardStageOf(rankStep(forward, shardedRank(2, 0, 0))) == passes::ZeroStage::Replicated);
   ir::Graph one = passes::chooseTrainingPlan(forward, {}).value().graph;
   passes::DataParallelOptions o = shardedRank(1, 0, 2);
   REQUIRE(passes::shardOptimizerState(one, o).ok());
-  CHECK(passes::shardStageOf(one) == 0);
+  CHECK(passes::shardStageOf(one) == passes::ZeroStage::Replicated);
   CHECK_FALSE(nodesOf(one, "adamw_step").empty());
-  CHECK(passes::parseShardStage("auto").value() == -1);
-  CHECK(passes::parseShardStage("3").value() == 3);
-  CHECK_FALSE(passes::parseShardStage("4").ok());
+  CHECK_FALSE(passes::parseZeroStage("auto").value().has_value());
+  CHECK(passes::parseZeroStage("3").value() == passes::ZeroStage::Parameters);
+  CHECK(passes::parseZeroStage("0").value() == passes::ZeroStage::Replicated);
+  CHECK_FALSE(passes::parseZeroStage("4").ok());
+  CHECK_FALSE(passes::parseZeroStage("-1").ok());
 }

@@ -189,7 +189,8 @@ int checkProposals(ir::Graph& g, int* regathering = nullptr) {
 }
 
 passes::TrainingPlan planned(const ir::Graph& forward, passes::TrainingPlanOptions options = {}) {
-  options.remat = passes::RematOptions{RematStrategy::None, std::nullopt};
+  options.remat = RematStrategy::None;
+  options.plan.budgetBytes = std::nullopt;
   Expected<passes::TrainingPlan> c = passes::chooseTrainingPlan(forward, options);
   REQUIRE_MESSAGE(c.ok(), c.error().message);
   return std::move(*c);
@@ -218,14 +219,14 @@ TEST_CASE("step graph: micro-batched, fused-loss, data-parallel and sharded step
     passes::TrainingPlanOptions o;
     o.microBatches = 2;
     passes::TrainingPlan c = planned(gpt, o);
-    CHECK(c.microBatches == 2);
+    CHECK(c.report.config.microBatches == 2);
     checkProposals(c.graph);
   }
   SUBCASE("fused loss, at several chunk counts") {
     passes::TrainingPlanOptions o;
     o.lossChunks = passes::LossChunking{passes::LossChunking::Mode::Fixed, 4};
     passes::TrainingPlan c = planned(gpt, o);
-    REQUIRE(c.lossChunks == 4);
+    REQUIRE(c.report.config.lossChunks == 4);
     checkProposals(c.graph);
   }
   // Stage 3 gathered again (keep 0) with and without prefetch, and with every bucket kept.
@@ -241,7 +242,7 @@ TEST_CASE("step graph: micro-batched, fused-loss, data-parallel and sharded step
     passes::DataParallelOptions dp;
     dp.world = 2;
     dp.rank = 1;
-    dp.shard = sharding.shard;
+    dp.shard = static_cast<passes::ZeroStage>(sharding.shard);
     dp.keepGathered = sharding.keep;
     dp.prefetch = sharding.prefetch;
     dp.bucketBytes = 8 << 10;

@@ -72,7 +72,7 @@ TEST_CASE("the reference step of bundled training steps: no generated kernels, t
       CAPTURE(model);
       CAPTURE(passes::rematStrategyName(strategy));
       passes::TrainingPlanOptions options;
-      options.remat.strategy = strategy;
+      options.remat = strategy;
       options.fuseElementwise = true;
       Expected<passes::TrainingStepResult> step = passes::buildTrainingStepPipeline(forward, options, {});
       REQUIRE(step);

@@ -80,8 +80,8 @@ passes::TrainingPlanOptions planOptions(const Case& c) {
   o.optimizer->kind = c.optimizer;
   o.optimizer->clipNorm = c.clipNorm;
   if (c.optimizer == passes::OptimizerOptions::Kind::Sgd) o.optimizer->momentum = 0.9;
-  if (!c.budget.empty()) o.remat.budgetBytes = *passes::parseBytes(c.budget);
-  o.remat.strategy = *passes::parseRematStrategy(c.remat);
+  if (!c.budget.empty()) o.plan.budgetBytes = *passes::parseBytes(c.budget);
+  o.remat = *passes::parseRematStrategy(c.remat);
   o.microBatches = c.microBatches;
   o.lossChunks = *passes::parseLossChunks(c.lossChunks);
   return o;

@@ -209,7 +209,7 @@ TEST_CASE("remat on a fused step is bit-identical to the fused step alone") {
          {passes::RematStrategy::Sqrt, passes::RematStrategy::MemoryPoor, passes::RematStrategy::Selective}) {
       CAPTURE(passes::rematStrategyName(s));
       ir::Graph g = passes::remat::cloneGraph(fused);
-      passes::RematPass remat(passes::RematOptions{s, std::nullopt});
+      passes::RematPass remat(s);
       REQUIRE(remat.run(g).ok());
       CHECK(remat.report().recomputeNodes > 0);
       CHECK(passes::lossChunksOf(g) == 3);

@@ -58,12 +58,15 @@ TEST_CASE("plan codec: a plan reads back to itself, kinds, spaces and residencie
   CHECK(back->ranks[0].largestAtPeak[0].kind == ir::BufferKind::Activation);
 }
 
-TEST_CASE("plan codec: a plan written before residencies reads each kind's") {
-  std::string text = edited(",\"space\":\"device\",\"residency\":\"persistent\"", "");
-  Expected<ir::MemoryPlan> back = runtime::planFromJson(text);
-  REQUIRE_MESSAGE(back.ok(), back.error().message);
-  CHECK(back->buffers[0].residency == ir::Residency::Persistent);
-  CHECK(back->buffers[1].residency == ir::Residency::Step);
+TEST_CASE("plan codec: a plan of another version, or without a field this version requires, is refused") {
+  const std::string other = refusal(edited("\"version\": 2", "\"version\": 1"));
+  CHECK(other.find("version 1") != std::string::npos);
+  CHECK(other.find("reads version 2") != std::string::npos);
+  CHECK(refusal(edited(",\"space\":\"device\",\"residency\":\"persistent\"", "")).find("plan.buffers[0]") == 0);
+  CHECK(refusal(edited("\"residency\":\"persistent\"", "\"residency_\":\"persistent\"")).find(
+            "plan.buffers[0]") == 0);
+  CHECK(refusal(edited("  \"reserve_bytes\": 0,\n", "")).find("reserve_bytes") != std::string::npos);
+  CHECK(refusal(edited("  \"loss_chunks\": 0,\n", "")).find("loss_chunks") != std::string::npos);
 }
 
 TEST_CASE("plan codec: what the runtime must not execute is refused, the field named") {

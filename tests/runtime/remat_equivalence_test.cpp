@@ -130,7 +130,7 @@ runtime::TensorMap initialState(const ir::Graph& g) {
 // (that peak itself when it is not below no remat's): recompute is forced, and a plan exists.
 std::int64_t forcingBudget(const ir::Graph& joint, RematStrategy s) {
   ir::Graph probe = passes::remat::cloneGraph(joint);
-  passes::RematPass lowest(passes::RematOptions{s == RematStrategy::Auto ? RematStrategy::MemoryPoor : s, std::nullopt});
+  passes::RematPass lowest(s == RematStrategy::Auto ? RematStrategy::MemoryPoor : s);
   REQUIRE(lowest.run(probe).ok());
   const std::int64_t none = passes::analyzeLiveness(joint).peakBytes;
   const std::int64_t low = lowest.report().predictedPeakBytes;
@@ -178,7 +178,7 @@ TEST_CASE("remat on vs off: bit-identical losses and gradients on every bundled 
                             RematStrategy::Selective, RematStrategy::Auto}) {
       CAPTURE(passes::rematStrategyName(s));
       ir::Graph g = passes::remat::cloneGraph(joint);
-      passes::RematPass pass(passes::RematOptions{s, forcingBudget(joint, s)});
+      passes::RematPass pass(s, passes::PlanOptions{forcingBudget(joint, s)});
       Expected<bool> ran = pass.run(g);
       REQUIRE_MESSAGE(ran.ok(), (ran.ok() ? "" : ran.error().message));
       const Run run = execute(g, initial, inputs);
@@ -215,7 +215,7 @@ TEST_CASE("remat on vs off: one AdamW step leaves bit-identical parameters and o
     const runtime::TensorMap& inputs = base.inputs;
     const Run& reference = base.reference;
     ir::Graph g = passes::remat::cloneGraph(joint);
-    passes::RematPass pass(passes::RematOptions{strategy, forcingBudget(joint, strategy)});
+    passes::RematPass pass(strategy, passes::PlanOptions{forcingBudget(joint, strategy)});
     REQUIRE(pass.run(g).ok());
     REQUIRE(recomputeNodes(g) > 0);
     const Run run = execute(g, initial, inputs);
@@ -261,7 +261,7 @@ TEST_CASE("micro-batching equals the full batch within float tolerance; remat on
 
       // Remat on the micro-batched step changes nothing.
       ir::Graph rematted = passes::remat::cloneGraph(*micro);
-      passes::RematPass pass(passes::RematOptions{RematStrategy::Chain, forcingBudget(*micro, RematStrategy::Chain)});
+      passes::RematPass pass(RematStrategy::Chain, passes::PlanOptions{forcingBudget(*micro, RematStrategy::Chain)});
       REQUIRE(pass.run(rematted).ok());
       const Run again = execute(rematted, initial, inputs);
       for (const auto& [name, tensor] : run.outputs) {
