@@ -60,6 +60,34 @@ std::int64_t DeviceMesh::ranks() const {
   return n;
 }
 
+std::vector<std::int64_t> DeviceMesh::groupOf(std::string_view axis, std::int64_t rank) const {
+  if (rank < 0 || rank >= ranks()) return {};
+  std::int64_t stride = 1;  // of `axis`: the product of the extents inside it
+  for (size_t i = axes.size(); i-- > 0;) {
+    const auto& [name, extent] = axes[i];
+    if (name == axis) {
+      const std::int64_t first = rank - (rank / stride % extent) * stride;
+      std::vector<std::int64_t> members;
+      for (std::int64_t k = 0; k < extent; ++k) members.push_back(first + k * stride);
+      return members;
+    }
+    stride *= extent;
+  }
+  return {};
+}
+
+std::string DeviceMesh::groupName(std::string_view axis, std::int64_t rank) const {
+  const std::vector<std::int64_t> members = groupOf(axis, rank);
+  if (members.empty()) return {};
+  // Groups along an axis differ in their other coordinates; the smallest member names them all:
+  // its rank with the axis' coordinate (0) removed, i.e. counted over the other axes.
+  const std::int64_t extent = static_cast<std::int64_t>(members.size());
+  const std::int64_t stride = extent > 1 ? members[1] - members[0] : 1;
+  const std::int64_t first = members.front();
+  const std::int64_t index = first / (stride * extent) * stride + first % stride;
+  return std::string(axis) + "/" + std::to_string(index);
+}
+
 std::string_view collectiveGroup(const Node& node) {
   auto it = node.attrs().find("group");
   if (it != node.attrs().end())

@@ -38,6 +38,16 @@ struct DeviceMesh {
   std::optional<std::int64_t> extent(std::string_view name) const;
   // The product of the extents: the ranks of the run.
   std::int64_t ranks() const;
+
+  // Ranks are numbered row-major over the axes, the last axis innermost (dp=2,tp=4: ranks 0-3
+  // are dp 0's tensor-parallel group). The group along `axis` that `rank` belongs to: the ranks
+  // whose coordinates on every other axis are `rank`'s, in order along `axis` (so a rank's
+  // position in it is its coordinate on the axis). Empty when the mesh has no such axis or
+  // `rank` is outside [0, ranks()).
+  std::vector<std::int64_t> groupOf(std::string_view axis, std::int64_t rank) const;
+  // A name for that group, the same on each of its members and different for every other group
+  // of the mesh: "tp/1" (the axis and the group's index among the axis' groups).
+  std::string groupName(std::string_view axis, std::int64_t rank) const;
 };
 
 // The group a collective node spans: its "group" attribute, "dp" without one.

@@ -71,6 +71,9 @@ std::string CollectiveContext::describe(const ir::Node& node, std::int64_t step)
       for (const ir::Value* v : node.operands()) types += (types.empty() ? "" : ", ") + ir::toString(v->type());
     what = std::string(node.opName()) + " of " + types;
   }
+  // Over a group other than the data-parallel one: which (its ranks are numbered within it).
+  if (const std::string_view group = ir::collectiveGroup(node); group != ir::kDataParallelAxis)
+    what += " over the " + std::string(group) + " group";
   return what + " at step " + std::to_string(step);
 }
 

@@ -61,7 +61,8 @@ class CollectiveContext {
   size_t pending() const { return pending_.size(); }
 
   // "all_reduce of gradient bucket 2 (5 tensors, 1.02 MiB) at step 7", "gather of f32[8, 128,
-  // 256] at step 3": the collective's description for error messages.
+  // 256] at step 3", "... over the tp group at step 2" (a group other than dp): the collective's
+  // description for error messages.
   static std::string describe(const ir::Node& node, std::int64_t step);
 
  private:

@@ -72,6 +72,19 @@ class Communicator {
   virtual Status allGather(const at::Tensor& input, at::Tensor output, std::string what) = 0;
   virtual Status broadcast(at::Tensor tensor, int root, std::string what) = 0;
   virtual Status barrier(std::string what) = 0;
+
+  // The communicator of the ranks `members` of this one (ascending, this rank among them), in
+  // which each member's rank is its position in `members`: a group of a device mesh
+  // (ir/device_mesh.h, runtime/comm/mesh_groups.h). `name` ("tp/1") sets the group apart from
+  // every other one made from this communicator (its rendezvous keys are under it). Every member
+  // calls it with the same arguments; it blocks until all have (or the timeout). Errors name
+  // the run's rank, as this communicator's do.
+  virtual Expected<std::unique_ptr<Communicator>> subgroup(const std::string& name,
+                                                           const std::vector<int>& members) = 0;
 };
+
+// Why `members` cannot be a subgroup of a communicator of `worldSize` ranks in which this one is
+// `rank` (not ascending, outside the world, without this rank); empty when they can.
+std::string subgroupProblem(const std::vector<int>& members, int rank, int worldSize);
 
 }  // namespace gradc::runtime

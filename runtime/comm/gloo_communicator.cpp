@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
+#include <algorithm>
 #include <csignal>
 #include <deque>
 #include <exception>
@@ -27,6 +28,7 @@ using Clock = std::chrono::steady_clock;
 struct GlooCommunicator::Impl {
   c10::intrusive_ptr<c10d::TCPStore> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> options;  // the transport, for subgroups
 };
 
 namespace {
@@ -133,8 +135,9 @@ std::string checkStacked(const at::Tensor& stacked, const at::Tensor& block, int
 
 }  // namespace
 
-GlooCommunicator::GlooCommunicator(std::unique_ptr<Impl> impl, int rank, int worldSize, std::chrono::milliseconds timeout)
-    : impl_(std::move(impl)), rank_(rank), worldSize_(worldSize), timeout_(timeout) {}
+GlooCommunicator::GlooCommunicator(std::unique_ptr<Impl> impl, int rank, int worldSize,
+                                   std::chrono::milliseconds timeout, int messageRank)
+    : impl_(std::move(impl)), rank_(rank), worldSize_(worldSize), timeout_(timeout), messageRank_(messageRank) {}
 
 GlooCommunicator::~GlooCommunicator() {
   // The group first (it joins its worker threads), then the store it used.
@@ -170,6 +173,7 @@ Expected<std::unique_ptr<Communicator>> GlooCommunicator::create(const DistEnv& 
     options->threads = 2;
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gradc/gloo", impl->store);
     impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, env.rank, env.worldSize, options);
+    impl->options = options;
   } catch (const std::exception& e) {
     std::string message = exceptionMessage(e);
     std::string cause = comm::containsNoCase(message, "timed out") || comm::containsNoCase(message, "timeout")
@@ -181,31 +185,53 @@ Expected<std::unique_ptr<Communicator>> GlooCommunicator::create(const DistEnv& 
                                                env.masterAddr + ":" + std::to_string(env.masterPort),
                                  secondsSince(start), cause);
   }
-  return std::unique_ptr<Communicator>(new GlooCommunicator(std::move(impl), env.rank, env.worldSize, timeout));
+  return std::unique_ptr<Communicator>(
+      new GlooCommunicator(std::move(impl), env.rank, env.worldSize, timeout, env.rank));
+}
+
+Expected<std::unique_ptr<Communicator>> GlooCommunicator::subgroup(const std::string& name,
+                                                                    const std::vector<int>& members) {
+  const std::string what = "rendezvous of group " + name + " (" + std::to_string(members.size()) + " ranks)";
+  if (std::string problem = subgroupProblem(members, rank_, worldSize_); !problem.empty())
+    return argumentError(messageRank_, what, problem);
+  const int groupRank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+  const int groupSize = static_cast<int>(members.size());
+  const auto start = Clock::now();
+  auto impl = std::make_unique<Impl>();
+  impl->store = impl_->store;
+  impl->options = impl_->options;
+  try {
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gradc/gloo/" + name, impl->store);
+    impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, groupRank, groupSize, impl->options);
+  } catch (const std::exception& e) {
+    return comm::collectiveError(messageRank_, what, secondsSince(start),
+                                 comm::causeFromMessage(exceptionMessage(e), timeout_));
+  }
+  return std::unique_ptr<Communicator>(new GlooCommunicator(std::move(impl), groupRank, groupSize, timeout_, messageRank_));
 }
 
 Expected<std::unique_ptr<PendingCollective>> GlooCommunicator::startAllReduceSum(at::Tensor buffer, std::string what) {
-  if (auto problem = checkTensor(buffer, "the buffer"); !problem.empty()) return argumentError(rank_, what, problem);
+  if (auto problem = checkTensor(buffer, "the buffer"); !problem.empty()) return argumentError(messageRank_, what, problem);
   if (buffer.scalar_type() == at::kBFloat16)
-    return argumentError(rank_, what, "Gloo cannot sum bf16 tensors (f32, f64 and f16 it can)");
+    return argumentError(messageRank_, what, "Gloo cannot sum bf16 tensors (f32, f64 and f16 it can)");
   const auto start = Clock::now();
   try {
     std::vector<at::Tensor> tensors{buffer};
     c10d::AllreduceOptions options;
     options.reduceOp = c10d::ReduceOp::SUM;
     options.timeout = timeout_;
-    auto pending = std::make_unique<GlooPending>(buffer, rank_, timeout_, std::move(what), start);
+    auto pending = std::make_unique<GlooPending>(buffer, messageRank_, timeout_, std::move(what), start);
     pending->add(impl_->group->allreduce(tensors, options));
     return std::unique_ptr<PendingCollective>(std::move(pending));
   } catch (const std::exception& e) {
-    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
+    return comm::collectiveError(messageRank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
   }
 }
 
 Expected<std::unique_ptr<PendingCollective>> GlooCommunicator::startReduceScatterSum(at::Tensor buffer,
                                                                                      std::string what) {
   if (buffer.defined() && (buffer.dim() == 0 || buffer.size(0) % worldSize_ != 0))
-    return argumentError(rank_, what, "the buffer's leading extent is not a multiple of the " +
+    return argumentError(messageRank_, what, "the buffer's leading extent is not a multiple of the " +
                                           std::to_string(worldSize_) + " ranks");
   return startAllReduceSum(std::move(buffer), std::move(what));
 }
@@ -213,14 +239,14 @@ Expected<std::unique_ptr<PendingCollective>> GlooCommunicator::startReduceScatte
 // Each rank's block goes straight to every other rank, which receives it straight into its
 // block of the buffer: point-to-point messages, no staging copy (as allGather below).
 Expected<std::unique_ptr<PendingCollective>> GlooCommunicator::startAllGather(at::Tensor buffer, std::string what) {
-  if (auto problem = checkTensor(buffer, "the buffer"); !problem.empty()) return argumentError(rank_, what, problem);
+  if (auto problem = checkTensor(buffer, "the buffer"); !problem.empty()) return argumentError(messageRank_, what, problem);
   if (buffer.dim() == 0 || buffer.size(0) % worldSize_ != 0)
-    return argumentError(rank_, what, "the buffer's leading extent is not a multiple of the " +
+    return argumentError(messageRank_, what, "the buffer's leading extent is not a multiple of the " +
                                           std::to_string(worldSize_) + " ranks");
   const int tag = nextTag();
   const auto start = Clock::now();
   try {
-    auto pending = std::make_unique<GlooPending>(buffer, rank_, timeout_, what, start);
+    auto pending = std::make_unique<GlooPending>(buffer, messageRank_, timeout_, what, start);
     const std::vector<at::Tensor> blocks = rowBlocks(buffer, worldSize_);
     for (int r = 0; r < worldSize_; ++r) {
       if (r == rank_) continue;
@@ -229,7 +255,7 @@ Expected<std::unique_ptr<PendingCollective>> GlooCommunicator::startAllGather(at
     }
     return std::unique_ptr<PendingCollective>(std::move(pending));
   } catch (const std::exception& e) {
-    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
+    return comm::collectiveError(messageRank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
   }
 }
 
@@ -238,21 +264,21 @@ Expected<std::unique_ptr<PendingCollective>> GlooCommunicator::startAllGather(at
 // (c10d's own gather and scatter stage it in one flat temporary). Every rank calls them in the
 // same order, so a per-communicator counter gives matching message tags.
 Status GlooCommunicator::gather(const at::Tensor& input, at::Tensor output, int root, std::string what) {
-  if (root < 0 || root >= worldSize_) return argumentError(rank_, what, "root " + std::to_string(root) + " is not a rank");
-  if (auto problem = checkTensor(input, "the input"); !problem.empty()) return argumentError(rank_, what, problem);
+  if (root < 0 || root >= worldSize_) return argumentError(messageRank_, what, "root " + std::to_string(root) + " is not a rank");
+  if (auto problem = checkTensor(input, "the input"); !problem.empty()) return argumentError(messageRank_, what, problem);
   if (rank_ == root) {
     if (auto problem = checkStacked(output, input, worldSize_, "the output"); !problem.empty())
-      return argumentError(rank_, what, problem);
+      return argumentError(messageRank_, what, problem);
   }
   return moveRows(/*toRoot=*/true, output, input, root, what);
 }
 
 Status GlooCommunicator::scatter(const at::Tensor& input, at::Tensor output, int root, std::string what) {
-  if (root < 0 || root >= worldSize_) return argumentError(rank_, what, "root " + std::to_string(root) + " is not a rank");
-  if (auto problem = checkTensor(output, "the output"); !problem.empty()) return argumentError(rank_, what, problem);
+  if (root < 0 || root >= worldSize_) return argumentError(messageRank_, what, "root " + std::to_string(root) + " is not a rank");
+  if (auto problem = checkTensor(output, "the output"); !problem.empty()) return argumentError(messageRank_, what, problem);
   if (rank_ == root) {
     if (auto problem = checkStacked(input, output, worldSize_, "the input"); !problem.empty())
-      return argumentError(rank_, what, problem);
+      return argumentError(messageRank_, what, problem);
   }
   return moveRows(/*toRoot=*/false, input, output, root, what);
 }
@@ -281,10 +307,10 @@ Status GlooCommunicator::moveRows(bool toRoot, const at::Tensor& stacked, const 
       transfer(block, root);
     }
     for (const auto& work : works)
-      if (Status s = finish(work, rank_, timeout_, what, start); !s) return s;
+      if (Status s = finish(work, messageRank_, timeout_, what, start); !s) return s;
     return Status::success();
   } catch (const std::exception& e) {
-    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
+    return comm::collectiveError(messageRank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
   }
 }
 
@@ -293,9 +319,9 @@ Status GlooCommunicator::moveRows(bool toRoot, const at::Tensor& stacked, const 
 // (c10d's allgather stages one), so an all-gather inside a step allocates nothing beyond its
 // output.
 Status GlooCommunicator::allGather(const at::Tensor& input, at::Tensor output, std::string what) {
-  if (auto problem = checkTensor(input, "the input"); !problem.empty()) return argumentError(rank_, what, problem);
+  if (auto problem = checkTensor(input, "the input"); !problem.empty()) return argumentError(messageRank_, what, problem);
   if (auto problem = checkStacked(output, input, worldSize_, "the output"); !problem.empty())
-    return argumentError(rank_, what, problem);
+    return argumentError(messageRank_, what, problem);
   const int tag = nextTag();
   const auto start = Clock::now();
   try {
@@ -312,25 +338,25 @@ Status GlooCommunicator::allGather(const at::Tensor& input, at::Tensor output, s
     }
     blocks[static_cast<size_t>(rank_)].copy_(input);
     for (const auto& work : works)
-      if (Status s = finish(work, rank_, timeout_, what, start); !s) return s;
+      if (Status s = finish(work, messageRank_, timeout_, what, start); !s) return s;
     return Status::success();
   } catch (const std::exception& e) {
-    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
+    return comm::collectiveError(messageRank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
   }
 }
 
 Status GlooCommunicator::broadcast(at::Tensor tensor, int root, std::string what) {
-  if (root < 0 || root >= worldSize_) return argumentError(rank_, what, "root " + std::to_string(root) + " is not a rank");
-  if (auto problem = checkTensor(tensor, "the tensor"); !problem.empty()) return argumentError(rank_, what, problem);
+  if (root < 0 || root >= worldSize_) return argumentError(messageRank_, what, "root " + std::to_string(root) + " is not a rank");
+  if (auto problem = checkTensor(tensor, "the tensor"); !problem.empty()) return argumentError(messageRank_, what, problem);
   const auto start = Clock::now();
   try {
     std::vector<at::Tensor> tensors{tensor};
     c10d::BroadcastOptions options;
     options.rootRank = root;
     options.timeout = timeout_;
-    return finish(impl_->group->broadcast(tensors, options), rank_, timeout_, what, start);
+    return finish(impl_->group->broadcast(tensors, options), messageRank_, timeout_, what, start);
   } catch (const std::exception& e) {
-    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
+    return comm::collectiveError(messageRank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
   }
 }
 
@@ -339,9 +365,9 @@ Status GlooCommunicator::barrier(std::string what) {
   try {
     c10d::BarrierOptions options;
     options.timeout = timeout_;
-    return finish(impl_->group->barrier(options), rank_, timeout_, what, start);
+    return finish(impl_->group->barrier(options), messageRank_, timeout_, what, start);
   } catch (const std::exception& e) {
-    return comm::collectiveError(rank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
+    return comm::collectiveError(messageRank_, what, secondsSince(start), comm::causeFromMessage(exceptionMessage(e), timeout_));
   }
 }
 

@@ -37,11 +37,15 @@ class GlooCommunicator final : public Communicator {
   Status allGather(const at::Tensor& input, at::Tensor output, std::string what) override;
   Status broadcast(at::Tensor tensor, int root, std::string what) override;
   Status barrier(std::string what) override;
+  // Another ProcessGroupGloo over the same store, its keys under the group's name.
+  Expected<std::unique_ptr<Communicator>> subgroup(const std::string& name, const std::vector<int>& members) override;
 
   struct Impl;
 
  private:
-  GlooCommunicator(std::unique_ptr<Impl> impl, int rank, int worldSize, std::chrono::milliseconds timeout);
+  // `messageRank`: the run's rank, which errors name (a subgroup's rank is its position in it).
+  GlooCommunicator(std::unique_ptr<Impl> impl, int rank, int worldSize, std::chrono::milliseconds timeout,
+                   int messageRank);
 
   // gather (toRoot) or scatter: rows between the root's `stacked` [world * n, ...] and every
   // rank's `block` [n, ...], as point-to-point messages.
@@ -54,6 +58,7 @@ class GlooCommunicator final : public Communicator {
   int rank_;
   int worldSize_;
   std::chrono::milliseconds timeout_;
+  int messageRank_;
 };
 
 }  // namespace gradc::runtime

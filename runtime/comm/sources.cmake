@@ -5,5 +5,6 @@ set(GRADC_RUNTIME_COMM_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/gloo_communicator.cpp
   ${CMAKE_CURRENT_LIST_DIR}/launcher.cpp
   ${CMAKE_CURRENT_LIST_DIR}/library_logging.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/mesh_groups.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tcp_kv_store.cpp
 )

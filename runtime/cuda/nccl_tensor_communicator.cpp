@@ -4,7 +4,11 @@
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <algorithm>
 #include <csignal>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "runtime/comm/nccl_communicator.h"
 #include "runtime/comm/tcp_kv_store.h"
@@ -40,9 +44,15 @@ class NcclPending final : public PendingCollective {
   at::Tensor keepAlive_;
 };
 
+// Joins the NCCL communicator of `worldSize` ranks (this one `rank`) on GPU `device`, its unique
+// id under `key` in `store`, with a communication stream of its own.
+Expected<std::unique_ptr<Communicator>> joinNccl(int rank, int worldSize, int device,
+                                                 std::shared_ptr<KeyValueStore> store,
+                                                 std::chrono::milliseconds timeout, const std::string& key);
+
 class NcclTensorCommunicator final : public Communicator {
  public:
-  NcclTensorCommunicator(std::unique_ptr<NcclCommunicator> nccl, std::unique_ptr<KeyValueStore> store, int device,
+  NcclTensorCommunicator(std::unique_ptr<NcclCommunicator> nccl, std::shared_ptr<KeyValueStore> store, int device,
                          cudaStream_t commStream)
       : nccl_(std::move(nccl)), store_(std::move(store)), device_(device), commStream_(commStream) {}
   ~NcclTensorCommunicator() override {
@@ -124,6 +134,15 @@ class NcclTensorCommunicator final : public Communicator {
     return nccl_->barrier(commStream_, what);
   }
 
+  // A communicator of its own (NCCL's unique id for the group under the group's name in the
+  // run's store), on a communication stream of its own. Its errors name the rank in the group.
+  Expected<std::unique_ptr<Communicator>> subgroup(const std::string& name, const std::vector<int>& members) override {
+    if (std::string problem = subgroupProblem(members, rank(), worldSize()); !problem.empty())
+      return argumentError(rank(), "the group " + name, problem);
+    const int groupRank = static_cast<int>(std::find(members.begin(), members.end(), rank()) - members.begin());
+    return joinNccl(groupRank, static_cast<int>(members.size()), device_, store_, timeout(), "nccl/unique_id/" + name);
+  }
+
   // A collective over worldSize() equal blocks of `buffer`, started on the communication stream.
   using BlockedStart = Expected<std::unique_ptr<NcclCommunicator::Pending>> (NcclCommunicator::*)(
       void*, std::size_t, NcclDType, cudaStream_t, std::string);
@@ -174,28 +193,35 @@ class NcclTensorCommunicator final : public Communicator {
   }
 
   std::unique_ptr<NcclCommunicator> nccl_;
-  std::unique_ptr<KeyValueStore> store_;
+  std::shared_ptr<KeyValueStore> store_;  // shared with the subgroups made from this one
   int device_;
   cudaStream_t commStream_;  // the started collectives' (gradient buckets during the backward)
 };
+
+Expected<std::unique_ptr<Communicator>> joinNccl(int rank, int worldSize, int device,
+                                                 std::shared_ptr<KeyValueStore> store,
+                                                 std::chrono::milliseconds timeout, const std::string& key) {
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  Expected<std::unique_ptr<NcclCommunicator>> nccl =
+      NcclCommunicator::create(rank, worldSize, device, *store, timeout, key);
+  if (!nccl) return nccl.error();
+  cudaStream_t commStream = nullptr;
+  if (cudaError_t e = cudaStreamCreateWithFlags(&commStream, cudaStreamNonBlocking); e != cudaSuccess)
+    return Error{"rank " + std::to_string(rank) + ": cannot create the communication stream: " +
+                 cudaGetErrorString(e)};
+  return std::unique_ptr<Communicator>(
+      std::make_unique<NcclTensorCommunicator>(std::move(*nccl), std::move(store), device, commStream));
+}
 
 }  // namespace
 
 Expected<std::unique_ptr<Communicator>> createNcclCommunicator(const DistEnv& env, int deviceIndex,
                                                                std::chrono::milliseconds timeout) {
   std::signal(SIGPIPE, SIG_IGN);
-  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(deviceIndex));
   Expected<std::unique_ptr<KeyValueStore>> store = TcpKeyValueStore::connect(env, timeout);
   if (!store) return store.error();
-  Expected<std::unique_ptr<NcclCommunicator>> nccl =
-      NcclCommunicator::create(env.rank, env.worldSize, deviceIndex, **store, timeout);
-  if (!nccl) return nccl.error();
-  cudaStream_t commStream = nullptr;
-  if (cudaError_t e = cudaStreamCreateWithFlags(&commStream, cudaStreamNonBlocking); e != cudaSuccess)
-    return Error{"rank " + std::to_string(env.rank) + ": cannot create the communication stream: " +
-                 cudaGetErrorString(e)};
-  return std::unique_ptr<Communicator>(
-      std::make_unique<NcclTensorCommunicator>(std::move(*nccl), std::move(*store), deviceIndex, commStream));
+  return joinNccl(env.rank, env.worldSize, deviceIndex, std::shared_ptr<KeyValueStore>(std::move(*store)), timeout,
+                  "nccl/unique_id");
 }
 
 }  // namespace gradc::runtime

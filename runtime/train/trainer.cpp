@@ -22,6 +22,7 @@
 #include <unordered_set>
 
 #include "runtime/comm/collective_context.h"
+#include "runtime/comm/mesh_groups.h"
 #include "runtime/train/rank_agreement.h"
 #include "runtime/core/dtype_map.h"
 #include "runtime/exec/executor.h"
@@ -35,6 +36,7 @@
 #include "runtime/train/init_from.h"
 #include "runtime/train/op_profile.h"
 #include "runtime/train/progress.h"
+#include "runtime/train/starting_point.h"
 #include "runtime/train/synthetic_inputs.h"
 #include "runtime/train/trace.h"
 #include "runtime/train/training_data.h"
@@ -50,23 +52,6 @@ namespace {
 // [batch, seq] of i64 or i32 class indices.
 bool isTokenInput(const ir::Value* v) {
   return v && (v->type().dtype == ir::DType::i64 || v->type().dtype == ir::DType::i32) && v->type().rank() == 2;
-}
-
-// Checks that a restored state holds exactly the graph's parameters, with their types.
-Status checkState(const ir::Graph& g, const TensorMap& state, const std::filesystem::path& from) {
-  for (const auto& p : g.params()) {
-    auto it = state.find(p->name());
-    if (it == state.end())
-      return Error{"checkpoint " + from.string() + " has no tensor '" + p->name() +
-                   "' (was it written for another model or optimizer?)"};
-    std::string want = ir::toString(p->type()), got = describeTensor(it->second);
-    if (want != got)
-      return Error{"checkpoint " + from.string() + ": '" + p->name() + "' is " + got + ", the model needs " + want};
-  }
-  for (const auto& [name, t] : state)
-    if (!g.findNamed(name))
-      return Error{"checkpoint " + from.string() + " has '" + name + "', which this model does not have"};
-  return {};
 }
 
 // The first state tensor (weights or optimizer state) holding a NaN or an infinity, or "". The
@@ -118,6 +103,192 @@ at::Tensor shardOf(const at::Tensor& global, int world, int rank) {
   return global.narrow(0, rank * b, b).clone();
 }
 
+// The communicators of the step's mesh and a collective context for the training step and one
+// for the evaluation step (under ZeRO stage 3 it gathers parameters), so that the training
+// step's time blocked on communication stays its own.
+struct RunCommunication {
+  std::optional<MeshGroups> groups;
+  std::optional<CollectiveContext> step;
+  std::optional<CollectiveContext> evaluation;
+
+  Status join(const ir::Graph& g, Communicator& comm) {
+    step.emplace(comm);
+    evaluation.emplace(comm);
+    Expected<ir::DeviceMesh> mesh = ir::meshOf(g);
+    if (!mesh) return mesh.error();
+    // A graph without a mesh of its own and without collectives runs on the run's communicator.
+    if (mesh->ranks() != comm.worldSize() && g.attrs().count("mesh") == 0) return {};
+    Expected<MeshGroups> joined = MeshGroups::join(comm, *mesh);
+    if (!joined) return joined.error();
+    groups.emplace(std::move(*joined));
+    groups->addTo(*step);
+    groups->addTo(*evaluation);
+    return {};
+  }
+};
+
+// Every rank runs the same configuration, steps, seed, data and step variant, from the same
+// state: checked together before step 1, so that ranks never silently diverge.
+Status checkRanksAgree(const ir::Graph& g, const TrainerOptions& o, const nlohmann::json& config, std::uint64_t seed,
+                       const TensorMap& state) {
+  nlohmann::json settings = {{"config", config}, {"steps", o.steps}, {"seed", seed}, {"data", "synthetic"}};
+  settings["config"].erase("spec");  // the spec's path may differ between hosts; its graph may not
+  // One rank on the reference step (--no-generated-kernels) and another on the generated kernels
+  // would round differently.
+  settings["reference_step"] = o.referenceStep;
+  if (o.data) {  // an error joins the gather too: the ranks then fail together, naming it
+    Expected<std::string> fingerprint = dataFingerprint(*o.data);
+    settings["data"] = fingerprint ? *fingerprint : "unreadable: " + fingerprint.error().message;
+  }
+  if (Status s = checkIdenticalRun(settings.dump(), *o.comm); !s) return s;
+  return checkIdenticalState(g, state, *o.comm);
+}
+
+// One step's inputs: the batch's rows of this rank (token or image data, ids checked as they
+// are read), the step number, and synthetic values for every other input.
+Expected<TensorMap> stepInputs(const ir::Graph& g, const TrainerOptions& o, TokenData* tokenData, ImageData* imageData,
+                               std::int64_t step, std::uint64_t seed, int world, int rank) {
+  const ir::Value* stepInput = inputNamed(g, "step");
+  TensorMap inputs;
+  if (tokenData) {
+    Batch b = tokenData->batcher.next();
+    // A token file's ids are checked as they are read (a whole-file pass would read it all
+    // before step 1): one outside the vocabulary stops the run, naming it.
+    if (tokenData->checkIds) {
+      const std::int64_t largest = std::max(b.tokens.max().item<std::int64_t>(), b.targets.max().item<std::int64_t>());
+      if (largest >= tokenData->batcher.vocabSize())
+        return Error{"token file '" + o.data->string() + "' holds token " + std::to_string(largest) +
+                     " (in the batch of step " + std::to_string(step) + "), outside its vocabulary of " +
+                     std::to_string(tokenData->batcher.vocabSize()) + " (--vocab-size)"};
+    }
+    // The batcher's i64 indices in the inputs' own integer type.
+    inputs.emplace("tokens", shardOf(b.tokens, world, rank).to(tokenData->tokenType));
+    inputs.emplace("targets", shardOf(b.targets, world, rank).to(tokenData->targetType));
+  }
+  if (imageData) {
+    ImageBatch b = imageData->batcher.next();
+    inputs.emplace("images", shardOf(b.images, world, rank).to(imageData->imageType));
+    inputs.emplace("labels", shardOf(b.labels, world, rank).to(imageData->labelType));
+  }
+  for (const auto& in : g.inputs()) {
+    if (inputs.count(in->name())) continue;
+    if (in.get() == stepInput) inputs.emplace("step", at::scalar_tensor(step, at::kLong));
+    else inputs.emplace(in->name(), syntheticInput(*in, seed, step, world, rank));
+  }
+  return inputs;
+}
+
+// Examples per step without a token data set: the first batched input's rows over all ranks.
+std::int64_t examplesPerStep(const ir::Graph& g, int world) {
+  for (const auto& in : g.inputs())
+    if (in->isBatchedInput() && in->type().rank() > 0) return in->type().shape[0] * world;
+  return 1;
+}
+
+// The checkpoints a run writes after its steps: --save every --save-every steps and at the end
+// (or when the caller stops the run), --save-best on a better validation loss. Every rank checks
+// that its state is finite before any is written, and rank 0 writes (sharded state gathered
+// into the replicated layout first).
+struct RunCheckpoints {
+  const ir::Graph& g;
+  const TrainerOptions& o;
+  const nlohmann::json& config;
+  std::uint64_t seed;
+  std::optional<std::filesystem::path> bestDir;
+  double bestVal;  // the best validation loss so far
+  bool sharded;
+  int rank;
+  Progress* progress;  // rank 0's notes, when shown
+
+  // After step `step`, whose metrics are `m`; `stop`: the caller ends the run here. False when
+  // the state is not finite on some rank: result.failure says so and nothing was written.
+  Expected<bool> afterStep(std::int64_t step, const StepMetrics& m, bool stop, const DataPosition& position,
+                           TrainResult& result) {
+    const bool regular = o.saveDir && ((o.saveEvery > 0 && step % o.saveEvery == 0) || step == o.steps || stop);
+    // Every rank has the same (all-gathered) validation loss, so all decide alike.
+    const bool best = bestDir && m.valLoss && *m.valLoss < bestVal;
+    if (!regular && !best) return true;
+    // Sharded state is gathered by every rank into the replicated layout; rank 0 writes.
+    std::optional<TensorMap> replicated;
+    if (o.comm && sharded) {
+      Expected<TensorMap> full = replicatedState(g, result.state, *o.comm);
+      if (!full) return full.error();
+      replicated = std::move(*full);
+    }
+    // Each rank checks what it holds (its own state, shards and per-rank statistics included,
+    // and the gathered state on rank 0); the ranks then decide together, so that all of them
+    // stop, or none.
+    std::string bad = firstNonFinite(result.state, &g);
+    if (bad.empty() && replicated) bad = firstNonFinite(*replicated);
+    bool diverged = !bad.empty();
+    if (o.comm) {
+      Expected<bool> any = onAnyRank(diverged, *o.comm, "all_gather of the finite-state checks before saving");
+      if (!any) return any.error();
+      diverged = *any;
+    }
+    if (diverged) {
+      result.failure = (bad.empty() ? std::string("another rank's state") : "'" + bad + "'") +
+                       " is not finite after step " + std::to_string(step) +
+                       " (diverged: try a lower --lr or --clip-norm); the checkpoint was not written";
+      return false;
+    }
+    if (rank == 0) {
+      const TensorMap& state = replicated ? *replicated : result.state;
+      if (regular) {
+        if (Status s = save(*o.saveDir, g, state, step, seed, position, config); !s) return s.error();
+        if (progress) progress->note("saved checkpoint " + o.saveDir->string() + " at step " + std::to_string(step));
+      }
+      if (best) {
+        nlohmann::json withLoss = config;
+        withLoss["val_loss"] = *m.valLoss;
+        if (Status s = save(*bestDir, g, state, step, seed, position, withLoss); !s)
+          return s.error().withContext("--save-best: ");
+        if (progress)
+          progress->note("saved the best checkpoint so far (validation loss " + std::to_string(*m.valLoss) + ") " +
+                         bestDir->string() + " at step " + std::to_string(step));
+      }
+    }
+    if (best) bestVal = *m.valLoss;
+    return true;
+  }
+};
+
+// Every rank's peak (measured, planned), communication wait and evaluation peak, gathered for
+// rank 0's metrics, and the ranks' traces as one document.
+Status gatherRankMetrics(const TrainerOptions& o, const CollectiveContext& collectives, const Evaluator* evaluator,
+                         std::int64_t peak, std::int64_t evalPeak, const TraceRecorder* trace, const Executor& exec,
+                         TrainResult& result) {
+  const int world = o.comm->worldSize();
+  const int rank = o.comm->rank();
+  if (trace) {
+    Expected<std::vector<std::string>> all = gatherText(*o.comm, trace->events(), "all_gather of the ranks' traces");
+    if (!all) return all.error();
+    if (rank == 0) result.trace = traceDocument(*all);
+  }
+  constexpr int kFields = 5;
+  at::Tensor mine = at::empty({kFields}, at::kLong);
+  mine[0] = peak;
+  mine[1] = o.plannedPeakBytes.value_or(-1);
+  mine[2] = static_cast<std::int64_t>(collectives.waitSeconds() * 1e6);
+  mine[3] = evalPeak;
+  mine[4] = evalPeak >= 0 ? evaluator->plannedPeakBytes() : -1;
+  at::Tensor all = at::empty({kFields * world}, at::kLong);
+  if (Status s = o.comm->allGather(mine, all, "all_gather of the ranks' metrics at the end"); !s) return s;
+  for (int r = 0; r < world; ++r) {
+    const std::int64_t planned = all[kFields * r + 1].item<std::int64_t>();
+    result.metrics.ranks.push_back(RankMetrics{r, all[kFields * r].item<std::int64_t>(),
+                                               planned < 0 ? std::nullopt : std::optional<std::int64_t>(planned),
+                                               static_cast<double>(all[kFields * r + 2].item<std::int64_t>()) / 1e6});
+    if (const std::int64_t measured = all[kFields * r + 3].item<std::int64_t>(); measured >= 0) {
+      result.metrics.ranks.back().evalPeakBytesMeasured = measured;
+      result.metrics.ranks.back().evalPeakBytesPlanned = all[kFields * r + 4].item<std::int64_t>();
+    }
+  }
+  result.metrics.ranks[static_cast<size_t>(rank)].beyondPlan = exec.stepsBeyondPlan(5);
+  result.metrics.ranks[static_cast<size_t>(rank)].peakStep = exec.devicePeakStep();
+  return {};
+}
+
 }  // namespace
 
 Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
@@ -137,24 +308,15 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   if (Status s = exec->setGeneratedKernels(o.kernels); !s) return s.error();
   const int world = o.comm ? o.comm->worldSize() : 1;
   const int rank = o.comm ? o.comm->rank() : 0;
-  std::optional<CollectiveContext> collectives;
-  // The evaluation step's own (under ZeRO stage 3 it gathers parameters), so the training
-  // step's time blocked on communication stays its own.
-  std::optional<CollectiveContext> evalCollectives;
-  if (o.comm) {
-    collectives.emplace(*o.comm);
-    evalCollectives.emplace(*o.comm);
-  }
+  RunCommunication communication;
+  if (o.comm)
+    if (Status s = communication.join(g, *o.comm); !s) return s.error();
+  std::optional<CollectiveContext>& collectives = communication.step;
+  std::optional<CollectiveContext>& evalCollectives = communication.evaluation;
 
   nlohmann::json config = parseJsonBounded(o.config);
   if (!config.is_object()) config = nlohmann::json::object();
   if (!o.model.empty() && !config.contains("model")) config["model"] = o.model;  // named in the weights file
-  std::uint64_t seed = o.seed;
-  std::int64_t firstStep = 1;
-  DataPosition position;
-  std::optional<Vocabulary> restoredVocab;
-  std::string resumedShape, resumedFrom;  // the checkpoint's global batch x seq, when it says
-  std::vector<std::string> resumeNotes;    // optimizer settings that differ from the checkpoint's
   TrainResult result;
   result.metrics.model = o.model;
   result.metrics.intraOpThreads = at::get_num_threads();
@@ -175,69 +337,18 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     if (!lock) return lock.error().withContext("--save-best: ");
     bestLock.emplace(std::move(*lock));
   }
-  if (o.resumeDir) {
-    Expected<CheckpointData> ck = loadCheckpoint(*o.resumeDir);
-    if (!ck) return ck.error();
-    for (auto* part : {&ck->weights, &ck->optimizer})
-      for (auto& [name, t] : *part) result.state.emplace(name, t);
-    // A checkpoint holds replicated state; a sharded rank keeps its shard of it.
-    if (Status s = shardReplicatedState(g, result.state, ck->loaded_from.string()); !s) return s.error();
-    if (Status s = checkState(g, result.state, ck->loaded_from); !s) return s.error();
-    seed = ck->seed;
-    firstStep = ck->step + 1;
-    position = ck->data;
-    nlohmann::json saved = parseJsonBounded(ck->config);
-    if (saved.is_object() && saved.contains("batch_shape") && saved["batch_shape"].is_string())
-      resumedShape = saved["batch_shape"].get<std::string>();
-    resumedFrom = ck->loaded_from.string();
-    // The optimizer settings are the run's to choose (a lower --lr to continue is common), but
-    // one that differs from the checkpoint's is said, as PyTorch's restored param_groups would
-    // have kept it.
-    if (saved.is_object())
-      for (const char* key : {"optimizer", "lr", "min_lr", "weight_decay", "momentum", "betas", "eps", "decay",
-                              "clip_norm", "warmup_steps", "decay_steps"})
-        if (saved.contains(key) && config.contains(key) && saved[key] != config[key])
-          resumeNotes.push_back(std::string(key) + " " + saved[key].dump() + " -> " + config[key].dump());
-    // A position means something else under the other sampling (runtime/io/data.h).
-    if (saved.is_object() && saved.contains("sampling") && saved["sampling"].is_string() &&
-        saved["sampling"] != (o.randomWindows ? "random" : "epoch"))
-      return Error{"the checkpoint in " + ck->loaded_from.string() + " was trained with --sampling " +
-                   saved["sampling"].get<std::string>() + "; resume it with the same"};
-    if (saved.is_object() && saved.contains("vocabulary") && saved["vocabulary"].is_string()) {
-      std::string v = saved["vocabulary"];
-      if (v.rfind("synthetic:", 0) != 0) {
-        Expected<Vocabulary> vocab = Vocabulary::parse(v);
-        if (!vocab) return vocab.error().withContext("checkpoint " + ck->loaded_from.string() + ": ");
-        restoredVocab = *vocab;
-      }
-    }
-    if (firstStep > o.steps)
-      return Error{"the checkpoint in " + ck->loaded_from.string() + " is at step " + std::to_string(ck->step) +
-                   "; --steps " + std::to_string(o.steps) + " leaves nothing to do"};
-  } else {
-    Expected<TensorMap> init = initParameters(g, seed);
-    if (!init) return init.error();
-    result.state = std::move(*init);
-    if (o.initFrom) {
-      Expected<InitialWeights> weights = loadInitialWeights(*o.initFrom);
-      if (!weights) return weights.error();
-      if (Status s = applyInitialWeights(g, result.state, *weights); !s) return s.error();
-      // Token ids mean what they meant when the weights were trained.
-      if (weights->vocabulary && weights->vocabulary->rfind("synthetic:", 0) != 0) {
-        Expected<Vocabulary> vocab = Vocabulary::parse(*weights->vocabulary);
-        if (!vocab) return vocab.error().withContext("--init-from " + weights->source + ": ");
-        restoredVocab = *vocab;
-      }
-    }
-  }
+  Expected<StartingPoint> start = startingPoint(g, o, config, result.state);
+  if (!start) return start.error();
+  const std::uint64_t seed = start->seed;
+  const std::int64_t firstStep = start->firstStep;
 
   std::optional<TokenData> tokenData;
   if (isTokenInput(inputNamed(g, "tokens")) && isTokenInput(inputNamed(g, "targets"))) {
-    Expected<TokenData> td = makeTokenData(g, o, seed, restoredVocab, position, config, world);
+    Expected<TokenData> td = makeTokenData(g, o, seed, start->vocabulary, start->position, config, world);
     if (!td) return td.error();
     // A data position counts batches of one shape: under another it names other windows.
-    if (!resumedShape.empty() && config["batch_shape"] != resumedShape)
-      return Error{"the checkpoint in " + resumedFrom + " was trained on batches of " + resumedShape +
+    if (!start->resumedShape.empty() && config["batch_shape"] != start->resumedShape)
+      return Error{"the checkpoint in " + start->resumedFrom + " was trained on batches of " + start->resumedShape +
                    " tokens (sequences x length, over all ranks); this run's are " +
                    config["batch_shape"].get<std::string>() + ": resume with the same batch, seq and --devices"};
     tokenData = std::move(*td);
@@ -249,11 +360,10 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
       return Error{"model '" + o.model + "' has neither `tokens`/`targets` inputs (a text file) nor `images`/`labels` "
                    "inputs (a safetensors file of images and labels), so it cannot read --data; train it with "
                    "--synthetic"};
-    Expected<ImageData> id = makeImageData(*images, o, seed, position, config, world);
+    Expected<ImageData> id = makeImageData(*images, o, seed, start->position, config, world);
     if (!id) return id.error();
     imageData = std::move(*id);
   }
-  const ir::Value* stepInput = inputNamed(g, "step");
   // Parameters and optimizer state move into their planned buffers once (arena runs).
   if (Status s = exec->adoptState(result.state); !s) return s.error();
   std::optional<Evaluator> evaluator;
@@ -282,25 +392,15 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
   // The initial (or resumed) tensors just moved into the arena: give their pages back.
   if (exec->usesArena()) malloc_trim(0);
 #endif
-  if (o.comm) {
-    nlohmann::json settings = {{"config", config}, {"steps", o.steps}, {"seed", seed}, {"data", "synthetic"}};
-    settings["config"].erase("spec");  // the spec's path may differ between hosts; its graph may not
-    // One rank on the reference step (--no-generated-kernels) and another on the generated kernels
-    // would round differently.
-    settings["reference_step"] = o.referenceStep;
-    if (o.data) {  // an error joins the gather too: the ranks then fail together, naming it
-      Expected<std::string> fingerprint = dataFingerprint(*o.data);
-      settings["data"] = fingerprint ? *fingerprint : "unreadable: " + fingerprint.error().message;
-    }
-    if (Status s = checkIdenticalRun(settings.dump(), *o.comm); !s) return s.error();
-    if (Status s = checkIdenticalState(g, result.state, *o.comm); !s) return s.error();
-  }
+  if (o.comm)
+    if (Status s = checkRanksAgree(g, o, config, seed, result.state); !s) return s.error();
 
   const bool show = o.progress && rank == 0;
   Progress progress(firstStep, o.steps);
-  if (show && !resumeNotes.empty()) {
-    std::string line = "note: resuming " + resumedFrom + " with other optimizer settings than it was trained with:";
-    for (const std::string& n : resumeNotes) line += " " + n + ";";
+  if (show && !start->resumeNotes.empty()) {
+    std::string line =
+        "note: resuming " + start->resumedFrom + " with other optimizer settings than it was trained with:";
+    for (const std::string& n : start->resumeNotes) line += " " + n + ";";
     line.pop_back();
     progress.note(line);
   }
@@ -319,35 +419,14 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     });
   if (evaluator && trace)
     evaluator->setNodeHook([&](const ir::Node& node, std::chrono::nanoseconds elapsed) { trace->node(node, elapsed); });
-  const bool sharded = hasShardedState(g);
+  const std::int64_t perStep = tokenData ? tokenData->tokensPerStep : examplesPerStep(g, world);
+  RunCheckpoints checkpoints{g, o, config, seed, bestDir, bestVal, hasShardedState(g), rank, show ? &progress : nullptr};
   std::int64_t peak = 0;
   for (std::int64_t step = firstStep; step <= o.steps; ++step) {
-    TensorMap inputs;
-    if (tokenData) {
-      Batch b = tokenData->batcher.next();
-      // A token file's ids are checked as they are read (a whole-file pass would read it all
-      // before step 1): one outside the vocabulary stops the run, naming it.
-      if (tokenData->checkIds) {
-        const std::int64_t largest = std::max(b.tokens.max().item<std::int64_t>(), b.targets.max().item<std::int64_t>());
-        if (largest >= tokenData->batcher.vocabSize())
-          return Error{"token file '" + o.data->string() + "' holds token " + std::to_string(largest) +
-                       " (in the batch of step " + std::to_string(step) + "), outside its vocabulary of " +
-                       std::to_string(tokenData->batcher.vocabSize()) + " (--vocab-size)"};
-      }
-      // The batcher's i64 indices in the inputs' own integer type.
-      inputs.emplace("tokens", shardOf(b.tokens, world, rank).to(tokenData->tokenType));
-      inputs.emplace("targets", shardOf(b.targets, world, rank).to(tokenData->targetType));
-    }
-    if (imageData) {
-      ImageBatch b = imageData->batcher.next();
-      inputs.emplace("images", shardOf(b.images, world, rank).to(imageData->imageType));
-      inputs.emplace("labels", shardOf(b.labels, world, rank).to(imageData->labelType));
-    }
-    for (const auto& in : g.inputs()) {
-      if (inputs.count(in->name())) continue;
-      if (in.get() == stepInput) inputs.emplace("step", at::scalar_tensor(step, at::kLong));
-      else inputs.emplace(in->name(), syntheticInput(*in, seed, step, world, rank));
-    }
+    Expected<TensorMap> batch = stepInputs(g, o, tokenData ? &*tokenData : nullptr, imageData ? &*imageData : nullptr,
+                                           step, seed, world, rank);
+    if (!batch) return batch.error();
+    TensorMap& inputs = *batch;
 
     // Arena runs copy the batch into its planned buffers; the loader's tensors go before the
     // peak is measured, so the step's peak is the plan's, not the plan's plus a staged copy.
@@ -377,17 +456,7 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     m.stepTimeS = std::chrono::duration<double>(t1 - t0).count();
     m.minorFaults = minorFaults() - faults0;
     if (profiling) profile.addStep(m.stepTimeS);
-    std::int64_t tokens = 1;  // examples per step without a token data set: the first batched input's
-    if (tokenData) {
-      tokens = tokenData->tokensPerStep;
-    } else {
-      for (const auto& in : g.inputs())
-        if (in->isBatchedInput() && in->type().rank() > 0) {
-          tokens = in->type().shape[0] * world;
-          break;
-        }
-    }
-    m.tokensPerS = m.stepTimeS > 0 ? static_cast<double>(tokens) / m.stepTimeS : 0;
+    m.tokensPerS = m.stepTimeS > 0 ? static_cast<double>(perStep) / m.stepTimeS : 0;
     if (auto it = out->find("lr"); it != out->end()) m.lr = it->second.item<double>();
     if (auto it = out->find("grad_norm"); it != out->end()) m.gradNorm = it->second.item<double>();
     out->clear();  // views of the arena, which the evaluation step reuses
@@ -415,56 +484,13 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
       break;
     }
 
-    bool stop = o.onStep && !o.onStep(m);
-    const bool regular = o.saveDir && ((o.saveEvery > 0 && step % o.saveEvery == 0) || step == o.steps || stop);
-    // Every rank has the same (all-gathered) validation loss, so all decide alike.
-    const bool best = bestDir && m.valLoss && *m.valLoss < bestVal;
-    const bool due = regular || best;
-    // Sharded state is gathered by every rank into the replicated layout; rank 0 writes.
-    std::optional<TensorMap> replicated;
-    if (due && o.comm && sharded) {
-      Expected<TensorMap> full = replicatedState(g, result.state, *o.comm);
-      if (!full) return full.error();
-      replicated = std::move(*full);
-    }
-    // Each rank checks what it holds (its own state, shards and per-rank statistics included,
-    // and the gathered state on rank 0); the ranks then decide together, so that all of them
-    // stop, or none.
-    if (due) {
-      std::string bad = firstNonFinite(result.state, &g);
-      if (bad.empty() && replicated) bad = firstNonFinite(*replicated);
-      bool diverged = !bad.empty();
-      if (o.comm) {
-        Expected<bool> any = onAnyRank(diverged, *o.comm, "all_gather of the finite-state checks before saving");
-        if (!any) return any.error();
-        diverged = *any;
-      }
-      if (diverged) {
-        result.failure = (bad.empty() ? std::string("another rank's state") : "'" + bad + "'") +
-                         " is not finite after step " + std::to_string(step) +
-                         " (diverged: try a lower --lr or --clip-norm); the checkpoint was not written";
-        break;
-      }
-    }
-    if (due && rank == 0) {
-      DataPosition pos = tokenData   ? tokenData->batcher.position()
-                         : imageData ? imageData->batcher.position()
-                                     : DataPosition{0, step};
-      const TensorMap& state = replicated ? *replicated : result.state;
-      if (regular) {
-        if (Status s = save(*o.saveDir, g, state, step, seed, pos, config); !s) return s.error();
-        if (show) progress.note("saved checkpoint " + o.saveDir->string() + " at step " + std::to_string(step));
-      }
-      if (best) {
-        nlohmann::json withLoss = config;
-        withLoss["val_loss"] = *m.valLoss;
-        if (Status s = save(*bestDir, g, state, step, seed, pos, withLoss); !s) return s.error().withContext("--save-best: ");
-        if (show)
-          progress.note("saved the best checkpoint so far (validation loss " + std::to_string(*m.valLoss) + ") " +
-                        bestDir->string() + " at step " + std::to_string(step));
-      }
-    }
-    if (best) bestVal = *m.valLoss;
+    const bool stop = o.onStep && !o.onStep(m);
+    const DataPosition position = tokenData   ? tokenData->batcher.position()
+                                  : imageData ? imageData->batcher.position()
+                                              : DataPosition{0, step};
+    Expected<bool> kept = checkpoints.afterStep(step, m, stop, position, result);
+    if (!kept) return kept.error();
+    if (!*kept) break;
     if (stop) break;
   }
   if (show) progress.finish();
@@ -487,34 +513,10 @@ Expected<TrainResult> train(const ir::Graph& g, const TrainerOptions& o) {
     if (trace) result.trace = traceDocument({trace->events()});
     return result;
   }
-  if (trace) {
-    Expected<std::vector<std::string>> all = gatherText(*o.comm, trace->events(), "all_gather of the ranks' traces");
-    if (!all) return all.error();
-    if (rank == 0) result.trace = traceDocument(*all);
-  }
-  // Every rank's peak (measured, planned) and communication wait, for rank 0's metrics.
-  constexpr int kFields = 5;
-  at::Tensor mine = at::empty({kFields}, at::kLong);
-  mine[0] = peak;
-  mine[1] = o.plannedPeakBytes.value_or(-1);
-  mine[2] = static_cast<std::int64_t>(collectives->waitSeconds() * 1e6);
-  mine[3] = evalPeak;
-  mine[4] = evalPeak >= 0 ? evaluator->plannedPeakBytes() : -1;
-  at::Tensor all = at::empty({kFields * world}, at::kLong);
-  if (Status s = o.comm->allGather(mine, all, "all_gather of the ranks' metrics at the end"); !s)
+  if (Status s = gatherRankMetrics(o, *collectives, evaluator ? &*evaluator : nullptr, peak, evalPeak,
+                                   trace ? &*trace : nullptr, *exec, result);
+      !s)
     return s.error();
-  for (int r = 0; r < world; ++r) {
-    const std::int64_t planned = all[kFields * r + 1].item<std::int64_t>();
-    result.metrics.ranks.push_back(RankMetrics{r, all[kFields * r].item<std::int64_t>(),
-                                               planned < 0 ? std::nullopt : std::optional<std::int64_t>(planned),
-                                               static_cast<double>(all[kFields * r + 2].item<std::int64_t>()) / 1e6});
-    if (const std::int64_t measured = all[kFields * r + 3].item<std::int64_t>(); measured >= 0) {
-      result.metrics.ranks.back().evalPeakBytesMeasured = measured;
-      result.metrics.ranks.back().evalPeakBytesPlanned = all[kFields * r + 4].item<std::int64_t>();
-    }
-  }
-  result.metrics.ranks[static_cast<size_t>(rank)].beyondPlan = exec->stepsBeyondPlan(5);
-  result.metrics.ranks[static_cast<size_t>(rank)].peakStep = exec->devicePeakStep();
   return result;
 }
 

@@ -2,7 +2,9 @@
 // verifier's check of collectives against the graph's mesh.
 #include <doctest/doctest.h>
 
+#include <set>
 #include <string>
+#include <vector>
 
 #include "ir/device_mesh.h"
 #include "ir/parser.h"
@@ -25,6 +27,34 @@ TEST_CASE("a device mesh reads and prints as axis=ranks, axes in order") {
     CHECK(!DeviceMesh::parse(bad));
   }
   CHECK(DeviceMesh::parse("dp=2,dp=4").error().message.find("twice") != std::string::npos);
+}
+
+TEST_CASE("a rank's group along an axis: the ranks differing from it only there, named alike on each member") {
+  const DeviceMesh m = DeviceMesh::parse("dp=2,tp=3").value();
+  // Row-major, tp innermost: ranks 0-2 are dp 0's tensor-parallel group.
+  CHECK(m.groupOf("tp", 4) == std::vector<std::int64_t>{3, 4, 5});
+  CHECK(m.groupOf("dp", 4) == std::vector<std::int64_t>{1, 4});
+  CHECK(m.groupOf("dp", 0) == std::vector<std::int64_t>{0, 3});
+  CHECK(m.groupOf("pp", 0).empty());
+  CHECK(m.groupOf("tp", 6).empty());
+  CHECK(m.groupOf("tp", -1).empty());
+  // Every rank of a group names it alike; the groups of one axis all differ.
+  for (const char* axis : {"dp", "tp"}) {
+    std::set<std::string> names;
+    for (std::int64_t r = 0; r < m.ranks(); ++r) {
+      for (std::int64_t member : m.groupOf(axis, r)) CHECK(m.groupName(axis, member) == m.groupName(axis, r));
+      names.insert(m.groupName(axis, r));
+    }
+    CHECK(static_cast<std::int64_t>(names.size()) == m.ranks() / *m.extent(axis));
+  }
+  CHECK(m.groupName("tp", 4) == "tp/1");
+  CHECK(m.groupName("dp", 5) == "dp/2");
+  // Three axes: the middle one's groups.
+  const DeviceMesh three = DeviceMesh::parse("dp=2,pp=2,tp=2").value();
+  CHECK(three.groupOf("pp", 5) == std::vector<std::int64_t>{5, 7});
+  CHECK(three.groupOf("dp", 2) == std::vector<std::int64_t>{2, 6});
+  CHECK(DeviceMesh::dataParallel(4).groupOf("dp", 2) == std::vector<std::int64_t>{0, 1, 2, 3});
+  CHECK(DeviceMesh::dataParallel(4).groupName("dp", 2) == "dp/0");
 }
 
 namespace {

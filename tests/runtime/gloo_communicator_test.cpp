@@ -1,6 +1,7 @@
 // GlooCommunicator across forked processes: results of every collective, failures of peers
 // (exit mid-collective, stop) turned into Errors within the timeout, rendezvous timeouts.
 #include "runtime/comm/gloo_communicator.h"
+#include "runtime/comm/mesh_groups.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <tuple>
 
 #include "tests/runtime/dist_test_util.h"
 #include "tests/temp_dir.h"
@@ -181,6 +183,55 @@ TEST_CASE("gather scatter all_gather broadcast and barrier over 3 ranks") {
     CHECK(o.report == "ok");
     CHECK(o.status == 0);
   }
+}
+
+TEST_CASE("the groups of a dp=2,tp=2 mesh: each sums over its own members, and ranks are positions in the group") {
+  auto outcomes = runRanks(4, 10s, [](int rank, Communicator& world) -> std::string {
+    Expected<MeshGroups> groups = MeshGroups::join(world, ir::DeviceMesh::parse("dp=2,tp=2").value());
+    if (!groups) return "join: " + groups.error().message;
+    Communicator* tp = groups->group("tp");
+    Communicator* dp = groups->group("dp");
+    if (!tp || !dp || groups->group("pp")) return "groups missing";
+    // Row-major, tp innermost: tp groups {0, 1} and {2, 3}, dp groups {0, 2} and {1, 3}.
+    if (tp->worldSize() != 2 || tp->rank() != rank % 2) return "tp rank " + std::to_string(tp->rank());
+    if (dp->worldSize() != 2 || dp->rank() != rank / 2) return "dp rank " + std::to_string(dp->rank());
+    const std::vector<int> tpPeer{1, 0, 3, 2}, dpPeer{2, 3, 0, 1};
+    for (auto [name, comm, peer] : {std::tuple{"tp", tp, tpPeer[static_cast<size_t>(rank)]},
+                                    std::tuple{"dp", dp, dpPeer[static_cast<size_t>(rank)]}}) {
+      at::Tensor sum = at::full({1000}, double(1 << rank), at::kDouble);
+      auto started = comm->startAllReduceSum(sum, std::string(name) + " all_reduce");
+      if (!started) return started.error().message;
+      if (Status s = (*started)->wait(); !s) return s.message();
+      if (!at::equal(sum, at::full({1000}, double((1 << rank) + (1 << peer)), at::kDouble)))
+        return std::string(name) + " sum wrong: " + std::to_string(sum[0].item<double>());
+      at::Tensor both = at::zeros({2}, at::kDouble);
+      if (Status s = comm->allGather(at::full({1}, double(rank), at::kDouble), both, std::string(name) + " gather"); !s)
+        return s.message();
+      const double first = std::min(rank, peer), second = std::max(rank, peer);
+      if (both[0].item<double>() != first || both[1].item<double>() != second) return std::string(name) + " order";
+    }
+    // Interleaved collectives on the two groups and the world do not cross.
+    at::Tensor all = at::ones({8}, at::kFloat);
+    if (Status s = (*world.startAllReduceSum(all, "world all_reduce"))->wait(); !s) return s.message();
+    if (!at::equal(all, at::full({8}, 4.0f, at::kFloat))) return "world sum wrong";
+    // A member list without this rank is refused, naming the run's rank.
+    auto bad = world.subgroup("x/0", rank < 2 ? std::vector<int>{2, 3} : std::vector<int>{0, 1});
+    if (bad.ok() || bad.error().message.find("rank " + std::to_string(rank) + ": ") != 0 ||
+        bad.error().message.find("is not one of its members") == std::string::npos)
+      return "foreign group: " + (bad.ok() ? std::string("accepted") : bad.error().message);
+    if (Status s = world.barrier("final barrier"); !s) return s.message();
+    return "ok";
+  });
+  for (auto& o : outcomes) {
+    CHECK(o.report == "ok");
+    CHECK(o.status == 0);
+  }
+  // A mesh of another size than the run is refused before any rendezvous.
+  auto wrong = runRanks(2, 10s, [](int, Communicator& world) -> std::string {
+    Expected<MeshGroups> groups = MeshGroups::join(world, ir::DeviceMesh::parse("dp=2,tp=2").value());
+    return groups ? "accepted" : groups.error().message;
+  });
+  for (auto& o : wrong) CHECK(o.report == "the mesh dp=2,tp=2 has 4 ranks, but the run has 2");
 }
 
 TEST_CASE("a peer that exits mid-collective gives an Error naming the rank and the collective well within the timeout") {
