@@ -1,5 +1,5 @@
-// remat_curve: recompute against peak for one model's training step (AdamW), as JSON for
-// bench/remat_curve.py, which plots it. Points:
+// remat_curve: recompute against peak for one model's training step (AdamW), as JSON (for a
+// plot, or a table in docs/remat.md). Points:
 //   - "auto": the planner (passes::chooseTrainingPlan, --remat auto, one micro-batch, the loss
 //     unfused) at N budgets from the smallest feasible one to the step without recompute;
 //   - "sqrt", "memory-poor", "selective", "none": each strategy's plan without a budget;

@@ -13,7 +13,7 @@
 //
 // The descriptions live in their backends' folders (runtime/<backend>/, built without LibTorch
 // into gradc_kernel_targets) and are registered once per process (registerKernelTargets(),
-// runtime/kernel_targets.h); ir/ itself knows only this interface and the portable description,
+// runtime/backends/kernel_targets.h); ir/ itself knows only this interface and the portable description,
 // which has no rule of its own (what a process that registered none plans with).
 #pragma once
 

@@ -405,6 +405,50 @@ int reportRun(const runtime::TrainResult& result, const runtime::RankProgram& pr
   return code;
 }
 
+// A warmup longer than the run never reaches the learning rate asked for: said, not refused.
+void warnWarmupBeyondRun(const runtime::ArtifactManifest& manifest, std::int64_t steps) {
+  const nlohmann::json config = runtime::parseJsonBounded(manifest.configJson);
+  if (config.is_object() && config.contains("warmup_steps") && config["warmup_steps"].is_number_integer() &&
+      config["warmup_steps"].get<std::int64_t>() > steps)
+    std::cerr << "gradc: warning: the learning-rate warmup (--warmup-steps " << config["warmup_steps"].get<std::int64_t>()
+              << ") is longer than the run (--steps " << steps << "): the learning rate never reaches --lr\n";
+}
+
+// Every parameter's element type is one `device` can train; the error names the parameter.
+Status checkTrainable(const ir::Graph& graph, const runtime::Device& device) {
+  for (const auto& p : graph.params())
+    if (Status s = device.canTrain(p->type().dtype); !s)
+      return Error{s.message() + " (parameter '" + p->name() + "' is " + ir::toString(p->type()) + ")"};
+  return {};
+}
+
+// The launcher: one worker per rank runs this artifact with the same flags on `backend`,
+// supervised until they all end; their exit code.
+int launchWorkersOf(const std::filesystem::path& dir, const RunFlags& o, const runtime::Backend& backend, int world,
+                    const std::vector<std::string>& workerCommand, std::chrono::milliseconds timeout) {
+  RunFlags workerFlags = o;
+  workerFlags.device = std::string(backend.name);
+  runtime::LaunchOptions launch;
+  launch.devices = world;
+  launch.argv = workerCommand;
+  launch.argv.push_back(dir.string());
+  for (std::string& a : workerFlags.toArgs()) launch.argv.push_back(std::move(a));
+  launch.timeout = timeout;
+  return runtime::launchWorkers(launch);
+}
+
+// This worker's communicator, after the rendezvous with the others; the error names the rank.
+Expected<std::unique_ptr<runtime::Communicator>> joinRun(const runtime::Backend& backend, const runtime::DistEnv& env,
+                                                         std::chrono::milliseconds timeout) {
+  // c10d's store client fails on a thread of its own (a peer resetting the connection): named.
+  setFailureContext("rank " + std::to_string(env.rank) + ": the connection to the rendezvous store at " +
+                    env.masterAddr + ":" + std::to_string(env.masterPort));
+  Expected<std::unique_ptr<runtime::Communicator>> c = backend.communicator(env, env.localRank, timeout);
+  if (!c && c.error().message.rfind("rank ", 0) != 0)
+    return Error{"rank " + std::to_string(env.rank) + ": " + c.error().message};
+  return c;
+}
+
 }  // namespace
 
 int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::vector<std::string>& workerCommand) {
@@ -415,11 +459,7 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     std::cerr << "gradc: error: " << manifest.error().message << "\n";
     return kExitUserError;
   }
-  if (const nlohmann::json config = runtime::parseJsonBounded(manifest->configJson);
-      !o.quiet && config.is_object() && config.contains("warmup_steps") && config["warmup_steps"].is_number_integer() &&
-      config["warmup_steps"].get<std::int64_t>() > o.steps)
-    std::cerr << "gradc: warning: the learning-rate warmup (--warmup-steps " << config["warmup_steps"].get<std::int64_t>()
-              << ") is longer than the run (--steps " << o.steps << "): the learning rate never reaches --lr\n";
+  if (!o.quiet) warnWarmupBeyondRun(*manifest, o.steps);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeoutS * 1000));
   Expected<std::optional<runtime::DistEnv>> env = runtime::distEnvFromEnvironment();
   if (!env) {
@@ -467,10 +507,9 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
   }
   // Element types the device cannot train are refused before anything runs (a launcher for GPU
   // workers holds no GPU device: each worker checks on its own).
-  for (const auto& p : program->graph.params())
-    if (Status s = !backend->host && launching ? Status::success() : device->canTrain(p->type().dtype); !s) {
-      std::cerr << "gradc: error: " << s.message() << " (parameter '" << p->name() << "' is "
-                << ir::toString(p->type()) << ")\n";
+  if (backend->host || !launching)
+    if (Status s = checkTrainable(program->graph, *device); !s) {
+      std::cerr << "gradc: error: " << s.message() << "\n";
       return kExitUserError;
     }
   // Nothing is allocated before the plan is known to fit: the arenas of the ranks this process
@@ -484,18 +523,8 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
     std::cerr << "gradc: error: " << s.message() << "\n";
     return kExitUserError;
   }
-  if (launching) {
-    // N workers run this artifact, supervised until they all end, on the device decided here.
-    RunFlags workerFlags = o;
-    workerFlags.device = std::string(backend->name);
-    runtime::LaunchOptions launch;
-    launch.devices = world;
-    launch.argv = workerCommand;
-    launch.argv.push_back(dir.string());
-    for (std::string& a : workerFlags.toArgs()) launch.argv.push_back(std::move(a));
-    launch.timeout = timeout;
-    return runtime::launchWorkers(launch);
-  }
+  // N workers run this artifact, supervised until they all end, on the device decided here.
+  if (launching) return launchWorkersOf(dir, o, *backend, world, workerCommand, timeout);
 
   const bool quiet = o.quiet || rank != 0;
   nlohmann::json flags = runtime::parseJsonBounded(manifest->flagsJson);
@@ -505,14 +534,9 @@ int runArtifact(const std::filesystem::path& dir, const RunFlags& o, const std::
 
   std::unique_ptr<runtime::Communicator> comm;
   if (world > 1 || collectives) {
-    // c10d's store client fails on a thread of its own (a peer resetting the connection): named.
-    setFailureContext("rank " + std::to_string(rank) + ": the connection to the rendezvous store at " +
-                      (*env)->masterAddr + ":" + std::to_string((*env)->masterPort));
-    Expected<std::unique_ptr<runtime::Communicator>> c = backend->communicator(**env, localRank, timeout);
+    Expected<std::unique_ptr<runtime::Communicator>> c = joinRun(*backend, **env, timeout);
     if (!c) {
-      const std::string& message = c.error().message;
-      std::cerr << "gradc: error: " << (message.rfind("rank ", 0) == 0 ? "" : "rank " + std::to_string(rank) + ": ")
-                << message << "\n";
+      std::cerr << "gradc: error: " << c.error().message << "\n";
       return kExitUserError;
     }
     comm = std::move(*c);

@@ -1,7 +1,8 @@
 // The training step as the CLI builds it, shared by `gradc compile` (plans, artifacts) and
 // `gradc train`: forward graph -> [data-parallel partition] -> micro-batching or autodiff ->
 // [gradient collectives] -> optimizer -> dce -> remat under the byte budget -> schedule ->
-// memory plan, each a pass of one PassManager run (passes/training_pipeline.h). Also the flags both commands take: --budget, --remat, --micro-batches, --loss-chunks, and
+// memory plan, each a pass of one PassManager run (passes/plan/training_planner.h). Also the flags
+// both commands take: --budget, --remat, --micro-batches, --loss-chunks, and
 // --devices, --loss-placement, --bucket-mib.
 #pragma once
 
@@ -100,7 +101,7 @@ std::optional<passes::TrainingPlanOptions> parseTrainingPlanOptions(const Memory
                                                                     int kernelThreads);
 
 // The step, or nullopt after printing the error (exitCode says which): the training pipeline
-// of passes/training_pipeline.h, under a PassManager with `pm` (--print-after-all, --dump-dir).
+// of passes/plan/training_planner.h, under a PassManager with `pm` (--print-after-all, --dump-dir).
 // With `parallel` (world > 1): the step of that rank, partitioned first, so the budget is per
 // device and applies to the rank's shapes.
 // Given `decided` (another rank's), the rank applies that decision instead of searching when its

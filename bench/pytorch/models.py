@@ -55,7 +55,7 @@ from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
 MODES = ("eager", "seq", "block")
 
-# The dims of the bundled specs (models/*.yaml). tests/bench/first_loss_parity.py checks that
+# The dims of the bundled specs (models/*.yaml). tests/bench/first_loss_parity.sh checks that
 # the parameter names and shapes built from them equal those of the weights gradc saves.
 DEFAULT_DIMS = {
     "mlp": {"batch": 64, "features": 32, "hidden": 256, "outputs": 8, "depth": 4},

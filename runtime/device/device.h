@@ -2,7 +2,7 @@
 //
 // The executor takes a Device. Kernels build every tensor they create from the device's tensor
 // options (never from a CPU constant), and the arena -- the one block that holds every planned
-// buffer of a rank (runtime/arena.h) -- comes from the device's allocator. CPU is the device
+// buffer of a rank (runtime/exec/executor.h) -- comes from the device's allocator. CPU is the device
 // implemented here: aligned host memory, advised for transparent huge pages. The CUDA device
 // (runtime/cuda/cuda_device.h, in builds against a CUDA LibTorch) plugs in through the same
 // interface: cudaMalloc for the arena, kCUDA options, ATen's own allocations read from the CUDA

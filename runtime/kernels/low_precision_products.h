@@ -1,7 +1,7 @@
 // bf16 and f16 matrix products on the host, with their temporaries from the plan.
 //
 // Two routes (onednn::bf16Route() picks one per process, and the op table's workspace rules ask
-// the same question, ir/ops_gemm_workspace.cpp):
+// the same question, runtime/host/host_workspace_products.cpp):
 //  - bf16 on a CPU with bf16 instructions: oneDNN's matmul, its scratchpad the node's declared
 //    workspace (onednn/gemm.h);
 //  - bf16 elsewhere, and f16 everywhere: f32 products of the widened operands, rounded once

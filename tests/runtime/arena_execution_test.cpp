@@ -176,7 +176,7 @@ void checkCase(const Case& c) {
   CHECK_MESSAGE(under.str().empty(), "ops allocating less than their declared workspace:" << under.str());
 
   // The measured peak is the plan's, to the byte, in every dtype (bf16 products included: their
-  // oneDNN scratchpad is declared workspace, ir/ops_gemm_workspace.cpp).
+  // oneDNN scratchpad is declared workspace, runtime/host/host_workspace_products.cpp).
   std::vector<std::int64_t> live(workspace.size(), 0);
   for (const passes::PlannedBuffer& b : step.plan.buffers)
     for (int i = std::max(b.firstStep, 0); i <= b.lastStep && i < static_cast<int>(live.size()); ++i)
