@@ -33,8 +33,11 @@ struct Series {
 struct Run {
   std::string label;
   Series loss, valLoss, lr;
+  int leftOut = 0;  // entries with a non-finite step, loss, validation loss or learning rate
 };
 
+// An axis' range over finite values. Positions are computed from halves (v/2 - lo/2), which
+// never overflow, so any finite range works, from -1e308 to 1e308.
 struct Range {
   double lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
   void add(double v) {
@@ -42,6 +45,18 @@ struct Range {
     hi = std::max(hi, v);
   }
   bool empty() const { return !(lo <= hi); }
+  double halfSpan() const { return hi / 2 - lo / 2; }
+  // A range too narrow to resolve at its magnitude (one value, or 1e16 and 1e16 + 4) is widened
+  // about its values, so that the plot has a scale and the ticks a step.
+  void widen() {
+    const double magnitude = std::max(std::abs(lo), std::abs(hi));
+    if (halfSpan() > magnitude * 1e-9) return;
+    const double pad = magnitude > 0 ? magnitude / 4 : 0.5;
+    lo -= pad;
+    hi += pad;
+  }
+  // Where v lies, 0 at lo and 1 at hi.
+  double fraction(double v) const { return (v / 2 - lo / 2) / halfSpan(); }
 };
 
 // A run's curves from one metrics file; an Error names the file and what is missing.
@@ -54,27 +69,42 @@ Expected<Run> readRun(const std::filesystem::path& path) {
   Run run;
   run.label = path.stem().string();
   if (j.contains("model") && j["model"].is_string()) run.label += " (" + j["model"].get<std::string>() + ")";
-  auto number = [](const nlohmann::json& e, const char* key) -> std::optional<double> {
-    if (!e.contains(key) || !e[key].is_number()) return std::nullopt;
+  // A value that is not finite (NaN, an infinity, or a number JSON holds beyond a double's
+  // range) is left out and counted; a missing one is simply absent.
+  bool nonFinite = false;
+  auto number = [&nonFinite](const nlohmann::json& e, const char* key) -> std::optional<double> {
+    if (!e.contains(key)) return std::nullopt;
+    if (e[key].is_null() || e[key].is_string()) {  // how NaN and infinities are written, when they are
+      nonFinite = true;
+      return std::nullopt;
+    }
+    if (!e[key].is_number()) return std::nullopt;
     const double v = e[key].get<double>();
-    return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+    if (std::isfinite(v)) return v;
+    nonFinite = true;
+    return std::nullopt;
   };
   for (const nlohmann::json& e : j["steps"]) {
     if (!e.is_object()) continue;
+    nonFinite = false;
     const std::optional<double> step = number(e, "step");
-    if (!step) continue;
-    if (auto v = number(e, "loss")) run.loss.points.emplace_back(*step, *v);
-    if (auto v = number(e, "val_loss")) run.valLoss.points.emplace_back(*step, *v);
-    if (auto v = number(e, "lr")) run.lr.points.emplace_back(*step, *v);
+    if (step) {
+      if (auto v = number(e, "loss")) run.loss.points.emplace_back(*step, *v);
+      if (auto v = number(e, "val_loss")) run.valLoss.points.emplace_back(*step, *v);
+      if (auto v = number(e, "lr")) run.lr.points.emplace_back(*step, *v);
+    }
+    run.leftOut += nonFinite;
   }
   if (run.loss.points.empty()) return Error{"'" + path.string() + "' has no steps with a finite loss"};
   return run;
 }
 
-// About `count` round tick values covering [lo, hi] (1, 2 or 5 times a power of ten apart).
-std::vector<double> ticks(double lo, double hi, int count) {
-  if (!(hi > lo)) return {lo};
-  const double raw = (hi - lo) / count;
+// About `count` round tick values covering the range (1, 2 or 5 times a power of ten apart), at
+// most 2 count + 2 of them whatever the values: each tick is k times the step, and the walk
+// stops where k step no longer grows.
+std::vector<double> ticks(const Range& range, int count) {
+  if (!(range.halfSpan() > 0)) return {range.lo};
+  const double raw = range.halfSpan() / count * 2;
   const double power = std::pow(10.0, std::floor(std::log10(raw)));
   double step = power;
   for (double m : {1.0, 2.0, 5.0, 10.0})
@@ -83,7 +113,12 @@ std::vector<double> ticks(double lo, double hi, int count) {
       break;
     }
   std::vector<double> out;
-  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
+  const double first = std::ceil(range.lo / step);
+  for (int k = 0; k <= 2 * count + 1; ++k) {
+    const double v = (first + k) * step;
+    if (!std::isfinite(v) || v > range.hi + step * 1e-9 || (!out.empty() && !(v > out.back()))) break;
+    out.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
+  }
   return out;
 }
 
@@ -119,15 +154,13 @@ std::string renderSvg(const std::vector<Run>& runs, const std::string& title) {
       }
     for (auto [x, y] : r.lr.points) rates.add(y);
   }
-  if (steps.hi == steps.lo) steps.hi = steps.lo + 1;
-  if (losses.hi == losses.lo) losses.hi = losses.lo + 1;
+  steps.widen();
+  losses.widen();
   const bool withLr = !rates.empty();
-  if (withLr && rates.hi == rates.lo) {
-    rates.lo = 0;
-    if (rates.hi == 0) rates.hi = 1;
-  }
-  auto px = [&](double step) { return kLeft + (step - steps.lo) / (steps.hi - steps.lo) * plotW; };
-  auto py = [&](double v, const Range& r) { return kTop + (1 - (v - r.lo) / (r.hi - r.lo)) * plotH; };
+  if (withLr && rates.hi == rates.lo && rates.lo > 0) rates.lo = 0;  // a constant rate, drawn from 0
+  if (withLr) rates.widen();
+  auto px = [&](double step) { return kLeft + steps.fraction(step) * plotW; };
+  auto py = [&](double v, const Range& r) { return kTop + (1 - r.fraction(v)) * plotH; };
   static constexpr const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
                                              "#e377c2", "#17becf"};
   std::string svg = fmt::format(
@@ -139,19 +172,19 @@ std::string renderSvg(const std::vector<Run>& runs, const std::string& title) {
   // Axes, grid and ticks.
   svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>\n", kLeft,
                      kTop, plotW, plotH);
-  for (double t : ticks(steps.lo, steps.hi, 8)) {
+  for (double t : ticks(steps, 8)) {
     svg += fmt::format("<line x1=\"{0:.2f}\" y1=\"{1}\" x2=\"{0:.2f}\" y2=\"{2}\" stroke=\"#ddd\"/>\n", px(t), kTop,
                        kTop + plotH);
     svg += fmt::format("<text x=\"{:.2f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", px(t), kTop + plotH + 18,
                        number(t));
   }
-  for (double t : ticks(losses.lo, losses.hi, 6)) {
+  for (double t : ticks(losses, 6)) {
     svg += fmt::format("<line x1=\"{0}\" y1=\"{1:.2f}\" x2=\"{2}\" y2=\"{1:.2f}\" stroke=\"#ddd\"/>\n", kLeft, py(t, losses),
                        kLeft + plotW);
     svg += fmt::format("<text x=\"{}\" y=\"{:.2f}\" text-anchor=\"end\">{}</text>\n", kLeft - 6, py(t, losses) + 4, number(t));
   }
   if (withLr)
-    for (double t : ticks(rates.lo, rates.hi, 6))
+    for (double t : ticks(rates, 6))
       svg += fmt::format("<text x=\"{}\" y=\"{:.2f}\" fill=\"#777\">{}</text>\n", kLeft + plotW + 6, py(t, rates) + 4,
                          number(t));
   svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">step</text>\n", kLeft + plotW / 2, kHeight - 18);
@@ -213,6 +246,15 @@ int runPlot(const PlotOptions& o) {
     std::cerr << "gradc: error: " << why << "\n";
     return kExitUserError;
   }
+  // The chart never replaces a metrics file it reads.
+  for (const std::string& path : o.metrics) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(path, o.output, ec) && !ec) {
+      std::cerr << "gradc: error: -o " << o.output << " is the metrics file " << path
+                << " this plot reads; give the chart a file of its own\n";
+      return kExitUserError;
+    }
+  }
   std::vector<Run> runs;
   for (const std::string& path : o.metrics) {
     Expected<Run> run = readRun(path);
@@ -220,6 +262,9 @@ int runPlot(const PlotOptions& o) {
       std::cerr << "gradc: error: " << run.error().message << "\n";
       return kExitUserError;
     }
+    if (run->leftOut > 0)
+      std::cerr << "gradc: note: " << path << ": " << run->leftOut << " step" << (run->leftOut == 1 ? "" : "s")
+                << " with a value that is not finite (NaN or infinite) left out of the chart\n";
     runs.push_back(std::move(*run));
   }
   const std::string title = !o.title.empty()       ? o.title
