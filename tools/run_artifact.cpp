@@ -240,7 +240,8 @@ bool runFlagsHold(const RunFlags& o) {
     return false;
   }
   // Output paths are checked before any work, not discovered unwritable after training.
-  for (const auto& [flag, path] : {std::pair{"--metrics-out", o.metricsOut}, std::pair{"--trace-out", o.traceOut}})
+  for (const auto& [flag, path] : {std::pair{"--metrics-out", o.metricsOut}, std::pair{"--trace-out", o.traceOut},
+                                   std::pair{"--cost-table-out", o.costTableOut}})
     if (!path.empty())
       if (std::string bad = checkOutputPath(flag, path); !bad.empty()) {
         std::cerr << "gradc: error: " << bad << "\n";

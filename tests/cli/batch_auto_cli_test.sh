@@ -86,6 +86,11 @@ expect_exit2 "--cost-table-out of one step" "the first step of a run is not time
   timeout 300 "$gradc" train "$spec" "${small[@]}" --set batch=4 --synthetic --steps 1 --profile --cost-table-out "$work/c2.json"
 expect_exit2 "--cost-table-out without --profile" "give --profile too" \
   timeout 300 "$gradc" train "$spec" "${small[@]}" --set batch=4 --synthetic --steps 1 --cost-table-out "$work/c2.json"
+# Refused before the first step (a run of 100,000 steps would outlast the timeout), not after the last.
+expect_exit2 "--cost-table-out into a missing folder" "--cost-table-out" \
+  timeout 20 "$gradc" train "$spec" "${small[@]}" --set batch=4 --synthetic --steps 100000 --profile --cost-table-out "$work/no/such/c.json"
+expect_exit2 "--cost-table-out onto a folder" "--cost-table-out" \
+  timeout 20 "$gradc" train "$spec" "${small[@]}" --set batch=4 --synthetic --steps 100000 --profile --cost-table-out "$work"
 
 # Misuse.
 expect_exit2 "no budget" "batch=auto needs --budget" compile --set batch=auto --emit plan -o "$work/x.json"
